@@ -1,0 +1,92 @@
+package lambdakit
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Status is the state of an idempotency record.
+type Status string
+
+// The two states a live idempotency record can be in. The names match the
+// Powertools idempotency tables, so one table can serve several runtimes.
+const (
+	StatusInProgress Status = "INPROGRESS"
+	StatusCompleted  Status = "COMPLETED"
+)
+
+// Record is one idempotency record: the lock while a handler runs, and the
+// cached outcome after it completed.
+type Record struct {
+	// ID is the store key: "<prefix>#<sha256 hex of the idempotency key>".
+	ID string
+	// Status is StatusInProgress while the owner runs the handler, then
+	// StatusCompleted.
+	Status Status
+	// Expiration is when the record stops counting, whatever its status.
+	// Stores keep it in whole seconds (the DynamoDB TTL attribute).
+	Expiration time.Time
+	// InProgressExpiration is when an in-progress record's lease ends: the
+	// owner's invocation deadline. After it another owner may take over.
+	// Stores keep it in milliseconds.
+	InProgressExpiration time.Time
+	// Validation is a hash of the payload, empty when validation is off.
+	Validation string
+	// Data is the handler's cached result, nil when there is none.
+	Data []byte
+	// Lease is the random token of the current owner. Complete and Release
+	// succeed only while it still matches (fencing).
+	Lease string
+	// Staged are writes the store must commit atomically with the
+	// completion (single-phase mode); see Stage. Stores that cannot commit
+	// them return ErrStagingUnsupported from Complete and commit nothing.
+	Staged []any
+}
+
+// Live reports whether r still counts at now: it has not expired, and if it
+// is in progress its lease has not ended.
+func (r Record) Live(now time.Time) bool {
+	if !now.Before(r.Expiration) {
+		return false
+	}
+	return r.Status == StatusCompleted || now.Before(r.InProgressExpiration)
+}
+
+// Store keeps idempotency records. Implementations must make Acquire an
+// atomic check-and-set, and fence Complete and Release on the lease.
+// Implementations: dynamostore.Store, lambdakittest.MemoryStore.
+type Store interface {
+	// Acquire creates rec (status in progress) unless a live record (see
+	// Record.Live at now) holds rec.ID. It reports acquired=true when it
+	// created rec; otherwise it returns the live record that holds the ID.
+	Acquire(ctx context.Context, rec Record, now time.Time) (existing Record, acquired bool, err error)
+	// Complete marks the record completed with rec.Status, rec.Expiration,
+	// rec.Data and rec.Validation, and commits rec.Staged with it, if and
+	// only if the stored record still carries rec.Lease. Otherwise it
+	// returns ErrLeaseLost and changes nothing.
+	Complete(ctx context.Context, rec Record) error
+	// Release deletes the record if it is still in progress under lease,
+	// so that a retry can run at once. Otherwise it returns ErrLeaseLost.
+	Release(ctx context.Context, id, lease string) error
+}
+
+// Errors that callers branch on with errors.Is.
+var (
+	// ErrNoKey means no idempotency key could be derived from a message.
+	ErrNoKey = errors.New("lambdakit: no idempotency key in message")
+	// ErrPayloadMismatch means a key was reused with a different payload.
+	ErrPayloadMismatch = errors.New("lambdakit: idempotency key reused with a different payload")
+	// ErrInProgress means another owner holds the key's lease right now.
+	ErrInProgress = errors.New("lambdakit: idempotency key is in progress elsewhere")
+	// ErrLeaseLost means the record was taken over or removed since it was
+	// acquired: someone else now owns the work.
+	ErrLeaseLost = errors.New("lambdakit: idempotency lease lost")
+	// ErrResultNotStorable means the store cannot keep a handler's result
+	// (too large for an item, or not text). The record is completed
+	// without a cached result.
+	ErrResultNotStorable = errors.New("lambdakit: result cannot be stored")
+	// ErrStagingUnsupported means a store was handed staged writes it
+	// cannot commit atomically with the completion.
+	ErrStagingUnsupported = errors.New("lambdakit: store cannot commit these staged writes")
+)
