@@ -1,0 +1,291 @@
+package lambdakit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// BatchOptions configures Batch. The zero value of each field means its
+// default.
+type BatchOptions struct {
+	// Concurrency bounds how many records (standard queues) or message
+	// groups (FIFO queues) run at once. Default: the whole batch.
+	Concurrency int
+	// FIFOStopOnFirstFailure applies AWS's strict FIFO rule: at the first
+	// failure the rest of the whole batch is reported failed without being
+	// attempted, and records run one at a time in batch order. By default
+	// only the rest of the failed record's message group is skipped, and
+	// other groups go on.
+	FIFOStopOnFirstFailure bool
+	// DeadlineMargin is how long before the invocation deadline the batch
+	// stops starting records and cancels the running ones; half of it is
+	// left for their cleanup and for answering. Default 1s, never more
+	// than half the time left when the batch starts.
+	DeadlineMargin time.Duration
+	// AllowAllFailed makes the batch answer normally when every record
+	// failed. By default it returns ErrAllFailed instead, so that the event
+	// source mapping backs off rather than polling again at full speed.
+	AllowAllFailed bool
+	// Logger receives one line per failed record. Default: JSON to
+	// standard error.
+	Logger *slog.Logger
+}
+
+// BatchFunc is the shape of an SQS batch handler that lambda.Start accepts.
+type BatchFunc func(ctx context.Context, event events.SQSEvent) (events.SQSEventResponse, error)
+
+// Batch returns a BatchFunc that runs h for each record of an SQS event and
+// answers with a partial batch response: the records that failed, or were
+// not started, are reported by message ID so that only they come back.
+// The event source mapping must have ReportBatchItemFailures on.
+//
+// Records of a FIFO queue (event source ARN ending in ".fifo") run in order
+// within their message group; after a failure the group's later records are
+// reported failed (ErrSkipped) without being attempted. A panic fails only
+// its record. Before the invocation deadline the batch stops starting
+// records, cancels the running ones and answers in time.
+func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
+	o := BatchOptions{DeadlineMargin: time.Second}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.DeadlineMargin <= 0 {
+		o.DeadlineMargin = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = defaultLogger()
+	}
+	b := &batch{h: h, opts: o}
+	return b.handle
+}
+
+type batch struct {
+	h    Handler
+	opts BatchOptions
+}
+
+// outcomes holds each record's result. Handlers that ignore cancellation may
+// still be running when the batch answers; closing the outcomes makes their
+// late results harmless.
+type outcomes struct {
+	mu      sync.Mutex
+	errs    []error
+	started []bool
+	done    []bool
+	closed  bool
+}
+
+func (o *outcomes) start(i int) {
+	o.mu.Lock()
+	o.started[i] = true
+	o.mu.Unlock()
+}
+
+func (o *outcomes) set(i int, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.closed && !o.done[i] {
+		o.errs[i], o.done[i] = err, true
+	}
+}
+
+func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEventResponse, error) {
+	recs := event.Records
+	if len(recs) == 0 {
+		return events.SQSEventResponse{}, nil
+	}
+	out := &outcomes{errs: make([]error, len(recs)), started: make([]bool, len(recs)), done: make([]bool, len(recs))}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answerBy := b.guard(ctx, cancel)
+
+	tasks := b.plan(recs)
+	limit := b.opts.Concurrency
+	if limit <= 0 || limit > len(tasks) {
+		limit = len(tasks)
+	}
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for _, task := range tasks {
+		select {
+		case sem <- struct{}{}:
+		case <-runCtx.Done():
+		}
+		if runCtx.Err() != nil {
+			break // the rest is reported ErrNotStarted below
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			b.runTask(runCtx, recs, task, out)
+		}()
+	}
+
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-answerBy:
+	}
+	return b.answer(ctx, recs, out)
+}
+
+// guard cancels the records' context DeadlineMargin before the invocation
+// deadline, and returns a channel closed when the batch must answer.
+func (b *batch) guard(ctx context.Context, cancel context.CancelFunc) <-chan struct{} {
+	answerBy := make(chan struct{})
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return answerBy // never closed: no deadline to beat
+	}
+	margin := b.opts.DeadlineMargin
+	if left := time.Until(deadline); margin > left/2 {
+		margin = left / 2
+	}
+	stop := time.AfterFunc(time.Until(deadline.Add(-margin)), cancel)
+	answer := time.AfterFunc(time.Until(deadline.Add(-margin/2)), func() { close(answerBy) })
+	context.AfterFunc(ctx, func() { stop.Stop(); answer.Stop() })
+	return answerBy
+}
+
+// plan splits the records into tasks: lists of record indexes run one after
+// the other, where a failure skips the rest of the list.
+func (b *batch) plan(recs []events.SQSMessage) [][]int {
+	if !isFIFO(recs) {
+		tasks := make([][]int, len(recs))
+		for i := range recs {
+			tasks[i] = []int{i}
+		}
+		return tasks
+	}
+	if b.opts.FIFOStopOnFirstFailure {
+		all := make([]int, len(recs))
+		for i := range recs {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	var tasks [][]int
+	group := map[string]int{} // message group ID → task index, in order of first appearance
+	for i, r := range recs {
+		g := r.Attributes["MessageGroupId"]
+		t, ok := group[g]
+		if !ok {
+			t = len(tasks)
+			group[g] = t
+			tasks = append(tasks, nil)
+		}
+		tasks[t] = append(tasks[t], i)
+	}
+	return tasks
+}
+
+func isFIFO(recs []events.SQSMessage) bool {
+	for i := range recs {
+		if strings.HasSuffix(recs[i].EventSourceARN, ".fifo") {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []int, out *outcomes) {
+	for n, i := range task {
+		if ctx.Err() != nil {
+			return // not started: answer reports ErrNotStarted
+		}
+		out.start(i)
+		err := b.runRecord(ctx, &recs[i])
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("cancelled at the deadline guard: %w", err)
+		}
+		out.set(i, err)
+		if err != nil {
+			for _, j := range task[n+1:] {
+				out.set(j, ErrSkipped)
+			}
+			return
+		}
+	}
+}
+
+func (b *batch) runRecord(ctx context.Context, msg *events.SQSMessage) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = newPanicError(p)
+		}
+	}()
+	_, err = b.h.Handle(ctx, msg)
+	return err
+}
+
+// answer builds the response from the outcomes and logs each failure once.
+func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outcomes) (events.SQSEventResponse, error) {
+	out.mu.Lock()
+	out.closed = true
+	errs := make([]error, len(recs))
+	for i := range recs {
+		switch {
+		case out.done[i]:
+			errs[i] = out.errs[i]
+		case out.started[i]:
+			errs[i] = ErrStillRunning
+		default:
+			errs[i] = ErrNotStarted
+		}
+	}
+	out.mu.Unlock()
+
+	var resp events.SQSEventResponse
+	var batchErr error
+	failed := 0
+	reported := make(map[string]bool)
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		failed++
+		b.logFailure(ctx, &recs[i], err)
+		id := recs[i].MessageId
+		if id == "" {
+			// Lambda fails the whole batch on an empty itemIdentifier;
+			// say so plainly instead.
+			batchErr = errors.New("lambdakit: a failed record has no messageId, so the whole batch fails")
+			continue
+		}
+		if !reported[id] {
+			reported[id] = true
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
+		}
+	}
+	if batchErr == nil && failed == len(recs) && !b.opts.AllowAllFailed {
+		batchErr = fmt.Errorf("%w (%d records)", ErrAllFailed, failed)
+	}
+	return resp, batchErr
+}
+
+func (b *batch) logFailure(ctx context.Context, msg *events.SQSMessage, err error) {
+	attrs := []slog.Attr{
+		slog.String("messageId", msg.MessageId),
+		slog.String("reason", err.Error()),
+	}
+	if g := msg.Attributes["MessageGroupId"]; g != "" {
+		attrs = append(attrs, slog.String("messageGroupId", g))
+	}
+	if pe, ok := errors.AsType[*PanicError](err); ok {
+		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
+	}
+	b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed", attrs...)
+}

@@ -1,0 +1,46 @@
+package lambdakit_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+type Order struct {
+	OrderID string `json:"order_id"`
+	Total   int    `json:"total"`
+}
+
+// A batch handler whose records are idempotent on the order_id field. In a
+// function, pass the BatchFunc to lambda.Start and use dynamostore.New for
+// the store.
+func Example() {
+	store := &lambdakittest.MemoryStore{} // dynamostore.New(dynamodb.NewFromConfig(cfg), table)
+	ship := lambdakit.Typed(func(ctx context.Context, o Order) error {
+		fmt.Println("shipping", o.OrderID)
+		return nil
+	})
+	handler := lambdakit.Batch(
+		lambdakit.Idempotent(store, lambdakit.KeyFromField("order_id"))(ship),
+	)
+
+	first := lambdakittest.Message(`{"order_id":"o-1","total":30}`)
+	again := lambdakittest.Message(`{"order_id":"o-1","total":30}`) // a producer's retry
+	bad := lambdakittest.Message(`{"total":5}`)                     // no key: fails closed
+	resp, err := handler(context.Background(), lambdakittest.Event(first, again, bad))
+	fmt.Println(len(resp.BatchItemFailures), "failed:", resp.BatchItemFailures[0].ItemIdentifier == bad.MessageId, err)
+	// Output:
+	// shipping o-1
+	// 1 failed: true <nil>
+}
+
+// KeyFromFields builds a composite key with a fixed prefix.
+func ExampleKeyFromFields() {
+	key := lambdakit.KeyFromFields("Order", "aggregate_id", "message_id")
+	msg := lambdakittest.Message(`{"aggregate_id":"A-7","message_id":"m-42","total":3}`)
+	k, err := key(&msg)
+	fmt.Println(k, err)
+	// Output: Order:A-7:m-42 <nil>
+}

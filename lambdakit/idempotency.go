@@ -1,0 +1,333 @@
+package lambdakit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// IdempotencyOptions configures Idempotent. The zero value of each field
+// means its default.
+type IdempotencyOptions struct {
+	// Prefix namespaces the records of one function in a shared table:
+	// IDs are "<Prefix>#<sha256 of key>". Default: the function name from
+	// AWS_LAMBDA_FUNCTION_NAME, else "lambdakit". Set it explicitly when a
+	// function may be renamed, or two functions must share records.
+	Prefix string
+	// TTL is how long a completed record is remembered. Default 7 days. It
+	// must outlive every way a message can come back, including a replay
+	// from the dead-letter queue (retention up to 14 days).
+	TTL time.Duration
+	// Payload selects what must match between messages with one key.
+	// Default PayloadBody. Set DisableValidation to skip the check.
+	Payload PayloadFunc
+	// DisableValidation turns payload validation off.
+	DisableValidation bool
+	// ProcessWithoutKey runs the handler without idempotency for messages
+	// that carry no key. By default such messages fail (fail closed).
+	ProcessWithoutKey bool
+	// CacheSize is how many completed records each warm container keeps in
+	// memory, so a duplicate costs no request at all. 0 turns it off.
+	CacheSize int
+	// LeaseWithoutDeadline is the lease used when the context has no
+	// deadline (outside Lambda). Default 15 minutes, Lambda's maximum.
+	LeaseWithoutDeadline time.Duration
+	// Logger receives the lines about duplicates, lost leases and results
+	// that could not be cached. Default: JSON to standard error.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Idempotent returns a Middleware that runs the handler at most once to
+// completion per idempotency key, using store for the records and key to
+// derive the key of each message:
+//
+//   - a new key is locked (conditional write), the handler runs, and the
+//     record is completed with the handler's result;
+//   - a key completed before skips the handler and returns the cached
+//     result;
+//   - a key in progress in another invocation fails with ErrInProgress, so
+//     the message is redelivered later; the lock ends at the owner's
+//     invocation deadline, so a crashed owner blocks no longer than that;
+//   - a handler error releases the lock, so a retry can run at once;
+//   - messages with one key in this container wait for each other instead
+//     of failing with ErrInProgress, and replay the first one's outcome.
+func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) Middleware {
+	o := IdempotencyOptions{
+		Prefix:               os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
+		TTL:                  7 * 24 * time.Hour,
+		Payload:              PayloadBody,
+		LeaseWithoutDeadline: 15 * time.Minute,
+		Now:                  time.Now,
+	}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.Prefix == "" {
+		o.Prefix = "lambdakit"
+	}
+	if o.TTL <= 0 {
+		o.TTL = 7 * 24 * time.Hour
+	}
+	if o.Payload == nil || o.DisableValidation {
+		o.Payload = nil
+	}
+	if o.LeaseWithoutDeadline <= 0 {
+		o.LeaseWithoutDeadline = 15 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = defaultLogger()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	// One cache and one set of flights per middleware: they live as long as
+	// the warm container.
+	shared := &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}
+	return func(next Handler) Handler {
+		return &idempotent{next: next, store: store, key: key, opts: o, state: shared}
+	}
+}
+
+type idempotent struct {
+	next  Handler
+	store Store
+	key   KeyFunc
+	opts  IdempotencyOptions
+	state *idempotencyState
+}
+
+type idempotencyState struct {
+	mu      sync.Mutex
+	flights map[string]*flight
+	cache   *lru
+}
+
+// A flight is one record being processed in this container; later messages
+// with the same key wait on done and then replay rec or fail with err.
+type flight struct {
+	done chan struct{}
+	rec  Record
+	err  error
+}
+
+// Handle implements Handler.
+func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+	key, err := m.key(msg)
+	if err != nil {
+		if m.opts.ProcessWithoutKey && errors.Is(err, ErrNoKey) {
+			return m.next.Handle(ctx, msg)
+		}
+		return nil, err
+	}
+	id := m.recordID(key)
+	var validation string
+	if m.opts.Payload != nil {
+		p, err := m.opts.Payload(msg)
+		if err != nil {
+			return nil, err
+		}
+		validation = hashHex(p)
+	}
+	now := m.opts.Now()
+	if rec, ok := m.state.cache.get(id, now); ok {
+		return m.replay(ctx, msg, rec, validation)
+	}
+
+	f, leader := m.join(id)
+	if !leader {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.err != nil {
+			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed: %w", f.err)
+		}
+		return m.replay(ctx, msg, f.rec, validation)
+	}
+	// run turns handler panics into errors, so leave always runs and
+	// waiters are never stranded.
+	result, rec, duplicate, err := m.run(ctx, msg, id, validation, now)
+	m.leave(id, f, rec, err)
+	if duplicate {
+		return m.replay(ctx, msg, rec, validation)
+	}
+	return result, err
+}
+
+// join registers the caller as the one processing id, or returns the flight
+// already doing so.
+func (m *idempotent) join(id string) (f *flight, leader bool) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	if f, ok := m.state.flights[id]; ok {
+		return f, false
+	}
+	f = &flight{done: make(chan struct{})}
+	m.state.flights[id] = f
+	return f, true
+}
+
+func (m *idempotent) leave(id string, f *flight, rec Record, err error) {
+	f.rec, f.err = rec, err
+	m.state.mu.Lock()
+	delete(m.state.flights, id)
+	m.state.mu.Unlock()
+	close(f.done)
+}
+
+// run acquires the record, runs the handler and completes or releases the
+// record. It returns the handler's result and the record as stored; when the
+// key was completed before, duplicate is true and rec is the stored record.
+func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = now.Add(m.opts.LeaseWithoutDeadline)
+	}
+	rec = Record{
+		ID:                   id,
+		Status:               StatusInProgress,
+		Expiration:           now.Add(m.opts.TTL),
+		InProgressExpiration: deadline,
+		Validation:           validation,
+		Lease:                newLease(),
+	}
+	existing, acquired, err := m.store.Acquire(ctx, rec, now)
+	switch {
+	case err != nil:
+		return nil, Record{}, false, err
+	case acquired:
+	case existing.Status == StatusCompleted:
+		m.state.cache.put(existing)
+		return nil, existing, true, nil
+	case validation != "" && existing.Validation != "" && existing.Validation != validation:
+		return nil, Record{}, false, ErrPayloadMismatch
+	default:
+		return nil, Record{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
+	}
+
+	st := &stage{}
+	result, err = m.call(context.WithValue(ctx, stageKey{}, st), msg)
+	// Cleanup must happen even when the batch has cancelled ctx at its
+	// deadline: an unreleased lock delays the retry, an uncompleted record
+	// repeats the work. It may run until the invocation deadline.
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if err != nil {
+		if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil {
+			m.logLeaseError(ctx, msg, id, "release", rerr)
+			err = errors.Join(err, rerr)
+		}
+		return nil, Record{}, false, err
+	}
+
+	rec.Status = StatusCompleted
+	rec.Expiration = m.opts.Now().Add(m.opts.TTL)
+	rec.Data = result
+	rec.Staged = st.take()
+	err = m.store.Complete(cctx, rec)
+	if errors.Is(err, ErrResultNotStorable) {
+		// The work is done; forgetting that would repeat it. Complete
+		// without the result: duplicates then replay no result.
+		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
+			slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("reason", err.Error()))
+		rec.Data = nil
+		err = m.store.Complete(cctx, rec)
+	}
+	if err != nil {
+		m.logLeaseError(ctx, msg, id, "complete", err)
+		if !errors.Is(err, ErrLeaseLost) {
+			// Nothing is known to be committed; free the key for the
+			// retry. Release refuses a record that did complete.
+			if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+				err = errors.Join(err, rerr)
+			}
+		}
+		return nil, Record{}, false, err
+	}
+	rec.Staged = nil
+	m.state.cache.put(rec)
+	return result, rec, false, nil
+}
+
+// call runs the next handler, turning a panic into a *PanicError so that the
+// record's lock is released like after any other failure.
+func (m *idempotent) call(ctx context.Context, msg *events.SQSMessage) (result []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = newPanicError(p)
+		}
+	}()
+	return m.next.Handle(ctx, msg)
+}
+
+// replay answers a duplicate from a completed record.
+func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Record, validation string) ([]byte, error) {
+	if validation != "" && rec.Validation != "" && rec.Validation != validation {
+		return nil, ErrPayloadMismatch
+	}
+	m.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
+		slog.String("messageId", msg.MessageId), slog.String("id", rec.ID))
+	return rec.Data, nil
+}
+
+// logLeaseError logs a lost lease loudly: another owner took the work over,
+// which means a lease (the invocation deadline) was too short or clocks
+// disagree. Other store errors are left to the batch adapter's log line.
+func (m *idempotent) logLeaseError(ctx context.Context, msg *events.SQSMessage, id, op string, err error) {
+	if !errors.Is(err, ErrLeaseLost) {
+		return
+	}
+	m.opts.Logger.LogAttrs(ctx, slog.LevelError, "idempotency: lease lost",
+		slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("op", op))
+}
+
+func (m *idempotent) recordID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	b := make([]byte, 0, len(m.opts.Prefix)+1+2*len(sum))
+	b = append(b, m.opts.Prefix...)
+	b = append(b, '#')
+	b = hex.AppendEncode(b, sum[:])
+	return string(b)
+}
+
+func hashHex(p []byte) string {
+	sum := sha256.Sum256(p)
+	return hex.EncodeToString(sum[:])
+}
+
+// newLease returns a 128-bit random token. It fences owners apart, it is no
+// secret, so the fast runtime generator will do.
+func newLease() string {
+	var b [32]byte
+	out := strconv.AppendUint(b[:0], rand.Uint64(), 36)
+	out = append(out, '-')
+	out = strconv.AppendUint(out, rand.Uint64(), 36)
+	return string(out)
+}
+
+// cleanupContext is ctx without its cancellation but with the invocation
+// deadline, or a short timeout outside Lambda.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	detached := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(detached, d)
+	}
+	return context.WithTimeout(detached, 10*time.Second)
+}
+
+func defaultLogger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+}

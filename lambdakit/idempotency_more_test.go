@@ -1,0 +1,263 @@
+package lambdakit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+func TestIdempotentWarmCacheAnswersDuplicatesWithoutRequests(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 2 })
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	if _, err := handle(t, h, msg); err != nil {
+		t.Fatal(err)
+	}
+	before := store.Calls()
+	got, err := handle(t, h, lambdakittest.Redelivery(msg))
+	if err != nil || string(got) != `"ch_p1"` {
+		t.Fatalf("got %s, %v; want the cached result", got, err)
+	}
+	if after := store.Calls(); after != before {
+		t.Errorf("got store calls %+v after a cached duplicate; want still %+v", after, before)
+	}
+	if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 5))); !errors.Is(err, lambdakit.ErrPayloadMismatch) {
+		t.Errorf("cached key with another payload: got %v; want ErrPayloadMismatch", err)
+	}
+	// Two more keys push p1 out of a cache of two: the store answers again.
+	for _, id := range []string{"p2", "p3"} {
+		if _, err := handle(t, h, lambdakittest.Message(paymentBody(id, 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before = store.Calls()
+	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.Calls().Acquire - before.Acquire; got != 1 {
+		t.Errorf("got %d acquires after eviction; want 1", got)
+	}
+	if c := fx.count("p1"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}
+
+// ledger is what single-phase handlers write: one row per payment.
+type ledger struct {
+	mu   sync.Mutex
+	rows map[string]int
+}
+
+func (l *ledger) write(id string) func() {
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.rows == nil {
+			l.rows = map[string]int{}
+		}
+		l.rows[id]++
+	}
+}
+
+func (l *ledger) count(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rows[id]
+}
+
+func TestIdempotentStagedWritesCommitWithCompletion(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	book := &ledger{}
+	fail := true
+	h := idempotent(store, lambdakit.Typed(func(ctx context.Context, p payment) error {
+		if err := lambdakit.Stage(ctx, book.write(p.PaymentID)); err != nil {
+			return err
+		}
+		if fail {
+			return errors.New("failed after staging")
+		}
+		return nil
+	}))
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	if _, err := handle(t, h, msg); err == nil {
+		t.Fatal("got success; want the handler's error")
+	}
+	if n := book.count("p1"); n != 0 {
+		t.Errorf("got %d ledger rows after a failed handler; want its staged write dropped", n)
+	}
+	fail = false
+	for range 3 {
+		if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := book.count("p1"); n != 1 {
+		t.Errorf("got %d ledger rows; want 1", n)
+	}
+}
+
+func TestStageOutsideIdempotentHandler(t *testing.T) {
+	if err := lambdakit.Stage(context.Background(), func() {}); !errors.Is(err, lambdakit.ErrNotStaging) {
+		t.Errorf("got %v; want ErrNotStaging", err)
+	}
+}
+
+// limitedStore refuses to keep results larger than max bytes, as DynamoDB
+// refuses items over 400 KB.
+type limitedStore struct {
+	*lambdakittest.MemoryStore
+	max int
+}
+
+func (s limitedStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+	if len(rec.Data) > s.max {
+		return fmt.Errorf("%d bytes: %w", len(rec.Data), lambdakit.ErrResultNotStorable)
+	}
+	return s.MemoryStore.Complete(ctx, rec)
+}
+
+func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
+	store := limitedStore{&lambdakittest.MemoryStore{}, 8}
+	fx := &effects{}
+	h := idempotent(store, charger(fx)) // result "ch_p-long" is 11 bytes
+	msg := lambdakittest.Message(paymentBody("p-long", 1))
+	got, err := handle(t, h, msg)
+	if err != nil || string(got) != `"ch_p-long"` {
+		t.Fatalf("first: got %s, %v; want the result and success", got, err)
+	}
+	got, err = handle(t, h, lambdakittest.Redelivery(msg))
+	if err != nil || got != nil {
+		t.Errorf("duplicate: got %s, %v; want success with no cached result", got, err)
+	}
+	if c := fx.count("p-long"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+	for _, rec := range store.Records() {
+		if rec.Status != lambdakit.StatusCompleted {
+			t.Errorf("got status %s; want the record completed, not left in progress", rec.Status)
+		}
+	}
+}
+
+// stealingStore lets another owner take every record over between Acquire
+// and Complete, as happens when a handler outlives its lease.
+type stealingStore struct{ *lambdakittest.MemoryStore }
+
+func (s stealingStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+	rec.Lease = "thief"
+	if err := s.MemoryStore.Release(ctx, rec.ID, rec.Lease); err != nil && !errors.Is(err, lambdakit.ErrLeaseLost) {
+		return err
+	}
+	return s.MemoryStore.Complete(ctx, lambdakit.Record{ID: rec.ID, Lease: "not-the-owner"})
+}
+
+func TestIdempotentLostLeaseFailsAndLogs(t *testing.T) {
+	var logs syncBuffer
+	h := lambdakit.Idempotent(stealingStore{&lambdakittest.MemoryStore{}}, lambdakit.KeyFromField("payment_id"),
+		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.logger() })(charger(&effects{}))
+	_, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 1)))
+	if !errors.Is(err, lambdakit.ErrLeaseLost) {
+		t.Fatalf("got %v; want ErrLeaseLost", err)
+	}
+	lines := logs.lines(t)
+	if len(lines) != 1 || lines[0]["msg"] != "idempotency: lease lost" || lines[0]["level"] != "ERROR" {
+		t.Errorf("got log lines %v; want one ERROR line about the lost lease", lines)
+	}
+}
+
+func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
+	// 40 payments, each sent twice by its producer, delivered by a queue
+	// that redelivers every failed record, to several containers at once,
+	// over a store that fails 20% of calls (half of them after the change
+	// was made) and a handler that fails 20% of the time. The ledger row is
+	// staged with the completion (single-phase), so it must be written
+	// exactly once per payment, and every message must end up processed.
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			store := &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0.2, Seed: seed}
+			book := &ledger{}
+			var mu sync.Mutex
+			rng := rand.New(rand.NewPCG(seed, 99))
+			flaky := func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return rng.Float64() < 0.2
+			}
+			handler := lambdakit.Typed(func(ctx context.Context, p payment) error {
+				if flaky() {
+					return errors.New("flaky downstream")
+				}
+				return lambdakit.Stage(ctx, book.write(p.PaymentID))
+			})
+			// Each round is one visibility timeout later: leases left behind
+			// by failed calls (the invocation deadline) have ended by then.
+			start := time.Now()
+			var clock atomic.Int64
+			now := func() time.Time { return start.Add(time.Duration(clock.Load()) * time.Minute) }
+			containers := make([]lambdakit.BatchFunc, 3)
+			for i := range containers {
+				containers[i] = lambdakit.Batch(idempotent(store, handler, func(o *lambdakit.IdempotencyOptions) {
+					o.CacheSize = 8
+					o.Now = now
+				}), func(o *lambdakit.BatchOptions) {
+					o.Concurrency = 4
+					o.Logger = silentLogger()
+					o.AllowAllFailed = true
+				})
+			}
+
+			var queue []events.SQSMessage
+			for i := range 40 {
+				body := paymentBody(fmt.Sprintf("p%d", i), i+1)
+				queue = append(queue, lambdakittest.Message(body), lambdakittest.Message(body))
+			}
+			rng.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
+
+			for round := 0; len(queue) > 0; round++ {
+				if round == 200 {
+					t.Fatalf("%d messages still unprocessed after 200 rounds", len(queue))
+				}
+				// Up to 10 records per batch, batches spread over the containers.
+				var next []events.SQSMessage
+				for start := 0; start < len(queue); start += 10 {
+					batch := queue[start:min(start+10, len(queue))]
+					ctx, cancel := context.WithDeadline(t.Context(), now().Add(30*time.Second))
+					resp, err := containers[(round+start)%len(containers)](ctx, lambdakittest.Event(batch...))
+					cancel()
+					if err != nil {
+						t.Fatalf("batch error: %v", err)
+					}
+					failed := map[string]bool{}
+					for _, f := range resp.BatchItemFailures {
+						failed[f.ItemIdentifier] = true
+					}
+					for _, m := range batch {
+						if failed[m.MessageId] {
+							next = append(next, lambdakittest.Redelivery(m))
+						}
+					}
+				}
+				queue = next
+				clock.Add(1)
+			}
+			for i := range 40 {
+				if n := book.count(fmt.Sprintf("p%d", i)); n != 1 {
+					t.Errorf("p%d: got %d ledger rows; want exactly 1", i, n)
+				}
+			}
+			if store.Injected() == 0 {
+				t.Error("no faults were injected; the test proves nothing")
+			}
+		})
+	}
+}

@@ -1,0 +1,431 @@
+package lambdakit_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// effects counts how often the handler's external effect ran, per key.
+type effects struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (e *effects) add(key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.calls == nil {
+		e.calls = map[string]int{}
+	}
+	e.calls[key]++
+}
+
+func (e *effects) count(key string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls[key]
+}
+
+type payment struct {
+	PaymentID string `json:"payment_id"`
+	Amount    int    `json:"amount"`
+}
+
+func paymentBody(id string, amount int) string {
+	return fmt.Sprintf(`{"payment_id":%q,"amount":%d}`, id, amount)
+}
+
+// charger is a typed handler whose effect is counted and whose result is a
+// charge ID, so that replays can be told from first runs.
+func charger(fx *effects) lambdakit.Handler {
+	return lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
+		fx.add(p.PaymentID)
+		return "ch_" + p.PaymentID, nil
+	})
+}
+
+func silentLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func quiet(o *lambdakit.IdempotencyOptions) { o.Logger = silentLogger() }
+
+func idempotent(store lambdakit.Store, h lambdakit.Handler, opts ...func(*lambdakit.IdempotencyOptions)) lambdakit.Handler {
+	opts = append([]func(*lambdakit.IdempotencyOptions){quiet}, opts...)
+	return lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), opts...)(h)
+}
+
+func handle(tb testing.TB, h lambdakit.Handler, msg events.SQSMessage) ([]byte, error) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return h.Handle(ctx, &msg)
+}
+
+func TestIdempotentDuplicateSkipsHandlerAndReplaysResult(t *testing.T) {
+	for _, times := range []int{2, 10} {
+		t.Run(fmt.Sprintf("delivered %d times", times), func(t *testing.T) {
+			store := &lambdakittest.MemoryStore{}
+			fx := &effects{}
+			h := idempotent(store, charger(fx))
+			msg := lambdakittest.Message(paymentBody("p1", 100))
+			for i := range times {
+				got, err := handle(t, h, lambdakittest.Redelivery(msg))
+				if err != nil {
+					t.Fatalf("delivery %d: %v", i+1, err)
+				}
+				if string(got) != `"ch_p1"` {
+					t.Errorf("delivery %d: got result %s; want \"ch_p1\"", i+1, got)
+				}
+			}
+			if n := fx.count("p1"); n != 1 {
+				t.Errorf("got %d charges; want 1", n)
+			}
+			if got, want := store.Calls(), (lambdakittest.Calls{Acquire: times, Complete: 1}); got != want {
+				t.Errorf("got store calls %+v; want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestIdempotentProducerRetryWithNewMessageIDIsDuplicate(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	h := idempotent(store, charger(fx))
+	for range 3 { // each Message has a new messageId, as a producer's resend does
+		if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fx.count("p1"); n != 1 {
+		t.Errorf("got %d charges; want 1", n)
+	}
+}
+
+func TestIdempotentDifferentKeysAreNotDeduplicated(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	h := idempotent(store, charger(fx))
+	for i := range 5 {
+		if _, err := handle(t, h, lambdakittest.Message(paymentBody(fmt.Sprintf("p%d", i), 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		if n := fx.count(fmt.Sprintf("p%d", i)); n != 1 {
+			t.Errorf("p%d: got %d charges; want 1", i, n)
+		}
+	}
+}
+
+func TestIdempotentSameKeyInOneContainerWaitsInsteadOfFailing(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	release := make(chan struct{})
+	h := idempotent(store, lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
+		fx.add(p.PaymentID)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		return "ch", nil
+	}))
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	const n = 10
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := handle(t, h, lambdakittest.Redelivery(msg))
+			errs <- err
+		}()
+	}
+	// Let the goroutines pile up behind the first, then let it finish.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("got %v; want every copy to succeed", err)
+		}
+	}
+	if c := fx.count("p1"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}
+
+func TestIdempotentSameKeyInOneContainerReplaysPayloadMismatch(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	h := idempotent(store, charger(fx))
+	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = silentLogger() })
+	first := lambdakittest.Message(paymentBody("p1", 100))
+	changed := lambdakittest.Message(paymentBody("p1", 999))
+	resp, err := batch(context.Background(), lambdakittest.Event(first, changed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both run at once; whichever takes the key first wins, the other fails
+	// with the mismatch instead of ErrInProgress.
+	if len(resp.BatchItemFailures) != 1 {
+		t.Errorf("got failures %+v; want exactly one", resp.BatchItemFailures)
+	}
+	if c := fx.count("p1"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}
+
+func TestIdempotentConcurrentContainersChargeOnce(t *testing.T) {
+	// Ten warm containers (ten middlewares) share one table; the same
+	// message reaches all of them at once. Those that find the key in
+	// progress fail and are redelivered until everyone succeeds.
+	store := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	handlers := make([]lambdakit.Handler, 10)
+	for i := range handlers {
+		handlers[i] = idempotent(store, charger(fx))
+	}
+	pending := handlers
+	for round := 0; len(pending) > 0; round++ {
+		if round == 20 {
+			t.Fatalf("%d deliveries still failing after 20 rounds", len(pending))
+		}
+		var mu sync.Mutex
+		var again []lambdakit.Handler
+		var wg sync.WaitGroup
+		for _, h := range pending {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := handle(t, h, lambdakittest.Redelivery(msg))
+				if err != nil {
+					if !errors.Is(err, lambdakit.ErrInProgress) {
+						t.Errorf("got %v; want success or ErrInProgress", err)
+					}
+					mu.Lock()
+					again = append(again, h)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		pending = again
+	}
+	if c := fx.count("p1"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}
+
+func TestIdempotentHandlerErrorReleasesForRetry(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	fail := true
+	h := idempotent(store, lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
+		if fail {
+			return "", errors.New("gateway unavailable")
+		}
+		fx.add(p.PaymentID)
+		return "ch", nil
+	}))
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	if _, err := handle(t, h, msg); err == nil || err.Error() != "gateway unavailable" {
+		t.Fatalf("first delivery: got %v; want the handler's error", err)
+	}
+	if n := len(store.Records()); n != 0 {
+		t.Errorf("got %d records after a failure; want the lock released", n)
+	}
+	fail = false
+	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
+		t.Fatalf("duplicate after retry: %v", err)
+	}
+	if c := fx.count("p1"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}
+
+func TestIdempotentPanicReleasesAndFails(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	h := idempotent(store, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+		panic("boom")
+	}))
+	_, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 1)))
+	var pe *lambdakit.PanicError
+	if !errors.As(err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
+		t.Fatalf("got %v; want a PanicError with value and stack", err)
+	}
+	if n := len(store.Records()); n != 0 {
+		t.Errorf("got %d records after a panic; want the lock released", n)
+	}
+}
+
+func TestIdempotentPayloadMismatchFailsWithoutRunning(t *testing.T) {
+	t.Run("whole body by default", func(t *testing.T) {
+		store := &lambdakittest.MemoryStore{}
+		fx := &effects{}
+		h := idempotent(store, charger(fx))
+		if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100))); err != nil {
+			t.Fatal(err)
+		}
+		_, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 200)))
+		if !errors.Is(err, lambdakit.ErrPayloadMismatch) {
+			t.Errorf("got %v; want ErrPayloadMismatch", err)
+		}
+		if c := fx.count("p1"); c != 1 {
+			t.Errorf("got %d charges; want 1", c)
+		}
+	})
+	t.Run("chosen fields ignore the rest", func(t *testing.T) {
+		store := &lambdakittest.MemoryStore{}
+		fx := &effects{}
+		h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) {
+			o.Payload = lambdakit.PayloadFields("amount")
+		})
+		for _, body := range []string{
+			`{"payment_id":"p1","amount":100,"sent_at":"10:00"}`,
+			`{"sent_at":"10:05","amount":100,"payment_id":"p1"}`,
+		} {
+			if _, err := handle(t, h, lambdakittest.Message(body)); err != nil {
+				t.Fatalf("%s: %v", body, err)
+			}
+		}
+		_, err := handle(t, h, lambdakittest.Message(`{"payment_id":"p1","amount":101}`))
+		if !errors.Is(err, lambdakit.ErrPayloadMismatch) {
+			t.Errorf("got %v; want ErrPayloadMismatch", err)
+		}
+	})
+	t.Run("validation off", func(t *testing.T) {
+		store := &lambdakittest.MemoryStore{}
+		fx := &effects{}
+		h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.DisableValidation = true })
+		for _, amount := range []int{100, 200} {
+			if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", amount))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c := fx.count("p1"); c != 1 {
+			t.Errorf("got %d charges; want 1", c)
+		}
+	})
+}
+
+func TestIdempotentMissingKey(t *testing.T) {
+	t.Run("fails closed by default", func(t *testing.T) {
+		ran := false
+		h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+			ran = true
+			return nil, nil
+		}))
+		_, err := handle(t, h, lambdakittest.Message(`{"amount":1}`))
+		if !errors.Is(err, lambdakit.ErrNoKey) || ran {
+			t.Errorf("got err %v, ran=%v; want ErrNoKey and the handler not run", err, ran)
+		}
+	})
+	t.Run("runs without idempotency when configured", func(t *testing.T) {
+		store := &lambdakittest.MemoryStore{}
+		ran := 0
+		h := idempotent(store, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+			ran++
+			return nil, nil
+		}), func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
+		for range 2 {
+			if _, err := handle(t, h, lambdakittest.Message(`{"amount":1}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ran != 2 || store.Calls().Total() != 0 {
+			t.Errorf("got %d runs, %d store calls; want 2 runs and no store calls", ran, store.Calls().Total())
+		}
+	})
+}
+
+// recordID is the ID the middleware gives key under prefix, computed here
+// independently: "<prefix>#<sha256 hex of key>".
+func recordID(prefix, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return prefix + "#" + hex.EncodeToString(sum[:])
+}
+
+func TestIdempotentInProgressElsewhereFailsUntilLeaseEnds(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	now := time.Now()
+	deadline := now.Add(time.Minute)
+	// Another invocation took the key and crashed: its record stays in
+	// progress until its invocation deadline.
+	crashed := lambdakit.Record{
+		ID: recordID("payments", "p1"), Status: lambdakit.StatusInProgress,
+		Expiration: now.Add(time.Hour), InProgressExpiration: deadline, Lease: "crashed",
+	}
+	if _, ok, err := store.Acquire(t.Context(), crashed, now); !ok || err != nil {
+		t.Fatalf("setup: acquired=%v err=%v", ok, err)
+	}
+
+	h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) {
+		o.Prefix = "payments"
+		o.Now = func() time.Time { return now }
+	})
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	if _, err := handle(t, h, msg); !errors.Is(err, lambdakit.ErrInProgress) {
+		t.Fatalf("before the lease ends: got %v; want ErrInProgress", err)
+	}
+	if c := fx.count("p1"); c != 0 {
+		t.Fatalf("got %d charges while in progress elsewhere; want 0", c)
+	}
+	now = deadline.Add(time.Millisecond)
+	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
+		t.Fatalf("after the lease ends: got %v; want the takeover to succeed", err)
+	}
+	if c := fx.count("p1"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}
+
+func TestIdempotentRecordSchema(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	now := time.Now().Truncate(time.Second)
+	h := idempotent(store, charger(&effects{}), func(o *lambdakit.IdempotencyOptions) {
+		o.Prefix = "payments"
+		o.TTL = 24 * time.Hour
+		o.Now = func() time.Time { return now }
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(30*time.Second))
+	defer cancel()
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	if _, err := h.Handle(ctx, &msg); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := store.Records()[recordID("payments", "p1")]
+	if !ok {
+		t.Fatalf("got records %v; want one at %s", store.Records(), recordID("payments", "p1"))
+	}
+	if !rec.Expiration.Equal(now.Add(24*time.Hour)) || !rec.InProgressExpiration.Equal(now.Add(30*time.Second)) {
+		t.Errorf("got expiration %v, lease end %v; want now+TTL and the deadline", rec.Expiration, rec.InProgressExpiration)
+	}
+	sum := sha256.Sum256([]byte(msg.Body))
+	if rec.Status != lambdakit.StatusCompleted || string(rec.Data) != `"ch_p1"` || rec.Validation != hex.EncodeToString(sum[:]) || rec.Lease == "" {
+		t.Errorf("got %+v; want completed with data, body hash and lease", rec)
+	}
+}
+
+func TestIdempotentPrefixDefaultsToFunctionName(t *testing.T) {
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payment-fn")
+	store := &lambdakittest.MemoryStore{}
+	if _, err := handle(t, idempotent(store, charger(&effects{})), lambdakittest.Message(paymentBody("p1", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := store.Records()[recordID("payment-fn", "p1")]; !ok {
+		t.Errorf("got records %v; want the function name as prefix", store.Records())
+	}
+}

@@ -1,0 +1,159 @@
+package lambdakit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// KeyFunc derives the idempotency key of a message. Two messages with the
+// same key are the same piece of work: the second is a duplicate. A KeyFunc
+// returns an error wrapping ErrNoKey when the message carries no key.
+//
+// Derive the key from what the producer put in the message, so that a
+// producer's retry (a new SQS message with the same content) is recognised
+// too. KeyFromMessageID is the one exception, for when nothing better exists.
+type KeyFunc func(msg *events.SQSMessage) (string, error)
+
+// KeyFromField returns a KeyFunc that reads the field at path in the JSON
+// body: a field name, or dot-separated names for nested objects
+// ("order.id"). String values are used as they are; numbers and booleans as
+// written in the body. A missing, null or empty field means no key.
+func KeyFromField(path string) KeyFunc {
+	p := splitPath(path)
+	return func(msg *events.SQSMessage) (string, error) {
+		return fieldString(msg, path, p)
+	}
+}
+
+// KeyFromFields returns a KeyFunc that joins a fixed prefix and the values of
+// several body fields with ':', as in "Order:<aggregate_id>:<message_id>".
+// Every field must be present and non-empty. A ':' or '\' inside a value is
+// escaped with '\', so different field values never join to the same key.
+func KeyFromFields(prefix string, paths ...string) KeyFunc {
+	split := make([][]string, len(paths))
+	for i, path := range paths {
+		split[i] = splitPath(path)
+	}
+	return func(msg *events.SQSMessage) (string, error) {
+		var b strings.Builder
+		b.WriteString(prefix)
+		for i, p := range split {
+			v, err := fieldString(msg, paths[i], p)
+			if err != nil {
+				return "", err
+			}
+			b.WriteByte(':')
+			if strings.ContainsAny(v, `:\`) {
+				v = strings.NewReplacer(`\`, `\\`, `:`, `\:`).Replace(v)
+			}
+			b.WriteString(v)
+		}
+		return b.String(), nil
+	}
+}
+
+// KeyFromBodyHash returns a KeyFunc whose key is the SHA-256 of the body:
+// byte-identical bodies are duplicates. Only safe when the body carries
+// nothing that differs between a producer's retries (a timestamp would).
+func KeyFromBodyHash() KeyFunc {
+	return func(msg *events.SQSMessage) (string, error) {
+		if msg.Body == "" {
+			return "", fmt.Errorf("%w: empty body", ErrNoKey)
+		}
+		sum := sha256.Sum256([]byte(msg.Body))
+		return hex.EncodeToString(sum[:]), nil
+	}
+}
+
+// KeyFromAttribute returns a KeyFunc that reads the string message attribute
+// name (for example a producer-set "idempotency-key").
+func KeyFromAttribute(name string) KeyFunc {
+	return func(msg *events.SQSMessage) (string, error) {
+		a, ok := msg.MessageAttributes[name]
+		if !ok || a.StringValue == nil || *a.StringValue == "" {
+			return "", fmt.Errorf("%w: message attribute %q missing or empty", ErrNoKey, name)
+		}
+		return *a.StringValue, nil
+	}
+}
+
+// KeyFromMessageID returns a KeyFunc that uses the SQS message ID. The ID
+// survives a redelivery of the same message, so that is caught; but a
+// producer that retries a send creates a new message with a new ID, and that
+// duplicate is NOT caught. Prefer a key from the message content.
+func KeyFromMessageID() KeyFunc {
+	return func(msg *events.SQSMessage) (string, error) {
+		if msg.MessageId == "" {
+			return "", fmt.Errorf("%w: empty messageId", ErrNoKey)
+		}
+		return msg.MessageId, nil
+	}
+}
+
+// PayloadFunc returns the part of a message that must be the same for every
+// message with the same key. Its SHA-256 is stored with the record, and a
+// later message with the same key but different payload fails with
+// ErrPayloadMismatch instead of being treated as a duplicate.
+type PayloadFunc func(msg *events.SQSMessage) ([]byte, error)
+
+// PayloadBody is the default PayloadFunc: the whole body, byte for byte.
+func PayloadBody(msg *events.SQSMessage) ([]byte, error) {
+	return []byte(msg.Body), nil
+}
+
+// PayloadFields returns a PayloadFunc over chosen body fields only, for
+// bodies that carry fields which may differ between retries (timestamps,
+// trace IDs). A missing field counts as null.
+func PayloadFields(paths ...string) PayloadFunc {
+	split := make([][]string, len(paths))
+	for i, path := range paths {
+		split[i] = splitPath(path)
+	}
+	return func(msg *events.SQSMessage) ([]byte, error) {
+		body := []byte(msg.Body)
+		if !json.Valid(body) {
+			return nil, fmt.Errorf("lambdakit: payload fields: body is not valid JSON")
+		}
+		var out []byte
+		for i, p := range split {
+			v, err := jsonField(body, p)
+			if err != nil {
+				v = []byte("null")
+			}
+			out = append(out, paths[i]...)
+			out = append(out, '=')
+			out = append(out, v...)
+			out = append(out, '\n')
+		}
+		return out, nil
+	}
+}
+
+func splitPath(path string) []string {
+	return strings.Split(path, ".")
+}
+
+// fieldString reads the scalar at path in the body of msg as a key.
+func fieldString(msg *events.SQSMessage, path string, p []string) (string, error) {
+	body := []byte(msg.Body)
+	if !json.Valid(body) {
+		return "", fmt.Errorf("%w: body is not valid JSON", ErrNoKey)
+	}
+	raw, err := jsonField(body, p)
+	if err != nil {
+		return "", fmt.Errorf("%w: field %q missing or null", ErrNoKey, path)
+	}
+	s, err := scalarString(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: field %q: %v", ErrNoKey, path, err)
+	}
+	if s == "" {
+		return "", fmt.Errorf("%w: field %q is empty", ErrNoKey, path)
+	}
+	return s, nil
+}

@@ -1,0 +1,228 @@
+package lambdakittest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+var contractSeq atomic.Uint64
+
+// RunStoreContract checks that a Store meets the contract lambdakit relies
+// on. newStore returns the store under test; it may return the same store
+// every time, since each check uses IDs of its own. Times are synthetic and
+// passed to Acquire, so the checks do not sleep.
+func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store) {
+	// Whole seconds, so that round trips through a store that keeps
+	// seconds and milliseconds compare exactly.
+	base := time.Now().Truncate(time.Second)
+
+	newRecord := func(t *testing.T, leaseEnd time.Time) lambdakit.Record {
+		return lambdakit.Record{
+			ID:                   fmt.Sprintf("contract#%s#%d", t.Name(), contractSeq.Add(1)),
+			Status:               lambdakit.StatusInProgress,
+			Expiration:           base.Add(time.Hour),
+			InProgressExpiration: leaseEnd,
+			Validation:           "v1",
+			Lease:                fmt.Sprintf("lease-%d", contractSeq.Add(1)),
+		}
+	}
+	acquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool) {
+		t.Helper()
+		old, ok, err := s.Acquire(t.Context(), rec, now)
+		if err != nil {
+			t.Fatalf("Acquire(%s): %v", rec.ID, err)
+		}
+		return old, ok
+	}
+	mustAcquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, now time.Time) {
+		t.Helper()
+		if old, ok := acquire(t, s, rec, now); !ok {
+			t.Fatalf("Acquire(%s) = not acquired, held by %+v; want acquired", rec.ID, old)
+		}
+	}
+	other := func(rec lambdakit.Record, lease string, leaseEnd time.Time) lambdakit.Record {
+		rec.Lease = lease
+		rec.InProgressExpiration = leaseEnd
+		return rec
+	}
+	complete := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, data []byte) lambdakit.Record {
+		t.Helper()
+		rec.Status = lambdakit.StatusCompleted
+		rec.Data = data
+		if err := s.Complete(t.Context(), rec); err != nil {
+			t.Fatalf("Complete(%s): %v", rec.ID, err)
+		}
+		return rec
+	}
+
+	t.Run("new key is acquired", func(t *testing.T) {
+		s := newStore(t)
+		mustAcquire(t, s, newRecord(t, base.Add(time.Minute)), base)
+	})
+
+	t.Run("completed key returns the record with its result", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, rec, base)
+		complete(t, s, rec, []byte(`{"charge_id":"ch_1"}`))
+		old, ok := acquire(t, s, other(rec, "late", base.Add(2*time.Minute)), base.Add(time.Second))
+		if ok {
+			t.Fatal("Acquire of a completed key = acquired; want the completed record")
+		}
+		if old.Status != lambdakit.StatusCompleted || !bytes.Equal(old.Data, []byte(`{"charge_id":"ch_1"}`)) || old.Validation != "v1" || old.ID != rec.ID {
+			t.Errorf("got %+v; want completed with data and validation v1", old)
+		}
+		if !old.Expiration.Equal(rec.Expiration) {
+			t.Errorf("got expiration %v; want %v (seconds precision)", old.Expiration, rec.Expiration)
+		}
+	})
+
+	t.Run("completed key without result returns nil data", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, rec, base)
+		complete(t, s, rec, nil)
+		old, ok := acquire(t, s, other(rec, "late", base.Add(2*time.Minute)), base)
+		if ok || old.Status != lambdakit.StatusCompleted || len(old.Data) != 0 {
+			t.Errorf("got %+v, acquired=%v; want completed with no data", old, ok)
+		}
+	})
+
+	t.Run("in-progress key is refused with the owner's record", func(t *testing.T) {
+		s := newStore(t)
+		leaseEnd := base.Add(1500 * time.Millisecond)
+		rec := newRecord(t, leaseEnd)
+		mustAcquire(t, s, rec, base)
+		old, ok := acquire(t, s, other(rec, "second", base.Add(time.Minute)), base.Add(time.Second))
+		if ok {
+			t.Fatal("second Acquire while in progress = acquired; want refused")
+		}
+		if old.Status != lambdakit.StatusInProgress || old.Lease != rec.Lease || old.Validation != "v1" {
+			t.Errorf("got %+v; want in progress under the first lease", old)
+		}
+		if !old.InProgressExpiration.Equal(leaseEnd) {
+			t.Errorf("got lease end %v; want %v (milliseconds precision)", old.InProgressExpiration, leaseEnd)
+		}
+	})
+
+	t.Run("expired lease is taken over", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Second))
+		mustAcquire(t, s, rec, base)
+		mustAcquire(t, s, other(rec, "taker", base.Add(time.Minute)), base.Add(2*time.Second))
+	})
+
+	t.Run("expired completed record counts as absent", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Second))
+		rec.Expiration = base.Add(10 * time.Second)
+		mustAcquire(t, s, rec, base)
+		complete(t, s, rec, []byte(`"old"`))
+		next := other(rec, "next", base.Add(time.Minute))
+		next.Expiration = base.Add(time.Hour)
+		mustAcquire(t, s, next, base.Add(11*time.Second))
+	})
+
+	t.Run("stored validation is returned for the payload check", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, rec, base)
+		complete(t, s, rec, nil)
+		changed := other(rec, "changed", base.Add(time.Minute))
+		changed.Validation = "v2"
+		old, ok := acquire(t, s, changed, base)
+		if ok || old.Validation != "v1" {
+			t.Errorf("got validation %q, acquired=%v; want v1 and refused", old.Validation, ok)
+		}
+	})
+
+	t.Run("released key is acquired again at once", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, rec, base)
+		if err := s.Release(t.Context(), rec.ID, rec.Lease); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		mustAcquire(t, s, other(rec, "retry", base.Add(time.Minute)), base)
+	})
+
+	t.Run("stale owner cannot complete or release after takeover", func(t *testing.T) {
+		s := newStore(t)
+		stale := newRecord(t, base.Add(time.Second))
+		mustAcquire(t, s, stale, base)
+		owner := other(stale, "new-owner", base.Add(time.Minute))
+		mustAcquire(t, s, owner, base.Add(2*time.Second))
+
+		done := stale
+		done.Status = lambdakit.StatusCompleted
+		done.Data = []byte(`"stale"`)
+		if err := s.Complete(t.Context(), done); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("stale Complete: got %v; want ErrLeaseLost", err)
+		}
+		if err := s.Release(t.Context(), stale.ID, stale.Lease); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("stale Release: got %v; want ErrLeaseLost", err)
+		}
+		old, ok := acquire(t, s, other(stale, "third", base.Add(time.Minute)), base.Add(3*time.Second))
+		if ok || old.Lease != "new-owner" || old.Status != lambdakit.StatusInProgress {
+			t.Errorf("got %+v, acquired=%v; want the new owner's record untouched", old, ok)
+		}
+	})
+
+	t.Run("completed record is not released", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, rec, base)
+		complete(t, s, rec, nil)
+		if err := s.Release(t.Context(), rec.ID, rec.Lease); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("Release of completed record: got %v; want ErrLeaseLost", err)
+		}
+		if _, ok := acquire(t, s, other(rec, "x", base.Add(time.Minute)), base); ok {
+			t.Error("record was released after completion; want it kept")
+		}
+	})
+
+	t.Run("complete of an unknown record is refused", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		rec.Status = lambdakit.StatusCompleted
+		if err := s.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("got %v; want ErrLeaseLost", err)
+		}
+	})
+
+	t.Run("20 concurrent acquires of one key: exactly one wins", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		var wg sync.WaitGroup
+		var wins atomic.Int32
+		errs := make(chan error, 20)
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, ok, err := s.Acquire(t.Context(), other(rec, fmt.Sprintf("g%d", i), rec.InProgressExpiration), base)
+				if err != nil {
+					errs <- err
+				}
+				if ok {
+					wins.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("Acquire: %v", err)
+		}
+		if got := wins.Load(); got != 1 {
+			t.Errorf("got %d winners; want 1", got)
+		}
+	})
+}

@@ -1,0 +1,93 @@
+package lambdakittest
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// ErrInjected is the error FaultyStore returns for the faults it injects.
+var ErrInjected = errors.New("lambdakittest: injected fault")
+
+// FaultyStore wraps a Store and fails a fraction of its calls, for chaos
+// tests. Half of the faults happen before the call reaches Store (nothing
+// changed), half after it (the change was made but its answer is lost, like
+// a timeout on a request that went through). Safe for concurrent use.
+type FaultyStore struct {
+	Store lambdakit.Store
+	// Rate is the fraction of calls that fail, from 0 to 1.
+	Rate float64
+	// Seed makes the faults repeatable.
+	Seed uint64
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	injected int
+}
+
+var _ lambdakit.Store = (*FaultyStore)(nil)
+
+// Injected is how many faults the store has injected so far.
+func (s *FaultyStore) Injected() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.injected
+}
+
+// fault draws whether this call fails, and if so whether before or after.
+func (s *FaultyStore) fault() (before, after bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rng == nil {
+		s.rng = rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
+	}
+	if s.rng.Float64() >= s.Rate {
+		return false, false
+	}
+	s.injected++
+	if s.rng.IntN(2) == 0 {
+		return true, false
+	}
+	return false, true
+}
+
+// Acquire implements lambdakit.Store.
+func (s *FaultyStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+	before, after := s.fault()
+	if before {
+		return lambdakit.Record{}, false, ErrInjected
+	}
+	old, ok, err := s.Store.Acquire(ctx, rec, now)
+	if after && err == nil {
+		return lambdakit.Record{}, false, ErrInjected
+	}
+	return old, ok, err
+}
+
+// Complete implements lambdakit.Store.
+func (s *FaultyStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+	before, after := s.fault()
+	if before {
+		return ErrInjected
+	}
+	if err := s.Store.Complete(ctx, rec); err != nil || !after {
+		return err
+	}
+	return ErrInjected
+}
+
+// Release implements lambdakit.Store.
+func (s *FaultyStore) Release(ctx context.Context, id, lease string) error {
+	before, after := s.fault()
+	if before {
+		return ErrInjected
+	}
+	if err := s.Store.Release(ctx, id, lease); err != nil || !after {
+		return err
+	}
+	return ErrInjected
+}

@@ -1,0 +1,125 @@
+package lambdakittest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// MemoryStore is a lambdakit.Store in memory. The zero value is ready to use
+// and it is safe for concurrent use. Staged writes must be of type func():
+// they run under the store's lock, right after the completion, and only if
+// the completion succeeds.
+type MemoryStore struct {
+	mu    sync.Mutex
+	recs  map[string]lambdakit.Record
+	calls Calls
+}
+
+// Calls counts the requests a Store received, per method.
+type Calls struct {
+	Acquire, Complete, Release int
+}
+
+// Total is the number of requests of every kind.
+func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release }
+
+var _ lambdakit.Store = (*MemoryStore)(nil)
+
+// Acquire implements lambdakit.Store.
+func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return lambdakit.Record{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls.Acquire++
+	if old, ok := s.recs[rec.ID]; ok && old.Live(now) {
+		return clone(old), false, nil
+	}
+	if s.recs == nil {
+		s.recs = make(map[string]lambdakit.Record)
+	}
+	rec.Staged = nil
+	s.recs[rec.ID] = clone(rec)
+	return lambdakit.Record{}, true, nil
+}
+
+// Complete implements lambdakit.Store.
+func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ops := make([]func(), len(rec.Staged))
+	for i, op := range rec.Staged {
+		fn, ok := op.(func())
+		if !ok {
+			return fmt.Errorf("%w: MemoryStore stages func(), got %T", lambdakit.ErrStagingUnsupported, op)
+		}
+		ops[i] = fn
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls.Complete++
+	old, ok := s.recs[rec.ID]
+	if !ok || old.Lease != rec.Lease {
+		return fmt.Errorf("complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
+	}
+	old.Status = lambdakit.StatusCompleted
+	old.Expiration = rec.Expiration
+	old.Validation = rec.Validation
+	old.Data = append([]byte(nil), rec.Data...)
+	if rec.Data == nil {
+		old.Data = nil
+	}
+	s.recs[rec.ID] = old
+	for _, op := range ops {
+		op()
+	}
+	return nil
+}
+
+// Release implements lambdakit.Store.
+func (s *MemoryStore) Release(ctx context.Context, id, lease string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls.Release++
+	old, ok := s.recs[id]
+	if !ok || old.Lease != lease || old.Status != lambdakit.StatusInProgress {
+		return fmt.Errorf("release %s: %w", id, lambdakit.ErrLeaseLost)
+	}
+	delete(s.recs, id)
+	return nil
+}
+
+// Calls returns how many requests the store has received so far.
+func (s *MemoryStore) Calls() Calls {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// Records returns a copy of every record held, live or not, by ID.
+func (s *MemoryStore) Records() map[string]lambdakit.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]lambdakit.Record, len(s.recs))
+	for id, r := range s.recs {
+		out[id] = clone(r)
+	}
+	return out
+}
+
+func clone(r lambdakit.Record) lambdakit.Record {
+	if r.Data != nil {
+		r.Data = append([]byte(nil), r.Data...)
+	}
+	r.Staged = nil
+	return r
+}

@@ -1,0 +1,32 @@
+package lambdakittest_test
+
+import (
+	"testing"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+func TestMemoryStoreContract(t *testing.T) {
+	lambdakittest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
+		return &lambdakittest.MemoryStore{}
+	})
+}
+
+func TestFaultyStoreWithoutFaultsMeetsContract(t *testing.T) {
+	lambdakittest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
+		return &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0}
+	})
+}
+
+func TestFaultyStoreInjectsTheChosenFraction(t *testing.T) {
+	s := &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0.3, Seed: 7}
+	const calls = 2000
+	for i := range calls {
+		_ = s.Release(t.Context(), "id", string(rune('a'+i%26)))
+	}
+	got := float64(s.Injected()) / calls
+	if got < 0.25 || got > 0.35 {
+		t.Errorf("got fault rate %.3f; want about 0.3", got)
+	}
+}

@@ -1,0 +1,64 @@
+package lambdakit
+
+import (
+	"container/list"
+	"sync"
+	"time"
+)
+
+// lru keeps the most recently completed records of a warm container, so a
+// duplicate can be answered without a request. A nil *lru caches nothing.
+type lru struct {
+	mu    sync.Mutex
+	size  int
+	order *list.List // front: most recently used; values are Record
+	items map[string]*list.Element
+}
+
+func newLRU(size int) *lru {
+	if size <= 0 {
+		return nil
+	}
+	return &lru{size: size, order: list.New(), items: make(map[string]*list.Element, size)}
+}
+
+// get returns the completed record id if it is cached and has not expired.
+func (c *lru) get(id string, now time.Time) (Record, bool) {
+	if c == nil {
+		return Record{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[id]
+	if !ok {
+		return Record{}, false
+	}
+	rec := e.Value.(Record)
+	if !rec.Live(now) {
+		c.order.Remove(e)
+		delete(c.items, id)
+		return Record{}, false
+	}
+	c.order.MoveToFront(e)
+	return rec, true
+}
+
+func (c *lru) put(rec Record) {
+	if c == nil || rec.Status != StatusCompleted {
+		return
+	}
+	rec.Staged = nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[rec.ID]; ok {
+		e.Value = rec
+		c.order.MoveToFront(e)
+		return
+	}
+	c.items[rec.ID] = c.order.PushFront(rec)
+	if c.order.Len() > c.size {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(Record).ID)
+	}
+}

@@ -1,0 +1,50 @@
+package lambdakit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Typed returns a Handler that decodes each JSON body into a T and calls fn.
+// A body that does not decode fails its record with an error wrapping
+// ErrDecode; fn is not called.
+func Typed[T any](fn func(ctx context.Context, v T) error) Handler {
+	return HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		v, err := decode[T](msg)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fn(ctx, v)
+	})
+}
+
+// TypedResult is Typed for functions with a result. The result is encoded
+// as JSON; behind Idempotent it is cached and duplicates get it back.
+func TypedResult[T, R any](fn func(ctx context.Context, v T) (R, error)) Handler {
+	return HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		v, err := decode[T](msg)
+		if err != nil {
+			return nil, err
+		}
+		r, err := fn(ctx, v)
+		if err != nil {
+			return nil, err
+		}
+		out, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("lambdakit: encode result: %w", err)
+		}
+		return out, nil
+	})
+}
+
+func decode[T any](msg *events.SQSMessage) (T, error) {
+	var v T
+	if err := json.Unmarshal([]byte(msg.Body), &v); err != nil {
+		return v, fmt.Errorf("%w as %T: %w", ErrDecode, v, err)
+	}
+	return v, nil
+}
