@@ -25,11 +25,12 @@ type Record struct {
 	// StatusCompleted.
 	Status Status
 	// Expiration is when the record stops counting, whatever its status.
-	// Stores keep it in whole seconds (the DynamoDB TTL attribute).
+	// Stores keep it truncated to whole seconds (the DynamoDB TTL
+	// attribute).
 	Expiration time.Time
 	// InProgressExpiration is when an in-progress record's lease ends: the
 	// owner's invocation deadline. After it another owner may take over.
-	// Stores keep it in milliseconds.
+	// Stores keep it truncated to milliseconds.
 	InProgressExpiration time.Time
 	// Validation is a hash of the payload, empty when validation is off.
 	Validation string
@@ -58,13 +59,15 @@ func (r Record) Live(now time.Time) bool {
 // Implementations: dynamostore.Store, lambdakittest.MemoryStore.
 type Store interface {
 	// Acquire creates rec (status in progress) unless a live record (see
-	// Record.Live at now) holds rec.ID. It reports acquired=true when it
-	// created rec; otherwise it returns the live record that holds the ID.
+	// Record.Live at now) holds rec.ID. It reports acquired=true, and a zero
+	// existing Record, when it created rec; otherwise it returns the live
+	// record that holds the ID.
 	Acquire(ctx context.Context, rec Record, now time.Time) (existing Record, acquired bool, err error)
-	// Complete marks the record completed with rec.Status, rec.Expiration,
-	// rec.Data and rec.Validation, and commits rec.Staged with it, if and
-	// only if the stored record still carries rec.Lease. Otherwise it
-	// returns ErrLeaseLost and changes nothing.
+	// Complete sets the record's status to StatusCompleted, its expiration
+	// to rec.Expiration and its result to rec.Data (none when nil), and
+	// commits rec.Staged with it, if and only if the stored record still
+	// carries rec.Lease. Otherwise it returns ErrLeaseLost and changes
+	// nothing.
 	Complete(ctx context.Context, rec Record) error
 	// Release deletes the record if it is still in progress under lease,
 	// so that a retry can run at once. Otherwise it returns ErrLeaseLost.

@@ -1,0 +1,14 @@
+package dynamostore_test
+
+import (
+	"testing"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// The same contract the in-memory store meets, on DynamoDB (moto).
+func TestStoreContract(t *testing.T) {
+	f := setup(t)
+	lambdakittest.RunStoreContract(t, func(*testing.T) lambdakit.Store { return f.store })
+}

@@ -1,0 +1,139 @@
+package dynamostore
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// maxItemSize is DynamoDB's item size limit, "400 KB", read as 400,000
+// bytes rather than 409,600 to stay on the safe side of it.
+const maxItemSize = 400_000
+
+// itemSlack is room for what checkStorable cannot see: the validation hash
+// that Acquire stored when Complete does not restate it, and attributes
+// that other writers of a shared table may have added.
+const itemSlack = 1024
+
+// maxNumberSize is the most a number attribute's value counts towards the
+// item size: DynamoDB counts about one byte per two significant digits
+// plus one, and numbers have at most 38 digits.
+const maxNumberSize = 21
+
+// checkStorable tells, before anything is sent, whether rec's result can
+// be kept: DynamoDB strings must be UTF-8, and an item that is too large
+// would fail the whole completion rather than just its cached result.
+func (s *Store) checkStorable(rec lambdakit.Record) error {
+	if rec.Data == nil {
+		return nil
+	}
+	if !utf8.Valid(rec.Data) {
+		return fmt.Errorf("result is not UTF-8 text: %w", lambdakit.ErrResultNotStorable)
+	}
+	if size := s.itemSize(rec); size > maxItemSize {
+		return fmt.Errorf("result of %d bytes makes the record about %d bytes, over DynamoDB's %d-byte item limit: %w",
+			len(rec.Data), size, maxItemSize, lambdakit.ErrResultNotStorable)
+	}
+	return nil
+}
+
+// itemSize is an upper bound on the size DynamoDB counts for rec's item
+// once completed: for each attribute, the UTF-8 length of its name plus
+// that of a string value, or maxNumberSize for a number.
+func (s *Store) itemSize(rec lambdakit.Record) int {
+	status := max(len(lambdakit.StatusCompleted), len(lambdakit.StatusInProgress))
+	n := len(s.o.KeyAttr) + len(rec.ID) +
+		len(s.o.StatusAttr) + status +
+		len(s.o.ExpirationAttr) + maxNumberSize +
+		len(s.o.InProgressExpirationAttr) + maxNumberSize +
+		len(s.o.LeaseAttr) + len(rec.Lease) +
+		len(s.o.DataAttr) + len(rec.Data) +
+		itemSlack
+	if rec.Validation != "" {
+		n += len(s.o.ValidationAttr) + len(rec.Validation)
+	}
+	return n
+}
+
+// decode reads a record item. Attributes that are absent leave their field
+// zero; attributes of the wrong type are an error, because guessing could
+// hand a duplicate someone else's result.
+func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.Record, error) {
+	d := decoder{item: item}
+	rec := lambdakit.Record{
+		ID:         d.str(s.o.KeyAttr),
+		Status:     lambdakit.Status(d.str(s.o.StatusAttr)),
+		Validation: d.str(s.o.ValidationAttr),
+		Lease:      d.str(s.o.LeaseAttr),
+	}
+	if sec, ok := d.num(s.o.ExpirationAttr); ok {
+		rec.Expiration = time.Unix(sec, 0)
+	}
+	if ms, ok := d.num(s.o.InProgressExpirationAttr); ok {
+		rec.InProgressExpiration = time.UnixMilli(ms)
+	}
+	switch v := item[s.o.DataAttr].(type) {
+	case nil:
+	case *types.AttributeValueMemberS:
+		rec.Data = []byte(v.Value)
+	case *types.AttributeValueMemberB:
+		// Not what this package writes, but a port that stores bytes
+		// means the same thing by it.
+		rec.Data = bytes.Clone(v.Value)
+	default:
+		d.fail(s.o.DataAttr, v, "a string")
+	}
+	return rec, d.err
+}
+
+// decoder reads attributes of one item and keeps the first error.
+type decoder struct {
+	item map[string]types.AttributeValue
+	err  error
+}
+
+func (d *decoder) fail(name string, v types.AttributeValue, want string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("attribute %q is a %T; want %s", name, v, want)
+	}
+}
+
+func (d *decoder) str(name string) string {
+	switch v := d.item[name].(type) {
+	case nil:
+		return ""
+	case *types.AttributeValueMemberS:
+		return v.Value
+	default:
+		d.fail(name, v, "a string")
+		return ""
+	}
+}
+
+func (d *decoder) num(name string) (int64, bool) {
+	switch v := d.item[name].(type) {
+	case nil:
+		return 0, false
+	case *types.AttributeValueMemberN:
+		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			return n, true
+		}
+		// Other runtimes might write a fraction; the whole part is what
+		// counts for a time kept in seconds or milliseconds.
+		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			return int64(math.Floor(f)), true
+		}
+		d.fail(name, v, "an integer")
+		return 0, false
+	default:
+		d.fail(name, v, "a number")
+		return 0, false
+	}
+}

@@ -1,0 +1,169 @@
+package dynamostore_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+var moto testenv.Moto
+
+func TestMain(m *testing.M) { moto.Run(m) }
+
+// fixture is a Store on a fresh table of its own.
+type fixture struct {
+	store *dynamostore.Store
+	table string
+	// calls counts the requests the store sends.
+	calls *testenv.Counter
+	// db is a second client, not counted, to look at the table directly.
+	db *dynamodb.Client
+}
+
+func setup(tb testing.TB, optFns ...func(*dynamostore.Options)) *fixture {
+	tb.Helper()
+	cfg := moto.Config(tb)
+	f := &fixture{
+		table: testenv.Name(tb),
+		calls: new(testenv.Counter),
+		db:    dynamodb.NewFromConfig(cfg),
+	}
+	if err := dynamostore.CreateTable(tb.Context(), f.db, f.table, optFns...); err != nil {
+		tb.Fatalf("CreateTable: %v", err)
+	}
+	counted := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, f.calls.APIOption)
+	})
+	f.store = dynamostore.New(counted, f.table, optFns...)
+	return f
+}
+
+// record returns a fresh record for id, as the middleware would build it
+// at now: a lease for 30 s, kept for an hour.
+func record(id string, now time.Time) lambdakit.Record {
+	return lambdakit.Record{
+		ID:                   id,
+		Status:               lambdakit.StatusInProgress,
+		Expiration:           now.Add(time.Hour),
+		InProgressExpiration: now.Add(30 * time.Second),
+		Validation:           "payload-hash",
+		Lease:                rand.Text(),
+	}
+}
+
+// stored is rec as the store keeps it: times truncated to seconds and
+// milliseconds.
+func stored(rec lambdakit.Record) lambdakit.Record {
+	rec.Expiration = rec.Expiration.Truncate(time.Second)
+	rec.InProgressExpiration = rec.InProgressExpiration.Truncate(time.Millisecond)
+	rec.Staged = nil
+	return rec
+}
+
+// now returns the current time with a sub-millisecond part, so that the
+// truncation of stored times shows.
+func now() time.Time {
+	return time.Now().Truncate(time.Second).Add(1234567 * time.Nanosecond)
+}
+
+func (f *fixture) acquire(tb testing.TB, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool) {
+	tb.Helper()
+	existing, acquired, err := f.store.Acquire(tb.Context(), rec, now)
+	if err != nil {
+		tb.Fatalf("Acquire(%s): %v", rec.ID, err)
+	}
+	return existing, acquired
+}
+
+func (f *fixture) mustAcquire(tb testing.TB, rec lambdakit.Record, now time.Time) {
+	tb.Helper()
+	if existing, acquired := f.acquire(tb, rec, now); !acquired {
+		tb.Fatalf("Acquire(%s): not acquired, held by %+v; want acquired", rec.ID, existing)
+	}
+}
+
+func (f *fixture) mustComplete(tb testing.TB, rec lambdakit.Record) {
+	tb.Helper()
+	if err := f.store.Complete(tb.Context(), rec); err != nil {
+		tb.Fatalf("Complete(%s): %v", rec.ID, err)
+	}
+}
+
+// item reads id's item straight from the table; nil when there is none.
+func (f *fixture) item(tb testing.TB, table, keyAttr, id string) map[string]types.AttributeValue {
+	tb.Helper()
+	out, err := f.db.GetItem(tb.Context(), &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{keyAttr: &types.AttributeValueMemberS{Value: id}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		tb.Fatalf("GetItem(%s): %v", id, err)
+	}
+	return out.Item
+}
+
+func (f *fixture) record(tb testing.TB, id string) map[string]types.AttributeValue {
+	tb.Helper()
+	return f.item(tb, f.table, "id", id)
+}
+
+func str(tb testing.TB, item map[string]types.AttributeValue, name string) string {
+	tb.Helper()
+	v, ok := item[name].(*types.AttributeValueMemberS)
+	if !ok {
+		tb.Fatalf("attribute %q = %#v; want a string", name, item[name])
+	}
+	return v.Value
+}
+
+func num(tb testing.TB, item map[string]types.AttributeValue, name string) string {
+	tb.Helper()
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		tb.Fatalf("attribute %q = %#v; want a number", name, item[name])
+	}
+	return v.Value
+}
+
+func checkRecord(tb testing.TB, got, want lambdakit.Record) {
+	tb.Helper()
+	if got.ID != want.ID || got.Status != want.Status || got.Validation != want.Validation || got.Lease != want.Lease {
+		tb.Errorf("record = {ID:%q Status:%q Validation:%q Lease:%q}; want {ID:%q Status:%q Validation:%q Lease:%q}",
+			got.ID, got.Status, got.Validation, got.Lease, want.ID, want.Status, want.Validation, want.Lease)
+	}
+	if !got.Expiration.Equal(want.Expiration) {
+		tb.Errorf("Expiration = %v; want %v", got.Expiration, want.Expiration)
+	}
+	if !got.InProgressExpiration.Equal(want.InProgressExpiration) {
+		tb.Errorf("InProgressExpiration = %v; want %v", got.InProgressExpiration, want.InProgressExpiration)
+	}
+	if !bytes.Equal(got.Data, want.Data) || (got.Data == nil) != (want.Data == nil) {
+		tb.Errorf("Data = %q (nil: %t); want %q (nil: %t)", got.Data, got.Data == nil, want.Data, want.Data == nil)
+	}
+}
+
+// checkCalls compares the requests the store sent since the last Reset
+// with want, operation by operation.
+func (f *fixture) checkCalls(tb testing.TB, want map[string]int) {
+	tb.Helper()
+	total := 0
+	for op, n := range want {
+		total += n
+		if got := f.calls.Count(op); got != n {
+			tb.Errorf("%s requests = %d; want %d", op, got, n)
+		}
+	}
+	if got := f.calls.Total(); got != total {
+		tb.Errorf("requests = %v; want %v", f.calls.Counts(), want)
+	}
+}

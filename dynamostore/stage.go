@@ -1,0 +1,120 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// maxTransactItems is how many writes one TransactWriteItems may hold.
+const maxTransactItems = 100
+
+// Stage stages DynamoDB writes to be committed in one transaction with the
+// completion of the current idempotency record (single-phase mode): either
+// the record is completed and every write is applied, or nothing is. It is
+// lambdakit.Stage with the type that Store accepts; it returns
+// lambdakit.ErrNotStaging outside a handler run by lambdakit's idempotency
+// middleware.
+//
+// A transaction holds at most 100 writes, the completion among them, and
+// may not touch the same item twice.
+func Stage(ctx context.Context, items ...types.TransactWriteItem) error {
+	ops := make([]any, len(items))
+	for i, it := range items {
+		ops[i] = it
+	}
+	return lambdakit.Stage(ctx, ops...)
+}
+
+// StagedWriteError is the error of a completion whose transaction DynamoDB
+// cancelled because of a staged write (its own condition failed, say).
+// Nothing was committed: the record is still in progress.
+type StagedWriteError struct {
+	// ID is the record's ID.
+	ID string
+	// Index is the write's position among the staged writes.
+	Index int
+	// Write is the rejected write.
+	Write types.TransactWriteItem
+	// Code and Message are DynamoDB's reason, e.g. "ConditionalCheckFailed".
+	Code, Message string
+	// Err is the SDK's *types.TransactionCanceledException.
+	Err error
+}
+
+// Error names the record, the write and DynamoDB's reason.
+func (e *StagedWriteError) Error() string {
+	msg := fmt.Sprintf("dynamostore: complete %s: staged write %d (%s) rejected: %s", e.ID, e.Index, describe(e.Write), e.Code)
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *StagedWriteError) Unwrap() error { return e.Err }
+
+func (s *Store) completeStaged(ctx context.Context, rec lambdakit.Record, update *types.Update) error {
+	if n := 1 + len(rec.Staged); n > maxTransactItems {
+		return fmt.Errorf("dynamostore: complete %s: %d staged writes and the completion exceed the %d writes of a DynamoDB transaction: %w",
+			rec.ID, len(rec.Staged), maxTransactItems, lambdakit.ErrStagingUnsupported)
+	}
+	// The completion goes first, so that its cancellation reason is
+	// always the first one.
+	items := make([]types.TransactWriteItem, 1, 1+len(rec.Staged))
+	items[0] = types.TransactWriteItem{Update: update}
+	for i, op := range rec.Staged {
+		w, ok := op.(types.TransactWriteItem)
+		if !ok {
+			return fmt.Errorf("dynamostore: complete %s: staged write %d is a %T, not a types.TransactWriteItem (use dynamostore.Stage): %w",
+				rec.ID, i, op, lambdakit.ErrStagingUnsupported)
+		}
+		items = append(items, w)
+	}
+	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return nil
+	}
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		reasons := canceled.CancellationReasons
+		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+			return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
+		}
+		for i, r := range reasons {
+			if code := aws.ToString(r.Code); i > 0 && i < len(items) && code != "" && code != "None" {
+				return &StagedWriteError{
+					ID:      rec.ID,
+					Index:   i - 1,
+					Write:   items[i],
+					Code:    code,
+					Message: aws.ToString(r.Message),
+					Err:     err,
+				}
+			}
+		}
+	}
+	return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
+}
+
+// describe names a write for an error message: its kind and table.
+func describe(w types.TransactWriteItem) string {
+	switch {
+	case w.Put != nil:
+		return "Put on " + aws.ToString(w.Put.TableName)
+	case w.Update != nil:
+		return "Update on " + aws.ToString(w.Update.TableName)
+	case w.Delete != nil:
+		return "Delete on " + aws.ToString(w.Delete.TableName)
+	case w.ConditionCheck != nil:
+		return "ConditionCheck on " + aws.ToString(w.ConditionCheck.TableName)
+	default:
+		return "empty write"
+	}
+}

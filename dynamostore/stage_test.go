@@ -1,0 +1,162 @@
+package dynamostore_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// payment is a write a payment handler would stage: the payment item, put
+// only if it does not exist yet.
+func payment(table, id string) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: aws.String(table),
+		Item: map[string]types.AttributeValue{
+			"id":     &types.AttributeValueMemberS{Value: id},
+			"amount": &types.AttributeValueMemberN{Value: "42"},
+		},
+		ConditionExpression: aws.String("attribute_not_exists(id)"),
+	}}
+}
+
+func TestCompleteStaged(t *testing.T) {
+	t.Run("commits the staged writes with the completion in one transaction", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#staged", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+
+		rec.Data = []byte(`{"payment":"pay-1"}`)
+		rec.Staged = []any{payment(f.table, "payment#1"), payment(f.table, "payment#2")}
+		f.mustComplete(t, rec)
+		f.checkCalls(t, map[string]int{"TransactWriteItems": 1})
+
+		item := f.record(t, rec.ID)
+		if got := str(t, item, "status"); got != "COMPLETED" {
+			t.Errorf("status = %q; want COMPLETED", got)
+		}
+		if got := str(t, item, "data"); got != string(rec.Data) {
+			t.Errorf("data = %q; want %q", got, rec.Data)
+		}
+		for _, id := range []string{"payment#1", "payment#2"} {
+			if f.record(t, id) == nil {
+				t.Errorf("staged item %s absent; want it committed", id)
+			}
+		}
+	})
+
+	t.Run("staged write whose condition fails commits nothing", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		putRaw(t, f, map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "payment#taken"}})
+		rec := record("fn#conflict", t0)
+		f.mustAcquire(t, rec, t0)
+
+		rec.Data = []byte(`"paid"`)
+		rec.Staged = []any{payment(f.table, "payment#fresh"), payment(f.table, "payment#taken")}
+		err := f.store.Complete(t.Context(), rec)
+		if err == nil {
+			t.Fatal("Complete: no error; want the transaction cancelled")
+		}
+		if errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("Complete: error %v is ErrLeaseLost; want a staged write error", err)
+		}
+		var staged *dynamostore.StagedWriteError
+		if !errors.As(err, &staged) {
+			t.Fatalf("Complete: error %v; want a *StagedWriteError", err)
+		}
+		if staged.Index != 1 || staged.Code != "ConditionalCheckFailed" {
+			t.Errorf("StagedWriteError{Index:%d Code:%q}; want {Index:1 Code:%q}", staged.Index, staged.Code, "ConditionalCheckFailed")
+		}
+		var canceled *types.TransactionCanceledException
+		if !errors.As(err, &canceled) {
+			t.Errorf("Complete: error %v; want it to wrap the *types.TransactionCanceledException", err)
+		}
+
+		item := f.record(t, rec.ID)
+		if got := str(t, item, "status"); got != "INPROGRESS" {
+			t.Errorf("status = %q; want INPROGRESS (completion rolled back)", got)
+		}
+		if item := f.record(t, "payment#fresh"); item != nil {
+			t.Errorf("staged item payment#fresh = %v; want it absent (rolled back)", item)
+		}
+	})
+
+	t.Run("stale lease loses the lease and commits nothing", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		stale := record("fn#stalestaged", t0)
+		f.mustAcquire(t, stale, t0)
+		at := stale.InProgressExpiration.Add(time.Second)
+		f.mustAcquire(t, record(stale.ID, at), at)
+
+		stale.Staged = []any{payment(f.table, "payment#late")}
+		if err := f.store.Complete(t.Context(), stale); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("stale Complete: error %v; want ErrLeaseLost", err)
+		}
+		if item := f.record(t, "payment#late"); item != nil {
+			t.Errorf("staged item = %v; want it absent", item)
+		}
+	})
+
+	t.Run("write of another type is refused without a request", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#wrongtype", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+		w := payment(f.table, "payment#ptr")
+		rec.Staged = []any{payment(f.table, "payment#ok"), &w}
+		if err := f.store.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrStagingUnsupported) {
+			t.Errorf("Complete: error %v; want ErrStagingUnsupported", err)
+		}
+		f.checkCalls(t, map[string]int{})
+	})
+
+	t.Run("more writes than a transaction holds are refused without a request", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#toomany", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+		for i := range 100 { // 100 staged + the completion = 101
+			rec.Staged = append(rec.Staged, payment(f.table, "payment#"+strconv.Itoa(i)))
+		}
+		if err := f.store.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrStagingUnsupported) {
+			t.Errorf("Complete: error %v; want ErrStagingUnsupported", err)
+		}
+		f.checkCalls(t, map[string]int{})
+
+		rec.Staged = rec.Staged[:99] // exactly the limit
+		f.mustComplete(t, rec)
+	})
+
+	t.Run("result too large is refused before staging", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#stagedlarge", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+		rec.Data = make([]byte, 500<<10)
+		rec.Staged = []any{payment(f.table, "payment#large")}
+		if err := f.store.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrResultNotStorable) {
+			t.Errorf("Complete: error %v; want ErrResultNotStorable", err)
+		}
+		f.checkCalls(t, map[string]int{})
+	})
+}
+
+func TestStageOutsideIdempotentHandler(t *testing.T) {
+	err := dynamostore.Stage(t.Context(), payment("table", "payment#1"))
+	if !errors.Is(err, lambdakit.ErrNotStaging) {
+		t.Errorf("Stage: error %v; want ErrNotStaging", err)
+	}
+}

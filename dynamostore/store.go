@@ -1,0 +1,307 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// API is the part of the DynamoDB client that Store uses.
+// *dynamodb.Client satisfies it.
+type API interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Options names the attributes of a record item. The defaults are the
+// Powertools names; change them to share a table whose Powertools
+// configuration renamed them. An empty name means the default.
+type Options struct {
+	// KeyAttr is the partition key, a string. Default "id".
+	KeyAttr string
+	// StatusAttr holds "INPROGRESS" or "COMPLETED". Default "status".
+	StatusAttr string
+	// ExpirationAttr is the table's TTL attribute, in epoch seconds.
+	// Default "expiration".
+	ExpirationAttr string
+	// InProgressExpirationAttr is when the lease ends, in epoch
+	// milliseconds. Default "in_progress_expiration".
+	InProgressExpirationAttr string
+	// ValidationAttr holds the payload hash. Default "validation".
+	ValidationAttr string
+	// DataAttr holds the cached result, a string. Default "data".
+	DataAttr string
+	// LeaseAttr holds the owner's lease token; Powertools does not have
+	// it. Default "lease".
+	LeaseAttr string
+}
+
+func newOptions(optFns []func(*Options)) (Options, error) {
+	var o Options
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	// Defaults are applied after the caller's functions, so that an empty
+	// name means the default whoever set it.
+	for _, f := range []struct {
+		name *string
+		def  string
+	}{
+		{&o.KeyAttr, "id"},
+		{&o.StatusAttr, "status"},
+		{&o.ExpirationAttr, "expiration"},
+		{&o.InProgressExpirationAttr, "in_progress_expiration"},
+		{&o.ValidationAttr, "validation"},
+		{&o.DataAttr, "data"},
+		{&o.LeaseAttr, "lease"},
+	} {
+		if *f.name == "" {
+			*f.name = f.def
+		}
+	}
+	seen := make(map[string]bool)
+	for _, name := range o.names() {
+		if seen[name] {
+			return o, fmt.Errorf("dynamostore: invalid Options: attribute name %q used twice", name)
+		}
+		seen[name] = true
+	}
+	return o, nil
+}
+
+func (o Options) names() []string {
+	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr}
+}
+
+// Placeholders for the attribute names in expressions. Going through
+// ExpressionAttributeNames lets configured names work, and is required
+// anyway for names that are reserved words ("status", "data").
+const (
+	nKey        = "#id"
+	nStatus     = "#status"
+	nExpiration = "#exp"
+	nInProgress = "#inprogress_exp"
+	nValidation = "#validation"
+	nData       = "#data"
+	nLease      = "#lease"
+)
+
+// Store is a lambdakit.Store on one DynamoDB table. It is safe for
+// concurrent use if its client is, as *dynamodb.Client is.
+type Store struct {
+	client API
+	table  string
+	o      Options
+	optErr error // returned by every method: New cannot return it
+}
+
+var _ lambdakit.Store = (*Store)(nil)
+
+// New returns a Store that keeps its records in table through client.
+// Options with two attributes of the same name make every method of the
+// Store return an error.
+func New(client API, table string, optFns ...func(*Options)) *Store {
+	o, err := newOptions(optFns)
+	return &Store{client: client, table: table, o: o, optErr: err}
+}
+
+func (s *Store) attrNames(placeholders ...string) map[string]string {
+	all := map[string]string{
+		nKey:        s.o.KeyAttr,
+		nStatus:     s.o.StatusAttr,
+		nExpiration: s.o.ExpirationAttr,
+		nInProgress: s.o.InProgressExpirationAttr,
+		nValidation: s.o.ValidationAttr,
+		nData:       s.o.DataAttr,
+		nLease:      s.o.LeaseAttr,
+	}
+	// DynamoDB rejects names that the expressions do not use.
+	m := make(map[string]string, len(placeholders))
+	for _, p := range placeholders {
+		m[p] = all[p]
+	}
+	return m
+}
+
+func (s *Store) key(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{s.o.KeyAttr: str(id)}
+}
+
+// acquireCondition admits the put when no live record holds the key. It
+// says <= where Powertools says <, so that a record stops counting at the
+// same instant as lambdakit.Record.Live says: at its expiration, not a
+// second or a millisecond after.
+const acquireCondition = "attribute_not_exists(" + nKey + ")" +
+	" OR " + nExpiration + " <= :now" +
+	" OR (" + nStatus + " = :inprogress AND " + nInProgress + " <= :now_ms)"
+
+// Acquire puts rec as an in-progress record unless a live record holds
+// rec.ID, in one conditional PutItem. When one does, DynamoDB returns it
+// with the failed condition, so Acquire returns it without reading the
+// table. The returned record is the zero Record when acquired is true.
+//
+// Times are stored truncated: Expiration to the second,
+// InProgressExpiration to the millisecond.
+func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+	if s.optErr != nil {
+		return lambdakit.Record{}, false, s.optErr
+	}
+	item := s.key(rec.ID)
+	item[s.o.StatusAttr] = str(string(lambdakit.StatusInProgress))
+	item[s.o.ExpirationAttr] = num(rec.Expiration.Unix())
+	item[s.o.InProgressExpirationAttr] = num(rec.InProgressExpiration.UnixMilli())
+	item[s.o.LeaseAttr] = str(rec.Lease)
+	if rec.Validation != "" {
+		item[s.o.ValidationAttr] = str(rec.Validation)
+	}
+	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                aws.String(s.table),
+		Item:                     item,
+		ConditionExpression:      aws.String(acquireCondition),
+		ExpressionAttributeNames: s.attrNames(nKey, nExpiration, nStatus, nInProgress),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now":        num(now.Unix()),
+			":now_ms":     num(now.UnixMilli()),
+			":inprogress": str(string(lambdakit.StatusInProgress)),
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return lambdakit.Record{}, true, nil
+	}
+	var failed *types.ConditionalCheckFailedException
+	if !errors.As(err, &failed) {
+		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: %w", rec.ID, err)
+	}
+	if len(failed.Item) == 0 {
+		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: a live record holds the key, but DynamoDB did not return it (ReturnValuesOnConditionCheckFailure ignored?)", rec.ID)
+	}
+	existing, err := s.decode(failed.Item)
+	if err != nil {
+		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: reading the live record: %w", rec.ID, err)
+	}
+	return existing, false, nil
+}
+
+// Complete marks the record completed with rec.Expiration, rec.Data and,
+// if set, rec.Validation, provided it still carries rec.Lease. A nil
+// rec.Data removes any cached result. It sends one UpdateItem, or, when rec
+// has staged writes (see Stage), one TransactWriteItems with the completion
+// first and the staged writes after it.
+//
+// Complete sends nothing and returns an error wrapping
+// lambdakit.ErrResultNotStorable when rec.Data is not valid UTF-8 or would
+// not fit in an item, and one wrapping lambdakit.ErrStagingUnsupported when
+// a staged write is not a types.TransactWriteItem or there are more than a
+// transaction holds. A staged write that DynamoDB rejects makes the whole
+// transaction fail with a *StagedWriteError.
+func (s *Store) Complete(ctx context.Context, rec lambdakit.Record) error {
+	if s.optErr != nil {
+		return s.optErr
+	}
+	if err := s.checkStorable(rec); err != nil {
+		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
+	}
+	update := s.completion(rec)
+	if len(rec.Staged) > 0 {
+		return s.completeStaged(ctx, rec, update)
+	}
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 update.TableName,
+		Key:                       update.Key,
+		UpdateExpression:          update.UpdateExpression,
+		ConditionExpression:       update.ConditionExpression,
+		ExpressionAttributeNames:  update.ExpressionAttributeNames,
+		ExpressionAttributeValues: update.ExpressionAttributeValues,
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &failed):
+		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
+	default:
+		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
+	}
+}
+
+// completion is the fenced update that completes rec, in the form a
+// transaction takes; UpdateItem takes the same fields.
+func (s *Store) completion(rec lambdakit.Record) *types.Update {
+	set := nStatus + " = :completed, " + nExpiration + " = :exp"
+	names := []string{nStatus, nExpiration, nLease}
+	values := map[string]types.AttributeValue{
+		":completed": str(string(lambdakit.StatusCompleted)),
+		":exp":       num(rec.Expiration.Unix()),
+		":lease":     str(rec.Lease),
+	}
+	if rec.Validation != "" {
+		set += ", " + nValidation + " = :validation"
+		names = append(names, nValidation)
+		values[":validation"] = str(rec.Validation)
+	}
+	expr := "SET " + set
+	names = append(names, nData)
+	if rec.Data != nil {
+		expr += ", " + nData + " = :data"
+		values[":data"] = str(string(rec.Data))
+	} else {
+		// A record completed again without a result must not keep
+		// replaying the previous one.
+		expr += " REMOVE " + nData
+	}
+	return &types.Update{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(rec.ID),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String(nLease + " = :lease"),
+		ExpressionAttributeNames:  s.attrNames(names...),
+		ExpressionAttributeValues: values,
+	}
+}
+
+// Release deletes the record, so that a retry can run at once, provided it
+// is still in progress under lease. Otherwise it returns an error wrapping
+// lambdakit.ErrLeaseLost, and the record stays.
+func (s *Store) Release(ctx context.Context, id, lease string) error {
+	if s.optErr != nil {
+		return s.optErr
+	}
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(id),
+		ConditionExpression:      aws.String(nLease + " = :lease AND " + nStatus + " = :inprogress"),
+		ExpressionAttributeNames: s.attrNames(nLease, nStatus),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":lease":      str(lease),
+			":inprogress": str(string(lambdakit.StatusInProgress)),
+		},
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &failed):
+		return fmt.Errorf("dynamostore: release %s: %w", id, lambdakit.ErrLeaseLost)
+	default:
+		return fmt.Errorf("dynamostore: release %s: %w", id, err)
+	}
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}

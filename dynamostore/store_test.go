@@ -1,0 +1,504 @@
+package dynamostore_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+func TestAcquire(t *testing.T) {
+	t.Run("new key is acquired with one PutItem", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#new", t0)
+		existing, acquired := f.acquire(t, rec, t0)
+		if !acquired {
+			t.Fatalf("acquired = false (held by %+v); want true", existing)
+		}
+		checkRecord(t, existing, lambdakit.Record{})
+		f.checkCalls(t, map[string]int{"PutItem": 1})
+
+		item := f.record(t, rec.ID)
+		if got, want := str(t, item, "status"), "INPROGRESS"; got != want {
+			t.Errorf("status = %q; want %q", got, want)
+		}
+		if got, want := num(t, item, "expiration"), strconv.FormatInt(rec.Expiration.Unix(), 10); got != want {
+			t.Errorf("expiration = %s; want %s (epoch seconds)", got, want)
+		}
+		if got, want := num(t, item, "in_progress_expiration"), strconv.FormatInt(rec.InProgressExpiration.UnixMilli(), 10); got != want {
+			t.Errorf("in_progress_expiration = %s; want %s (epoch milliseconds)", got, want)
+		}
+		if got := str(t, item, "validation"); got != rec.Validation {
+			t.Errorf("validation = %q; want %q", got, rec.Validation)
+		}
+		if got := str(t, item, "lease"); got != rec.Lease {
+			t.Errorf("lease = %q; want %q", got, rec.Lease)
+		}
+		if _, ok := item["data"]; ok {
+			t.Errorf("data = %v; want no data attribute", item["data"])
+		}
+	})
+
+	t.Run("empty validation is not stored", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#novalidation", t0)
+		rec.Validation = ""
+		f.mustAcquire(t, rec, t0)
+		if v, ok := f.record(t, rec.ID)["validation"]; ok {
+			t.Errorf("validation = %v; want no validation attribute", v)
+		}
+	})
+
+	t.Run("in-progress duplicate returns the holder with one PutItem", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		first := record("fn#dup", t0)
+		f.mustAcquire(t, first, t0)
+		f.calls.Reset()
+
+		second := record(first.ID, t0.Add(time.Second))
+		existing, acquired := f.acquire(t, second, t0.Add(time.Second))
+		if acquired {
+			t.Fatal("acquired = true; want false while the first lease holds")
+		}
+		checkRecord(t, existing, stored(first))
+		f.checkCalls(t, map[string]int{"PutItem": 1})
+		if got := str(t, f.record(t, first.ID), "lease"); got != first.Lease {
+			t.Errorf("stored lease = %q; want the first owner's %q", got, first.Lease)
+		}
+	})
+
+	t.Run("lease still held a millisecond before it ends", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		first := record("fn#edge", t0)
+		f.mustAcquire(t, first, t0)
+		at := stored(first).InProgressExpiration.Add(-time.Millisecond)
+		if _, acquired := f.acquire(t, record(first.ID, at), at); acquired {
+			t.Error("acquired = true; want false before in_progress_expiration")
+		}
+	})
+
+	t.Run("lease that ended is taken over", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		first := record("fn#takeover", t0)
+		f.mustAcquire(t, first, t0)
+		// The lease ends at in_progress_expiration, as lambdakit.Record.Live says.
+		at := stored(first).InProgressExpiration
+		if stored(first).Live(at) {
+			t.Fatalf("Live(%v) = true; the test expects the lease to have ended", at)
+		}
+		second := record(first.ID, at)
+		f.mustAcquire(t, second, at)
+		if got := str(t, f.record(t, first.ID), "lease"); got != second.Lease {
+			t.Errorf("stored lease = %q; want the new owner's %q", got, second.Lease)
+		}
+	})
+
+	t.Run("completed duplicate returns the cached result", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#done", t0)
+		f.mustAcquire(t, rec, t0)
+		rec.Status = lambdakit.StatusCompleted
+		rec.Data = []byte(`{"charged":42,"note":"héllo ✓"}`)
+		f.mustComplete(t, rec)
+		f.calls.Reset()
+
+		// Past the old lease but before expiration: completed records
+		// stay live until they expire.
+		at := t0.Add(time.Minute)
+		existing, acquired := f.acquire(t, record(rec.ID, at), at)
+		if acquired {
+			t.Fatal("acquired = true; want false for a completed record")
+		}
+		checkRecord(t, existing, stored(rec))
+		f.checkCalls(t, map[string]int{"PutItem": 1})
+	})
+
+	t.Run("expired completed record is reused", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#expired", t0)
+		f.mustAcquire(t, rec, t0)
+		rec.Data = []byte(`"old"`)
+		f.mustComplete(t, rec)
+
+		at := rec.Expiration.Add(time.Second)
+		next := record(rec.ID, at)
+		f.mustAcquire(t, next, at)
+		item := f.record(t, rec.ID)
+		if got := str(t, item, "status"); got != "INPROGRESS" {
+			t.Errorf("status = %q; want INPROGRESS", got)
+		}
+		if v, ok := item["data"]; ok {
+			t.Errorf("data = %v; want the old result gone", v)
+		}
+	})
+
+	t.Run("other errors name the operation and key", func(t *testing.T) {
+		f := setup(t)
+		store := dynamostore.New(dynamodb.NewFromConfig(moto.Config(t)), f.table+"-missing")
+		t0 := now()
+		_, _, err := store.Acquire(t.Context(), record("fn#nowhere", t0), t0)
+		var notFound *types.ResourceNotFoundException
+		if !errors.As(err, &notFound) {
+			t.Fatalf("Acquire on a missing table: error %v; want a *types.ResourceNotFoundException", err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "acquire fn#nowhere") {
+			t.Errorf("error %q; want it to name the operation and key", msg)
+		}
+	})
+
+	t.Run("malformed existing item is an error", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		putRaw(t, f, map[string]types.AttributeValue{
+			"id":         &types.AttributeValueMemberS{Value: "fn#malformed"},
+			"status":     &types.AttributeValueMemberS{Value: "COMPLETED"},
+			"expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(t0.Add(time.Hour).Unix(), 10)},
+			"data":       &types.AttributeValueMemberN{Value: "42"},
+		})
+		_, _, err := f.store.Acquire(t.Context(), record("fn#malformed", t0), t0)
+		if err == nil || !strings.Contains(err.Error(), `"data"`) {
+			t.Errorf("Acquire over a numeric data: error %v; want one naming the attribute", err)
+		}
+	})
+
+	t.Run("powertools record without lease is read", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		exp := t0.Add(time.Hour).Unix()
+		putRaw(t, f, map[string]types.AttributeValue{
+			"id":         &types.AttributeValueMemberS{Value: "fn#python"},
+			"status":     &types.AttributeValueMemberS{Value: "COMPLETED"},
+			"expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)},
+			"data":       &types.AttributeValueMemberS{Value: `{"ok":true}`},
+		})
+		existing, acquired := f.acquire(t, record("fn#python", t0), t0)
+		if acquired {
+			t.Fatal("acquired = true; want false for a live Powertools record")
+		}
+		checkRecord(t, existing, lambdakit.Record{
+			ID:         "fn#python",
+			Status:     lambdakit.StatusCompleted,
+			Expiration: time.Unix(exp, 0),
+			Data:       []byte(`{"ok":true}`),
+		})
+	})
+}
+
+func putRaw(tb testing.TB, f *fixture, item map[string]types.AttributeValue) {
+	tb.Helper()
+	if _, err := f.db.PutItem(tb.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
+		tb.Fatalf("PutItem: %v", err)
+	}
+}
+
+func TestAcquireConcurrentlyHasOneWinner(t *testing.T) {
+	f := setup(t)
+	t0 := now()
+	const n = 20
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []string
+		holders = map[string]int{}
+	)
+	for range n {
+		wg.Go(func() {
+			rec := record("fn#race", t0)
+			existing, acquired, err := f.store.Acquire(t.Context(), rec, t0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("Acquire: %v", err)
+			case acquired:
+				winners = append(winners, rec.Lease)
+			default:
+				holders[existing.Lease]++
+			}
+		})
+	}
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("acquired by %d goroutines; want exactly 1", len(winners))
+	}
+	if got := holders[winners[0]]; got != n-1 {
+		t.Errorf("losers that saw the winner's lease = %d (saw %v); want %d", got, holders, n-1)
+	}
+	f.checkCalls(t, map[string]int{"PutItem": n})
+}
+
+func TestComplete(t *testing.T) {
+	t.Run("stores the result with one UpdateItem", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#complete", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+
+		rec.Status = lambdakit.StatusCompleted
+		rec.Expiration = t0.Add(2 * time.Hour) // a completed record may be kept longer
+		rec.Data = []byte(`{"id":"pay-1"}`)
+		f.mustComplete(t, rec)
+		f.checkCalls(t, map[string]int{"UpdateItem": 1})
+
+		item := f.record(t, rec.ID)
+		if got := str(t, item, "status"); got != "COMPLETED" {
+			t.Errorf("status = %q; want COMPLETED", got)
+		}
+		if got, want := num(t, item, "expiration"), strconv.FormatInt(rec.Expiration.Unix(), 10); got != want {
+			t.Errorf("expiration = %s; want %s", got, want)
+		}
+		if got := str(t, item, "data"); got != string(rec.Data) {
+			t.Errorf("data = %q; want %q", got, rec.Data)
+		}
+	})
+
+	t.Run("without a result removes the old one", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#nodata", t0)
+		f.mustAcquire(t, rec, t0)
+		rec.Data = []byte(`"first"`)
+		f.mustComplete(t, rec)
+		rec.Data = nil
+		f.mustComplete(t, rec)
+		if v, ok := f.record(t, rec.ID)["data"]; ok {
+			t.Errorf("data = %v; want no data attribute", v)
+		}
+	})
+
+	t.Run("empty result is kept as empty", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#empty", t0)
+		f.mustAcquire(t, rec, t0)
+		rec.Data = []byte{}
+		f.mustComplete(t, rec)
+		existing, _ := f.acquire(t, record(rec.ID, t0), t0)
+		if existing.Data == nil || len(existing.Data) != 0 {
+			t.Errorf("Data = %#v; want empty and not nil", existing.Data)
+		}
+	})
+
+	t.Run("stale owner loses the lease after a takeover", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		stale := record("fn#stale", t0)
+		f.mustAcquire(t, stale, t0)
+		at := stale.InProgressExpiration.Add(time.Second)
+		owner := record(stale.ID, at)
+		f.mustAcquire(t, owner, at)
+
+		stale.Data = []byte(`"late"`)
+		if err := f.store.Complete(t.Context(), stale); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("stale Complete: error %v; want ErrLeaseLost", err)
+		}
+		item := f.record(t, stale.ID)
+		if got := str(t, item, "status"); got != "INPROGRESS" {
+			t.Errorf("status = %q; want the new owner's INPROGRESS", got)
+		}
+		if got := str(t, item, "lease"); got != owner.Lease {
+			t.Errorf("lease = %q; want the new owner's %q", got, owner.Lease)
+		}
+	})
+
+	t.Run("missing record loses the lease and is not created", func(t *testing.T) {
+		f := setup(t)
+		rec := record("fn#never", now())
+		if err := f.store.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("Complete: error %v; want ErrLeaseLost", err)
+		}
+		if item := f.record(t, rec.ID); item != nil {
+			t.Errorf("item = %v; want none", item)
+		}
+	})
+
+	t.Run("result too large is refused without a request", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#large", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+		rec.Data = []byte(`"` + strings.Repeat("x", 500<<10) + `"`)
+		if err := f.store.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrResultNotStorable) {
+			t.Errorf("Complete: error %v; want ErrResultNotStorable", err)
+		}
+		f.checkCalls(t, map[string]int{})
+		if got := str(t, f.record(t, rec.ID), "status"); got != "INPROGRESS" {
+			t.Errorf("status = %q; want INPROGRESS", got)
+		}
+		// What the middleware does next: complete without the result.
+		rec.Data = nil
+		f.mustComplete(t, rec)
+	})
+
+	t.Run("result that is not UTF-8 is refused without a request", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#binary", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+		rec.Data = []byte{'"', 0xff, 0xfe, '"'}
+		if err := f.store.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrResultNotStorable) {
+			t.Errorf("Complete: error %v; want ErrResultNotStorable", err)
+		}
+		f.checkCalls(t, map[string]int{})
+	})
+
+	t.Run("large result that fits is stored", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#fits", t0)
+		f.mustAcquire(t, rec, t0)
+		rec.Data = []byte(`"` + strings.Repeat("é", 195_000) + `"`) // 390,002 bytes
+		f.mustComplete(t, rec)
+		existing, _ := f.acquire(t, record(rec.ID, t0), t0)
+		if len(existing.Data) != len(rec.Data) {
+			t.Errorf("len(Data) = %d; want %d", len(existing.Data), len(rec.Data))
+		}
+	})
+}
+
+func TestRelease(t *testing.T) {
+	t.Run("owner deletes its in-progress record with one DeleteItem", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#release", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+		if err := f.store.Release(t.Context(), rec.ID, rec.Lease); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		f.checkCalls(t, map[string]int{"DeleteItem": 1})
+		if item := f.record(t, rec.ID); item != nil {
+			t.Errorf("item = %v; want it deleted", item)
+		}
+		f.mustAcquire(t, record(rec.ID, t0), t0)
+	})
+
+	t.Run("stale owner loses the lease and the record stays", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		stale := record("fn#stalerelease", t0)
+		f.mustAcquire(t, stale, t0)
+		at := stale.InProgressExpiration.Add(time.Second)
+		owner := record(stale.ID, at)
+		f.mustAcquire(t, owner, at)
+		if err := f.store.Release(t.Context(), stale.ID, stale.Lease); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("stale Release: error %v; want ErrLeaseLost", err)
+		}
+		if got := str(t, f.record(t, stale.ID), "lease"); got != owner.Lease {
+			t.Errorf("lease = %q; want the new owner's %q", got, owner.Lease)
+		}
+	})
+
+	t.Run("completed record is not released", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#keep", t0)
+		f.mustAcquire(t, rec, t0)
+		rec.Data = []byte(`"done"`)
+		f.mustComplete(t, rec)
+		if err := f.store.Release(t.Context(), rec.ID, rec.Lease); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("Release: error %v; want ErrLeaseLost", err)
+		}
+		item := f.record(t, rec.ID)
+		if item == nil {
+			t.Fatal("item deleted; want the completed record kept")
+		}
+		if got := str(t, item, "status"); got != "COMPLETED" {
+			t.Errorf("status = %q; want COMPLETED", got)
+		}
+	})
+
+	t.Run("missing record loses the lease", func(t *testing.T) {
+		f := setup(t)
+		if err := f.store.Release(t.Context(), "fn#absent", "lease"); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("Release: error %v; want ErrLeaseLost", err)
+		}
+	})
+}
+
+func TestCustomAttributeNames(t *testing.T) {
+	names := func(o *dynamostore.Options) {
+		o.KeyAttr = "pk"
+		o.StatusAttr = "state"
+		o.ExpirationAttr = "ttl"
+		o.InProgressExpirationAttr = "lease_until_ms"
+		o.ValidationAttr = "payload_hash"
+		o.DataAttr = "result"
+		o.LeaseAttr = "owner"
+	}
+	f := setup(t, names)
+	t0 := now()
+	rec := record("fn#custom", t0)
+	f.mustAcquire(t, rec, t0)
+	rec.Data = []byte(`{"ok":1}`)
+	f.mustComplete(t, rec)
+
+	item := f.item(t, f.table, "pk", rec.ID)
+	for _, name := range []string{"state", "ttl", "lease_until_ms", "payload_hash", "result", "owner"} {
+		if _, ok := item[name]; !ok {
+			t.Errorf("attribute %q missing from %v", name, item)
+		}
+	}
+	for _, name := range []string{"id", "status", "expiration", "in_progress_expiration", "validation", "data", "lease"} {
+		if _, ok := item[name]; ok {
+			t.Errorf("default attribute %q present in %v; want only the configured names", name, item)
+		}
+	}
+	existing, acquired := f.acquire(t, record(rec.ID, t0), t0)
+	if acquired {
+		t.Fatal("acquired = true; want the completed record back")
+	}
+	rec.Status = lambdakit.StatusCompleted
+	checkRecord(t, existing, stored(rec))
+
+	released := record("fn#custom-release", t0)
+	f.mustAcquire(t, released, t0)
+	if err := f.store.Release(t.Context(), released.ID, released.Lease); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+
+	ttl, err := f.db.DescribeTimeToLive(t.Context(), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(f.table)})
+	if err != nil {
+		t.Fatalf("DescribeTimeToLive: %v", err)
+	}
+	if got := aws.ToString(ttl.TimeToLiveDescription.AttributeName); got != "ttl" {
+		t.Errorf("TTL attribute = %q; want %q", got, "ttl")
+	}
+}
+
+func TestNewWithDuplicateAttributeNamesFailsEveryCall(t *testing.T) {
+	// No client: a store with broken options must not send anything.
+	store := dynamostore.New(nil, "table", func(o *dynamostore.Options) { o.LeaseAttr = "id" })
+	t0 := now()
+	if _, _, err := store.Acquire(t.Context(), record("fn#x", t0), t0); err == nil || !strings.Contains(err.Error(), `"id"`) {
+		t.Errorf("Acquire: error %v; want one naming the duplicate", err)
+	}
+	if err := store.Complete(t.Context(), record("fn#x", t0)); err == nil {
+		t.Error("Complete: no error; want one")
+	}
+	if err := store.Release(t.Context(), "fn#x", "l"); err == nil {
+		t.Error("Release: no error; want one")
+	}
+	if err := dynamostore.CreateTable(t.Context(), nil, "table", func(o *dynamostore.Options) { o.DataAttr = "status" }); err == nil {
+		t.Error("CreateTable: no error; want one")
+	}
+}

@@ -1,0 +1,136 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// TableAPI is the part of the DynamoDB client that CreateTable uses.
+// *dynamodb.Client satisfies it.
+type TableAPI interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// CreateTable creates table for a Store with the same Options: billed on
+// demand, with the key attribute as its string partition key. It waits
+// until the table is active, polling for as long as ctx allows, then turns
+// on TTL on the expiration attribute, so that DynamoDB deletes expired
+// records. A table that exists already is fine if its key fits; CreateTable
+// still makes sure TTL is on.
+func CreateTable(ctx context.Context, client TableAPI, table string, optFns ...func(*Options)) error {
+	o, err := newOptions(optFns)
+	if err != nil {
+		return err
+	}
+	_, err = client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(table),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(o.KeyAttr), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(o.KeyAttr), KeyType: types.KeyTypeHash},
+		},
+	})
+	var exists *types.ResourceInUseException
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("dynamostore: create table %s: %w", table, err)
+	}
+	desc, err := waitActive(ctx, client, table)
+	if err != nil {
+		return err
+	}
+	if err := checkKey(desc, o.KeyAttr); err != nil {
+		return fmt.Errorf("dynamostore: table %s: %w", table, err)
+	}
+	return enableTTL(ctx, client, table, o.ExpirationAttr)
+}
+
+// waitActive polls until table is active, backing off up to a few
+// seconds between looks; only ctx bounds the wait.
+func waitActive(ctx context.Context, client TableAPI, table string) (*types.TableDescription, error) {
+	delay := 100 * time.Millisecond
+	for {
+		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: describe table %s: %w", table, err)
+		}
+		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
+			return out.Table, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("dynamostore: waiting for table %s to become active: %w", table, context.Cause(ctx))
+		case <-t.C:
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// checkKey makes sure an existing table is keyed the way Store writes: a
+// table keyed otherwise would fail every Acquire.
+func checkKey(desc *types.TableDescription, keyAttr string) error {
+	ks := desc.KeySchema
+	if len(ks) != 1 || ks[0].KeyType != types.KeyTypeHash || aws.ToString(ks[0].AttributeName) != keyAttr {
+		return fmt.Errorf("key schema is %s; want a partition key %q and no sort key", keySchemaString(ks), keyAttr)
+	}
+	for _, def := range desc.AttributeDefinitions {
+		if aws.ToString(def.AttributeName) == keyAttr && def.AttributeType != types.ScalarAttributeTypeS {
+			return fmt.Errorf("partition key %q is of type %s; want S", keyAttr, def.AttributeType)
+		}
+	}
+	return nil
+}
+
+func keySchemaString(ks []types.KeySchemaElement) string {
+	s := "["
+	for i, k := range ks {
+		if i > 0 {
+			s += " "
+		}
+		s += aws.ToString(k.AttributeName) + ":" + string(k.KeyType)
+	}
+	return s + "]"
+}
+
+// enableTTL turns TTL on unless it is on already: DynamoDB rejects enabling
+// it twice, and allows one change an hour.
+func enableTTL(ctx context.Context, client TableAPI, table, attr string) error {
+	out, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err != nil {
+		return fmt.Errorf("dynamostore: describe TTL of table %s: %w", table, err)
+	}
+	if d := out.TimeToLiveDescription; d != nil {
+		switch d.TimeToLiveStatus {
+		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
+			if got := aws.ToString(d.AttributeName); got != attr {
+				return fmt.Errorf("dynamostore: table %s has TTL on %q; want it on %q", table, got, attr)
+			}
+			return nil
+		case types.TimeToLiveStatusDisabling:
+			return fmt.Errorf("dynamostore: table %s: TTL is being disabled; enable it on %q once that is done", table, attr)
+		}
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(attr),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: enable TTL on table %s: %w", table, err)
+	}
+	return nil
+}

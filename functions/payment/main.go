@@ -1,0 +1,117 @@
+// Command payment is the sample function: it consumes a queue of payments,
+// charges each one exactly once at a payment gateway, and records the
+// outcome in a DynamoDB ledger together with its idempotency record.
+//
+// Environment:
+//
+//	IDEMPOTENCY_TABLE    DynamoDB table for idempotency records (required)
+//	PAYMENTS_TABLE       DynamoDB table for the payment ledger (required)
+//	PAYMENT_GATEWAY_URL  base URL of the gateway; POST {url}/charges (required)
+//	IDEMPOTENCY_TTL      how long a payment is remembered, as a Go duration
+//	                     (default 360h: longer than the DLQ's 14 days)
+//
+// The AWS SDK's own AWS_ENDPOINT_URL selects a local DynamoDB endpoint.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// config is what the function reads from its environment at start.
+type config struct {
+	IdempotencyTable string
+	PaymentsTable    string
+	GatewayURL       string
+	TTL              time.Duration
+}
+
+// defaultTTL outlives the dead-letter queue's 14-day retention, so a payment
+// replayed from the DLQ is still recognised.
+const defaultTTL = 360 * time.Hour
+
+func configFromEnv(getenv func(string) string) (config, error) {
+	c := config{
+		IdempotencyTable: getenv("IDEMPOTENCY_TABLE"),
+		PaymentsTable:    getenv("PAYMENTS_TABLE"),
+		GatewayURL:       getenv("PAYMENT_GATEWAY_URL"),
+		TTL:              defaultTTL,
+	}
+	var errs []error
+	for name, v := range map[string]string{"IDEMPOTENCY_TABLE": c.IdempotencyTable, "PAYMENTS_TABLE": c.PaymentsTable, "PAYMENT_GATEWAY_URL": c.GatewayURL} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is not set", name))
+		}
+	}
+	if c.GatewayURL != "" {
+		if u, err := url.Parse(c.GatewayURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("PAYMENT_GATEWAY_URL %q is not an http(s) URL", c.GatewayURL))
+		}
+	}
+	if v := getenv("IDEMPOTENCY_TTL"); v != "" {
+		ttl, err := time.ParseDuration(v)
+		if err != nil || ttl <= 0 {
+			errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL %q is not a positive Go duration such as 360h", v))
+		}
+		c.TTL = ttl
+	}
+	return c, errors.Join(errs...)
+}
+
+// idempotencyPrefix names this function's records in the table. It is fixed
+// rather than the function name, which changes when the stack replaces the
+// function: a new name would forget every payment.
+const idempotencyPrefix = "payment"
+
+// newHandler wires the function: validation, then idempotency on
+// payment_id, then the charge.
+func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.Logger) lambdakit.BatchFunc {
+	p := &payments{
+		gateway: &gatewayClient{base: c.GatewayURL, http: client},
+		table:   c.PaymentsTable,
+		now:     time.Now,
+		logger:  logger,
+	}
+	idem := lambdakit.Idempotent(dynamostore.New(db, c.IdempotencyTable), lambdakit.KeyFromField("payment_id"),
+		func(o *lambdakit.IdempotencyOptions) {
+			o.Prefix = idempotencyPrefix
+			o.TTL = c.TTL
+			// Only what defines the payment; other fields may differ.
+			o.Payload = lambdakit.PayloadFields("payment_id", "order_id", "customer_id", "amount", "currency")
+			o.CacheSize = 1000
+			o.Logger = logger
+		})
+	return lambdakit.Batch(lambdakit.Chain(p, validate, idem), func(o *lambdakit.BatchOptions) {
+		o.Logger = logger
+	})
+}
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	c, err := configFromEnv(os.Getenv)
+	if err != nil {
+		logger.Error("payment: configuration", "error", err.Error())
+		os.Exit(1)
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
+	if err != nil {
+		logger.Error("payment: AWS configuration", "error", err.Error())
+		os.Exit(1)
+	}
+	// 5 s per gateway call: a FIFO batch of 10 runs them one after another
+	// within the function's 60 s timeout.
+	client := &http.Client{Timeout: 5 * time.Second}
+	lambda.Start(newHandler(c, dynamodb.NewFromConfig(awsCfg), client, logger))
+}

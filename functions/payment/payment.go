@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// Payment is the message body. Unknown fields are ignored.
+type Payment struct {
+	PaymentID  string          `json:"payment_id"`
+	OrderID    string          `json:"order_id"`
+	CustomerID string          `json:"customer_id"`
+	Amount     json.RawMessage `json:"amount"` // minor units; raw, so that 12.5 and "100" are reported as such
+	Currency   string          `json:"currency"`
+}
+
+// Outcome is what a payment came to. It is the handler's result, so the
+// idempotency record caches it and duplicates get it back.
+type Outcome struct {
+	Status   string `json:"status"` // CHARGED or DECLINED
+	ChargeID string `json:"charge_id,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Outcome statuses as written to the payments table.
+const (
+	StatusCharged  = "CHARGED"
+	StatusDeclined = "DECLINED"
+)
+
+// ErrInvalidPayment means the body breaks a rule of the message format. It
+// will never succeed, so it ends in the dead-letter queue.
+var ErrInvalidPayment = errors.New("invalid payment")
+
+var (
+	paymentIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	currencyPattern  = regexp.MustCompile(`^[A-Z]{3}$`)
+)
+
+// parsePayment decodes and checks a body, naming the rule it breaks.
+func parsePayment(body string) (Payment, int64, error) {
+	var p Payment
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		return p, 0, fmt.Errorf("%w: body is not a JSON payment object: %v", ErrInvalidPayment, err)
+	}
+	if !paymentIDPattern.MatchString(p.PaymentID) {
+		return p, 0, fmt.Errorf("%w: payment_id must be 1-128 characters of letters, digits and ._:-", ErrInvalidPayment)
+	}
+	if p.OrderID == "" {
+		return p, 0, fmt.Errorf("%w: order_id must be a non-empty string", ErrInvalidPayment)
+	}
+	if p.CustomerID == "" {
+		return p, 0, fmt.Errorf("%w: customer_id must be a non-empty string", ErrInvalidPayment)
+	}
+	amount, err := strconv.ParseInt(string(p.Amount), 10, 64)
+	if err != nil || amount <= 0 {
+		return p, 0, fmt.Errorf("%w: amount must be a positive integer in minor units, got %s", ErrInvalidPayment, orMissing(p.Amount))
+	}
+	if !currencyPattern.MatchString(p.Currency) {
+		return p, 0, fmt.Errorf("%w: currency must be three upper-case letters, got %q", ErrInvalidPayment, p.Currency)
+	}
+	return p, amount, nil
+}
+
+func orMissing(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	return string(raw)
+}
+
+// payments charges each payment once and records the outcome.
+type payments struct {
+	gateway *gatewayClient
+	table   string // the payments ledger
+	now     func() time.Time
+	logger  *slog.Logger
+}
+
+// Handle implements lambdakit.Handler, behind validation and idempotency.
+func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+	p, amount, err := parsePayment(msg.Body)
+	if err != nil {
+		return nil, err // validate ran first; this only guards the decode
+	}
+	out, err := s.gateway.charge(ctx, p, amount)
+	if err != nil {
+		return nil, err
+	}
+	// The ledger row commits with the idempotency record in one
+	// transaction: a completed payment always has its row, and a row
+	// always means the payment is completed.
+	if err := dynamostore.Stage(ctx, s.ledgerPut(p, amount, out)); err != nil {
+		return nil, err
+	}
+	s.logger.LogAttrs(ctx, slog.LevelInfo, "payment "+strings.ToLower(out.Status),
+		slog.String("messageId", msg.MessageId), slog.String("payment_id", p.PaymentID),
+		slog.String("charge_id", out.ChargeID), slog.String("reason", out.Reason))
+	return json.Marshal(out)
+}
+
+func (s *payments) ledgerPut(p Payment, amount int64, out Outcome) types.TransactWriteItem {
+	item := map[string]types.AttributeValue{
+		"payment_id":  &types.AttributeValueMemberS{Value: p.PaymentID},
+		"status":      &types.AttributeValueMemberS{Value: out.Status},
+		"amount":      &types.AttributeValueMemberN{Value: strconv.FormatInt(amount, 10)},
+		"currency":    &types.AttributeValueMemberS{Value: p.Currency},
+		"order_id":    &types.AttributeValueMemberS{Value: p.OrderID},
+		"customer_id": &types.AttributeValueMemberS{Value: p.CustomerID},
+		"recorded_at": &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339Nano)},
+	}
+	if out.ChargeID != "" {
+		item["charge_id"] = &types.AttributeValueMemberS{Value: out.ChargeID}
+	}
+	if out.Reason != "" {
+		item["decline_reason"] = &types.AttributeValueMemberS{Value: out.Reason}
+	}
+	return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: item}}
+}
+
+// validate fails records whose body breaks the message rules before they
+// take an idempotency lock: they can never succeed.
+func validate(next lambdakit.Handler) lambdakit.Handler {
+	return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		if _, _, err := parsePayment(msg.Body); err != nil {
+			return nil, err
+		}
+		return next.Handle(ctx, msg)
+	})
+}
+
+// ErrGatewayTransient means the gateway could not answer now; the record is
+// retried. ErrGatewayRejected means it refused the request as malformed;
+// retrying will not help.
+var (
+	ErrGatewayTransient = errors.New("payment gateway unavailable")
+	ErrGatewayRejected  = errors.New("payment gateway rejected the request")
+)
+
+// gatewayClient calls POST {base}/charges.
+type gatewayClient struct {
+	base string
+	http *http.Client
+}
+
+func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Outcome, error) {
+	body, err := json.Marshal(map[string]any{
+		"payment_id": p.PaymentID, "order_id": p.OrderID, "customer_id": p.CustomerID,
+		"amount": amount, "currency": p.Currency,
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/charges", bytes.NewReader(body))
+	if err != nil {
+		return Outcome{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// The same key on every retry of this payment, so the gateway itself
+	// never charges twice either.
+	req.Header.Set("Idempotency-Key", "payment-"+p.PaymentID)
+	resp, err := g.http.Do(req)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: %v", ErrGatewayTransient, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: reading answer: %v", ErrGatewayTransient, err)
+	}
+	var parsed struct {
+		ChargeID string `json:"charge_id"`
+		Error    string `json:"error"`
+	}
+	_ = json.Unmarshal(answer, &parsed) // a body that is not JSON leaves the fields empty
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		if parsed.ChargeID == "" {
+			return Outcome{}, fmt.Errorf("%w: %d answer without charge_id", ErrGatewayTransient, code)
+		}
+		return Outcome{Status: StatusCharged, ChargeID: parsed.ChargeID}, nil
+	case code == http.StatusPaymentRequired:
+		return Outcome{Status: StatusDeclined, Reason: reason(parsed.Error, answer)}, nil
+	case code >= 500, code == http.StatusConflict, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:
+		return Outcome{}, fmt.Errorf("%w: HTTP %d: %s", ErrGatewayTransient, code, reason(parsed.Error, answer))
+	default:
+		return Outcome{}, fmt.Errorf("%w: HTTP %d: %s", ErrGatewayRejected, code, reason(parsed.Error, answer))
+	}
+}
+
+func reason(parsed string, raw []byte) string {
+	if parsed != "" {
+		return parsed
+	}
+	return string(bytes.TrimSpace(raw))
+}

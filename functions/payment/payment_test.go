@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+var moto testenv.Moto
+
+func TestMain(m *testing.M) { moto.Run(m) }
+
+// fixture is one function instance with its own tables (created from
+// template.yaml) and gateway.
+type fixture struct {
+	db      *dynamodb.Client
+	calls   *testenv.Counter
+	gw      *gateway.Gateway
+	cfg     config
+	handler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+	logs    *logBuffer
+}
+
+func setup(tb testing.TB, gatewayHandler http.Handler) *fixture {
+	tb.Helper()
+	f := &fixture{calls: &testenv.Counter{}, gw: &gateway.Gateway{}, logs: &logBuffer{}}
+	if gatewayHandler == nil {
+		gatewayHandler = f.gw
+	}
+	srv := httptest.NewServer(gatewayHandler)
+	tb.Cleanup(srv.Close)
+	f.db = dynamodb.NewFromConfig(moto.Config(tb), func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, f.calls.APIOption)
+	})
+	tables, err := samtemplate.Tables("../../template.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	name := testenv.Name(tb)
+	f.cfg = config{IdempotencyTable: name + "-idem", PaymentsTable: name + "-pay", GatewayURL: srv.URL, TTL: defaultTTL}
+	for logical, physical := range map[string]string{"IdempotencyTable": f.cfg.IdempotencyTable, "PaymentsTable": f.cfg.PaymentsTable} {
+		t, err := samtemplate.Find(tables, logical)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := t.Create(context.Background(), f.db, physical); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	client := &http.Client{Timeout: 300 * time.Millisecond}
+	f.handler = newHandler(f.cfg, f.db, client, slog.New(slog.NewJSONHandler(f.logs, nil)))
+	f.calls.Reset()
+	return f
+}
+
+func body(id, customer string, amount int) string {
+	return fmt.Sprintf(`{"payment_id":%q,"order_id":"ord_1","customer_id":%q,"amount":%d,"currency":"EUR"}`, id, customer, amount)
+}
+
+// run sends one batch and returns the IDs of the failed records.
+func (f *fixture) run(tb testing.TB, msgs ...events.SQSMessage) map[string]bool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := f.handler(ctx, lambdakittest.Event(msgs...))
+	if err != nil && len(resp.BatchItemFailures) != len(msgs) {
+		tb.Fatalf("batch error %v with %d of %d failed", err, len(resp.BatchItemFailures), len(msgs))
+	}
+	failed := map[string]bool{}
+	for _, x := range resp.BatchItemFailures {
+		failed[x.ItemIdentifier] = true
+	}
+	return failed
+}
+
+func (f *fixture) ledger(tb testing.TB, id string) map[string]types.AttributeValue {
+	tb.Helper()
+	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(f.cfg.PaymentsTable), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"payment_id": &types.AttributeValueMemberS{Value: id}},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out.Item
+}
+
+func (f *fixture) idempotencyRecords(tb testing.TB) int {
+	tb.Helper()
+	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.cfg.IdempotencyTable)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return len(out.Items)
+}
+
+func attr(item map[string]types.AttributeValue, name string) string {
+	switch v := item[name].(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value
+	case *types.AttributeValueMemberN:
+		return v.Value
+	}
+	return ""
+}
+
+func TestPaymentIsChargedOnceAndRecorded(t *testing.T) {
+	f := setup(t, nil)
+	msg := lambdakittest.Message(body("pay_1", "cus_1", 1299))
+	if failed := f.run(t, msg); len(failed) != 0 {
+		t.Fatalf("got failures %v; want none", failed)
+	}
+	// The ledger row and the completion commit together: one PutItem for
+	// the lock, one TransactWriteItems, nothing else.
+	if f.calls.Total() != 2 || f.calls.Count("PutItem") != 1 || f.calls.Count("TransactWriteItems") != 1 {
+		t.Errorf("got DynamoDB calls %v; want 1 PutItem and 1 TransactWriteItems", f.calls.Counts())
+	}
+	row := f.ledger(t, "pay_1")
+	if attr(row, "status") != StatusCharged || attr(row, "charge_id") == "" || attr(row, "amount") != "1299" ||
+		attr(row, "currency") != "EUR" || attr(row, "order_id") != "ord_1" || attr(row, "customer_id") != "cus_1" || attr(row, "recorded_at") == "" {
+		t.Errorf("got ledger row %v; want CHARGED with charge and payment fields", row)
+	}
+
+	t.Run("redelivered and resent copies never reach the gateway", func(t *testing.T) {
+		f.calls.Reset()
+		resent := lambdakittest.Message(body("pay_1", "cus_1", 1299))
+		failed := f.run(t, lambdakittest.Redelivery(msg), resent, lambdakittest.Redelivery(resent))
+		if len(failed) != 0 {
+			t.Fatalf("got failures %v; want duplicates to succeed", failed)
+		}
+		if n := len(f.gw.Charges()); n != 1 || f.gw.Requests() != 1 {
+			t.Errorf("got %d charges, %d gateway requests; want 1 and 1", n, f.gw.Requests())
+		}
+	})
+}
+
+func TestPaymentDeclineIsRecordedNotRetried(t *testing.T) {
+	f := setup(t, nil)
+	msg := lambdakittest.Message(body("pay_d", gateway.DeclinedCustomerPrefix+"_1", 500))
+	if failed := f.run(t, msg); len(failed) != 0 {
+		t.Fatalf("got failures %v; want a decline to succeed", failed)
+	}
+	row := f.ledger(t, "pay_d")
+	if attr(row, "status") != StatusDeclined || attr(row, "decline_reason") != "card_declined" || attr(row, "charge_id") != "" {
+		t.Errorf("got ledger row %v; want DECLINED with reason card_declined", row)
+	}
+	if failed := f.run(t, lambdakittest.Redelivery(msg)); len(failed) != 0 || f.gw.Requests() != 1 {
+		t.Errorf("duplicate of a decline: got failures %v, %d gateway requests; want none and 1", failed, f.gw.Requests())
+	}
+}
+
+func TestPaymentTransientGatewayFailureIsRetried(t *testing.T) {
+	f := setup(t, nil)
+	f.gw.FailNext(1)
+	msg := lambdakittest.Message(body("pay_t", "cus_1", 100))
+	if failed := f.run(t, msg); !failed[msg.MessageId] {
+		t.Fatal("got success on a 503; want the record to fail")
+	}
+	if row := f.ledger(t, "pay_t"); row != nil {
+		t.Errorf("got ledger row %v after a transient failure; want none", row)
+	}
+	if n := f.idempotencyRecords(t); n != 0 {
+		t.Errorf("got %d idempotency records; want the lock released", n)
+	}
+	if failed := f.run(t, lambdakittest.Redelivery(msg)); len(failed) != 0 {
+		t.Fatalf("retry: got failures %v; want success", failed)
+	}
+	if n := len(f.gw.Charges()); n != 1 || attr(f.ledger(t, "pay_t"), "status") != StatusCharged {
+		t.Errorf("got %d charges; want 1 and a CHARGED row", n)
+	}
+}
+
+func TestPaymentGatewayAnswers(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		answer string
+		want   error
+	}{
+		{"409 is transient", http.StatusConflict, `{"error":"request in flight"}`, ErrGatewayTransient},
+		{"429 is transient", http.StatusTooManyRequests, `{"error":"slow down"}`, ErrGatewayTransient},
+		{"500 is transient", http.StatusInternalServerError, `oops`, ErrGatewayTransient},
+		{"400 is rejected with the gateway's reason", http.StatusBadRequest, `{"error":"currency not supported"}`, ErrGatewayRejected},
+		{"2xx without charge_id is transient", http.StatusOK, `{}`, ErrGatewayTransient},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(c.status)
+				fmt.Fprint(w, c.answer)
+			}))
+			msg := lambdakittest.Message(body("pay_x", "cus_1", 100))
+			if failed := f.run(t, msg); !failed[msg.MessageId] {
+				t.Fatal("got success; want the record to fail")
+			}
+			line := f.logs.find(t, "record failed")
+			if !strings.Contains(line, c.want.Error()) {
+				t.Errorf("got log %s; want reason %q", line, c.want)
+			}
+			if c.want == ErrGatewayRejected && !strings.Contains(line, "currency not supported") {
+				t.Errorf("got log %s; want the gateway's reason", line)
+			}
+			if row := f.ledger(t, "pay_x"); row != nil {
+				t.Errorf("got ledger row %v; want nothing recorded", row)
+			}
+			if n := f.idempotencyRecords(t); n != 0 {
+				t.Errorf("got %d idempotency records; want the lock released", n)
+			}
+		})
+	}
+	t.Run("timeout is transient", func(t *testing.T) {
+		release := make(chan struct{})
+		f := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+		}))
+		defer close(release)
+		msg := lambdakittest.Message(body("pay_slow", "cus_1", 100))
+		if failed := f.run(t, msg); !failed[msg.MessageId] {
+			t.Fatal("got success; want the record to fail")
+		}
+		if line := f.logs.find(t, "record failed"); !strings.Contains(line, ErrGatewayTransient.Error()) {
+			t.Errorf("got log %s; want a transient failure", line)
+		}
+	})
+}
+
+func TestPaymentPayloadMismatchChargesNothing(t *testing.T) {
+	f := setup(t, nil)
+	if failed := f.run(t, lambdakittest.Message(body("pay_m", "cus_1", 100))); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	for _, changed := range []string{
+		body("pay_m", "cus_1", 999),
+		body("pay_m", "cus_2", 100),
+		strings.Replace(body("pay_m", "cus_1", 100), "EUR", "USD", 1),
+		strings.Replace(body("pay_m", "cus_1", 100), "ord_1", "ord_2", 1),
+	} {
+		msg := lambdakittest.Message(changed)
+		if failed := f.run(t, msg); !failed[msg.MessageId] {
+			t.Errorf("%s: got success; want a payload mismatch failure", changed)
+		}
+	}
+	// An extra field is not part of the payment.
+	if failed := f.run(t, lambdakittest.Message(strings.Replace(body("pay_m", "cus_1", 100), "{", `{"note":"resent",`, 1))); len(failed) != 0 {
+		t.Errorf("extra field: got failures %v; want a duplicate", failed)
+	}
+	if f.gw.Requests() != 1 || attr(f.ledger(t, "pay_m"), "amount") != "100" {
+		t.Errorf("got %d gateway requests; want 1 and the original amount kept", f.gw.Requests())
+	}
+	if n := strings.Count(f.logs.String(), "different payload"); n != 4 {
+		t.Errorf("got %d payload mismatch log lines; want 4", n)
+	}
+}
+
+func TestPaymentInvalidBodiesFailBeforeAnyCall(t *testing.T) {
+	valid := body("pay_v", "cus_1", 100)
+	cases := map[string]struct{ body, rule string }{
+		"not JSON":          {`{"payment_id": "pay_v"`, "not a JSON payment object"},
+		"missing id":        {strings.Replace(valid, `"payment_id":"pay_v",`, "", 1), "payment_id must be"},
+		"id too long":       {strings.Replace(valid, "pay_v", strings.Repeat("x", 129), 1), "payment_id must be"},
+		"id bad characters": {strings.Replace(valid, "pay_v", "pay v", 1), "payment_id must be"},
+		"no order":          {strings.Replace(valid, `"ord_1"`, `""`, 1), "order_id must be"},
+		"no customer":       {strings.Replace(valid, `"cus_1"`, `""`, 1), "customer_id must be"},
+		"negative amount":   {strings.Replace(valid, "100", "-5", 1), "amount must be a positive integer"},
+		"zero amount":       {strings.Replace(valid, "100", "0", 1), "amount must be a positive integer"},
+		"fractional amount": {strings.Replace(valid, "100", "12.5", 1), "amount must be a positive integer"},
+		"string amount":     {strings.Replace(valid, "100", `"100"`, 1), "amount must be a positive integer"},
+		"missing amount":    {strings.Replace(valid, `"amount":100,`, "", 1), "amount must be a positive integer"},
+		"lower currency":    {strings.Replace(valid, "EUR", "eur", 1), "currency must be three upper-case letters"},
+		"long currency":     {strings.Replace(valid, "EUR", "EURO", 1), "currency must be three upper-case letters"},
+	}
+	f := setup(t, nil)
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			f.logs.reset()
+			f.calls.Reset()
+			msg := lambdakittest.Message(c.body)
+			ok := lambdakittest.Message(body("pay_ok_"+strings.ReplaceAll(name, " ", "_"), "cus_1", 1))
+			failed := f.run(t, msg, ok)
+			if !failed[msg.MessageId] || failed[ok.MessageId] {
+				t.Fatalf("got failures %v; want only the invalid record", failed)
+			}
+			if line := f.logs.find(t, "record failed"); !strings.Contains(line, c.rule) || !strings.Contains(line, msg.MessageId) {
+				t.Errorf("got log %s; want the rule %q and the messageId", line, c.rule)
+			}
+			if n := f.calls.Total(); n != 2 { // the valid record's lock and completion
+				t.Errorf("got %d DynamoDB calls; want only the valid record's 2", n)
+			}
+		})
+	}
+	if n := f.gw.Requests(); n != len(cases) {
+		t.Errorf("got %d gateway requests; want %d (the valid records only)", n, len(cases))
+	}
+}
+
+func TestPaymentFIFOGroupStopsAtFailure(t *testing.T) {
+	f := setup(t, nil)
+	a1 := lambdakittest.Message(body("pay_a1", "cus_A", 100), lambdakittest.InGroup("cus_A"))
+	a2 := lambdakittest.Message(`not json`, lambdakittest.InGroup("cus_A"))
+	a3 := lambdakittest.Message(body("pay_a3", "cus_A", 300), lambdakittest.InGroup("cus_A"))
+	b1 := lambdakittest.Message(body("pay_b1", "cus_B", 100), lambdakittest.InGroup("cus_B"))
+	failed := f.run(t, a1, b1, a2, a3)
+	if len(failed) != 2 || !failed[a2.MessageId] || !failed[a3.MessageId] {
+		t.Errorf("got failures %v; want the poison record and the one after it in its group", failed)
+	}
+	if f.ledger(t, "pay_a3") != nil || f.ledger(t, "pay_a1") == nil || f.ledger(t, "pay_b1") == nil {
+		t.Error("want pay_a1 and pay_b1 recorded, pay_a3 not attempted")
+	}
+}
+
+func TestPaymentConcurrentDuplicatesChargeOnce(t *testing.T) {
+	// Ten function instances (each its own warm container) get the same
+	// payment at once; those that find it in progress fail and come back.
+	f := setup(t, nil)
+	instances := make([]func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), 10)
+	for i := range instances {
+		instances[i] = newHandler(f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+	}
+	msg := lambdakittest.Message(body("pay_c", "cus_1", 700))
+	pending := instances
+	for round := 0; len(pending) > 0; round++ {
+		if round == 20 {
+			t.Fatalf("%d instances still failing after 20 rounds", len(pending))
+		}
+		var mu sync.Mutex
+		var again []func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+		var wg sync.WaitGroup
+		for _, h := range pending {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				resp, _ := h(ctx, lambdakittest.Event(lambdakittest.Redelivery(msg)))
+				if len(resp.BatchItemFailures) > 0 {
+					mu.Lock()
+					again = append(again, h)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		pending = again
+	}
+	if n := len(f.gw.Charges()); n != 1 {
+		t.Errorf("got %d charges; want 1", n)
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	env := map[string]string{
+		"IDEMPOTENCY_TABLE": "idem", "PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example", "IDEMPOTENCY_TTL": "400h",
+	}
+	c, err := configFromEnv(func(k string) string { return env[k] })
+	if err != nil || c.TTL != 400*time.Hour || c.GatewayURL != "https://gw.example" {
+		t.Fatalf("got %+v, %v; want the environment read", c, err)
+	}
+	delete(env, "IDEMPOTENCY_TTL")
+	if c, _ := configFromEnv(func(k string) string { return env[k] }); c.TTL != defaultTTL {
+		t.Errorf("got TTL %v; want default %v", c.TTL, defaultTTL)
+	}
+	_, err = configFromEnv(func(k string) string {
+		return map[string]string{"PAYMENT_GATEWAY_URL": "ftp://x", "IDEMPOTENCY_TTL": "soon"}[k]
+	})
+	for _, want := range []string{"IDEMPOTENCY_TABLE is not set", "PAYMENTS_TABLE is not set", "not an http(s) URL", "IDEMPOTENCY_TTL"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v; want it to say %q", err, want)
+		}
+	}
+}
+
+// logBuffer collects the function's JSON log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
+// find returns the one line whose msg is msg.
+func (b *logBuffer) find(tb testing.TB, msg string) string {
+	tb.Helper()
+	var found []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, `"msg":"`+msg+`"`) {
+			found = append(found, line)
+		}
+	}
+	if len(found) != 1 {
+		tb.Fatalf("got %d %q log lines in %s; want 1", len(found), msg, b.String())
+	}
+	return found[0]
+}

@@ -1,0 +1,159 @@
+// Package gateway is a sandbox payment gateway for the demo and the tests:
+// POST /charges with Stripe-like Idempotency-Key semantics, declines on
+// request, and injected transient failures. It keeps everything in memory.
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Charge is what a caller asks the gateway to charge.
+type Charge struct {
+	PaymentID  string `json:"payment_id"`
+	OrderID    string `json:"order_id"`
+	CustomerID string `json:"customer_id"`
+	Amount     int64  `json:"amount"`
+	Currency   string `json:"currency"`
+}
+
+// DeclinedCustomerPrefix marks customers whose cards the sandbox declines
+// with 402, as a test card number does at a real gateway.
+const DeclinedCustomerPrefix = "cus_declined"
+
+// Gateway is an http.Handler. The zero value is ready to use.
+type Gateway struct {
+	mu sync.Mutex
+	// byKey holds the stored answer for each Idempotency-Key, so a retry
+	// gets the same answer and is not charged again.
+	byKey   map[string]answer
+	charges []Charge
+	// failNext answers this many requests with 503 before doing anything.
+	failNext int
+	requests int
+}
+
+type answer struct {
+	request []byte
+	status  int
+	body    []byte
+}
+
+// FailNext makes the next n requests fail with 503 without charging, as an
+// overloaded gateway does.
+func (g *Gateway) FailNext(n int) {
+	g.mu.Lock()
+	g.failNext = n
+	g.mu.Unlock()
+}
+
+// Charges returns every charge made, in order. A retry answered from the
+// Idempotency-Key store is not a new charge.
+func (g *Gateway) Charges() []Charge {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]Charge(nil), g.charges...)
+}
+
+// Requests is how many requests reached POST /charges.
+func (g *Gateway) Requests() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.requests
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/charges" {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such endpoint"})
+		return
+	}
+	if r.Method != http.MethodPost {
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use POST"})
+		return
+	}
+	body, err := readBody(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.requests++
+	if g.failNext > 0 {
+		g.failNext--
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "gateway overloaded, retry later"})
+		return
+	}
+	if key == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "Idempotency-Key header is required"})
+		return
+	}
+	if prev, ok := g.byKey[key]; ok {
+		if !bytes.Equal(prev.request, body) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "Idempotency-Key reused with different parameters"})
+			return
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeRaw(w, prev.status, prev.body)
+		return
+	}
+	a := g.charge(body)
+	if g.byKey == nil {
+		g.byKey = map[string]answer{}
+	}
+	g.byKey[key] = a
+	writeRaw(w, a.status, a.body)
+}
+
+// charge decides the answer to a new request. Callers hold g.mu.
+func (g *Gateway) charge(body []byte) answer {
+	var c Charge
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&c); err != nil {
+		return errorAnswer(body, http.StatusBadRequest, "invalid JSON: "+err.Error())
+	}
+	switch {
+	case c.PaymentID == "" || c.CustomerID == "":
+		return errorAnswer(body, http.StatusBadRequest, "payment_id and customer_id are required")
+	case c.Amount <= 0:
+		return errorAnswer(body, http.StatusBadRequest, "amount must be positive")
+	case len(c.Currency) != 3:
+		return errorAnswer(body, http.StatusBadRequest, "currency must be an ISO 4217 code")
+	case strings.HasPrefix(c.CustomerID, DeclinedCustomerPrefix):
+		return errorAnswer(body, http.StatusPaymentRequired, "card_declined")
+	}
+	g.charges = append(g.charges, c)
+	out, _ := json.Marshal(map[string]any{"charge_id": fmt.Sprintf("ch_%06d", len(g.charges)), "amount": c.Amount, "currency": c.Currency})
+	return answer{request: body, status: http.StatusCreated, body: out}
+}
+
+func errorAnswer(req []byte, status int, msg string) answer {
+	out, _ := json.Marshal(map[string]string{"error": msg})
+	return answer{request: req, status: status, body: out}
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(http.MaxBytesReader(nil, r.Body, 1<<20)); err != nil {
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	out, _ := json.Marshal(v)
+	writeRaw(w, status, out)
+}
+
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}

@@ -1,0 +1,230 @@
+// Package motoserver starts and stops a local moto_server, which plays
+// DynamoDB and SQS on one loopback port, for the tests (through
+// internal/testenv) and the local demo.
+package motoserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// ErrNotInstalled means moto_server is not on PATH. Test runs skip
+// integration tests on it, except under CI.
+var ErrNotInstalled = errors.New("motoserver: moto_server not found on PATH (install it with: pip install 'moto[server]')")
+
+// How long Start waits for a fresh moto_server to answer, and how long Stop
+// waits for it to exit politely before killing it. Both are bounds, not
+// sleeps: a healthy server answers in a second or two.
+const (
+	startTimeout = 20 * time.Second
+	stopTimeout  = 5 * time.Second
+)
+
+// Region is the region every local config and child process uses.
+const Region = "us-east-1"
+
+// Server is a moto_server process listening on loopback.
+type Server struct {
+	// URL is the server's endpoint, e.g. "http://127.0.0.1:40123".
+	URL string
+	// PID is the process id of moto_server; it also leads its own process
+	// group, so that Stop can take any children down with it.
+	PID int
+
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed once cmd.Wait has returned
+	waitErr  error         // cmd.Wait's result, readable once exited is closed
+	out      *tail
+	stopOnce sync.Once
+}
+
+// Start starts moto_server on a free loopback port and waits until it
+// answers HTTP. The caller must Stop it. Start wraps ErrNotInstalled when
+// moto_server is not on PATH.
+func Start() (*Server, error) {
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	// The free port is only free when we look: another process may take it
+	// before moto binds it. moto then exits at once, and a new port is
+	// worth a try. A server that hangs is not retried, so that the whole
+	// call stays bounded.
+	var errs []error
+	for range 3 {
+		s, early, err := start(bin)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+		if !early {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// start makes one attempt; early reports that moto exited before it
+// answered (likely a port taken in the meantime).
+func start(bin string) (s *Server, early bool, err error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, false, err
+	}
+	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	out := &tail{max: 16 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
+	// moto's output is copied through pipes; without a bound, Wait would
+	// block for as long as any straggling child keeps them open.
+	cmd.WaitDelay = time.Second
+	setProcAttr(cmd)
+	s = &Server{
+		URL:    "http://127.0.0.1:" + strconv.Itoa(port),
+		cmd:    cmd,
+		exited: make(chan struct{}),
+		out:    out,
+	}
+	started := make(chan error, 1)
+	go func() {
+		// On Linux moto gets SIGKILL when the thread that started it ends
+		// (see setDeathSignal), so that thread must live as long as moto.
+		// Locking this goroutine to it, and never unlocking, ends the
+		// thread only when the goroutine returns, after moto has exited.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		s.waitErr = cmd.Wait()
+		close(s.exited)
+	}()
+	if err := <-started; err != nil {
+		return nil, false, fmt.Errorf("motoserver: starting moto_server: %w", err)
+	}
+	s.PID = cmd.Process.Pid
+	if err := s.waitReady(startTimeout); err != nil {
+		early = s.hasExited()
+		s.Stop()
+		return nil, early, fmt.Errorf("motoserver: moto_server on %s: %w; its output:\n%s", s.URL, err, out.String())
+	}
+	return s, false, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("motoserver: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) hasExited() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitReady polls until the server answers any HTTP request at all: moto
+// answers unknown paths too, so any response means it is serving.
+func (s *Server) waitReady(timeout time.Duration) error {
+	client := &http.Client{
+		Timeout:   time.Second,
+		Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true},
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := client.Get(s.URL + "/moto-api/")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("exited before answering: %v", s.waitErr)
+		case <-deadline.C:
+			return fmt.Errorf("no answer within %v: %v", timeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop terminates the server and its process group, kills them if they do
+// not exit within a few seconds, and waits for the server to exit. It is
+// safe to call more than once and on a server that has already exited.
+func (s *Server) Stop() {
+	if s == nil {
+		return
+	}
+	s.stopOnce.Do(func() {
+		signalGroup(s.cmd, false)
+		select {
+		case <-s.exited:
+		case <-time.After(stopTimeout):
+			signalGroup(s.cmd, true)
+			<-s.exited // SIGKILL cannot be ignored, and WaitDelay bounds the pipes.
+		}
+		// The leader is gone; make sure nothing it started lingers.
+		signalGroup(s.cmd, true)
+	})
+}
+
+// Output returns the tail of what moto_server printed, for diagnosing a
+// failing test.
+func (s *Server) Output() string { return s.out.String() }
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.Clone(t.buf))
+}
+
+// Env returns the environment, as KEY=value pairs, that points the AWS SDK
+// of a process at endpoint with static test credentials and no shared
+// config files, and disables the EC2 metadata lookup. The tests and the demo
+// set it for every process they start.
+func Env(endpoint string) []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=test",
+		"AWS_SECRET_ACCESS_KEY=test",
+		"AWS_REGION=" + Region,
+		"AWS_DEFAULT_REGION=" + Region,
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ENDPOINT_URL=" + endpoint,
+		"AWS_CONFIG_FILE=" + os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull,
+	}
+}

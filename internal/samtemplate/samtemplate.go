@@ -1,0 +1,123 @@
+// Package samtemplate reads the DynamoDB tables that template.yaml declares,
+// so that local runs and tests create exactly those tables and never drift
+// from what SAM deploys.
+package samtemplate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"gopkg.in/yaml.v3"
+)
+
+// Table is one AWS::DynamoDB::Table resource of the template.
+type Table struct {
+	LogicalID            string
+	AttributeDefinitions []struct {
+		AttributeName string `yaml:"AttributeName"`
+		AttributeType string `yaml:"AttributeType"`
+	} `yaml:"AttributeDefinitions"`
+	KeySchema []struct {
+		AttributeName string `yaml:"AttributeName"`
+		KeyType       string `yaml:"KeyType"`
+	} `yaml:"KeySchema"`
+	BillingMode             string `yaml:"BillingMode"`
+	TimeToLiveSpecification *struct {
+		AttributeName string `yaml:"AttributeName"`
+		Enabled       bool   `yaml:"Enabled"`
+	} `yaml:"TimeToLiveSpecification"`
+}
+
+// Tables returns the tables declared in the SAM template at path, sorted by
+// logical ID. Only the properties that shape the data are read; a table
+// whose key schema is not literal YAML is an error.
+func Tables(path string) ([]Table, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	// CloudFormation's short tags (!Ref, !If ...) are not plain YAML; a
+	// yaml.Node keeps them without trying to resolve them.
+	var doc struct {
+		Resources map[string]struct {
+			Type       string    `yaml:"Type"`
+			Properties yaml.Node `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("samtemplate: %s: %w", path, err)
+	}
+	var tables []Table
+	for id, r := range doc.Resources {
+		if r.Type != "AWS::DynamoDB::Table" {
+			continue
+		}
+		var t Table
+		if err := r.Properties.Decode(&t); err != nil {
+			return nil, fmt.Errorf("samtemplate: %s: table %s: %w", path, id, err)
+		}
+		t.LogicalID = id
+		if len(t.KeySchema) == 0 || len(t.AttributeDefinitions) == 0 {
+			return nil, fmt.Errorf("samtemplate: %s: table %s has no literal KeySchema and AttributeDefinitions", path, id)
+		}
+		tables = append(tables, t)
+	}
+	sort.Slice(tables, func(i, j int) bool { return tables[i].LogicalID < tables[j].LogicalID })
+	return tables, nil
+}
+
+// Find returns the table with the given logical ID.
+func Find(tables []Table, logicalID string) (Table, error) {
+	for _, t := range tables {
+		if t.LogicalID == logicalID {
+			return t, nil
+		}
+	}
+	return Table{}, fmt.Errorf("samtemplate: no table %s in the template", logicalID)
+}
+
+// API is the part of the DynamoDB client Create uses.
+type API interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+// Create creates t under the physical name, with its TTL. A table that
+// already exists is left as it is, so a local run can be repeated.
+func (t Table) Create(ctx context.Context, db API, name string) error {
+	in := &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: types.BillingMode(t.BillingMode)}
+	if in.BillingMode == "" {
+		in.BillingMode = types.BillingModePayPerRequest
+	}
+	for _, a := range t.AttributeDefinitions {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{
+			AttributeName: aws.String(a.AttributeName), AttributeType: types.ScalarAttributeType(a.AttributeType)})
+	}
+	for _, k := range t.KeySchema {
+		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{
+			AttributeName: aws.String(k.AttributeName), KeyType: types.KeyType(k.KeyType)})
+	}
+	if _, err := db.CreateTable(ctx, in); err != nil {
+		if _, exists := errors.AsType[*types.ResourceInUseException](err); exists {
+			return nil
+		}
+		return fmt.Errorf("samtemplate: create %s (%s): %w", name, t.LogicalID, err)
+	}
+	if ttl := t.TimeToLiveSpecification; ttl != nil && ttl.Enabled {
+		_, err := db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName: aws.String(name),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{
+				AttributeName: aws.String(ttl.AttributeName), Enabled: aws.Bool(true)},
+		})
+		if err != nil {
+			return fmt.Errorf("samtemplate: enable TTL on %s: %w", name, err)
+		}
+	}
+	return nil
+}
