@@ -3,8 +3,10 @@ package dynamostore_test
 import (
 	"context"
 	"log"
+	"os"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -13,6 +15,27 @@ import (
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
+
+type Payment struct {
+	PaymentID string `json:"payment_id"`
+	Amount    int64  `json:"amount"`
+}
+
+// The common use: an SQS batch handler for lambda.Start whose records are
+// idempotent on payment_id, with the records kept in DynamoDB.
+func Example() {
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	store := dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
+	charge := lambdakit.Typed(func(ctx context.Context, p Payment) error {
+		log.Printf("charging %s: %d", p.PaymentID, p.Amount)
+		return nil
+	})
+	idempotent := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"))
+	lambda.Start(lambdakit.Batch(idempotent(charge)))
+}
 
 // A Store for a table that a Powertools function configured with
 // key_attr="pk" shares.

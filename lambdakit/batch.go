@@ -105,7 +105,8 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answerBy := b.guard(ctx, cancel)
+	answerBy, stopGuard := b.guard(ctx, cancel)
+	defer stopGuard()
 
 	tasks := b.plan(recs)
 	limit := b.opts.Concurrency
@@ -143,21 +144,21 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 }
 
 // guard cancels the records' context DeadlineMargin before the invocation
-// deadline, and returns a channel closed when the batch must answer.
-func (b *batch) guard(ctx context.Context, cancel context.CancelFunc) <-chan struct{} {
-	answerBy := make(chan struct{})
+// deadline, and returns a channel closed when the batch must answer, and a
+// function that stops both timers once the batch has answered.
+func (b *batch) guard(ctx context.Context, cancel context.CancelFunc) (answerBy <-chan struct{}, stop func()) {
+	answer := make(chan struct{})
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		return answerBy // never closed: no deadline to beat
+		return answer, func() {} // never closed: no deadline to beat
 	}
 	margin := b.opts.DeadlineMargin
 	if left := time.Until(deadline); margin > left/2 {
 		margin = left / 2
 	}
-	stop := time.AfterFunc(time.Until(deadline.Add(-margin)), cancel)
-	answer := time.AfterFunc(time.Until(deadline.Add(-margin/2)), func() { close(answerBy) })
-	context.AfterFunc(ctx, func() { stop.Stop(); answer.Stop() })
-	return answerBy
+	cancelTimer := time.AfterFunc(time.Until(deadline.Add(-margin)), cancel)
+	answerTimer := time.AfterFunc(time.Until(deadline.Add(-margin/2)), func() { close(answer) })
+	return answer, func() { cancelTimer.Stop(); answerTimer.Stop() }
 }
 
 // plan splits the records into tasks: lists of record indexes run one after

@@ -15,6 +15,12 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
 // ErrNotInstalled means moto_server is not on PATH. Test runs skip
@@ -226,5 +232,30 @@ func Env(endpoint string) []string {
 		"AWS_ENDPOINT_URL=" + endpoint,
 		"AWS_CONFIG_FILE=" + os.DevNull,
 		"AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull,
+	}
+}
+
+// AWSConfig returns an AWS config that talks to s only: static test
+// credentials, Region, s.URL as the endpoint of every service, no shared
+// config files or environment read, bounded requests and retries.
+func (s *Server) AWSConfig() aws.Config {
+	// Built by hand rather than with config.LoadDefaultConfig, so that
+	// nothing from the developer's environment or ~/.aws can creep in.
+	return aws.Config{
+		Region:       Region,
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		BaseEndpoint: aws.String(s.URL),
+		HTTPClient: awshttp.NewBuildableClient().
+			WithTimeout(10 * time.Second).
+			WithTransportOptions(func(t *http.Transport) { t.Proxy = nil }),
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = 3
+				o.MaxBackoff = 200 * time.Millisecond
+				// The default token bucket would start refusing retries
+				// when many tests hammer one server at once.
+				o.RateLimiter = ratelimit.None
+			})
+		},
 	}
 }

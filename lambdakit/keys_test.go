@@ -1,0 +1,399 @@
+package lambdakit_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// keyOf runs fn on a standard-queue message with body.
+func keyOf(tb testing.TB, fn lambdakit.KeyFunc, body string) (string, error) {
+	tb.Helper()
+	msg := lambdakittest.Message(body)
+	return fn(&msg)
+}
+
+// wantKey checks that fn finds key in body.
+func wantKey(tb testing.TB, fn lambdakit.KeyFunc, body, want string) {
+	tb.Helper()
+	got, err := keyOf(tb, fn, body)
+	if err != nil || got != want {
+		tb.Errorf("key of %s: got %q, %v; want %q, nil", body, got, err, want)
+	}
+}
+
+// wantNoKey checks that fn reports ErrNoKey for body.
+func wantNoKey(tb testing.TB, fn lambdakit.KeyFunc, body string) {
+	tb.Helper()
+	got, err := keyOf(tb, fn, body)
+	if !errors.Is(err, lambdakit.ErrNoKey) || got != "" {
+		tb.Errorf("key of %s: got %q, %v; want \"\", ErrNoKey", body, got, err)
+	}
+}
+
+func TestKeyFromFieldFindsScalars(t *testing.T) {
+	cases := []struct {
+		name, path, body, want string
+	}{
+		{"top-level string", "payment_id", `{"payment_id":"p-1","amount":10}`, "p-1"},
+		{"last field", "amount", `{"payment_id":"p-1","amount":10}`, "10"},
+		{"nested field", "order.id", `{"order":{"id":"o-7","lines":[1,2]},"id":"outer"}`, "o-7"},
+		{"deeply nested", "a.b.c", `{"a":{"x":{"c":"no"},"b":{"c":"yes"}}}`, "yes"},
+		{"integer as written", "n", `{"n":42}`, "42"},
+		{"negative float with exponent as written", "n", `{"n":-1.50e+3}`, "-1.50e+3"},
+		{"big number not rounded", "n", `{"n":12345678901234567890123}`, "12345678901234567890123"},
+		{"true", "b", `{"b":true}`, "true"},
+		{"false", "b", `{"b":false}`, "false"},
+		{"escaped key name", "payment_id", `{"pay\u006dent_id":"x"}`, "x"},
+		{"escaped quote in key name", `a"b`, `{"a\"b":"q"}`, "q"},
+		{"escaped string value decoded", "id", `{"id":"a\"b\\c\u00e9\n"}`, "a\"b\\c\u00e9\n"},
+		{"unicode value as is", "id", `{"id":"zahlung-ü-€"}`, "zahlung-ü-€"},
+		{"whitespace everywhere", "order.id", " \n\t{ \"order\" \r\n : \t { \"id\" :  \"w\"  } , \"x\" : 1 }\n ", "w"},
+		{"whitespace around number", "n", "{\"n\" :\n 7 \n}", "7"},
+		{
+			"after nested objects and arrays with tricky strings",
+			"id",
+			`{"meta":{"note":"} ] { [ \" \\","list":[{"s":"]}"},"\"id\":\"fake\"",[[]],{}]},"arr":["id","{\"id\":1}"],"id":"real"}`,
+			"real",
+		},
+		{"closing brace inside a nested string", "id", `{"x":{"s":"}","id":"fake"},"id":"real"}`, "real"},
+		{"closing bracket inside a string in an array", "id", `{"x":["]","id",{"id":"fake"}],"id":"real"}`, "real"},
+		{"same name nested earlier is not the top-level field", "id", `{"x":{"id":"inner"},"id":"outer"}`, "outer"},
+		{"prefix of a longer key does not match", "id", `{"idx":"no","id":"yes"}`, "yes"},
+		{"empty object before", "id", `{"e":{},"a":[],"id":"z"}`, "z"},
+		// encoding/json (and so Typed handlers) take the last of duplicate
+		// names: the key must name the same value the handler works on.
+		{"duplicate name: last wins like encoding/json", "id", `{"id":"first","id":"last"}`, "last"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wantKey(t, lambdakit.KeyFromField(tc.path), tc.body, tc.want)
+		})
+	}
+}
+
+func TestKeyFromFieldReportsNoKey(t *testing.T) {
+	cases := []struct {
+		name, path, body string
+	}{
+		{"missing", "payment_id", `{"amount":10}`},
+		{"missing nested", "order.id", `{"order":{"ref":"r"}}`},
+		{"parent missing", "order.id", `{"id":"top"}`},
+		{"parent is a string", "order.id", `{"order":"{\"id\":\"x\"}"}`},
+		{"parent is an array", "order.id", `{"order":[{"id":"x"}]}`},
+		{"parent is null", "order.id", `{"order":null}`},
+		{"null", "payment_id", `{"payment_id":null}`},
+		{"null with spaces", "payment_id", `{"payment_id" : null }`},
+		{"empty string", "payment_id", `{"payment_id":""}`},
+		{"object value", "payment_id", `{"payment_id":{"v":"x"}}`},
+		{"array value", "payment_id", `{"payment_id":["x"]}`},
+		{"empty object", "payment_id", `{}`},
+		{"not JSON", "payment_id", `payment_id=p-1`},
+		{"truncated JSON", "payment_id", `{"payment_id":"p-1"`},
+		{"trailing garbage", "payment_id", `{"payment_id":"p-1"} x`},
+		{"empty body", "payment_id", ``},
+		{"top-level array", "payment_id", `[{"payment_id":"p-1"}]`},
+		{"top-level string", "payment_id", `"payment_id"`},
+		{"top-level number", "payment_id", `42`},
+		{"name only inside a string", "payment_id", `{"note":"\"payment_id\":\"p-1\""}`},
+		{"name differs in case", "payment_id", `{"Payment_ID":"p-1"}`},
+		{"duplicate name, last is null", "id", `{"id":"first","id":null}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wantNoKey(t, lambdakit.KeyFromField(tc.path), tc.body)
+		})
+	}
+}
+
+func TestKeyFromFieldsJoinsPrefixAndValues(t *testing.T) {
+	fn := lambdakit.KeyFromFields("Order", "aggregate_id", "meta.message_id")
+
+	t.Run("joined with colons", func(t *testing.T) {
+		wantKey(t, fn, `{"aggregate_id":"a","meta":{"message_id":"b"}}`, "Order:a:b")
+	})
+	t.Run("numbers as written", func(t *testing.T) {
+		wantKey(t, fn, `{"aggregate_id":7,"meta":{"message_id":1.5}}`, "Order:7:1.5")
+	})
+	t.Run("colon and backslash in values do not collide", func(t *testing.T) {
+		bodies := []string{
+			`{"aggregate_id":"a:b","meta":{"message_id":"c"}}`,
+			`{"aggregate_id":"a","meta":{"message_id":"b:c"}}`,
+			`{"aggregate_id":"a\\","meta":{"message_id":"b:c"}}`,
+			`{"aggregate_id":"a\\:b","meta":{"message_id":"c"}}`,
+			`{"aggregate_id":"a\\","meta":{"message_id":":b:c"}}`,
+		}
+		seen := map[string]string{}
+		for _, body := range bodies {
+			key, err := keyOf(t, fn, body)
+			if err != nil {
+				t.Fatalf("key of %s: %v", body, err)
+			}
+			if other, ok := seen[key]; ok {
+				t.Errorf("got key %q for both %s and %s; want different keys", key, other, body)
+			}
+			seen[key] = body
+		}
+		wantKey(t, fn, bodies[0], `Order:a\:b:c`)
+		wantKey(t, fn, bodies[2], `Order:a\\:b\:c`)
+	})
+	t.Run("a missing field means no key", func(t *testing.T) {
+		wantNoKey(t, fn, `{"aggregate_id":"a","meta":{}}`)
+		wantNoKey(t, fn, `{"meta":{"message_id":"b"}}`)
+	})
+	t.Run("an empty field means no key", func(t *testing.T) {
+		wantNoKey(t, fn, `{"aggregate_id":"","meta":{"message_id":"b"}}`)
+	})
+	t.Run("not JSON means no key", func(t *testing.T) {
+		wantNoKey(t, fn, `Order:a:b`)
+	})
+}
+
+func TestKeyFromBodyHash(t *testing.T) {
+	fn := lambdakit.KeyFromBodyHash()
+	key := func(body string) string {
+		t.Helper()
+		k, err := keyOf(t, fn, body)
+		if err != nil {
+			t.Fatalf("key of %q: %v", body, err)
+		}
+		return k
+	}
+
+	t.Run("equal bodies give equal keys", func(t *testing.T) {
+		if a, b := key(`{"payment_id":"p-1"}`), key(`{"payment_id":"p-1"}`); a != b {
+			t.Errorf("got %q and %q; want equal keys", a, b)
+		}
+	})
+	t.Run("different bodies give different keys", func(t *testing.T) {
+		if a, b := key(`{"payment_id":"p-1"}`), key(`{"payment_id":"p-2"}`); a == b {
+			t.Errorf("got %q for both; want different keys", a)
+		}
+		if a, b := key(`{"a":1}`), key(`{"a":1} `); a == b {
+			t.Errorf("got %q for bodies differing in a byte; want different keys", a)
+		}
+	})
+	t.Run("key is hex sha256 without the raw body", func(t *testing.T) {
+		k := key(`{"card":"4111111111111111"}`)
+		if len(k) != 64 || strings.Contains(k, "4111") {
+			t.Errorf("got %q; want 64 hex characters", k)
+		}
+	})
+	t.Run("empty body means no key", func(t *testing.T) {
+		wantNoKey(t, fn, "")
+	})
+}
+
+func TestKeyFromAttribute(t *testing.T) {
+	fn := lambdakit.KeyFromAttribute("idempotency-key")
+
+	t.Run("present", func(t *testing.T) {
+		msg := lambdakittest.Message(`{}`, lambdakittest.WithAttribute("idempotency-key", "k-1"))
+		if got, err := fn(&msg); err != nil || got != "k-1" {
+			t.Errorf("got %q, %v; want \"k-1\", nil", got, err)
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		msg := lambdakittest.Message(`{}`, lambdakittest.WithAttribute("other", "k-1"))
+		if got, err := fn(&msg); !errors.Is(err, lambdakit.ErrNoKey) {
+			t.Errorf("got %q, %v; want ErrNoKey", got, err)
+		}
+	})
+	t.Run("empty", func(t *testing.T) {
+		msg := lambdakittest.Message(`{}`, lambdakittest.WithAttribute("idempotency-key", ""))
+		if got, err := fn(&msg); !errors.Is(err, lambdakit.ErrNoKey) {
+			t.Errorf("got %q, %v; want ErrNoKey", got, err)
+		}
+	})
+	t.Run("binary attribute without string value", func(t *testing.T) {
+		msg := lambdakittest.Message(`{}`)
+		msg.MessageAttributes["idempotency-key"] = events.SQSMessageAttribute{BinaryValue: []byte("k"), DataType: "Binary"}
+		if got, err := fn(&msg); !errors.Is(err, lambdakit.ErrNoKey) {
+			t.Errorf("got %q, %v; want ErrNoKey", got, err)
+		}
+	})
+}
+
+func TestKeyFromMessageID(t *testing.T) {
+	fn := lambdakit.KeyFromMessageID()
+
+	t.Run("message ID is the key", func(t *testing.T) {
+		msg := lambdakittest.Message(`{}`)
+		if got, err := fn(&msg); err != nil || got != msg.MessageId {
+			t.Errorf("got %q, %v; want %q, nil", got, err, msg.MessageId)
+		}
+	})
+	t.Run("redelivery has the same key", func(t *testing.T) {
+		msg := lambdakittest.Message(`{}`)
+		again := lambdakittest.Redelivery(msg)
+		a, _ := fn(&msg)
+		b, _ := fn(&again)
+		if a != b {
+			t.Errorf("got %q then %q; want the same key", a, b)
+		}
+	})
+	t.Run("empty message ID means no key", func(t *testing.T) {
+		msg := lambdakittest.Message(`{}`)
+		msg.MessageId = ""
+		if got, err := fn(&msg); !errors.Is(err, lambdakit.ErrNoKey) {
+			t.Errorf("got %q, %v; want ErrNoKey", got, err)
+		}
+	})
+}
+
+func TestPayloadFields(t *testing.T) {
+	fn := lambdakit.PayloadFields("payment_id", "amount", "card.last4")
+	payload := func(body string) []byte {
+		t.Helper()
+		msg := lambdakittest.Message(body)
+		p, err := fn(&msg)
+		if err != nil {
+			t.Fatalf("payload of %s: %v", body, err)
+		}
+		return p
+	}
+	base := payload(`{"payment_id":"p-1","amount":10,"card":{"last4":"4242"},"sent_at":"2024-01-01T00:00:00Z"}`)
+
+	t.Run("order of fields in body is irrelevant", func(t *testing.T) {
+		got := payload(`{"sent_at":"2024-01-01T00:00:00Z","card":{"last4":"4242"},"amount":10,"payment_id":"p-1"}`)
+		if !bytes.Equal(got, base) {
+			t.Errorf("got %q; want %q", got, base)
+		}
+	})
+	t.Run("irrelevant field changes do not change the payload", func(t *testing.T) {
+		got := payload(`{"payment_id":"p-1","amount":10,"card":{"last4":"4242","exp":"12/30"},"sent_at":"2025-06-30T12:00:00Z","trace":"abc"}`)
+		if !bytes.Equal(got, base) {
+			t.Errorf("got %q; want %q", got, base)
+		}
+	})
+	t.Run("relevant field changes change the payload", func(t *testing.T) {
+		for _, body := range []string{
+			`{"payment_id":"p-2","amount":10,"card":{"last4":"4242"}}`,
+			`{"payment_id":"p-1","amount":11,"card":{"last4":"4242"}}`,
+			`{"payment_id":"p-1","amount":"10","card":{"last4":"4242"}}`,
+			`{"payment_id":"p-1","amount":10,"card":{"last4":"0000"}}`,
+			`{"payment_id":"p-1","amount":10}`,
+			`{"payment_id":"p-1","card":{"last4":"4242"}}`,
+		} {
+			if got := payload(body); bytes.Equal(got, base) {
+				t.Errorf("payload of %s: got %q, the same as the original; want a different payload", body, got)
+			}
+		}
+	})
+	t.Run("moving a value to another field changes the payload", func(t *testing.T) {
+		two := lambdakit.PayloadFields("a", "b")
+		m1 := lambdakittest.Message(`{"a":"x"}`)
+		m2 := lambdakittest.Message(`{"b":"x"}`)
+		p1, err1 := two(&m1)
+		p2, err2 := two(&m2)
+		if err1 != nil || err2 != nil || bytes.Equal(p1, p2) {
+			t.Errorf("got %q, %v and %q, %v; want two different payloads", p1, err1, p2, err2)
+		}
+	})
+	t.Run("not JSON is an error", func(t *testing.T) {
+		msg := lambdakittest.Message(`payment_id=p-1`)
+		if p, err := fn(&msg); err == nil {
+			t.Errorf("got %q, nil; want an error", p)
+		}
+	})
+}
+
+// fuzzSeeds are realistic bodies, and the shapes that once broke a scanner.
+var fuzzSeeds = []string{
+	`{"a":"x"}`,
+	`{"a":42}`,
+	`{"a":-0.5e-7}`,
+	`{"a":true,"b":false}`,
+	`{"a":null}`,
+	`{"a":""}`,
+	`{"a":{"b":"nested"}}`,
+	`{"a":{"b":7,"c":[1,2,{"b":"no"}]}}`,
+	`{"a":{"b":null}}`,
+	`{"a":{"b":{"c":1}}}`,
+	`{"a":[{"b":"x"}]}`,
+	`{"b":{"a":"wrong level"}}`,
+	`{}`,
+	`{"x":"}\"{","a":"after"}`,
+	`{"x":{"s":"}","a":"fake"},"a":"real"}`,
+	`{"x":["]","a",{"a":"fake"}],"a":{"b":"real"}}`,
+	`{"x":["a","{\"a\":1}"],"a":"real"}`,
+	`{"\u0061":"escaped name"}`,
+	`{"a":"\u00e9\ud83d\ude00\n\t\"\\"}`,
+	`{"a":"\ud800"}`,
+	`{"a":"first","a":"last"}`,
+	`{"a":{"b":"first"},"a":{"c":"x"}}`,
+	`{"a":{"b":"x","b":null}}`,
+	` { "a" : { "b" : "spaced" } } `,
+	`{"payment_id":"p-1","amount":1999,"currency":"EUR","a":{"b":"order-17"},"sent_at":"2024-01-01T00:00:00Z"}`,
+	`{"Records":[{"body":"{\"a\":1}"}],"a":"ok"}`,
+}
+
+func FuzzKeyFromField(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	top, nested := lambdakit.KeyFromField("a"), lambdakit.KeyFromField("a.b")
+	payload := lambdakit.PayloadFields("a", "a.b")
+	f.Fuzz(func(t *testing.T, body string) {
+		msg := lambdakittest.Message(body)
+		// Never panic, whatever the body.
+		gotTop, errTop := top(&msg)
+		gotNested, errNested := nested(&msg)
+		_, _ = payload(&msg)
+
+		// SQS bodies are valid Unicode; encoding/json replaces invalid
+		// UTF-8, so compare only where the two can agree.
+		if !utf8.ValidString(body) {
+			return
+		}
+		dec := json.NewDecoder(strings.NewReader(body))
+		dec.UseNumber()
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil || dec.More() || m == nil || !json.Valid([]byte(body)) {
+			if errTop == nil || errNested == nil {
+				t.Fatalf("body %q is not a JSON object: got keys %q, %v and %q, %v; want ErrNoKey", body, gotTop, errTop, gotNested, errNested)
+			}
+			return
+		}
+		wantTop, okTop := keyFromDecoded(m["a"])
+		checkFuzzKey(t, body, "a", gotTop, errTop, wantTop, okTop)
+		var wantNested string
+		var okNested bool
+		if inner, ok := m["a"].(map[string]any); ok {
+			wantNested, okNested = keyFromDecoded(inner["b"])
+		}
+		checkFuzzKey(t, body, "a.b", gotNested, errNested, wantNested, okNested)
+	})
+}
+
+// keyFromDecoded is the key a decoded JSON value makes, if any.
+func keyFromDecoded(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, v != ""
+	case json.Number:
+		return string(v), true
+	case bool:
+		return strconv.FormatBool(v), true
+	default: // missing, null, object, array
+		return "", false
+	}
+}
+
+func checkFuzzKey(tb testing.TB, body, path, got string, err error, want string, ok bool) {
+	tb.Helper()
+	switch {
+	case ok && (err != nil || got != want):
+		tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want %q (as encoding/json decodes it)", path, body, got, err, want)
+	case !ok && !errors.Is(err, lambdakit.ErrNoKey):
+		tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want ErrNoKey", path, body, got, err)
+	}
+}
