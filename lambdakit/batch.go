@@ -249,7 +249,8 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 	}
 	out.mu.Unlock()
 
-	var resp events.SQSEventResponse
+	// An empty list, not null, when nothing failed: what Lambda documents.
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var batchErr error
 	failed := 0
 	reported := make(map[string]bool)
@@ -272,7 +273,7 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 		}
 	}
 	if batchErr == nil && failed == len(recs) && !b.opts.AllowAllFailed {
-		batchErr = fmt.Errorf("%w (%d records)", ErrAllFailed, failed)
+		batchErr = fmt.Errorf("%w (batch of %d)", ErrAllFailed, failed)
 	}
 	return resp, batchErr
 }

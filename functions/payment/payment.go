@@ -109,9 +109,14 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	if err := dynamostore.Stage(ctx, s.ledgerPut(p, amount, out)); err != nil {
 		return nil, err
 	}
-	s.logger.LogAttrs(ctx, slog.LevelInfo, "payment "+strings.ToLower(out.Status),
-		slog.String("messageId", msg.MessageId), slog.String("payment_id", p.PaymentID),
-		slog.String("charge_id", out.ChargeID), slog.String("reason", out.Reason))
+	attrs := []slog.Attr{slog.String("messageId", msg.MessageId), slog.String("payment_id", p.PaymentID)}
+	if out.ChargeID != "" {
+		attrs = append(attrs, slog.String("charge_id", out.ChargeID))
+	}
+	if out.Reason != "" {
+		attrs = append(attrs, slog.String("reason", out.Reason))
+	}
+	s.logger.LogAttrs(ctx, slog.LevelInfo, "payment "+strings.ToLower(out.Status), attrs...)
 	return json.Marshal(out)
 }
 

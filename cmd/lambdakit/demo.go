@@ -1,0 +1,457 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/internal/motoserver"
+	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+const demoUsage = `Usage: lambdakit demo [flags] [EVENT_FILE...]
+
+Runs the payment function locally, without Docker, the way Lambda would:
+starts moto_server (DynamoDB on a loopback port) and a sandbox payment
+gateway, creates the tables as template.yaml declares them, and runs the
+bootstrap binary through a local Lambda Runtime API on a story of sample
+events: first delivery, redelivery, poison records, a declined card, a FIFO
+batch during a gateway outage and its redelivery, a payload mismatch. For every record it
+prints what happened (charged, declined, skipped as a duplicate, failed and
+why), then the charges the gateway saw and the ledger rows, and checks that
+no payment was charged twice. It stops everything it started.
+
+With EVENT_FILE arguments it runs those files, in order, instead of the story.
+
+Flags:
+`
+
+// act is one step of the story.
+type act struct {
+	title string
+	file  string // under -events; empty: redeliver the previous act's failures
+	// outage makes the gateway answer this many requests with 503 first.
+	outage int
+}
+
+func story() []act {
+	return []act{
+		{title: "First delivery: three new payments", file: "payments-new.json"},
+		{title: "Redelivery: the same payments again, skipped without a charge", file: "payments-redelivered.json"},
+		{title: "Poison records fail alone; valid ones in the batch are charged", file: "payments-poison.json"},
+		{title: "A declined card is a business outcome: recorded, not retried", file: "payments-declined.json"},
+		{title: "FIFO batch while the gateway fails one request: the rest of that group waits", file: "payments-fifo.json", outage: 1},
+		{title: "SQS redelivers the failed FIFO records: charged in order"},
+		{title: "Same payment_id, different amount: refused, nothing charged", file: "payments-mismatch.json"},
+	}
+}
+
+func runDemo(ctx context.Context, std stdio, args []string) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(std.stderr)
+	fs.Usage = func() { fmt.Fprint(std.stderr, demoUsage); fs.PrintDefaults() }
+	bootstrap := fs.String("bootstrap", "bin/bootstrap", "the function binary, built for this machine")
+	template := fs.String("template", "template.yaml", "the SAM template whose tables to create")
+	eventsDir := fs.String("events", "events", "the folder of the story's sample events")
+	verbose := fs.Bool("v", false, "also print the function's own log lines")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	acts := story()
+	for i := range acts {
+		if acts[i].file != "" {
+			acts[i].file = filepath.Join(*eventsDir, acts[i].file)
+		}
+	}
+	if fs.NArg() > 0 {
+		acts = nil
+		for _, f := range fs.Args() {
+			acts = append(acts, act{title: f, file: f})
+		}
+	}
+	d := &demo{out: std.stdout, verbose: *verbose}
+	defer d.stop()
+	if err := d.start(ctx, *bootstrap, *template, std.environ); err != nil {
+		fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
+		return exitCannotRun
+	}
+	var previous []events.SQSMessage
+	for i, a := range acts {
+		failed, err := d.play(ctx, i+1, a, previous)
+		if err != nil {
+			fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
+			if ctx.Err() != nil {
+				return exitInterrupted
+			}
+			return exitFailed
+		}
+		previous = failed
+	}
+	if ok := d.summary(ctx); !ok {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// Physical table names for the template's logical IDs, as in events/env.json.
+var demoTables = map[string]string{
+	"IdempotencyTable": "lambdakit-idempotency",
+	"PaymentsTable":    "lambdakit-payments",
+}
+
+type demo struct {
+	out     io.Writer
+	verbose bool
+
+	moto    *motoserver.Server
+	gw      *gateway.Gateway
+	gwSrv   *http.Server
+	db      *dynamodb.Client
+	runner  *runtimeapi.Runner
+	logs    lockedBuffer // the function's output for the current act
+	charged map[string]int
+}
+
+func (d *demo) start(ctx context.Context, bootstrap, template string, environ []string) error {
+	tables, err := samtemplate.Tables(template)
+	if err != nil {
+		return err
+	}
+	if d.moto, err = motoserver.Start(); err != nil {
+		return err
+	}
+	d.db = dynamodb.NewFromConfig(d.moto.AWSConfig())
+	for _, logical := range []string{"IdempotencyTable", "PaymentsTable"} {
+		t, err := samtemplate.Find(tables, logical)
+		if err != nil {
+			return err
+		}
+		if err := t.Create(ctx, d.db, demoTables[logical]); err != nil {
+			return err
+		}
+	}
+
+	d.gw = &gateway.Gateway{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	d.gwSrv = &http.Server{Handler: d.gw, ReadHeaderTimeout: 5 * time.Second}
+	go d.gwSrv.Serve(ln)
+	gwURL := "http://" + ln.Addr().String()
+
+	env := append(append([]string{}, environ...), motoserver.Env(d.moto.URL)...)
+	env = append(env,
+		"IDEMPOTENCY_TABLE="+demoTables["IdempotencyTable"],
+		"PAYMENTS_TABLE="+demoTables["PaymentsTable"],
+		"PAYMENT_GATEWAY_URL="+gwURL,
+	)
+	d.runner, err = runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
+		o.FunctionName = "lambdakit-payment-PaymentFunction"
+		o.Timeout = 60 * time.Second // as template.yaml
+		o.MemoryMB = 256
+		o.LogFormat = "JSON"
+		o.Env = env
+		o.Stdout = &d.logs
+		o.Stderr = &d.logs
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "moto_server (DynamoDB) on %s, sandbox gateway on %s\n", d.moto.URL, gwURL)
+	fmt.Fprintf(d.out, "tables from %s: IdempotencyTable -> %s, PaymentsTable -> %s\n",
+		template, demoTables["IdempotencyTable"], demoTables["PaymentsTable"])
+	return nil
+}
+
+func (d *demo) stop() {
+	if d.runner != nil {
+		d.runner.Close()
+	}
+	if d.gwSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		d.gwSrv.Shutdown(ctx)
+		cancel()
+	}
+	d.moto.Stop()
+}
+
+// play runs one act and prints each record's fate. It returns the records
+// the function reported failed, as SQS would deliver them again.
+func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMessage) ([]events.SQSMessage, error) {
+	var event events.SQSEvent
+	source := a.file
+	if a.file == "" {
+		if len(previous) == 0 {
+			return nil, nil
+		}
+		source = "the previous act's failed records"
+		for _, m := range previous {
+			event.Records = append(event.Records, redeliver(m))
+		}
+	} else {
+		raw, err := os.ReadFile(a.file)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, &event); err != nil {
+			return nil, fmt.Errorf("%s: %w", a.file, err)
+		}
+	}
+	fmt.Fprintf(d.out, "\n%d. %s\n   %s: %s\n", n, a.title, source, plural(len(event.Records), "record"))
+
+	payload, err := json.Marshal(event)
+	if err != nil {
+		return nil, err
+	}
+	d.gw.FailNext(a.outage)
+	d.logs.Reset()
+	res, err := d.runner.Invoke(ctx, payload)
+	d.gw.FailNext(0)
+	if err != nil {
+		return nil, err
+	}
+	var resp events.SQSEventResponse
+	switch {
+	case res.Outcome == runtimeapi.OutcomeSuccess:
+		if err := json.Unmarshal(res.Payload, &resp); err != nil {
+			return nil, fmt.Errorf("function response %s: %w", res.Payload, err)
+		}
+	case res.Error != nil && strings.HasPrefix(res.Error.Message, lambdakit.ErrAllFailed.Error()):
+		// Every record failed, so the function failed the invocation and
+		// the event source mapping backs off: the whole batch comes back.
+		for _, m := range event.Records {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	default:
+		fmt.Fprintf(d.out, "   invocation %s: %v\n", res.Outcome, res.Error)
+		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
+		return nil, fmt.Errorf("the function did not answer the batch (%s)", res.Outcome)
+	}
+	failedIDs := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failedIDs[f.ItemIdentifier] = true
+	}
+	d.awaitFailureLines(failedIDs)
+	if d.verbose {
+		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
+	}
+	lines := parseLogLines(d.logs.String())
+	var failed []events.SQSMessage
+	for _, m := range event.Records {
+		fate := recordFate(m.MessageId, failedIDs[m.MessageId], lines)
+		group := ""
+		if g := m.Attributes["MessageGroupId"]; g != "" {
+			group = " [" + g + "]"
+		}
+		fmt.Fprintf(d.out, "   %-12s%-8s %s\n", paymentID(m.Body), group, fate)
+		if failedIDs[m.MessageId] {
+			failed = append(failed, m)
+		}
+	}
+	fmt.Fprintf(d.out, "   response: %s  (%s, %s)\n", oneLine(res.Payload), res.Duration.Round(time.Millisecond), coldOrWarm(res))
+	return failed, nil
+}
+
+// awaitFailureLines waits, briefly, until the function's log line for each
+// failed record has come through its output pipe, which may lag behind the
+// response it posted.
+func (d *demo) awaitFailureLines(failed map[string]bool) {
+	for range 50 {
+		seen := 0
+		for _, l := range parseLogLines(d.logs.String()) {
+			if l["msg"] == "record failed" && failed[fmt.Sprint(l["messageId"])] {
+				seen++
+			}
+		}
+		if seen >= len(failed) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func oneLine(payload []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, payload) != nil {
+		return string(payload)
+	}
+	return buf.String()
+}
+
+// recordFate tells what happened to one record from the function's log lines.
+func recordFate(messageID string, failed bool, lines []map[string]any) string {
+	for _, l := range lines {
+		if l["messageId"] != messageID {
+			continue
+		}
+		switch l["msg"] {
+		case "record failed":
+			if failed {
+				return "FAILED     " + fmt.Sprint(l["reason"])
+			}
+		case "payment charged":
+			return "charged    " + fmt.Sprint(l["charge_id"])
+		case "payment declined":
+			return "declined   " + fmt.Sprint(l["reason"])
+		case "idempotency: duplicate skipped":
+			return "skipped    duplicate, gateway not called"
+		}
+	}
+	if failed {
+		return "FAILED"
+	}
+	return "ok"
+}
+
+func (d *demo) summary(ctx context.Context) bool {
+	charges := d.gw.Charges()
+	perPayment := map[string]int{}
+	for _, c := range charges {
+		perPayment[c.PaymentID]++
+	}
+	out, err := d.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(demoTables["PaymentsTable"])})
+	if err != nil {
+		fmt.Fprintf(d.out, "\nreading the ledger: %v\n", err)
+		return false
+	}
+	fmt.Fprintf(d.out, "\nSummary\n   gateway: %d requests, %d charges for %d payments\n", d.gw.Requests(), len(charges), len(perPayment))
+	byStatus := map[string]int{}
+	for _, item := range out.Items {
+		if s, ok := item["status"].(*types.AttributeValueMemberS); ok {
+			byStatus[s.Value]++
+		}
+	}
+	var statuses []string
+	for s, n := range byStatus {
+		statuses = append(statuses, fmt.Sprintf("%s %d", s, n))
+	}
+	sort.Strings(statuses)
+	fmt.Fprintf(d.out, "   ledger (%s): %d rows: %s\n", demoTables["PaymentsTable"], len(out.Items), strings.Join(statuses, ", "))
+	ok := true
+	for id, n := range perPayment {
+		if n > 1 {
+			fmt.Fprintf(d.out, "   %s was charged %d times\n", id, n)
+			ok = false
+		}
+	}
+	if byStatus["CHARGED"] != len(perPayment) { // DECLINED rows have no charge
+		fmt.Fprintf(d.out, "   %d CHARGED rows for %d charged payments\n", byStatus["CHARGED"], len(perPayment))
+		ok = false
+	}
+	if ok {
+		fmt.Fprintln(d.out, "   every payment was charged at most once, and every charge is in the ledger")
+	}
+	return ok
+}
+
+// redeliver returns m as SQS delivers it again after a failure.
+func redeliver(m events.SQSMessage) events.SQSMessage {
+	attrs := map[string]string{}
+	for k, v := range m.Attributes {
+		attrs[k] = v
+	}
+	var count int
+	fmt.Sscan(attrs["ApproximateReceiveCount"], &count)
+	attrs["ApproximateReceiveCount"] = fmt.Sprint(count + 1)
+	m.Attributes = attrs
+	m.ReceiptHandle += "-again"
+	return m
+}
+
+func paymentID(body string) string {
+	var p struct {
+		PaymentID string `json:"payment_id"`
+	}
+	if json.Unmarshal([]byte(body), &p) != nil || p.PaymentID == "" {
+		return "(no id)"
+	}
+	return p.PaymentID
+}
+
+// parseLogLines returns the JSON objects among the function's output lines.
+func parseLogLines(s string) []map[string]any {
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func coldOrWarm(r runtimeapi.Result) string {
+	if r.InitDuration > 0 {
+		return "cold start, init " + r.InitDuration.Round(time.Millisecond).String()
+	}
+	return "warm"
+}
+
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if line != "" {
+			b.WriteString(prefix + line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// lockedBuffer collects the function's output, written from the runner's
+// goroutines while the demo reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
