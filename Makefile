@@ -45,9 +45,9 @@ bench:
 demo: deps build
 	$(BIN)/lambdakit demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
 
-## invoke: run bin/bootstrap on one event through the local Runtime API (EVENT=file)
-invoke: build
-	$(BIN)/lambdakit invoke -env-file events/env.json $(BIN)/bootstrap $(EVENT)
+## invoke: the demo environment on the event files you name (EVENT="a.json b.json")
+invoke: deps build
+	$(BIN)/lambdakit demo $(EVENT)
 
 ## deploy: sam build && sam deploy with samconfig.toml (needs the SAM CLI and AWS credentials)
 deploy:

@@ -9,8 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,10 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdakit/lambdakit/internal/gateway"
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
-	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -117,74 +112,35 @@ func runDemo(ctx context.Context, std stdio, args []string) int {
 	return exitOK
 }
 
-// Physical table names for the template's logical IDs, as in events/env.json.
-var demoTables = map[string]string{
-	"IdempotencyTable": "lambdakit-idempotency",
-	"PaymentsTable":    "lambdakit-payments",
-}
-
 type demo struct {
 	out     io.Writer
 	verbose bool
 
-	moto    *motoserver.Server
-	gw      *gateway.Gateway
-	gwSrv   *http.Server
-	db      *dynamodb.Client
-	runner  *runtimeapi.Runner
-	logs    lockedBuffer // the function's output for the current act
-	charged map[string]int
+	*local
+	runner *runtimeapi.Runner
+	logs   lockedBuffer // the function's output for the current act
 }
 
 func (d *demo) start(ctx context.Context, bootstrap, template string, environ []string) error {
-	tables, err := samtemplate.Tables(template)
-	if err != nil {
+	var err error
+	if d.local, err = startLocal(ctx, template, 0, 0); err != nil {
 		return err
 	}
-	if d.moto, err = motoserver.Start(); err != nil {
-		return err
-	}
-	d.db = dynamodb.NewFromConfig(d.moto.AWSConfig())
-	for _, logical := range []string{"IdempotencyTable", "PaymentsTable"} {
-		t, err := samtemplate.Find(tables, logical)
-		if err != nil {
-			return err
-		}
-		if err := t.Create(ctx, d.db, demoTables[logical]); err != nil {
-			return err
-		}
-	}
-
-	d.gw = &gateway.Gateway{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	d.gwSrv = &http.Server{Handler: d.gw, ReadHeaderTimeout: 5 * time.Second}
-	go d.gwSrv.Serve(ln)
-	gwURL := "http://" + ln.Addr().String()
-
-	env := append(append([]string{}, environ...), motoserver.Env(d.moto.URL)...)
-	env = append(env,
-		"IDEMPOTENCY_TABLE="+demoTables["IdempotencyTable"],
-		"PAYMENTS_TABLE="+demoTables["PaymentsTable"],
-		"PAYMENT_GATEWAY_URL="+gwURL,
-	)
 	d.runner, err = runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
 		o.FunctionName = "lambdakit-payment-PaymentFunction"
 		o.Timeout = 60 * time.Second // as template.yaml
 		o.MemoryMB = 256
 		o.LogFormat = "JSON"
-		o.Env = env
+		o.Env = append(append([]string{}, environ...), d.functionEnv()...)
 		o.Stdout = &d.logs
 		o.Stderr = &d.logs
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "moto_server (DynamoDB) on %s, sandbox gateway on %s\n", d.moto.URL, gwURL)
+	fmt.Fprintf(d.out, "moto_server (DynamoDB) on %s, sandbox gateway on %s\n", d.moto.URL, d.gatewayURL)
 	fmt.Fprintf(d.out, "tables from %s: IdempotencyTable -> %s, PaymentsTable -> %s\n",
-		template, demoTables["IdempotencyTable"], demoTables["PaymentsTable"])
+		template, localTables["IdempotencyTable"], localTables["PaymentsTable"])
 	return nil
 }
 
@@ -192,12 +148,7 @@ func (d *demo) stop() {
 	if d.runner != nil {
 		d.runner.Close()
 	}
-	if d.gwSrv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		d.gwSrv.Shutdown(ctx)
-		cancel()
-	}
-	d.moto.Stop()
+	d.local.stop()
 }
 
 // play runs one act and prints each record's fate. It returns the records
@@ -256,7 +207,7 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 	for _, f := range resp.BatchItemFailures {
 		failedIDs[f.ItemIdentifier] = true
 	}
-	d.awaitFailureLines(failedIDs)
+	d.awaitLines(event.Records)
 	if d.verbose {
 		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
 	}
@@ -277,18 +228,22 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 	return failed, nil
 }
 
-// awaitFailureLines waits, briefly, until the function's log line for each
-// failed record has come through its output pipe, which may lag behind the
-// response it posted.
-func (d *demo) awaitFailureLines(failed map[string]bool) {
+// awaitLines waits, for a second at most, until the function's log line
+// about each record has come through its output pipe, which may lag behind
+// the response it posted.
+func (d *demo) awaitLines(recs []events.SQSMessage) {
 	for range 50 {
-		seen := 0
+		told := map[string]bool{}
 		for _, l := range parseLogLines(d.logs.String()) {
-			if l["msg"] == "record failed" && failed[fmt.Sprint(l["messageId"])] {
-				seen++
+			if id, ok := l["messageId"].(string); ok {
+				told[id] = true
 			}
 		}
-		if seen >= len(failed) {
+		all := true
+		for _, m := range recs {
+			all = all && told[m.MessageId]
+		}
+		if all {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -334,7 +289,7 @@ func (d *demo) summary(ctx context.Context) bool {
 	for _, c := range charges {
 		perPayment[c.PaymentID]++
 	}
-	out, err := d.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(demoTables["PaymentsTable"])})
+	out, err := d.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(localTables["PaymentsTable"])})
 	if err != nil {
 		fmt.Fprintf(d.out, "\nreading the ledger: %v\n", err)
 		return false
@@ -351,7 +306,7 @@ func (d *demo) summary(ctx context.Context) bool {
 		statuses = append(statuses, fmt.Sprintf("%s %d", s, n))
 	}
 	sort.Strings(statuses)
-	fmt.Fprintf(d.out, "   ledger (%s): %d rows: %s\n", demoTables["PaymentsTable"], len(out.Items), strings.Join(statuses, ", "))
+	fmt.Fprintf(d.out, "   ledger (%s): %d rows: %s\n", localTables["PaymentsTable"], len(out.Items), strings.Join(statuses, ", "))
 	ok := true
 	for id, n := range perPayment {
 		if n > 1 {

@@ -67,7 +67,11 @@ func Start() (*Server, error) {
 	// call stays bounded.
 	var errs []error
 	for range 3 {
-		s, early, err := start(bin)
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s, early, err := start(bin, port)
 		if err == nil {
 			return s, nil
 		}
@@ -79,13 +83,20 @@ func Start() (*Server, error) {
 	return nil, errors.Join(errs...)
 }
 
+// StartOn starts moto_server on the given loopback port, for a fixed
+// address that other tools are configured with (events/env.json says 5000).
+func StartOn(port int) (*Server, error) {
+	bin, err := exec.LookPath("moto_server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	s, _, err := start(bin, port)
+	return s, err
+}
+
 // start makes one attempt; early reports that moto exited before it
 // answered (likely a port taken in the meantime).
-func start(bin string) (s *Server, early bool, err error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, false, err
-	}
+func start(bin string, port int) (s *Server, early bool, err error) {
 	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 	out := &tail{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = out, out

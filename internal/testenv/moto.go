@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -114,4 +115,17 @@ func setEnv(endpoint string) error {
 		}
 	}
 	return nil
+}
+
+// RequireMotoServer is for tests that start moto_server themselves (through
+// a command under test): it skips tb when moto_server is not on PATH, or
+// fails it when the CI environment variable is set.
+func RequireMotoServer(tb testing.TB) {
+	tb.Helper()
+	if _, err := exec.LookPath("moto_server"); err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("%v; failing, because CI is set", motoserver.ErrNotInstalled)
+		}
+		tb.Skipf("%v; skipping", motoserver.ErrNotInstalled)
+	}
 }
