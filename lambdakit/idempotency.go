@@ -3,13 +3,13 @@ package lambdakit
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -115,7 +115,9 @@ type idempotencyState struct {
 }
 
 // A flight is one record being processed in this container; later messages
-// with the same key wait on done and then replay rec or fail with err.
+// with the same key wait on done and then replay rec or fail with err. The
+// first waiter makes done (under the state's mutex), so the common case of
+// no duplicate in flight costs no channel.
 type flight struct {
 	done chan struct{}
 	rec  Record
@@ -145,10 +147,10 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		return m.replay(ctx, msg, rec, validation)
 	}
 
-	f, leader := m.join(id)
-	if !leader {
+	f, done := m.join(id)
+	if done != nil {
 		select {
-		case <-f.done:
+		case <-done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -167,25 +169,31 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 	return result, err
 }
 
-// join registers the caller as the one processing id, or returns the flight
-// already doing so.
-func (m *idempotent) join(id string) (f *flight, leader bool) {
+// join registers the caller as the one processing id and returns its flight,
+// or returns a channel that is closed when the flight already processing id
+// ends.
+func (m *idempotent) join(id string) (f *flight, wait <-chan struct{}) {
 	m.state.mu.Lock()
 	defer m.state.mu.Unlock()
 	if f, ok := m.state.flights[id]; ok {
-		return f, false
+		if f.done == nil {
+			f.done = make(chan struct{})
+		}
+		return f, f.done
 	}
-	f = &flight{done: make(chan struct{})}
+	f = &flight{}
 	m.state.flights[id] = f
-	return f, true
+	return f, nil
 }
 
 func (m *idempotent) leave(id string, f *flight, rec Record, err error) {
-	f.rec, f.err = rec, err
 	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	f.rec, f.err = rec, err
 	delete(m.state.flights, id)
-	m.state.mu.Unlock()
-	close(f.done)
+	if f.done != nil {
+		close(f.done)
+	}
 }
 
 // run acquires the record, runs the handler and completes or releases the
@@ -221,10 +229,11 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	st := &stage{}
 	result, err = m.call(context.WithValue(ctx, stageKey{}, st), msg)
 	// Cleanup must happen even when the batch has cancelled ctx at its
-	// deadline: an unreleased lock delays the retry, an uncompleted record
-	// repeats the work. It may run until the invocation deadline.
-	cctx, cancel := cleanupContext(ctx)
-	defer cancel()
+	// deadline guard: an unreleased lock delays the retry, an uncompleted
+	// record repeats the work. It is not bounded here (a timer per record
+	// costs more than the rest of the middleware); the batch answers in
+	// time regardless, reporting a record still in cleanup as failed.
+	cctx := context.WithoutCancel(ctx)
 	if err != nil {
 		if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil {
 			m.logLeaseError(ctx, msg, id, "release", rerr)
@@ -234,7 +243,6 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	}
 
 	rec.Status = StatusCompleted
-	rec.Expiration = m.opts.Now().Add(m.opts.TTL)
 	rec.Data = result
 	rec.Staged = st.take()
 	err = m.store.Complete(cctx, rec)
@@ -295,7 +303,7 @@ func (m *idempotent) logLeaseError(ctx context.Context, msg *events.SQSMessage, 
 }
 
 func (m *idempotent) recordID(key string) string {
-	sum := sha256.Sum256([]byte(key))
+	sum := sha256.Sum256(bytesOf(key))
 	b := make([]byte, 0, len(m.opts.Prefix)+1+2*len(sum))
 	b = append(b, m.opts.Prefix...)
 	b = append(b, '#')
@@ -303,29 +311,18 @@ func (m *idempotent) recordID(key string) string {
 	return string(b)
 }
 
-func hashHex(p []byte) string {
-	sum := sha256.Sum256(p)
+func hashHex(p string) string {
+	sum := sha256.Sum256(bytesOf(p))
 	return hex.EncodeToString(sum[:])
 }
 
 // newLease returns a 128-bit random token. It fences owners apart, it is no
 // secret, so the fast runtime generator will do.
 func newLease() string {
-	var b [32]byte
-	out := strconv.AppendUint(b[:0], rand.Uint64(), 36)
-	out = append(out, '-')
-	out = strconv.AppendUint(out, rand.Uint64(), 36)
-	return string(out)
-}
-
-// cleanupContext is ctx without its cancellation but with the invocation
-// deadline, or a short timeout outside Lambda.
-func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	detached := context.WithoutCancel(ctx)
-	if d, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(detached, d)
-	}
-	return context.WithTimeout(detached, 10*time.Second)
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	return hex.EncodeToString(b[:])
 }
 
 func defaultLogger() *slog.Logger {

@@ -4,63 +4,261 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strings"
 )
 
-// errNoField means the path does not lead to a value (or leads to null).
-var errNoField = errors.New("field not found")
+var (
+	// errNoField means the path does not lead to a value (or leads to null).
+	errNoField = errors.New("field not found")
+	// errInvalidJSON means the document is not one valid JSON value.
+	errInvalidJSON = errors.New("not valid JSON")
+)
+
+// maxDepth is how deeply arrays and objects may nest, as in encoding/json.
+const maxDepth = 10000
 
 // jsonField returns the raw JSON of the value at path (field names of nested
-// objects) in body, without decoding the whole document. Keys are read on
-// every record, so this scans instead of unmarshalling into maps: it costs
-// no allocations unless a key is escaped.
-//
-// body must be valid JSON; callers check that once with json.Valid.
+// objects) in body. Keys are read on every record, so instead of decoding
+// into maps it makes one pass that both validates the document (the same
+// documents json.Valid accepts) and finds the member, without allocating.
+// Like encoding/json, it takes the last of several members with one name.
 func jsonField(body []byte, path []string) ([]byte, error) {
 	v := body
 	for _, name := range path {
 		var err error
-		if v, err = objectMember(trimSpace(v), name); err != nil {
+		if v, err = member(v, name); err != nil {
 			return nil, err
 		}
 	}
-	v = trimSpace(v)
 	if string(v) == "null" {
 		return nil, errNoField
 	}
 	return v, nil
 }
 
-// objectMember returns the raw value of member name of the object obj. When
-// the name occurs more than once the last one wins, as in encoding/json, so
-// that the key names the value a decoding handler works on.
-func objectMember(obj []byte, name string) ([]byte, error) {
-	if len(obj) == 0 || obj[0] != '{' {
+// member checks that doc is exactly one valid JSON value and returns the
+// raw value of its member name, if doc is an object that has one.
+func member(doc []byte, name string) ([]byte, error) {
+	s := scanner{b: doc}
+	s.space()
+	var found []byte
+	var ok bool
+	if s.peek() == '{' {
+		ok = s.object(name, &found)
+	} else {
+		ok = s.value()
+	}
+	s.space()
+	if !ok || s.i != len(s.b) {
+		return nil, errInvalidJSON
+	}
+	if found == nil {
 		return nil, errNoField
 	}
-	var found []byte
-	i := 1
-	for {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] == '}' {
-			if found == nil {
-				return nil, errNoField
-			}
-			return found, nil
-		}
-		keyEnd := skipString(obj, i)
-		key := obj[i:keyEnd]
-		i = skipSpace(obj, keyEnd)
-		i = skipSpace(obj, i+1) // the colon
-		valEnd := skipValue(obj, i)
-		if keyEquals(key, name) {
-			found = obj[i:valEnd]
-		}
-		i = skipSpace(obj, valEnd)
-		if i < len(obj) && obj[i] == ',' {
-			i++
+	return found, nil
+}
+
+// scanner validates JSON text (RFC 8259) from position i.
+type scanner struct {
+	b     []byte
+	i     int
+	depth int
+}
+
+func (s *scanner) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
 		}
 	}
+}
+
+// value scans one value and the space before it.
+func (s *scanner) value() bool {
+	s.space()
+	switch c := s.peek(); {
+	case c == '{':
+		return s.object("", nil)
+	case c == '[':
+		return s.array()
+	case c == '"':
+		return s.str()
+	case c == '-' || '0' <= c && c <= '9':
+		return s.number()
+	default:
+		return s.literal("true") || s.literal("false") || s.literal("null")
+	}
+}
+
+// object scans an object; when found is not nil, it records the raw value of
+// the last member called name.
+func (s *scanner) object(name string, found *[]byte) bool {
+	if s.depth++; s.depth > maxDepth {
+		return false
+	}
+	s.i++ // '{'
+	s.space()
+	if s.peek() == '}' {
+		s.i++
+		s.depth--
+		return true
+	}
+	for {
+		s.space()
+		start := s.i
+		if s.peek() != '"' || !s.str() {
+			return false
+		}
+		key := s.b[start:s.i]
+		s.space()
+		if s.peek() != ':' {
+			return false
+		}
+		s.i++
+		s.space()
+		vstart := s.i
+		if !s.value() {
+			return false
+		}
+		if found != nil && keyEquals(key, name) {
+			*found = s.b[vstart:s.i]
+		}
+		s.space()
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			s.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (s *scanner) array() bool {
+	if s.depth++; s.depth > maxDepth {
+		return false
+	}
+	s.i++ // '['
+	s.space()
+	if s.peek() == ']' {
+		s.i++
+		s.depth--
+		return true
+	}
+	for {
+		if !s.value() {
+			return false
+		}
+		s.space()
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			s.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str scans a string starting at its opening quote.
+func (s *scanner) str() bool {
+	s.i++ // '"'
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			s.i++
+			switch s.peek() {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				s.i++
+				for range 4 {
+					if !isHex(s.peek()) {
+						return false
+					}
+					s.i++
+				}
+			default:
+				return false
+			}
+		default:
+			s.i++
+		}
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *scanner) number() bool {
+	if s.peek() == '-' {
+		s.i++
+	}
+	switch c := s.peek(); {
+	case c == '0':
+		s.i++
+	case '1' <= c && c <= '9':
+		s.digits()
+	default:
+		return false
+	}
+	if s.peek() == '.' {
+		s.i++
+		if !s.digits() {
+			return false
+		}
+	}
+	if c := s.peek(); c == 'e' || c == 'E' {
+		s.i++
+		if c := s.peek(); c == '+' || c == '-' {
+			s.i++
+		}
+		if !s.digits() {
+			return false
+		}
+	}
+	return true
+}
+
+// digits scans one or more digits.
+func (s *scanner) digits() bool {
+	start := s.i
+	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+		s.i++
+	}
+	return s.i > start
+}
+
+func (s *scanner) literal(word string) bool {
+	if bytes.HasPrefix(s.b[s.i:], []byte(word)) {
+		s.i += len(word)
+		return true
+	}
+	return false
 }
 
 // keyEquals compares a quoted JSON string with name. Only keys with escapes
@@ -72,62 +270,6 @@ func keyEquals(quoted []byte, name string) bool {
 	}
 	var s string
 	return json.Unmarshal(quoted, &s) == nil && s == name
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func trimSpace(b []byte) []byte {
-	return bytes.TrimRight(b[skipSpace(b, 0):], " \t\r\n")
-}
-
-// skipString returns the index after the string that starts at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index after the value that starts at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(b)
-	default: // number, true, false, null
-		for i < len(b) && !strings.ContainsRune(" \t\r\n,}]", rune(b[i])) {
-			i++
-		}
-		return i
-	}
 }
 
 // scalarString turns a raw JSON scalar into the string a key is made of:

@@ -3,7 +3,7 @@ package lambdakit
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -65,7 +65,7 @@ func KeyFromBodyHash() KeyFunc {
 		if msg.Body == "" {
 			return "", fmt.Errorf("%w: empty body", ErrNoKey)
 		}
-		sum := sha256.Sum256([]byte(msg.Body))
+		sum := sha256.Sum256(bytesOf(msg.Body))
 		return hex.EncodeToString(sum[:]), nil
 	}
 }
@@ -99,11 +99,11 @@ func KeyFromMessageID() KeyFunc {
 // message with the same key. Its SHA-256 is stored with the record, and a
 // later message with the same key but different payload fails with
 // ErrPayloadMismatch instead of being treated as a duplicate.
-type PayloadFunc func(msg *events.SQSMessage) ([]byte, error)
+type PayloadFunc func(msg *events.SQSMessage) (string, error)
 
 // PayloadBody is the default PayloadFunc: the whole body, byte for byte.
-func PayloadBody(msg *events.SQSMessage) ([]byte, error) {
-	return []byte(msg.Body), nil
+func PayloadBody(msg *events.SQSMessage) (string, error) {
+	return msg.Body, nil
 }
 
 // PayloadFields returns a PayloadFunc over chosen body fields only, for
@@ -114,23 +114,22 @@ func PayloadFields(paths ...string) PayloadFunc {
 	for i, path := range paths {
 		split[i] = splitPath(path)
 	}
-	return func(msg *events.SQSMessage) ([]byte, error) {
-		body := []byte(msg.Body)
-		if !json.Valid(body) {
-			return nil, fmt.Errorf("lambdakit: payload fields: body is not valid JSON")
-		}
-		var out []byte
+	return func(msg *events.SQSMessage) (string, error) {
+		var out strings.Builder
 		for i, p := range split {
-			v, err := jsonField(body, p)
-			if err != nil {
+			v, err := jsonField(bytesOf(msg.Body), p)
+			switch {
+			case errors.Is(err, errInvalidJSON):
+				return "", fmt.Errorf("lambdakit: payload fields: body is not valid JSON")
+			case err != nil:
 				v = []byte("null")
 			}
-			out = append(out, paths[i]...)
-			out = append(out, '=')
-			out = append(out, v...)
-			out = append(out, '\n')
+			out.WriteString(paths[i])
+			out.WriteByte('=')
+			out.Write(v)
+			out.WriteByte('\n')
 		}
-		return out, nil
+		return out.String(), nil
 	}
 }
 
@@ -140,12 +139,11 @@ func splitPath(path string) []string {
 
 // fieldString reads the scalar at path in the body of msg as a key.
 func fieldString(msg *events.SQSMessage, path string, p []string) (string, error) {
-	body := []byte(msg.Body)
-	if !json.Valid(body) {
+	raw, err := jsonField(bytesOf(msg.Body), p)
+	switch {
+	case errors.Is(err, errInvalidJSON):
 		return "", fmt.Errorf("%w: body is not valid JSON", ErrNoKey)
-	}
-	raw, err := jsonField(body, p)
-	if err != nil {
+	case err != nil:
 		return "", fmt.Errorf("%w: field %q missing or null", ErrNoKey, path)
 	}
 	s, err := scalarString(raw)

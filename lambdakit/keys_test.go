@@ -1,7 +1,6 @@
 package lambdakit_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -251,7 +250,7 @@ func TestKeyFromMessageID(t *testing.T) {
 
 func TestPayloadFields(t *testing.T) {
 	fn := lambdakit.PayloadFields("payment_id", "amount", "card.last4")
-	payload := func(body string) []byte {
+	payload := func(body string) string {
 		t.Helper()
 		msg := lambdakittest.Message(body)
 		p, err := fn(&msg)
@@ -264,13 +263,13 @@ func TestPayloadFields(t *testing.T) {
 
 	t.Run("order of fields in body is irrelevant", func(t *testing.T) {
 		got := payload(`{"sent_at":"2024-01-01T00:00:00Z","card":{"last4":"4242"},"amount":10,"payment_id":"p-1"}`)
-		if !bytes.Equal(got, base) {
+		if got != base {
 			t.Errorf("got %q; want %q", got, base)
 		}
 	})
 	t.Run("irrelevant field changes do not change the payload", func(t *testing.T) {
 		got := payload(`{"payment_id":"p-1","amount":10,"card":{"last4":"4242","exp":"12/30"},"sent_at":"2025-06-30T12:00:00Z","trace":"abc"}`)
-		if !bytes.Equal(got, base) {
+		if got != base {
 			t.Errorf("got %q; want %q", got, base)
 		}
 	})
@@ -283,7 +282,7 @@ func TestPayloadFields(t *testing.T) {
 			`{"payment_id":"p-1","amount":10}`,
 			`{"payment_id":"p-1","card":{"last4":"4242"}}`,
 		} {
-			if got := payload(body); bytes.Equal(got, base) {
+			if got := payload(body); got == base {
 				t.Errorf("payload of %s: got %q, the same as the original; want a different payload", body, got)
 			}
 		}
@@ -294,7 +293,7 @@ func TestPayloadFields(t *testing.T) {
 		m2 := lambdakittest.Message(`{"b":"x"}`)
 		p1, err1 := two(&m1)
 		p2, err2 := two(&m2)
-		if err1 != nil || err2 != nil || bytes.Equal(p1, p2) {
+		if err1 != nil || err2 != nil || p1 == p2 {
 			t.Errorf("got %q, %v and %q, %v; want two different payloads", p1, err1, p2, err2)
 		}
 	})
@@ -395,5 +394,35 @@ func checkFuzzKey(tb testing.TB, body, path, got string, err error, want string,
 		tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want %q (as encoding/json decodes it)", path, body, got, err, want)
 	case !ok && !errors.Is(err, lambdakit.ErrNoKey):
 		tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want ErrNoKey", path, body, got, err)
+	}
+}
+
+// The key functions validate the whole body in the same pass that finds the
+// field: they must accept exactly what encoding/json accepts.
+func TestKeyFromFieldAgreesWithJSONValid(t *testing.T) {
+	bodies := []string{
+		`{"a":"k"}`, `{"a":"k","b":01}`, `{"a":"k","b":1.}`, `{"a":"k","b":-}`, `{"a":"k","b":1e}`,
+		`{"a":"k","b":1e+5}`, `{"a":"k","b":-0.5E-3}`, `{"a":"k","b":"\u12G4"}`, `{"a":"k","b":"\x"}`,
+		"{\"a\":\"k\",\"b\":\"tab\there\"}", `{"a":"k","b":[1,2,]}`, `{"a":"k",}`, `{"a":"k"}}`,
+		`{"a":"k","b":tru}`, `{"a":"k","b":nulls}`, `{"a":"k","b":{"c":[{"d":null}]}}`, ` {"a":"k"} `,
+		`{"a":"k"} x`, `{"a":"k"`, `{"a" "k"}`, `{a:"k"}`, `{"a":"k","b":"\ud800"}`,
+		`{"a":"k","b":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
+		`{"a":"k","b":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}`,
+	}
+	key := lambdakit.KeyFromField("a")
+	for _, body := range bodies {
+		msg := lambdakittest.Message(body)
+		got, err := key(&msg)
+		valid := json.Valid([]byte(body))
+		name := body
+		if len(name) > 40 {
+			name = name[:40] + "…"
+		}
+		switch {
+		case valid && (err != nil || got != "k"):
+			t.Errorf("%s: valid JSON; got %q, %v; want key k", name, got, err)
+		case !valid && !errors.Is(err, lambdakit.ErrNoKey):
+			t.Errorf("%s: not valid JSON; got %q, %v; want ErrNoKey", name, got, err)
+		}
 	}
 }
