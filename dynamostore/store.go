@@ -273,8 +273,10 @@ func (s *Store) completion(rec lambdakit.Record) *types.Update {
 }
 
 // Release deletes the record, so that a retry can run at once, provided it
-// is still in progress under lease. Otherwise it returns an error wrapping
-// lambdakit.ErrLeaseLost, and the record stays.
+// is still in progress under lease. A record that is already gone counts as
+// released: a Release retried after a lost answer must not report a lost
+// lease. Otherwise it returns an error wrapping lambdakit.ErrLeaseLost, and
+// the record stays.
 func (s *Store) Release(ctx context.Context, id, lease string) error {
 	if s.optErr != nil {
 		return s.optErr
@@ -282,8 +284,8 @@ func (s *Store) Release(ctx context.Context, id, lease string) error {
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(id),
-		ConditionExpression:      aws.String(nLease + " = :lease AND " + nStatus + " = :inprogress"),
-		ExpressionAttributeNames: s.attrNames(nLease, nStatus),
+		ConditionExpression:      aws.String("attribute_not_exists(" + nKey + ") OR (" + nLease + " = :lease AND " + nStatus + " = :inprogress)"),
+		ExpressionAttributeNames: s.attrNames(nKey, nLease, nStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":lease":      str(lease),
 			":inprogress": str(string(lambdakit.StatusInProgress)),

@@ -217,6 +217,9 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	case err != nil:
 		return nil, Record{}, false, err
 	case acquired:
+	case existing.Lease == rec.Lease && existing.Status == StatusInProgress:
+		// Our own lock: the store retried a put whose first answer was
+		// lost. We hold it.
 	case existing.Status == StatusCompleted:
 		m.state.cache.put(existing)
 		return nil, existing, true, nil

@@ -261,3 +261,29 @@ func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// retryingStore answers every Acquire as a client whose first request went
+// through but whose answer was lost, so that it asked again.
+type retryingStore struct{ *lambdakittest.MemoryStore }
+
+func (s retryingStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+	if _, _, err := s.MemoryStore.Acquire(ctx, rec, now); err != nil {
+		return lambdakit.Record{}, false, err
+	}
+	return s.MemoryStore.Acquire(ctx, rec, now)
+}
+
+func TestIdempotentRetriedAcquireKeepsTheLock(t *testing.T) {
+	fx := &effects{}
+	h := idempotent(retryingStore{&lambdakittest.MemoryStore{}}, charger(fx))
+	msg := lambdakittest.Message(paymentBody("p1", 1))
+	if _, err := handle(t, h, msg); err != nil {
+		t.Fatalf("got %v; want the lock recognised as ours", err)
+	}
+	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
+		t.Fatal(err)
+	}
+	if c := fx.count("p1"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}

@@ -59,7 +59,9 @@ func (r Record) Live(now time.Time) bool {
 // Implementations: dynamostore.Store, lambdakittest.MemoryStore.
 type Store interface {
 	// Acquire creates rec (status in progress) unless a live record (see
-	// Record.Live at now) holds rec.ID. It reports acquired=true, and a zero
+	// Record.Live at now) holds rec.ID. A live record carrying rec.Lease
+	// is the caller's own, from an earlier attempt of the same call whose
+	// answer was lost; callers treat it as acquired. It reports acquired=true, and a zero
 	// existing Record, when it created rec; otherwise it returns the live
 	// record that holds the ID.
 	Acquire(ctx context.Context, rec Record, now time.Time) (existing Record, acquired bool, err error)
@@ -70,7 +72,9 @@ type Store interface {
 	// nothing.
 	Complete(ctx context.Context, rec Record) error
 	// Release deletes the record if it is still in progress under lease,
-	// so that a retry can run at once. Otherwise it returns ErrLeaseLost.
+	// so that a retry can run at once. A record that no longer exists
+	// counts as released (nil), so that a Release retried after a lost
+	// answer succeeds. Otherwise it returns ErrLeaseLost.
 	Release(ctx context.Context, id, lease string) error
 }
 

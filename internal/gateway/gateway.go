@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,6 +36,10 @@ type Gateway struct {
 	// failNext answers this many requests with 503 before doing anything.
 	failNext int
 	requests int
+	// faultRate is the fraction of requests that fail at random (see
+	// SetFaults); rng draws them.
+	faultRate float64
+	rng       *rand.Rand
 }
 
 type answer struct {
@@ -49,6 +54,28 @@ func (g *Gateway) FailNext(n int) {
 	g.mu.Lock()
 	g.failNext = n
 	g.mu.Unlock()
+}
+
+// SetFaults makes a fraction rate of requests fail with 503 at random,
+// repeatably for a seed: half before anything happens, half after a new
+// charge was made (the answer is lost, as after a timeout). A retry with
+// the same Idempotency-Key then gets the stored answer.
+func (g *Gateway) SetFaults(rate float64, seed uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.faultRate = rate
+	g.rng = rand.New(rand.NewPCG(seed, seed+1))
+}
+
+// drawFault decides a request's fault. Callers hold g.mu.
+func (g *Gateway) drawFault() (before, after bool) {
+	if g.rng == nil || g.rng.Float64() >= g.faultRate {
+		return false, false
+	}
+	if g.rng.IntN(2) == 0 {
+		return true, false
+	}
+	return false, true
 }
 
 // Charges returns every charge made, in order. A retry answered from the
@@ -86,8 +113,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.requests++
-	if g.failNext > 0 {
-		g.failNext--
+	before, lost := g.drawFault()
+	if g.failNext > 0 || before {
+		if g.failNext > 0 {
+			g.failNext--
+		}
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "gateway overloaded, retry later"})
 		return
 	}
@@ -109,6 +139,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.byKey = map[string]answer{}
 	}
 	g.byKey[key] = a
+	if lost {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "upstream timeout"})
+		return
+	}
 	writeRaw(w, a.status, a.body)
 }
 

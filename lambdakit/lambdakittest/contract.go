@@ -188,6 +188,31 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		}
 	})
 
+	t.Run("release of a missing record succeeds", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		if err := s.Release(t.Context(), rec.ID, rec.Lease); err != nil {
+			t.Errorf("got %v; want nil: nothing holds the key", err)
+		}
+		mustAcquire(t, s, rec, base)
+		if err := s.Release(t.Context(), rec.ID, rec.Lease); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(t.Context(), rec.ID, rec.Lease); err != nil {
+			t.Errorf("second Release: got %v; want nil", err)
+		}
+	})
+
+	t.Run("retried acquire returns the caller's own record", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, rec, base)
+		old, ok := acquire(t, s, rec, base)
+		if ok || old.Lease != rec.Lease || old.Status != lambdakit.StatusInProgress {
+			t.Errorf("got %+v, acquired=%v; want the record with the caller's lease", old, ok)
+		}
+	})
+
 	t.Run("complete of an unknown record is refused", func(t *testing.T) {
 		s := newStore(t)
 		rec := newRecord(t, base.Add(time.Minute))

@@ -91,7 +91,10 @@ func (s *MemoryStore) Release(ctx context.Context, id, lease string) error {
 	defer s.mu.Unlock()
 	s.calls.Release++
 	old, ok := s.recs[id]
-	if !ok || old.Lease != lease || old.Status != lambdakit.StatusInProgress {
+	if !ok {
+		return nil // already gone: released
+	}
+	if old.Lease != lease || old.Status != lambdakit.StatusInProgress {
 		return fmt.Errorf("release %s: %w", id, lambdakit.ErrLeaseLost)
 	}
 	delete(s.recs, id)
