@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/lambdakit/lambdakit/internal/childproc"
 )
 
 // ErrNotInstalled means moto_server is not on PATH. Test runs skip
@@ -103,7 +104,7 @@ func start(bin string, port int) (s *Server, early bool, err error) {
 	// moto's output is copied through pipes; without a bound, Wait would
 	// block for as long as any straggling child keeps them open.
 	cmd.WaitDelay = time.Second
-	setProcAttr(cmd)
+	childproc.Setup(cmd)
 	s = &Server{
 		URL:    "http://127.0.0.1:" + strconv.Itoa(port),
 		cmd:    cmd,
@@ -190,15 +191,15 @@ func (s *Server) Stop() {
 		return
 	}
 	s.stopOnce.Do(func() {
-		signalGroup(s.cmd, false)
+		childproc.Signal(s.cmd, false)
 		select {
 		case <-s.exited:
 		case <-time.After(stopTimeout):
-			signalGroup(s.cmd, true)
+			childproc.Signal(s.cmd, true)
 			<-s.exited // SIGKILL cannot be ignored, and WaitDelay bounds the pipes.
 		}
 		// The leader is gone; make sure nothing it started lingers.
-		signalGroup(s.cmd, true)
+		childproc.Signal(s.cmd, true)
 	})
 }
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lambdakit/lambdakit/internal/childproc"
 )
 
 // RunnerOptions configures a Runner. The zero value of each field means its
@@ -239,7 +241,7 @@ func (r *Runner) startEnv(ctx context.Context) (Result, error) {
 	cmd.Stdout, cmd.Stderr = r.opts.Stdout, r.opts.Stderr
 	// Wait must not hang on output pipes that a stray grandchild holds open.
 	cmd.WaitDelay = time.Second
-	setProcAttr(cmd)
+	childproc.Setup(cmd)
 	if err := cmd.Start(); err != nil {
 		_ = srv.Close()
 		return Result{}, fmt.Errorf("runtimeapi: start bootstrap: %w", err)
@@ -298,7 +300,7 @@ func (r *Runner) stopEnv(graceful bool) {
 	r.env = nil
 	if graceful && env.srv.hasExtensions() {
 		env.srv.shutdownExtensions(time.Now().Add(shutdownGrace))
-		signalGroup(env.cmd, false)
+		childproc.Signal(env.cmd, false)
 		select {
 		case <-env.exited:
 		case <-time.After(shutdownGrace):
@@ -306,7 +308,7 @@ func (r *Runner) stopEnv(graceful bool) {
 	}
 	// Even after the bootstrap exited: whatever it started is still in its
 	// group.
-	signalGroup(env.cmd, true)
+	childproc.Signal(env.cmd, true)
 	select {
 	case <-env.exited:
 	case <-time.After(10 * time.Second): // SIGKILL cannot be ignored; this is a guard, not a path

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package runtimeapi
+package childproc
 
 import "syscall"
 

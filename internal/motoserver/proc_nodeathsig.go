@@ -1,9 +1,0 @@
-//go:build unix && !linux
-
-package motoserver
-
-import "syscall"
-
-// setDeathSignal does nothing: only Linux can tie a child's life to its
-// parent's.
-func setDeathSignal(*syscall.SysProcAttr) {}
