@@ -17,16 +17,16 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
-// batchLog is the JSON log of a batch (syncBuffer, from logbuf_test.go),
+// batchLog is the JSON log of a batch,
 // read by message ID.
-type batchLog struct{ syncBuffer }
+type batchLog struct{ lambdakittest.LogBuffer }
 
 // byMessageID returns the failure lines by message ID, and fails the test
 // if a record was logged twice or a line misses its messageId or reason.
 func (l *batchLog) byMessageID(tb testing.TB) map[string]map[string]any {
 	tb.Helper()
 	out := map[string]map[string]any{}
-	for _, line := range l.lines(tb) {
+	for _, line := range l.Lines(tb) {
 		id, _ := line["messageId"].(string)
 		reason, _ := line["reason"].(string)
 		if id == "" || reason == "" {
@@ -55,7 +55,7 @@ func (l *batchLog) reason(tb testing.TB, id string) string {
 // newBatch returns Batch(h) logging to a fresh batchLog.
 func newBatch(h lambdakit.Handler, optFns ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, *batchLog) {
 	log := &batchLog{}
-	withLog := func(o *lambdakit.BatchOptions) { o.Logger = log.logger() }
+	withLog := func(o *lambdakit.BatchOptions) { o.Logger = log.Logger() }
 	return lambdakit.Batch(h, append([]func(*lambdakit.BatchOptions){withLog}, optFns...)...), log
 }
 
@@ -161,7 +161,7 @@ func TestBatchPartialFailure(t *testing.T) {
 		}
 	})
 	t.Run("logs one JSON line per failed record", func(t *testing.T) {
-		lines := log.lines(t)
+		lines := log.Lines(t)
 		if len(lines) != 2 {
 			t.Fatalf("got %d log lines; want 2", len(lines))
 		}
@@ -200,7 +200,7 @@ func TestBatchSuccess(t *testing.T) {
 		if got := len(c.list()); got != 3 {
 			t.Errorf("got %d calls; want 3", got)
 		}
-		if lines := log.lines(t); len(lines) != 0 {
+		if lines := log.Lines(t); len(lines) != 0 {
 			t.Errorf("got log lines %v; want none", lines)
 		}
 	})
@@ -216,7 +216,7 @@ func TestBatchSuccess(t *testing.T) {
 			if got := c.list(); len(got) != 0 {
 				t.Errorf("got calls %q; want none", got)
 			}
-			if lines := log.lines(t); len(lines) != 0 {
+			if lines := log.Lines(t); len(lines) != 0 {
 				t.Errorf("got log lines %v; want none", lines)
 			}
 		}
@@ -249,7 +249,7 @@ func TestBatchPanic(t *testing.T) {
 		}
 	})
 	t.Run("log line carries the panic value and a stack", func(t *testing.T) {
-		lines := log.lines(t)
+		lines := log.Lines(t)
 		if len(lines) != 1 {
 			t.Fatalf("got %d log lines; want 1", len(lines))
 		}
@@ -337,7 +337,7 @@ func TestBatchItemIdentifiers(t *testing.T) {
 			}
 		}
 		wantFailed(t, resp, other.MessageId)
-		if lines := log.lines(t); len(lines) != 2 {
+		if lines := log.Lines(t); len(lines) != 2 {
 			t.Errorf("got %d log lines; want 2, one per failed record", len(lines))
 		}
 	})
@@ -365,7 +365,7 @@ func TestBatchItemIdentifiers(t *testing.T) {
 		if got := len(c.list()); got != 3 {
 			t.Errorf("got %d calls; want 3", got)
 		}
-		if lines := log.lines(t); len(lines) != 2 {
+		if lines := log.Lines(t); len(lines) != 2 {
 			t.Errorf("got %d log lines; want 2, one per failed record", len(lines))
 		}
 	})
@@ -482,7 +482,7 @@ func TestBatchConcurrency(t *testing.T) {
 		}
 		wantFailed(t, resp)
 		if got := fl.max.Load(); got != n {
-			t.Errorf("got at most %d records in flight; want %d; log: %v", got, n, log.lines(t))
+			t.Errorf("got at most %d records in flight; want %d; log: %v", got, n, log.Lines(t))
 		}
 	})
 }
@@ -579,7 +579,7 @@ func TestBatchFIFO(t *testing.T) {
 				t.Errorf("record %s: got messageGroupId %v; want A", m.Body, got)
 			}
 		}
-		if lines := log.lines(t); len(lines) != 3 {
+		if lines := log.Lines(t); len(lines) != 3 {
 			t.Errorf("got %d log lines; want 3", len(lines))
 		}
 	})
@@ -611,7 +611,7 @@ func TestBatchFIFO(t *testing.T) {
 			t.Errorf("got error %v; want nil", err)
 		}
 		wantFailed(t, resp)
-		if lines := log.lines(t); len(lines) != 0 {
+		if lines := log.Lines(t); len(lines) != 0 {
 			t.Errorf("got log lines %v; want none", lines)
 		}
 	})
@@ -678,7 +678,7 @@ func TestBatchFIFOStopOnFirstFailure(t *testing.T) {
 				t.Errorf("record %s: got reason %q; want %q", m.Body, got, want)
 			}
 		}
-		if lines := log.lines(t); len(lines) != 4 {
+		if lines := log.Lines(t); len(lines) != 4 {
 			t.Errorf("got %d log lines; want 4", len(lines))
 		}
 	})
@@ -732,7 +732,7 @@ func TestBatchDeadlineGuard(t *testing.T) {
 					t.Errorf("record %s: got reason %q; want %q", m.Body, got, want)
 				}
 			}
-			if lines := log.lines(t); len(lines) != 3 {
+			if lines := log.Lines(t); len(lines) != 3 {
 				t.Errorf("got %d log lines; want 3", len(lines))
 			}
 		})
@@ -780,7 +780,7 @@ func TestBatchDeadlineGuard(t *testing.T) {
 			if got, want := log.reason(t, late.MessageId), lambdakit.ErrNotStarted.Error(); got != want {
 				t.Errorf("late record: got reason %q; want %q", got, want)
 			}
-			linesAtAnswer := len(log.lines(t))
+			linesAtAnswer := len(log.Lines(t))
 			if stuckReturned.Load() {
 				t.Fatal("stuck handler returned before release; want it blocked")
 			}
@@ -792,7 +792,7 @@ func TestBatchDeadlineGuard(t *testing.T) {
 			if !stuckReturned.Load() {
 				t.Error("stuck handler still blocked after release; want it returned")
 			}
-			if got := len(log.lines(t)); got != linesAtAnswer {
+			if got := len(log.Lines(t)); got != linesAtAnswer {
 				t.Errorf("got %d log lines after the late result; want %d as at the answer", got, linesAtAnswer)
 			}
 			if got, want := c.list(), []string{"quick", "stuck"}; !slices.Equal(got, want) {
@@ -814,7 +814,7 @@ func TestBatchDeadlineGuard(t *testing.T) {
 			}
 			wantFailed(t, resp)
 			if got := len(c.list()); got != 3 {
-				t.Errorf("got %d calls; want 3; log: %v", got, log.lines(t))
+				t.Errorf("got %d calls; want 3; log: %v", got, log.Lines(t))
 			}
 		})
 	})
@@ -886,7 +886,7 @@ func TestBatchRecordContext(t *testing.T) {
 		msgs := []events.SQSMessage{lambdakittest.Message("a"), lambdakittest.Message("b")}
 		resp, err := fn(ctx, lambdakittest.Event(msgs...))
 		if err != nil {
-			t.Errorf("got error %v; want nil; log: %v", err, log.lines(t))
+			t.Errorf("got error %v; want nil; log: %v", err, log.Lines(t))
 		}
 		wantFailed(t, resp)
 		for _, m := range msgs {

@@ -162,14 +162,14 @@ func (s stealingStore) Complete(ctx context.Context, rec lambdakit.Record) error
 }
 
 func TestIdempotentLostLeaseFailsAndLogs(t *testing.T) {
-	var logs syncBuffer
+	var logs lambdakittest.LogBuffer
 	h := lambdakit.Idempotent(stealingStore{&lambdakittest.MemoryStore{}}, lambdakit.KeyFromField("payment_id"),
-		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.logger() })(charger(&effects{}))
+		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.Logger() })(charger(&effects{}))
 	_, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 1)))
 	if !errors.Is(err, lambdakit.ErrLeaseLost) {
 		t.Fatalf("got %v; want ErrLeaseLost", err)
 	}
-	lines := logs.lines(t)
+	lines := logs.Lines(t)
 	if len(lines) != 1 || lines[0]["msg"] != "idempotency: lease lost" || lines[0]["level"] != "ERROR" {
 		t.Errorf("got log lines %v; want one ERROR line about the lost lease", lines)
 	}

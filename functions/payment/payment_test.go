@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -33,12 +34,12 @@ type fixture struct {
 	gw      *gateway.Gateway
 	cfg     config
 	handler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
-	logs    *logBuffer
+	logs    *lambdakittest.LogBuffer
 }
 
 func setup(tb testing.TB, gatewayHandler http.Handler) *fixture {
 	tb.Helper()
-	f := &fixture{calls: &testenv.Counter{}, gw: &gateway.Gateway{}, logs: &logBuffer{}}
+	f := &fixture{calls: &testenv.Counter{}, gw: &gateway.Gateway{}, logs: &lambdakittest.LogBuffer{}}
 	if gatewayHandler == nil {
 		gatewayHandler = f.gw
 	}
@@ -208,7 +209,7 @@ func TestPaymentGatewayAnswers(t *testing.T) {
 			if failed := f.run(t, msg); !failed[msg.MessageId] {
 				t.Fatal("got success; want the record to fail")
 			}
-			line := f.logs.find(t, "record failed")
+			line := findLog(t, f.logs, "record failed")
 			if !strings.Contains(line, c.want.Error()) {
 				t.Errorf("got log %s; want reason %q", line, c.want)
 			}
@@ -236,7 +237,7 @@ func TestPaymentGatewayAnswers(t *testing.T) {
 		if failed := f.run(t, msg); !failed[msg.MessageId] {
 			t.Fatal("got success; want the record to fail")
 		}
-		if line := f.logs.find(t, "record failed"); !strings.Contains(line, ErrGatewayTransient.Error()) {
+		if line := findLog(t, f.logs, "record failed"); !strings.Contains(line, ErrGatewayTransient.Error()) {
 			t.Errorf("got log %s; want a transient failure", line)
 		}
 	})
@@ -290,7 +291,7 @@ func TestPaymentInvalidBodiesFailBeforeAnyCall(t *testing.T) {
 	f := setup(t, nil)
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			f.logs.reset()
+			f.logs.Reset()
 			f.calls.Reset()
 			msg := lambdakittest.Message(c.body)
 			ok := lambdakittest.Message(body("pay_ok_"+strings.ReplaceAll(name, " ", "_"), "cus_1", 1))
@@ -298,7 +299,7 @@ func TestPaymentInvalidBodiesFailBeforeAnyCall(t *testing.T) {
 			if !failed[msg.MessageId] || failed[ok.MessageId] {
 				t.Fatalf("got failures %v; want only the invalid record", failed)
 			}
-			if line := f.logs.find(t, "record failed"); !strings.Contains(line, c.rule) || !strings.Contains(line, msg.MessageId) {
+			if line := findLog(t, f.logs, "record failed"); !strings.Contains(line, c.rule) || !strings.Contains(line, msg.MessageId) {
 				t.Errorf("got log %s; want the rule %q and the messageId", line, c.rule)
 			}
 			if n := f.calls.Total(); n != 2 { // the valid record's lock and completion
@@ -387,41 +388,18 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
-// logBuffer collects the function's JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
-}
-
-// find returns the one line whose msg is msg.
-func (b *logBuffer) find(tb testing.TB, msg string) string {
+// findLog returns the one log line whose msg is msg, as JSON text.
+func findLog(tb testing.TB, logs *lambdakittest.LogBuffer, msg string) string {
 	tb.Helper()
 	var found []string
-	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.Contains(line, `"msg":"`+msg+`"`) {
-			found = append(found, line)
+	for _, l := range logs.Lines(tb) {
+		if l["msg"] == msg {
+			b, _ := json.Marshal(l)
+			found = append(found, string(b))
 		}
 	}
 	if len(found) != 1 {
-		tb.Fatalf("got %d %q log lines in %s; want 1", len(found), msg, b.String())
+		tb.Fatalf("got %d %q log lines in %s; want 1", len(found), msg, logs.String())
 	}
 	return found[0]
 }
