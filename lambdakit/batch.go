@@ -286,7 +286,7 @@ func (b *batch) logFailure(ctx context.Context, msg *events.SQSMessage, err erro
 	if g := msg.Attributes["MessageGroupId"]; g != "" {
 		attrs = append(attrs, slog.String("messageGroupId", g))
 	}
-	if pe, ok := errors.AsType[*PanicError](err); ok {
+	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}
 	b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed", attrs...)

@@ -278,9 +278,9 @@ func TestPanicError(t *testing.T) {
 	boom := errors.New("boom")
 	t.Run("found with errors.As and unwraps to an error value", func(t *testing.T) {
 		err := fmt.Errorf("record m-1: %w", &lambdakit.PanicError{Value: boom, Stack: []byte("goroutine 1")})
-		pe, ok := errors.AsType[*lambdakit.PanicError](err)
-		if !ok || pe.Value != boom {
-			t.Fatalf("got %v, %v; want the PanicError with value boom", pe, ok)
+		var pe *lambdakit.PanicError
+		if ok := errors.As(err, &pe); !ok || pe.Value != boom {
+			t.Fatalf("got %v; want the PanicError with value boom", pe)
 		}
 		if !errors.Is(err, boom) {
 			t.Errorf("errors.Is(%v, boom) = false; want true", err)

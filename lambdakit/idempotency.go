@@ -296,13 +296,25 @@ func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Rec
 
 // logLeaseError logs a lost lease loudly: another owner took the work over,
 // which means a lease (the invocation deadline) was too short or clocks
-// disagree. Other store errors are left to the batch adapter's log line.
+// disagree. The line is also a CloudWatch metric (LeaseLost, namespace
+// lambdakit, by prefix) in the Embedded Metric Format, so that an alarm can
+// watch it without any API call. Other store errors are left to the batch
+// adapter's log line.
 func (m *idempotent) logLeaseError(ctx context.Context, msg *events.SQSMessage, id, op string, err error) {
 	if !errors.Is(err, ErrLeaseLost) {
 		return
 	}
 	m.opts.Logger.LogAttrs(ctx, slog.LevelError, "idempotency: lease lost",
-		slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("op", op))
+		slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("op", op),
+		slog.String("prefix", m.opts.Prefix), slog.Int("LeaseLost", 1),
+		slog.Any("_aws", map[string]any{
+			"Timestamp": m.opts.Now().UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  "lambdakit",
+				"Dimensions": [][]string{{"prefix"}},
+				"Metrics":    []any{map[string]string{"Name": "LeaseLost", "Unit": "Count"}},
+			}},
+		}))
 }
 
 func (m *idempotent) recordID(key string) string {

@@ -2,6 +2,7 @@ package lambdakit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -171,7 +172,21 @@ func TestIdempotentLostLeaseFailsAndLogs(t *testing.T) {
 	}
 	lines := logs.Lines(t)
 	if len(lines) != 1 || lines[0]["msg"] != "idempotency: lease lost" || lines[0]["level"] != "ERROR" {
-		t.Errorf("got log lines %v; want one ERROR line about the lost lease", lines)
+		t.Fatalf("got log lines %v; want one ERROR line about the lost lease", lines)
+	}
+	// The line is a CloudWatch metric in the Embedded Metric Format.
+	emf, _ := json.Marshal(lines[0]["_aws"])
+	var metric struct {
+		CloudWatchMetrics []struct {
+			Namespace  string
+			Dimensions [][]string
+			Metrics    []struct{ Name, Unit string }
+		}
+	}
+	if err := json.Unmarshal(emf, &metric); err != nil || len(metric.CloudWatchMetrics) != 1 ||
+		metric.CloudWatchMetrics[0].Namespace != "lambdakit" || metric.CloudWatchMetrics[0].Metrics[0].Name != "LeaseLost" ||
+		lines[0]["LeaseLost"] != float64(1) || lines[0]["prefix"] == nil {
+		t.Errorf("got _aws %s and line %v; want an EMF LeaseLost count by prefix", emf, lines[0])
 	}
 }
 

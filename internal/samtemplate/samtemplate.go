@@ -104,7 +104,7 @@ func (t Table) Create(ctx context.Context, db API, name string) error {
 			AttributeName: aws.String(k.AttributeName), KeyType: types.KeyType(k.KeyType)})
 	}
 	if _, err := db.CreateTable(ctx, in); err != nil {
-		if _, exists := errors.AsType[*types.ResourceInUseException](err); exists {
+		if inUse := (*types.ResourceInUseException)(nil); errors.As(err, &inUse) {
 			return nil
 		}
 		return fmt.Errorf("samtemplate: create %s (%s): %w", name, t.LogicalID, err)
