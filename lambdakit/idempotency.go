@@ -159,9 +159,7 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		}
 		return m.replay(ctx, msg, f.rec, validation)
 	}
-	// run turns handler panics into errors, so leave always runs and
-	// waiters are never stranded.
-	result, rec, duplicate, err := m.run(ctx, msg, id, validation, now)
+	result, rec, duplicate, err := m.runGuarded(ctx, msg, id, validation, now)
 	m.leave(id, f, rec, err)
 	if duplicate {
 		return m.replay(ctx, msg, rec, validation)
@@ -196,6 +194,17 @@ func (m *idempotent) leave(id string, f *flight, rec Record, err error) {
 	}
 }
 
+// runGuarded is run with any panic, of the handler or of the store, turned
+// into an error, so that leave always runs and waiters are never stranded.
+func (m *idempotent) runGuarded(ctx context.Context, msg *events.SQSMessage, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			result, rec, duplicate, err = nil, Record{}, false, newPanicError(p)
+		}
+	}()
+	return m.run(ctx, msg, id, validation, now)
+}
+
 // run acquires the record, runs the handler and completes or releases the
 // record. It returns the handler's result and the record as stored; when the
 // key was completed before, duplicate is true and rec is the stored record.
@@ -204,10 +213,16 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	if !ok {
 		deadline = now.Add(m.opts.LeaseWithoutDeadline)
 	}
+	// The record must not expire while its owner may still be running,
+	// whatever the TTL.
+	expiration := now.Add(m.opts.TTL)
+	if deadline.After(expiration) {
+		expiration = deadline
+	}
 	rec = Record{
 		ID:                   id,
 		Status:               StatusInProgress,
-		Expiration:           now.Add(m.opts.TTL),
+		Expiration:           expiration,
 		InProgressExpiration: deadline,
 		Validation:           validation,
 		Lease:                newLease(),
@@ -215,6 +230,12 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	existing, acquired, err := m.store.Acquire(ctx, rec, now)
 	switch {
 	case err != nil:
+		// The put may have landed though its answer did not: free the
+		// key if it holds our lease, so that a retry need not wait for
+		// the lease to end. Release leaves anyone else's record alone.
+		if rerr := m.store.Release(context.WithoutCancel(ctx), id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+			err = errors.Join(err, rerr)
+		}
 		return nil, Record{}, false, err
 	case acquired:
 	case existing.Lease == rec.Lease && existing.Status == StatusInProgress:

@@ -302,3 +302,101 @@ func TestIdempotentRetriedAcquireKeepsTheLock(t *testing.T) {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }
+
+// panickyStore panics in its first Acquire (a buggy custom Store, or a
+// panic inside an SDK call); later calls go to the memory store.
+type panickyStore struct {
+	*lambdakittest.MemoryStore
+	calls atomic.Int32
+}
+
+func (s *panickyStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+	if s.calls.Add(1) == 1 {
+		panic("store exploded")
+	}
+	return s.MemoryStore.Acquire(ctx, rec, now)
+}
+
+// A panic in the store fails the record like any error, and leaves nothing
+// behind: a later message with the same key in this container is not left
+// waiting for a flight that never ends.
+func TestIdempotentStorePanicFailsTheRecordOnly(t *testing.T) {
+	store := &panickyStore{MemoryStore: &lambdakittest.MemoryStore{}}
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet)(lambdakit.HandlerFunc(
+		func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) { return nil, nil }))
+
+	msg := lambdakittest.Message(`{"payment_id":"p1"}`)
+	var pe *lambdakit.PanicError
+	if _, err := h.Handle(context.Background(), &msg); !errors.As(err, &pe) || pe.Value != "store exploded" {
+		t.Fatalf("got %v; want a PanicError from the store", err)
+	}
+
+	// The store works again. A redelivery in the same container should reach it.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	again := lambdakittest.Redelivery(msg)
+	start := time.Now()
+	_, err := h.Handle(ctx, &again)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("redelivery blocked %v on a flight stranded by the earlier panic, then failed: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	if err != nil {
+		t.Fatalf("redelivery: %v", err)
+	}
+}
+
+// lostAnswerStore takes the lock on Acquire but reports an error, as when
+// the put's answer is lost on every attempt.
+type lostAnswerStore struct{ *lambdakittest.MemoryStore }
+
+func (s lostAnswerStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+	if _, _, err := s.MemoryStore.Acquire(ctx, rec, now); err != nil {
+		return lambdakit.Record{}, false, err
+	}
+	return lambdakit.Record{}, false, errors.New("answer lost")
+}
+
+func TestIdempotentFailedAcquireFreesItsOwnLock(t *testing.T) {
+	mem := &lambdakittest.MemoryStore{}
+	fx := &effects{}
+	msg := lambdakittest.Message(paymentBody("p1", 1))
+	if _, err := handle(t, idempotent(lostAnswerStore{mem}, charger(fx)), msg); err == nil {
+		t.Fatal("got success; want the acquire error")
+	}
+	// Another container retries at once: the key must not be held until
+	// the first one's lease ends.
+	if _, err := handle(t, idempotent(mem, charger(fx)), lambdakittest.Redelivery(msg)); err != nil {
+		t.Fatalf("retry: got %v; want the lock freed by the failed acquire", err)
+	}
+	if c := fx.count("p1"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}
+
+func TestIdempotentRecordOutlivesAShortTTLWhileRunning(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	now := time.Now()
+	msg := lambdakittest.Message(paymentBody("p1", 1))
+	var during error
+	h := idempotent(store, lambdakit.HandlerFunc(func(ctx context.Context, m *events.SQSMessage) ([]byte, error) {
+		// While this runs, another container sees the message 2 s later:
+		// past the 1 s TTL, before the 1 min lease ends.
+		other := idempotent(store, noop, func(o *lambdakit.IdempotencyOptions) {
+			o.TTL = time.Second
+			o.Now = func() time.Time { return now.Add(2 * time.Second) }
+		})
+		_, during = handle(t, other, lambdakittest.Redelivery(msg))
+		return nil, nil
+	}), func(o *lambdakit.IdempotencyOptions) {
+		o.TTL = time.Second
+		o.Now = func() time.Time { return now }
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(time.Minute))
+	defer cancel()
+	if _, err := h.Handle(ctx, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(during, lambdakit.ErrInProgress) {
+		t.Errorf("second container while the first runs: got %v; want ErrInProgress", during)
+	}
+}

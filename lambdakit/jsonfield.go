@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 )
 
 var (
@@ -11,6 +12,9 @@ var (
 	errNoField = errors.New("field not found")
 	// errInvalidJSON means the document is not one valid JSON value.
 	errInvalidJSON = errors.New("not valid JSON")
+	// errAmbiguousField means the object has a member whose name differs
+	// from the field's only in case.
+	errAmbiguousField = errors.New("another member has the same name in other case")
 )
 
 // maxDepth is how deeply arrays and objects may nest, as in encoding/json.
@@ -21,6 +25,11 @@ const maxDepth = 10000
 // into maps it makes one pass that both validates the document (the same
 // documents json.Valid accepts) and finds the member, without allocating.
 // Like encoding/json, it takes the last of several members with one name.
+//
+// A member whose name equals the field's but for case is refused
+// (errAmbiguousField): encoding/json decodes it into a struct field of that
+// name, a map keeps it apart, so the key could name one payment while the
+// handler processes another.
 func jsonField(body []byte, path []string) ([]byte, error) {
 	v := body
 	for _, name := range path {
@@ -40,21 +49,32 @@ func jsonField(body []byte, path []string) ([]byte, error) {
 func member(doc []byte, name string) ([]byte, error) {
 	s := scanner{b: doc}
 	s.space()
-	var found []byte
+	look := lookup{name: name}
 	var ok bool
 	if s.peek() == '{' {
-		ok = s.object(name, &found)
+		ok = s.object(&look)
 	} else {
 		ok = s.value()
 	}
 	s.space()
-	if !ok || s.i != len(s.b) {
+	switch {
+	case !ok || s.i != len(s.b):
 		return nil, errInvalidJSON
-	}
-	if found == nil {
+	case look.variant:
+		return nil, errAmbiguousField
+	case look.found == nil:
 		return nil, errNoField
 	}
-	return found, nil
+	return look.found, nil
+}
+
+// lookup is what object looks for in the members of an object: the raw value
+// of the last member called name, and whether a member's name differs from
+// name only in case.
+type lookup struct {
+	name    string
+	found   []byte
+	variant bool
 }
 
 // scanner validates JSON text (RFC 8259) from position i.
@@ -87,7 +107,7 @@ func (s *scanner) value() bool {
 	s.space()
 	switch c := s.peek(); {
 	case c == '{':
-		return s.object("", nil)
+		return s.object(nil)
 	case c == '[':
 		return s.array()
 	case c == '"':
@@ -99,9 +119,8 @@ func (s *scanner) value() bool {
 	}
 }
 
-// object scans an object; when found is not nil, it records the raw value of
-// the last member called name.
-func (s *scanner) object(name string, found *[]byte) bool {
+// object scans an object; when look is not nil, it records what look asks.
+func (s *scanner) object(look *lookup) bool {
 	if s.depth++; s.depth > maxDepth {
 		return false
 	}
@@ -129,8 +148,13 @@ func (s *scanner) object(name string, found *[]byte) bool {
 		if !s.value() {
 			return false
 		}
-		if found != nil && keyEquals(key, name) {
-			*found = s.b[vstart:s.i]
+		if look != nil {
+			switch exact, folded := keyMatches(key, look.name); {
+			case exact:
+				look.found = s.b[vstart:s.i]
+			case folded:
+				look.variant = true
+			}
 		}
 		s.space()
 		switch s.peek() {
@@ -261,15 +285,52 @@ func (s *scanner) literal(word string) bool {
 	return false
 }
 
-// keyEquals compares a quoted JSON string with name. Only keys with escapes
-// need decoding.
-func keyEquals(quoted []byte, name string) bool {
+// keyMatches compares a quoted JSON string with name, exactly and ignoring
+// case as encoding/json does. It runs for every member on the way to a key,
+// so the common case (no escapes, ASCII) allocates nothing.
+func keyMatches(quoted []byte, name string) (exact, folded bool) {
 	raw := quoted[1 : len(quoted)-1]
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == name
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		var key string
+		if json.Unmarshal(quoted, &key) != nil {
+			return false, false
+		}
+		return key == name, key != name && strings.EqualFold(key, name)
 	}
-	var s string
-	return json.Unmarshal(quoted, &s) == nil && s == name
+	if string(raw) == name {
+		return true, false
+	}
+	if isASCII(raw) && isASCII([]byte(name)) {
+		return false, len(raw) == len(name) && asciiEqualFold(raw, name)
+	}
+	// Unicode folding can match names of different lengths (K and the
+	// Kelvin sign).
+	return false, strings.EqualFold(string(raw), name)
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	for i, c := range b {
+		d := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
 }
 
 // scalarString turns a raw JSON scalar into the string a key is made of:

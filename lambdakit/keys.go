@@ -22,7 +22,11 @@ type KeyFunc func(msg *events.SQSMessage) (string, error)
 // KeyFromField returns a KeyFunc that reads the field at path in the JSON
 // body: a field name, or dot-separated names for nested objects
 // ("order.id"). String values are used as they are; numbers and booleans as
-// written in the body. A missing, null or empty field means no key.
+// written in the body. A missing, null or empty field means no key, and so
+// does a body that also carries the field's name in other case
+// ("PAYMENT_ID" beside "payment_id"): encoding/json would decode that one
+// into a struct, so the key could name another payment than the handler
+// processes.
 func KeyFromField(path string) KeyFunc {
 	p := splitPath(path)
 	return func(msg *events.SQSMessage) (string, error) {
@@ -121,6 +125,8 @@ func PayloadFields(paths ...string) PayloadFunc {
 			switch {
 			case errors.Is(err, errInvalidJSON):
 				return "", fmt.Errorf("lambdakit: payload fields: body is not valid JSON")
+			case errors.Is(err, errAmbiguousField):
+				return "", fmt.Errorf("lambdakit: payload field %q is ambiguous: %v", paths[i], err)
 			case err != nil:
 				v = []byte("null")
 			}
@@ -143,6 +149,8 @@ func fieldString(msg *events.SQSMessage, path string, p []string) (string, error
 	switch {
 	case errors.Is(err, errInvalidJSON):
 		return "", fmt.Errorf("%w: body is not valid JSON", ErrNoKey)
+	case errors.Is(err, errAmbiguousField):
+		return "", fmt.Errorf("%w: field %q is ambiguous: %v", ErrNoKey, path, err)
 	case err != nil:
 		return "", fmt.Errorf("%w: field %q missing or null", ErrNoKey, path)
 	}

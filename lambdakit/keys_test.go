@@ -362,12 +362,16 @@ func FuzzKeyFromField(f *testing.F) {
 			}
 			return
 		}
+		// A member named like the field but for case makes it ambiguous:
+		// no key (see KeyFromField).
 		wantTop, okTop := keyFromDecoded(m["a"])
+		okTop = okTop && !hasCaseVariant(m, "a")
 		checkFuzzKey(t, body, "a", gotTop, errTop, wantTop, okTop)
 		var wantNested string
 		var okNested bool
-		if inner, ok := m["a"].(map[string]any); ok {
+		if inner, ok := m["a"].(map[string]any); ok && !hasCaseVariant(m, "a") {
 			wantNested, okNested = keyFromDecoded(inner["b"])
+			okNested = okNested && !hasCaseVariant(inner, "b")
 		}
 		checkFuzzKey(t, body, "a.b", gotNested, errNested, wantNested, okNested)
 	})
@@ -385,6 +389,15 @@ func keyFromDecoded(v any) (string, bool) {
 	default: // missing, null, object, array
 		return "", false
 	}
+}
+
+func hasCaseVariant(m map[string]any, name string) bool {
+	for k := range m {
+		if k != name && strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkFuzzKey(tb testing.TB, body, path, got string, err error, want string, ok bool) {
@@ -425,4 +438,40 @@ func TestKeyFromFieldAgreesWithJSONValid(t *testing.T) {
 			t.Errorf("%s: not valid JSON; got %q, %v; want ErrNoKey", name, got, err)
 		}
 	}
+}
+
+func TestKeyFromFieldRefusesNamesThatDifferOnlyInCase(t *testing.T) {
+	cases := map[string]string{
+		"upper-case twin after":  `{"payment_id":"p1","PAYMENT_ID":"p2"}`,
+		"mixed-case twin before": `{"Payment_Id":"p2","payment_id":"p1"}`,
+		"only a variant":         `{"PAYMENT_ID":"p2"}`,
+		"escaped variant":        `{"payment_id":"p1","\u0050AYMENT_ID":"p2"}`,
+		"Kelvin sign variant":    `{"k":"p1","\u212a":"p2"}`,
+		"nested variant":         `{"order":{"id":"o1","ID":"o2"}}`,
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := "payment_id"
+			switch {
+			case strings.Contains(body, `"k"`):
+				path = "k"
+			case strings.Contains(body, "order"):
+				path = "order.id"
+			}
+			msg := lambdakittest.Message(body)
+			got, err := lambdakit.KeyFromField(path)(&msg)
+			if !errors.Is(err, lambdakit.ErrNoKey) {
+				t.Errorf("got %q, %v; want ErrNoKey: the decoders disagree on which member counts", got, err)
+			}
+			if _, err := lambdakit.PayloadFields(path)(&msg); err == nil {
+				t.Error("PayloadFields: got nil error; want the ambiguity refused")
+			}
+		})
+	}
+	t.Run("other fields may differ in case from each other", func(t *testing.T) {
+		msg := lambdakittest.Message(`{"payment_id":"p1","Amount":5,"AMOUNT_CENTS":500}`)
+		if got, err := lambdakit.KeyFromField("payment_id")(&msg); err != nil || got != "p1" {
+			t.Errorf("got %q, %v; want p1", got, err)
+		}
+	})
 }

@@ -403,3 +403,30 @@ func findLog(tb testing.TB, logs *lambdakittest.LogBuffer, msg string) string {
 	}
 	return found[0]
 }
+
+// A body that names a field twice, in different case, could be locked under
+// one payment and charged as another (encoding/json decodes the variant
+// into the struct). It fails before any lock or charge; the genuine payment
+// is charged later as usual.
+func TestPaymentFieldNamedTwiceInOtherCaseFails(t *testing.T) {
+	f := setup(t, nil)
+	for _, tricky := range []string{
+		`{"payment_id":"pay_1","order_id":"ord_1","customer_id":"cus_1","amount":100,"currency":"EUR","PAYMENT_ID":"pay_2"}`,
+		`{"payment_id":"pay_1","order_id":"ord_1","customer_id":"cus_1","amount":100,"currency":"EUR","AMOUNT":999999}`,
+	} {
+		msg := lambdakittest.Message(tricky)
+		if failed := f.run(t, msg); !failed[msg.MessageId] {
+			t.Errorf("%s: got success; want the record to fail", tricky)
+		}
+	}
+	if n := f.gw.Requests(); n != 0 {
+		t.Errorf("got %d gateway requests; want none", n)
+	}
+	genuine := lambdakittest.Message(body("pay_1", "cus_1", 100))
+	if failed := f.run(t, genuine); len(failed) != 0 {
+		t.Fatalf("genuine payment: got failures %v", failed)
+	}
+	if c := f.gw.Charges(); len(c) != 1 || c[0].PaymentID != "pay_1" || c[0].Amount != 100 {
+		t.Errorf("got charges %+v; want pay_1 once, 100", c)
+	}
+}
