@@ -7,6 +7,7 @@ EVENT     ?= events/payments-new.json
 # Integration tests and the demo need moto_server (DynamoDB and SQS on one
 # loopback port). It is on the development image; elsewhere it comes from pip.
 MOTO      := $(shell command -v moto_server 2>/dev/null)
+CFN_LINT  := $(shell command -v cfn-lint 2>/dev/null)
 
 export AWS_EC2_METADATA_DISABLED := true
 
@@ -32,6 +33,9 @@ test: deps
 
 ## lint: go vet, gofmt and cfn-lint on the SAM template
 lint:
+ifeq ($(CFN_LINT),)
+	python3 -m pip install --quiet cfn-lint
+endif
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt: not formatted: $$out" >&2; exit 1; fi
