@@ -99,7 +99,7 @@ func (o *outcomes) set(i int, err error) {
 func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEventResponse, error) {
 	recs := event.Records
 	if len(recs) == 0 {
-		return events.SQSEventResponse{}, nil
+		return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}, nil
 	}
 	out := &outcomes{errs: make([]error, len(recs)), started: make([]bool, len(recs)), done: make([]bool, len(recs))}
 
