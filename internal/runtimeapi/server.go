@@ -436,28 +436,38 @@ func (s *Server) handleNext(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(inv.event) // a runtime that hung up finds out on its own; the deadline ends the invocation
 }
 
-// readBody reads a posted body up to Lambda's limit; too large reports
-// whether the body went past it.
-func readBody(r *http.Request) (body []byte, tooLarge bool, err error) {
-	body, err = io.ReadAll(io.LimitReader(r.Body, maxResponseBytes+1))
+// readBody reads a posted body up to Lambda's limit; tooLarge reports
+// whether the body went past it. When the body cannot be read, readBody
+// answers 400 itself and returns ok false.
+func readBody(w http.ResponseWriter, r *http.Request) (body []byte, tooLarge, ok bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxResponseBytes+1))
 	if err != nil {
-		return nil, false, err
+		writeError(w, http.StatusBadRequest, "InvalidRequest", "cannot read the body: "+err.Error())
+		return nil, false, false
 	}
-	return body, len(body) > maxResponseBytes, nil
+	return body, len(body) > maxResponseBytes, true
+}
+
+// inflightLocked returns the invocation the request's path names, or
+// answers 400 as Lambda does and returns nil. Callers hold s.mu.
+func (s *Server) inflightLocked(w http.ResponseWriter, r *http.Request) *invocation {
+	inv := s.inflight[r.PathValue("id")]
+	if inv == nil {
+		writeError(w, http.StatusBadRequest, "InvalidRequestID", "Invalid request ID")
+	}
+	return inv
 }
 
 // handleResponse records a function's response.
 func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
-	body, tooLarge, err := readBody(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "InvalidRequest", "cannot read the body: "+err.Error())
+	body, tooLarge, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	inv := s.inflight[r.PathValue("id")]
+	inv := s.inflightLocked(w, r)
 	if inv == nil {
-		writeError(w, http.StatusBadRequest, "InvalidRequestID", "Invalid request ID")
 		return
 	}
 	var res Result
@@ -486,16 +496,14 @@ func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
 
 // handleError records a function error.
 func (s *Server) handleError(w http.ResponseWriter, r *http.Request) {
-	body, tooLarge, err := readBody(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "InvalidRequest", "cannot read the body: "+err.Error())
+	body, tooLarge, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	inv := s.inflight[r.PathValue("id")]
+	inv := s.inflightLocked(w, r)
 	if inv == nil {
-		writeError(w, http.StatusBadRequest, "InvalidRequestID", "Invalid request ID")
 		return
 	}
 	if tooLarge {
@@ -509,9 +517,8 @@ func (s *Server) handleError(w http.ResponseWriter, r *http.Request) {
 // handleInitError records an init error; every queued event and every later
 // one fails with it, since the runtime will never take them.
 func (s *Server) handleInitError(w http.ResponseWriter, r *http.Request) {
-	body, _, err := readBody(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "InvalidRequest", "cannot read the body: "+err.Error())
+	body, _, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
