@@ -93,12 +93,14 @@ type payments struct {
 	logger  *slog.Logger
 }
 
-// Handle implements lambdakit.Handler, behind validation and idempotency.
+// Handle implements lambdakit.Handler, behind validation and idempotency:
+// it charges the payment that validate decoded.
 func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
-	p, amount, err := parsePayment(msg.Body)
-	if err != nil {
-		return nil, err // validate ran first; this only guards the decode
+	v, ok := ctx.Value(validKey{}).(valid)
+	if !ok {
+		return nil, errors.New("payment: Handle must run behind validate")
 	}
+	p, amount := v.payment, v.amount
 	out, err := s.gateway.charge(ctx, p, amount)
 	if err != nil {
 		return nil, err
@@ -139,14 +141,24 @@ func (s *payments) ledgerPut(p Payment, amount int64, out Outcome) types.Transac
 	return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: item}}
 }
 
+// valid is a payment that passed validate, handed down to Handle so that
+// each body is decoded once.
+type valid struct {
+	payment Payment
+	amount  int64
+}
+
+type validKey struct{}
+
 // validate fails records whose body breaks the message rules before they
 // take an idempotency lock: they can never succeed.
 func validate(next lambdakit.Handler) lambdakit.Handler {
 	return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
-		if _, _, err := parsePayment(msg.Body); err != nil {
+		p, amount, err := parsePayment(msg.Body)
+		if err != nil {
 			return nil, err
 		}
-		return next.Handle(ctx, msg)
+		return next.Handle(context.WithValue(ctx, validKey{}, valid{p, amount}), msg)
 	})
 }
 
