@@ -29,7 +29,7 @@ type IdempotencyOptions struct {
 	// from the dead-letter queue (retention up to 14 days).
 	TTL time.Duration
 	// Payload selects what must match between messages with one key.
-	// Default PayloadBody. Set DisableValidation to skip the check.
+	// Default (nil) PayloadBody. Set DisableValidation to skip the check.
 	Payload PayloadFunc
 	// DisableValidation turns payload validation off.
 	DisableValidation bool
@@ -80,8 +80,13 @@ func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) M
 	if o.TTL <= 0 {
 		o.TTL = 7 * 24 * time.Hour
 	}
-	if o.Payload == nil || o.DisableValidation {
+	// One way to turn validation off: DisableValidation. A nil Payload
+	// means the default, like every other zero field.
+	switch {
+	case o.DisableValidation:
 		o.Payload = nil
+	case o.Payload == nil:
+		o.Payload = PayloadBody
 	}
 	if o.LeaseWithoutDeadline <= 0 {
 		o.LeaseWithoutDeadline = 15 * time.Minute

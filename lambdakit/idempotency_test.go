@@ -429,3 +429,14 @@ func TestIdempotentPrefixDefaultsToFunctionName(t *testing.T) {
 		t.Errorf("got records %v; want the function name as prefix", store.Records())
 	}
 }
+
+func TestIdempotentNilPayloadMeansTheDefault(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	h := idempotent(store, charger(&effects{}), func(o *lambdakit.IdempotencyOptions) { o.Payload = nil })
+	if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 200))); !errors.Is(err, lambdakit.ErrPayloadMismatch) {
+		t.Errorf("got %v; want ErrPayloadMismatch: a nil Payload validates the whole body", err)
+	}
+}
