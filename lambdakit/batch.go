@@ -164,18 +164,18 @@ func (b *batch) guard(ctx context.Context, cancel context.CancelFunc) (answerBy 
 // plan splits the records into tasks: lists of record indexes run one after
 // the other, where a failure skips the rest of the list.
 func (b *batch) plan(recs []events.SQSMessage) [][]int {
+	all := make([]int, len(recs))
+	for i := range recs {
+		all[i] = i
+	}
 	if !isFIFO(recs) {
 		tasks := make([][]int, len(recs))
 		for i := range recs {
-			tasks[i] = []int{i}
+			tasks[i] = all[i : i+1]
 		}
 		return tasks
 	}
 	if b.opts.FIFOStopOnFirstFailure {
-		all := make([]int, len(recs))
-		for i := range recs {
-			all[i] = i
-		}
 		return [][]int{all}
 	}
 	var tasks [][]int
