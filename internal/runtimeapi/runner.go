@@ -69,6 +69,11 @@ type Runner struct {
 	turn      chan struct{} // holds a token while an Invoke or Close runs
 	env       *environment  // the live process, or nil; guarded by turn
 	idleBy    time.Time     // when the process should be idle again; guarded by turn
+
+	// live is env again, for Kill, which must not wait for the turn of
+	// the invocation it interrupts.
+	liveMu sync.Mutex
+	live   *environment
 }
 
 // environment is one process and the Server it talks to, Lambda's execution
@@ -252,6 +257,7 @@ func (r *Runner) startEnv(ctx context.Context) (Result, error) {
 		close(env.exited)
 	}()
 	r.env = env
+	r.setLive(env)
 
 	id := newRequestID()
 	timer := time.NewTimer(r.opts.InitTimeout)
@@ -298,6 +304,7 @@ func (r *Runner) stopEnv(graceful bool) {
 		return
 	}
 	r.env = nil
+	r.setLive(nil)
 	if graceful && env.srv.hasExtensions() {
 		env.srv.shutdownExtensions(time.Now().Add(shutdownGrace))
 		childproc.Signal(env.cmd, false)
@@ -314,6 +321,37 @@ func (r *Runner) stopEnv(graceful bool) {
 	case <-time.After(10 * time.Second): // SIGKILL cannot be ignored; this is a guard, not a path
 	}
 	_ = env.srv.Close()
+}
+
+// Kill ends the running process and its process group at once with
+// SIGKILL, the way a host failure or an out-of-memory kill ends a Lambda
+// execution environment: no signal handler, no flushing, no answer. Unlike
+// Close it does not wait for the turn of an Invoke in progress: that Invoke
+// sees the process exit and returns an OutcomeCrash Result, and the next
+// Invoke starts a new process (a cold start). It is for fault injection,
+// so that a test can end the function at a point of its choosing in the
+// middle of an invocation. Kill reports whether it signalled a process; it
+// does nothing when none is running or the process has exited already.
+func (r *Runner) Kill() bool {
+	r.liveMu.Lock()
+	defer r.liveMu.Unlock()
+	env := r.live
+	if env == nil {
+		return false
+	}
+	select {
+	case <-env.exited:
+		return false
+	default:
+	}
+	childproc.Signal(env.cmd, true)
+	return true
+}
+
+func (r *Runner) setLive(env *environment) {
+	r.liveMu.Lock()
+	r.live = env
+	r.liveMu.Unlock()
 }
 
 // Close stops the process, waiting for it to be gone. An Invoke in progress

@@ -356,6 +356,59 @@ func TestRunnerCrash(t *testing.T) {
 	}
 }
 
+func TestRunnerKill(t *testing.T) {
+	r, out := newRunner(t, func(o *runtimeapi.RunnerOptions) { o.Timeout = 30 * time.Second })
+	if r.Kill() {
+		t.Error("Kill before the first Invoke = true; want false: no process yet")
+	}
+	_, before := invokeEcho(t, r, `0`)
+
+	type result struct {
+		res runtimeapi.Result
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		res, err := r.Invoke(context.Background(), []byte(`{"action":"sleep","ms":60000}`))
+		done <- result{res, err}
+	}()
+	// Kill once the function is inside the handler, mid-invocation.
+	for !strings.Contains(out.String(), "testfn: sleep") {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the function never started the sleep; output %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !r.Kill() {
+		t.Fatal("Kill during an invocation = false; want true")
+	}
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Invoke did not return within 10s of Kill")
+	}
+	if got.err != nil {
+		t.Fatalf("Invoke error = %v; want a crash Result", got.err)
+	}
+	if got.res.Outcome != runtimeapi.OutcomeCrash || got.res.ExitCode != -1 {
+		t.Errorf("outcome = %v, exit code %d; want a crash by signal (-1)", got.res.Outcome, got.res.ExitCode)
+	}
+	if got.res.Error == nil || got.res.Error.Type != "Runtime.ExitError" || !strings.Contains(got.res.Error.Message, "killed") {
+		t.Errorf("Error = %+v; want Runtime.ExitError saying the process was killed", got.res.Error)
+	}
+	assertGone(t, "killed function", before.PID)
+	if r.Kill() {
+		t.Error("Kill after the process is gone = true; want false")
+	}
+
+	res, after := invokeEcho(t, r, `1`)
+	if after.PID == before.PID || res.InitDuration == 0 {
+		t.Errorf("after Kill: pid %d (was %d), InitDuration %v; want a cold start", after.PID, before.PID, res.InitDuration)
+	}
+}
+
 func TestRunnerInitFailure(t *testing.T) {
 	tests := []struct {
 		init        string
