@@ -4,6 +4,8 @@
 GO        ?= go
 BIN       := bin
 EVENT     ?= events/payments-new.json
+# Flags for `make chaos`, e.g. CHAOS_FLAGS="-payments 2000 -seed 3" (go run ./internal/chaos/cmd/chaos -h)
+CHAOS_FLAGS ?=
 # Integration tests and the demo need moto_server (DynamoDB and SQS on one
 # loopback port). It is on the development image; elsewhere it comes from pip.
 MOTO      := $(shell command -v moto_server 2>/dev/null)
@@ -11,7 +13,7 @@ CFN_LINT  := $(shell command -v cfn-lint 2>/dev/null)
 
 export AWS_EC2_METADATA_DISABLED := true
 
-.PHONY: all build test test-short lint bench demo invoke deploy clean deps build-PaymentFunction
+.PHONY: all build test test-short lint bench demo invoke chaos deploy clean deps build-PaymentFunction
 
 all: lint test
 
@@ -52,6 +54,10 @@ demo: deps build
 ## invoke: the demo environment on the event files you name (EVENT="a.json b.json")
 invoke: deps build
 	$(BIN)/lambdakit demo $(EVENT)
+
+## chaos: the payment sample under faults, kills and duplicates across processes, one table of counts (a few minutes)
+chaos: deps build
+	$(GO) run ./internal/chaos/cmd/chaos -bootstrap $(BIN)/bootstrap -template template.yaml $(CHAOS_FLAGS)
 
 ## deploy: sam build && sam deploy with samconfig.toml (needs the SAM CLI and AWS credentials)
 deploy:

@@ -45,6 +45,7 @@ type Report struct {
 	FailuresByKind                   map[string]int
 	DuplicatesSkipped                int
 	DLQAfterFaults, Redriven, DLQEnd int
+	AbandonedBeforeRedrive           int // records left INPROGRESS, lease ended, before the redrive
 	MotoRequests                     int64
 	MotoBusy                         time.Duration
 	BoundReached                     bool
@@ -176,15 +177,28 @@ func (r *run) account(ctx context.Context) (*Report, error) {
 	for _, p := range r.pays {
 		byRecord[recordID(p.ID)] = p.ID
 	}
+	completed := map[string]bool{}
 	for _, item := range records {
-		if str(item, "status") != string(lambdakit.StatusInProgress) {
+		rid, status := str(item, "id"), str(item, "status")
+		id := byRecord[rid]
+		if id == "" {
+			rep.Disagreements = append(rep.Disagreements, rid+": an idempotency record for no payment of the run")
 			continue
 		}
-		id := byRecord[str(item, "id")]
-		if id == "" {
-			id = str(item, "id")
+		switch lambdakit.Status(status) {
+		case lambdakit.StatusInProgress:
+			rep.StuckLocks = append(rep.StuckLocks, id)
+		case lambdakit.StatusCompleted:
+			completed[id] = true
+			if _, ok := rows[id]; !ok {
+				rep.Disagreements = append(rep.Disagreements, id+": the idempotency record is COMPLETED, the ledger has no row")
+			}
 		}
-		rep.StuckLocks = append(rep.StuckLocks, id)
+	}
+	for id := range rows {
+		if _, known := byID[id]; known && !completed[id] {
+			rep.Disagreements = append(rep.Disagreements, id+": a ledger row, but no COMPLETED idempotency record")
+		}
 	}
 
 	r.mu.Lock()
@@ -235,10 +249,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("distinct charges (the gateway's own record)", r.DistinctCharges)
 	row("payments charged more than once (must be 0)", len(r.ChargedTwice))
 	row("gateway calls for a payment already completed (must be 0)", sum(r.CallsAfterCompletion))
-	row("ledger rows that disagree with the gateway (must be 0)", len(r.Disagreements))
+	row("ledger rows that disagree with the gateway or the idempotency records (must be 0)", len(r.Disagreements))
 	row("payments lost (must be 0)", len(r.Lost))
 	row("&nbsp;&nbsp;charged / declined / still failing with a reason", fmt.Sprintf("%d / %d / %d", r.Charged, r.Declined, len(r.StillFailing)))
 	row("locks left stuck after the last lease expired (must be 0)", len(r.StuckLocks))
+	row("&nbsp;&nbsp;records left in progress by killed processes before the redrive (leases ended)", r.AbandonedBeforeRedrive)
 	row("lease-lost events (function logs)", r.LeaseLost)
 	row("time taken", r.Elapsed.Round(time.Second))
 	row("invocations: "+strings.Join(outcomeNames(), " / ")+" / every record failed", outcomeCounts(r.Invocations, r.AllFailed))

@@ -234,6 +234,12 @@ func Run(ctx context.Context, bootstrap string, optFns ...func(*Options)) (*Repo
 	r.deliver(ctx)
 	_, _, dlq, _ := r.src.counts()
 	r.waitLeases(ctx)
+	// Records a killed process left in progress: their leases have ended,
+	// so they block nothing, and the redrive takes them over.
+	abandoned, err := r.inProgress(ctx)
+	if err != nil && ctx.Err() == nil {
+		return nil, err
+	}
 
 	// The operator fixes the cause and redrives the dead-letter queue.
 	r.quiet()
@@ -250,7 +256,7 @@ func Run(ctx context.Context, bootstrap string, optFns ...func(*Options)) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	rep.DLQAfterFaults, rep.Redriven = dlq, redriven
+	rep.DLQAfterFaults, rep.Redriven, rep.AbandonedBeforeRedrive = dlq, redriven, len(abandoned)
 	rep.BoundReached = ctx.Err() != nil
 	rep.Elapsed = time.Since(r.started)
 	return rep, nil
@@ -571,6 +577,21 @@ func (r *run) progressf(format string, args ...any) {
 func recordID(paymentID string) string {
 	sum := sha256.Sum256([]byte(paymentID))
 	return "payment#" + hex.EncodeToString(sum[:])
+}
+
+// inProgress returns the IDs of the idempotency records in progress.
+func (r *run) inProgress(ctx context.Context) ([]string, error) {
+	records, err := r.scan(ctx, idempotencyTable)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, item := range records {
+		if str(item, "status") == string(lambdakit.StatusInProgress) {
+			ids = append(ids, str(item, "id"))
+		}
+	}
+	return ids, nil
 }
 
 // scan reads a whole table.
