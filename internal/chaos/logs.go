@@ -16,8 +16,6 @@ import (
 const (
 	msgLeaseLost = "idempotency: lease lost"
 	msgFailed    = "record failed"
-	msgCharged   = "payment charged"
-	msgDeclined  = "payment declined"
 	msgDuplicate = "idempotency: duplicate skipped"
 )
 
@@ -27,8 +25,6 @@ type logStats struct {
 	mu         sync.Mutex
 	out        io.Writer // every line, prefixed with its process; nil: none
 	leaseLost  int
-	charged    int
-	declined   int
 	duplicates int
 	failed     int
 	mismatches int               // failures for a payload mismatch
@@ -62,10 +58,6 @@ func (l *logStats) line(proc int, line []byte) {
 	switch rec.Msg {
 	case msgLeaseLost:
 		l.leaseLost++
-	case msgCharged:
-		l.charged++
-	case msgDeclined:
-		l.declined++
 	case msgDuplicate:
 		l.duplicates++
 	case msgFailed:

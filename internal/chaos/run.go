@@ -33,14 +33,14 @@ type Options struct {
 	// Template is the SAM template whose tables are created. Default
 	// "template.yaml".
 	Template string
-	// Payments is how many unique payments there are. Default 1000.
+	// Payments is how many unique payments there are. Default 1500.
 	Payments int
 	// Deliveries is how many messages carry each payment: the original,
 	// then copies from producers (some re-encoded, some at the same moment
 	// as the original in another process) or SQS delivering the original
 	// again after it succeeded. Retries of failures come on top. Default 3.
 	Deliveries int
-	// Processes is how many function processes run at once. Default 4.
+	// Processes is how many function processes run at once. Default 6.
 	Processes int
 	// Seed makes the payments, the schedule and every fault draw
 	// repeatable; which request meets which draw still depends on timing.
@@ -118,7 +118,7 @@ func (o *Options) finish() error {
 	for _, d := range []struct {
 		v   *int
 		def int
-	}{{&o.Payments, 1000}, {&o.Deliveries, 3}, {&o.Processes, 4}, {&o.MaxReceives, 8}} {
+	}{{&o.Payments, 1500}, {&o.Deliveries, 3}, {&o.Processes, 6}, {&o.MaxReceives, 8}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
