@@ -125,10 +125,11 @@ func (d *decoder) num(name string) (int64, bool) {
 		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
 			return n, true
 		}
-		// Other runtimes might write a fraction; the whole part is what
-		// counts for a time kept in seconds or milliseconds.
+		// Other runtimes might write a fraction. DynamoDB's condition
+		// compares it with a whole :now, so such a record counts until
+		// the next whole unit: round up, to agree with the condition.
 		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-			return int64(math.Floor(f)), true
+			return int64(math.Ceil(f)), true
 		}
 		d.fail(name, v, "an integer")
 		return 0, false

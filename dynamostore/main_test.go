@@ -60,17 +60,16 @@ func record(id string, now time.Time) lambdakit.Record {
 	}
 }
 
-// stored is rec as the store keeps it: times truncated to seconds and
+// stored is rec as the store keeps it: times rounded up to seconds and
 // milliseconds.
 func stored(rec lambdakit.Record) lambdakit.Record {
-	rec.Expiration = rec.Expiration.Truncate(time.Second)
-	rec.InProgressExpiration = rec.InProgressExpiration.Truncate(time.Millisecond)
+	rec = rec.Rounded()
 	rec.Staged = nil
 	return rec
 }
 
 // now returns the current time with a sub-millisecond part, so that the
-// truncation of stored times shows.
+// rounding of stored times shows.
 func now() time.Time {
 	return time.Now().Truncate(time.Second).Add(1234567 * time.Nanosecond)
 }

@@ -152,12 +152,15 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 // with the failed condition, so Acquire returns it without reading the
 // table. The returned record is the zero Record when acquired is true.
 //
-// Times are stored truncated: Expiration to the second,
-// InProgressExpiration to the millisecond.
+// Times are stored rounded up (lambdakit.Record.Rounded): Expiration to the
+// whole second, InProgressExpiration to the millisecond. The condition
+// compares them with now in the same units, rounded down, so a record
+// stops counting exactly when Record.Live says it does, never earlier.
 func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
 	if s.optErr != nil {
 		return lambdakit.Record{}, false, s.optErr
 	}
+	rec = rec.Rounded()
 	item := s.key(rec.ID)
 	item[s.o.StatusAttr] = str(string(lambdakit.StatusInProgress))
 	item[s.o.ExpirationAttr] = num(rec.Expiration.Unix())
@@ -214,6 +217,7 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.Record) error {
 	if err := s.checkStorable(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
+	rec = rec.Rounded()
 	update := s.completion(rec)
 	if len(rec.Staged) > 0 {
 		return s.completeStaged(ctx, rec, update)

@@ -32,10 +32,10 @@ func TestAcquire(t *testing.T) {
 		if got, want := str(t, item, "status"), "INPROGRESS"; got != want {
 			t.Errorf("status = %q; want %q", got, want)
 		}
-		if got, want := num(t, item, "expiration"), strconv.FormatInt(rec.Expiration.Unix(), 10); got != want {
+		if got, want := num(t, item, "expiration"), strconv.FormatInt(stored(rec).Expiration.Unix(), 10); got != want {
 			t.Errorf("expiration = %s; want %s (epoch seconds)", got, want)
 		}
-		if got, want := num(t, item, "in_progress_expiration"), strconv.FormatInt(rec.InProgressExpiration.UnixMilli(), 10); got != want {
+		if got, want := num(t, item, "in_progress_expiration"), strconv.FormatInt(stored(rec).InProgressExpiration.UnixMilli(), 10); got != want {
 			t.Errorf("in_progress_expiration = %s; want %s (epoch milliseconds)", got, want)
 		}
 		if got := str(t, item, "validation"); got != rec.Validation {
@@ -261,7 +261,7 @@ func TestComplete(t *testing.T) {
 		if got := str(t, item, "status"); got != "COMPLETED" {
 			t.Errorf("status = %q; want COMPLETED", got)
 		}
-		if got, want := num(t, item, "expiration"), strconv.FormatInt(rec.Expiration.Unix(), 10); got != want {
+		if got, want := num(t, item, "expiration"), strconv.FormatInt(stored(rec).Expiration.Unix(), 10); got != want {
 			t.Errorf("expiration = %s; want %s", got, want)
 		}
 		if got := str(t, item, "data"); got != string(rec.Data) {

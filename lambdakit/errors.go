@@ -21,6 +21,10 @@ var (
 	// ErrAllFailed is returned by the batch handler when every record
 	// failed, so that the event source mapping backs off.
 	ErrAllFailed = errors.New("lambdakit: every record in the batch failed")
+	// ErrHandlerExited means the handler called runtime.Goexit (as
+	// testing's FailNow does) instead of returning. The record fails and
+	// its lock is released, as after a panic.
+	ErrHandlerExited = errors.New("lambdakit: handler called runtime.Goexit")
 	// ErrDecode means a message body could not be decoded into the
 	// handler's type.
 	ErrDecode = errors.New("lambdakit: cannot decode message body")

@@ -1,6 +1,7 @@
 package lambdakit
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -133,7 +134,9 @@ type flight struct {
 func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 	key, err := m.key(msg)
 	if err != nil {
-		if m.opts.ProcessWithoutKey && errors.Is(err, ErrNoKey) {
+		// Only a message that truly has no key may run without
+		// idempotency; ErrInvalidKey never does.
+		if m.opts.ProcessWithoutKey && errors.Is(err, ErrNoKey) && !errors.Is(err, ErrInvalidKey) {
 			return m.next.Handle(ctx, msg)
 		}
 		return nil, err
@@ -164,8 +167,7 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		}
 		return m.replay(ctx, msg, f.rec, validation)
 	}
-	result, rec, duplicate, err := m.runGuarded(ctx, msg, id, validation, now)
-	m.leave(id, f, rec, err)
+	result, rec, duplicate, err := m.lead(ctx, msg, f, id, validation, now)
 	if duplicate {
 		return m.replay(ctx, msg, rec, validation)
 	}
@@ -199,15 +201,24 @@ func (m *idempotent) leave(id string, f *flight, rec Record, err error) {
 	}
 }
 
-// runGuarded is run with any panic, of the handler or of the store, turned
-// into an error, so that leave always runs and waiters are never stranded.
-func (m *idempotent) runGuarded(ctx context.Context, msg *events.SQSMessage, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+// lead processes the message as the flight's leader. Whatever way run ends,
+// the flight is left in a deferred call, so that waiters are never
+// stranded: a panic, of the handler or of the store, becomes an error, and
+// so does runtime.Goexit, which no recover stops but which runs deferred
+// calls.
+func (m *idempotent) lead(ctx context.Context, msg *events.SQSMessage, f *flight, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+	returned := false
 	defer func() {
 		if p := recover(); p != nil {
 			result, rec, duplicate, err = nil, Record{}, false, newPanicError(p)
+		} else if !returned {
+			rec, err = Record{}, ErrHandlerExited
 		}
+		m.leave(id, f, rec, err)
 	}()
-	return m.run(ctx, msg, id, validation, now)
+	result, rec, duplicate, err = m.run(ctx, msg, id, validation, now)
+	returned = true
+	return result, rec, duplicate, err
 }
 
 // run acquires the record, runs the handler and completes or releases the
@@ -231,14 +242,22 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 		InProgressExpiration: deadline,
 		Validation:           validation,
 		Lease:                newLease(),
-	}
+	}.Rounded()
+	// Cleanup (Complete, Release) must happen even when the batch has
+	// cancelled ctx at its deadline guard: an unreleased lock delays the
+	// retry, an uncompleted record repeats the work. But not for longer
+	// than the lease: after it the record may be someone else's, and a
+	// hung call must not keep later messages with this key waiting in the
+	// container.
+	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), rec.InProgressExpiration)
+	defer cancel()
 	existing, acquired, err := m.store.Acquire(ctx, rec, now)
 	switch {
 	case err != nil:
 		// The put may have landed though its answer did not: free the
 		// key if it holds our lease, so that a retry need not wait for
 		// the lease to end. Release leaves anyone else's record alone.
-		if rerr := m.store.Release(context.WithoutCancel(ctx), id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+		if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			err = errors.Join(err, rerr)
 		}
 		return nil, Record{}, false, err
@@ -256,13 +275,17 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	}
 
 	st := &stage{}
+	returned := false
+	defer func() {
+		if !returned {
+			// The handler called runtime.Goexit: free the key as
+			// after a panic, so that a retry need not wait for the
+			// lease to end.
+			_ = m.store.Release(cctx, id, rec.Lease)
+		}
+	}()
 	result, err = m.call(context.WithValue(ctx, stageKey{}, st), msg)
-	// Cleanup must happen even when the batch has cancelled ctx at its
-	// deadline guard: an unreleased lock delays the retry, an uncompleted
-	// record repeats the work. It is not bounded here (a timer per record
-	// costs more than the rest of the middleware); the batch answers in
-	// time regardless, reporting a record still in cleanup as failed.
-	cctx := context.WithoutCancel(ctx)
+	returned = true
 	if err != nil {
 		if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil {
 			m.logLeaseError(ctx, msg, id, "release", rerr)
@@ -294,7 +317,11 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 		}
 		return nil, Record{}, false, err
 	}
+	// The record outlives this call, in the cache and in the flight that
+	// waiters replay: it must not share the handler's buffer, which the
+	// handler may reuse for another message's result.
 	rec.Staged = nil
+	rec.Data = bytes.Clone(result)
 	m.state.cache.put(rec)
 	return result, rec, false, nil
 }
@@ -317,7 +344,9 @@ func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Rec
 	}
 	m.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
 		slog.String("messageId", msg.MessageId), slog.String("id", rec.ID))
-	return rec.Data, nil
+	// A copy: the caller may change what it gets, and the cached record
+	// must answer the next duplicate the same.
+	return bytes.Clone(rec.Data), nil
 }
 
 // logLeaseError logs a lost lease loudly: another owner took the work over,

@@ -413,7 +413,11 @@ func TestIdempotentRecordSchema(t *testing.T) {
 	if !rec.Expiration.Equal(now.Add(24*time.Hour)) || !rec.InProgressExpiration.Equal(now.Add(30*time.Second)) {
 		t.Errorf("got expiration %v, lease end %v; want now+TTL and the deadline", rec.Expiration, rec.InProgressExpiration)
 	}
-	sum := sha256.Sum256([]byte(msg.Body))
+	payload, err := lambdakit.PayloadBody(&msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(payload))
 	if rec.Status != lambdakit.StatusCompleted || string(rec.Data) != `"ch_p1"` || rec.Validation != hex.EncodeToString(sum[:]) || rec.Lease == "" {
 		t.Errorf("got %+v; want completed with data, body hash and lease", rec)
 	}

@@ -15,6 +15,9 @@ var (
 	// errAmbiguousField means the object has a member whose name differs
 	// from the field's only in case.
 	errAmbiguousField = errors.New("another member has the same name in other case")
+	// errNotObject means the path leads through a value that is not an
+	// object (or null), so it cannot hold the field.
+	errNotObject = errors.New("not an object")
 )
 
 // maxDepth is how deeply arrays and objects may nest, as in encoding/json.
@@ -32,7 +35,10 @@ const maxDepth = 10000
 // handler processes another.
 func jsonField(body []byte, path []string) ([]byte, error) {
 	v := body
-	for _, name := range path {
+	for i, name := range path {
+		if i > 0 && string(v) == "null" {
+			return nil, errNoField // a null parent holds no field
+		}
 		var err error
 		if v, err = member(v, name); err != nil {
 			return nil, err
@@ -50,8 +56,9 @@ func member(doc []byte, name string) ([]byte, error) {
 	s := scanner{b: doc}
 	s.space()
 	look := lookup{name: name}
+	object := s.peek() == '{'
 	var ok bool
-	if s.peek() == '{' {
+	if object {
 		ok = s.object(&look)
 	} else {
 		ok = s.value()
@@ -60,6 +67,8 @@ func member(doc []byte, name string) ([]byte, error) {
 	switch {
 	case !ok || s.i != len(s.b):
 		return nil, errInvalidJSON
+	case !object:
+		return nil, errNotObject
 	case look.variant:
 		return nil, errAmbiguousField
 	case look.found == nil:
@@ -334,8 +343,9 @@ func asciiEqualFold(b []byte, s string) bool {
 }
 
 // scalarString turns a raw JSON scalar into the string a key is made of:
-// strings unquoted, numbers and booleans as written. Objects and arrays are
-// not keys.
+// strings unquoted, numbers in their canonical spelling (so 1, 1.0 and 1e0
+// are one key; see appendCanonicalNumber), booleans as written. Objects and
+// arrays are not keys.
 func scalarString(raw []byte) (string, error) {
 	switch {
 	case len(raw) == 0:
@@ -352,6 +362,9 @@ func scalarString(raw []byte) (string, error) {
 		return s, nil
 	case raw[0] == '{' || raw[0] == '[':
 		return "", errors.New("value is an object or array, not a scalar")
+	case raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9':
+		n, err := appendCanonicalNumber(nil, raw)
+		return string(n), err
 	default:
 		return string(raw), nil
 	}

@@ -1,6 +1,7 @@
 package lambdakit
 
 import (
+	"bytes"
 	"container/list"
 	"sync"
 	"time"
@@ -48,6 +49,7 @@ func (c *lru) put(rec Record) {
 		return
 	}
 	rec.Staged = nil
+	rec.Data = bytes.Clone(rec.Data) // the cache's own copy; see replay
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[rec.ID]; ok {

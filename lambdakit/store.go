@@ -25,12 +25,12 @@ type Record struct {
 	// StatusCompleted.
 	Status Status
 	// Expiration is when the record stops counting, whatever its status.
-	// Stores keep it truncated to whole seconds (the DynamoDB TTL
-	// attribute).
+	// Stores keep it rounded up to the whole second (the DynamoDB TTL
+	// attribute is in seconds); see Rounded.
 	Expiration time.Time
 	// InProgressExpiration is when an in-progress record's lease ends: the
 	// owner's invocation deadline. After it another owner may take over.
-	// Stores keep it truncated to milliseconds.
+	// Stores keep it rounded up to the millisecond; see Rounded.
 	InProgressExpiration time.Time
 	// Validation is a hash of the payload, empty when validation is off.
 	Validation string
@@ -43,6 +43,30 @@ type Record struct {
 	// completion (single-phase mode); see Stage. Stores that cannot commit
 	// them return ErrStagingUnsupported from Complete and commit nothing.
 	Staged []any
+}
+
+// Rounded returns r with its times at the precision stores keep:
+// Expiration rounded up to the whole second, InProgressExpiration up to the
+// whole millisecond. Up, never down: a store must not let a record stop
+// counting before the instant it was asked to keep it, and every store
+// must agree on that instant, to the millisecond. Stores apply Rounded to
+// what they are given; Record.Live on a rounded record then says what every
+// store says.
+func (r Record) Rounded() Record {
+	r.Expiration = roundUp(r.Expiration, time.Second)
+	r.InProgressExpiration = roundUp(r.InProgressExpiration, time.Millisecond)
+	return r
+}
+
+func roundUp(t time.Time, unit time.Duration) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	down := t.Truncate(unit)
+	if down.Equal(t) {
+		return down
+	}
+	return down.Add(unit)
 }
 
 // Live reports whether r still counts at now: it has not expired, and if it
@@ -82,6 +106,12 @@ type Store interface {
 var (
 	// ErrNoKey means no idempotency key could be derived from a message.
 	ErrNoKey = errors.New("lambdakit: no idempotency key in message")
+	// ErrInvalidKey means a message has a key that cannot be read safely:
+	// the body is not one valid JSON document, the key field is named again
+	// in other case, or its value is an object or an array. Such a message
+	// always fails, even with ProcessWithoutKey: running it without
+	// idempotency could repeat work that was done under its real key.
+	ErrInvalidKey = errors.New("lambdakit: idempotency key cannot be read safely")
 	// ErrPayloadMismatch means a key was reused with a different payload.
 	ErrPayloadMismatch = errors.New("lambdakit: idempotency key reused with a different payload")
 	// ErrInProgress means another owner holds the key's lease right now.

@@ -119,6 +119,49 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		mustAcquire(t, s, other(rec, "taker", base.Add(time.Minute)), base.Add(2*time.Second))
 	})
 
+	// A lease ending at x.9 s must hold at x.1 s and until x.9 s exactly,
+	// in every store: a store that keeps whole seconds must not round the
+	// lease's end down (a second owner would run while the first still
+	// may), and one that keeps more precision must agree with it to the
+	// millisecond. Here the record's expiration ends with its lease, as it
+	// does when the TTL is shorter than the time left in the invocation.
+	t.Run("lease ending at x.9 s is held until x.9 s, to the millisecond", func(t *testing.T) {
+		s := newStore(t)
+		end := base.Add(900 * time.Millisecond)
+		rec := newRecord(t, end)
+		rec.Expiration = end
+		mustAcquire(t, s, rec, base)
+		for _, at := range []time.Duration{100 * time.Millisecond, 899 * time.Millisecond} {
+			if old, ok := acquire(t, s, other(rec, fmt.Sprintf("early-%v", at), base.Add(time.Minute)), base.Add(at)); ok {
+				t.Fatalf("Acquire at +%v = acquired; want refused: the lease ends at +900ms", at)
+			} else if old.Lease != rec.Lease {
+				t.Errorf("at +%v: got holder %q; want %q", at, old.Lease, rec.Lease)
+			}
+		}
+		mustAcquire(t, s, other(rec, "on-time", base.Add(time.Minute)), end)
+	})
+
+	// Expiration is kept in whole seconds (the table's TTL attribute), so a
+	// store rounds it up, never down: a completed record whose expiration
+	// is asked for x.9 s counts until x+1 s in every store alike.
+	t.Run("completed record expiring at x.9 s counts until x+1 s", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(100*time.Millisecond))
+		rec.Expiration = base.Add(900 * time.Millisecond)
+		mustAcquire(t, s, rec, base)
+		complete(t, s, rec, []byte(`"done"`))
+		for _, at := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 999 * time.Millisecond} {
+			old, ok := acquire(t, s, other(rec, fmt.Sprintf("late-%v", at), base.Add(time.Minute)), base.Add(at))
+			if ok || old.Status != lambdakit.StatusCompleted {
+				t.Fatalf("Acquire at +%v: got %+v, acquired=%v; want the completed record", at, old, ok)
+			}
+			if want := base.Add(time.Second); !old.Expiration.Equal(want) {
+				t.Errorf("at +%v: got expiration %v; want %v (rounded up to the second)", at, old.Expiration, want)
+			}
+		}
+		mustAcquire(t, s, other(rec, "after", base.Add(time.Minute)), base.Add(time.Second))
+	})
+
 	t.Run("expired completed record counts as absent", func(t *testing.T) {
 		s := newStore(t)
 		rec := newRecord(t, base.Add(time.Second))

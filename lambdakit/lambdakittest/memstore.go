@@ -10,7 +10,9 @@ import (
 )
 
 // MemoryStore is a lambdakit.Store in memory. The zero value is ready to use
-// and it is safe for concurrent use. Staged writes must be of type func():
+// and it is safe for concurrent use. It keeps times at the precision
+// DynamoDB does (see lambdakit.Record.Rounded), so that it agrees with
+// dynamostore, to the millisecond, on when a record stops counting. Staged writes must be of type func():
 // they run under the store's lock, right after the completion, and only if
 // the completion succeeds.
 type MemoryStore struct {
@@ -44,7 +46,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.Record, now tim
 		s.recs = make(map[string]lambdakit.Record)
 	}
 	rec.Staged = nil
-	s.recs[rec.ID] = clone(rec)
+	s.recs[rec.ID] = clone(rec.Rounded())
 	return lambdakit.Record{}, true, nil
 }
 
@@ -69,7 +71,7 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.Record) error 
 		return fmt.Errorf("complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	}
 	old.Status = lambdakit.StatusCompleted
-	old.Expiration = rec.Expiration
+	old.Expiration = rec.Rounded().Expiration
 	old.Validation = rec.Validation
 	old.Data = append([]byte(nil), rec.Data...)
 	if rec.Data == nil {
