@@ -288,6 +288,14 @@ func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEn
 		r.Err = err
 		return r, entry
 	}
+	if msg.Body == "" {
+		r.Err = fmt.Errorf("%w: empty", ErrInvalidBody)
+		return r, entry
+	}
+	if off, ok := validText(msg.Body); !ok {
+		r.Err = fmt.Errorf("%w: byte %d is not UTF-8 or a character SQS allows", ErrInvalidBody, off)
+		return r, entry
+	}
 	// The functions see the message as the consumer will.
 	ev := &events.SQSMessage{Body: msg.Body, MessageAttributes: eventAttributes(msg.Attributes)}
 	if p.opts.Key != nil {
@@ -318,14 +326,6 @@ func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEn
 		}
 		r.GroupID = g
 		entry.MessageGroupId = aws.String(g)
-	}
-	if msg.Body == "" {
-		r.Err = fmt.Errorf("%w: empty", ErrInvalidBody)
-		return r, entry
-	}
-	if off, ok := validText(msg.Body); !ok {
-		r.Err = fmt.Errorf("%w: byte %d is not UTF-8 or a character SQS allows", ErrInvalidBody, off)
-		return r, entry
 	}
 	if r.Size > p.opts.MaxMessageSize {
 		r.Err = &TooLargeError{Size: r.Size, Max: p.opts.MaxMessageSize}
