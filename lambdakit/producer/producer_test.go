@@ -341,6 +341,41 @@ func TestPartialFailures(t *testing.T) {
 		}
 	})
 
+	t.Run("waits double up to the bound, with jitter", func(t *testing.T) {
+		proxy := newFaultProxy(t, moto.Server(t).URL)
+		url := newQueue(t, client, false, nil)
+		var waits sleeps
+		p, err := producer.New(sqsClient(t, proxy.srv.URL), url, func(o *producer.Options) {
+			o.MaxAttempts = 20
+			o.Backoff, o.MaxBackoff = time.Millisecond, 4*time.Millisecond
+			o.Sleep = waits.sleep
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.failEntry(msgs[0].Body, -1, false)
+		res, _ := p.Send(ctxFor(t), msgs[:1])
+		if res[0].Attempts != 20 || proxy.seenCount(msgs[0].Body) != 20 {
+			t.Fatalf("%d attempts, %d requests; want 20", res[0].Attempts, proxy.seenCount(msgs[0].Body))
+		}
+		if len(waits.got) != 19 {
+			t.Fatalf("%d waits; want 19", len(waits.got))
+		}
+		atBound := 0
+		for i, d := range waits.got {
+			bound := min(time.Millisecond<<i, 4*time.Millisecond)
+			if d < 0 || d > bound {
+				t.Errorf("wait %d = %v; want within [0, %v]", i, d, bound)
+			}
+			if d == bound {
+				atBound++
+			}
+		}
+		if atBound == len(waits.got) || slices.Min(waits.got) == slices.Max(waits.got) {
+			t.Errorf("waits %v; want them drawn at random below their bounds", waits.got)
+		}
+	})
+
 	t.Run("a retry keeps the later messages of its group behind it", func(t *testing.T) {
 		proxy := newFaultProxy(t, moto.Server(t).URL)
 		url := newQueue(t, client, true, nil)
@@ -554,4 +589,18 @@ func TestCheckRefusesWhatSQSWouldRefuse(t *testing.T) {
 			t.Errorf("Check = %+v; want key k-1 from the attribute", r)
 		}
 	})
+}
+
+func TestMessageSizeCountsAttributesAsSQSDoes(t *testing.T) {
+	m := producer.Message{
+		Body: "héllo", // 6 bytes
+		Attributes: map[string]types.MessageAttributeValue{
+			"bin": {DataType: aws.String("Binary"), BinaryValue: []byte{1, 2, 3, 4}},
+			"s":   {DataType: aws.String("String.label"), StringValue: aws.String("xy")},
+		},
+	}
+	// body 6; "bin" 3 + "Binary" 6 + 4 bytes; "s" 1 + "String.label" 12 + 2
+	if got, want := m.Size(), 6+13+15; got != want {
+		t.Errorf("Size() = %d; want %d", got, want)
+	}
 }
