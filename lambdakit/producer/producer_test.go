@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -602,5 +603,25 @@ func TestMessageSizeCountsAttributesAsSQSDoes(t *testing.T) {
 	// body 6; "bin" 3 + "Binary" 6 + 4 bytes; "s" 1 + "String.label" 12 + 2
 	if got, want := m.Size(), 6+13+15; got != want {
 		t.Errorf("Size() = %d; want %d", got, want)
+	}
+}
+
+// The consumer side must not link the SQS client: that is why the
+// producer is a package of its own.
+func TestConsumerPackagesDoNotImportSQS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pkgs := []string{"github.com/lambdakit/lambdakit/lambdakit", "github.com/lambdakit/lambdakit/dynamostore", "github.com/lambdakit/lambdakit/functions/payment"}
+	out, err := exec.CommandContext(ctx, "go", append([]string{"list", "-deps"}, pkgs...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/aws/aws-sdk-go-v2/service/sqs") || strings.HasSuffix(dep, "/lambdakit/producer") {
+			t.Errorf("a consumer package depends on %s", dep)
+		}
 	}
 }
