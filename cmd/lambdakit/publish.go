@@ -66,7 +66,7 @@ const publishExitStatus = `
 Exit status:
   0    every valid line was sent (a duplicate of a sent line counts as sent)
   1    a line was skipped or failed to send, or the queue could not be read
-  2    usage error, or FILE cannot be opened
+  2    usage error, or FILE cannot be opened or read
   130  interrupted
 `
 
@@ -164,10 +164,7 @@ func runPublish(ctx context.Context, std stdio, args []string) int {
 	if p == nil {
 		return code
 	}
-	pub := &publisher{std: std, p: p, fifo: p.FIFO(), seen: map[[sha256.Size]byte]seenLine{}}
-	if f.keyField != "" {
-		pub.hasKey = true
-	}
+	pub := &publisher{std: std, p: p, hasKey: f.keyField != "", seen: map[[sha256.Size]byte]seenLine{}}
 	err := pub.run(ctx, in)
 	fmt.Fprintf(std.stderr, "lambdakit publish: %s\n", pub.counts())
 	switch {
@@ -176,7 +173,7 @@ func runPublish(ctx context.Context, std stdio, args []string) int {
 		return exitInterrupted
 	case err != nil:
 		fmt.Fprintf(std.stderr, "lambdakit publish: reading input: %v\n", err)
-		return exitFailed
+		return exitUsage
 	case pub.failed > 0:
 		return exitFailed
 	}
@@ -215,6 +212,8 @@ func newPublishProducer(ctx context.Context, std stdio, f *publishFlags) (*produ
 	case errors.Is(err, producer.ErrNoKeyFunc), errors.Is(err, producer.ErrNoGroupFunc):
 		fmt.Fprintf(std.stderr, "lambdakit publish: the queue is a FIFO queue: -key-field and -group-field are required\n")
 		return nil, exitUsage
+	case ctx.Err() != nil:
+		return nil, exitInterrupted
 	case err != nil:
 		fmt.Fprintf(std.stderr, "lambdakit publish: %v\n", err)
 		return nil, exitFailed
@@ -232,8 +231,7 @@ type seenLine struct {
 type publisher struct {
 	std    stdio
 	p      *producer.Producer
-	fifo   bool
-	hasKey bool
+	hasKey bool                           // a key was asked for: duplicates in the input are found
 	seen   map[[sha256.Size]byte]seenLine // by the key's hash
 
 	lines, sent, duplicates, failed int
@@ -243,30 +241,64 @@ type publisher struct {
 }
 
 func (pub *publisher) run(ctx context.Context, in io.Reader) error {
+	// Lines are read on their own goroutine, so that an interrupt is not
+	// stuck behind a read from a terminal or a pipe that stays open.
+	lines := make(chan inputLine, publishChunk)
+	errc := make(chan error, 1)
+	go func() { errc <- readLines(ctx, in, lines) }()
+	for {
+		var l inputLine
+		var ok bool
+		select {
+		case <-ctx.Done():
+		case l, ok = <-lines:
+		}
+		if !ok {
+			// End of input, or interrupted: the lines read so far are sent,
+			// or reported failed with the interrupt.
+			pub.flush(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return <-errc
+		}
+		pub.lines++
+		pub.add(ctx, l.n, l.text)
+		if pub.lines%publishProgress == 0 {
+			// Sent first, so that the counts are exact.
+			pub.flush(ctx)
+			fmt.Fprintf(pub.std.stderr, "lambdakit publish: progress: %s\n", pub.counts())
+		}
+	}
+}
+
+// inputLine is a line that is not blank, without its line ending.
+type inputLine struct {
+	n    int
+	text string
+}
+
+// readLines sends the lines of in that are not blank on out, and closes
+// it at the end of in or when ctx ends.
+func readLines(ctx context.Context, in io.Reader, out chan<- inputLine) error {
+	defer close(out)
 	r := bufio.NewReaderSize(in, 64<<10)
 	for n := 1; ; n++ {
-		if ctx.Err() != nil {
-			return nil
-		}
 		line, err := r.ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 		if text := strings.TrimRight(line, "\r\n"); strings.TrimSpace(text) != "" {
-			pub.lines++
-			pub.add(ctx, n, text)
-			if pub.lines%publishProgress == 0 {
-				// Sent first, so that the counts are exact.
-				pub.flush(ctx)
-				fmt.Fprintf(pub.std.stderr, "lambdakit publish: progress: %s\n", pub.counts())
+			select {
+			case out <- inputLine{n, text}:
+			case <-ctx.Done():
+				return nil
 			}
 		}
 		if err != nil { // io.EOF
-			break
+			return nil
 		}
 	}
-	pub.flush(ctx)
-	return nil
 }
 
 // add checks one line and queues it for sending.

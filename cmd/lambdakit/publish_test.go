@@ -270,9 +270,16 @@ func TestPublish(t *testing.T) {
 			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
 		}
 		wantSummary(t, r, 2, 2, 0, 0)
+		// -max-size replaces the queue's limit (and its GetQueueAttributes).
+		long := `{"a":"` + strings.Repeat("x", 100) + `"}`
+		r = publish(t, env, `{"a":1}`+"\n"+long+"\n", "-queue", q.url, "-max-size", "100")
+		if r.code != 1 || !strings.Contains(r.stderr, "line 2: producer: message is 108 bytes; the queue accepts at most 100\n") {
+			t.Errorf("exit status %d; want 1 and line 2 refused at 108 bytes\n%s", r.code, r.stderr)
+		}
+		wantSummary(t, r, 2, 1, 0, 1)
 		got := q.drain(t)
-		if len(got) != 2 {
-			t.Fatalf("received %d messages; want 2 (no key: no deduplication)", len(got))
+		if len(got) != 3 {
+			t.Fatalf("received %d messages; want 3 (no key: no deduplication)", len(got))
 		}
 		for _, m := range got {
 			if m.Attributes["MessageGroupId"] != "" || m.Attributes["MessageDeduplicationId"] != "" {
@@ -306,6 +313,66 @@ func TestPublish(t *testing.T) {
 		wantSummary(t, r, 2500, 5, 2495, 0)
 		if got := q.count(t); got != 5 {
 			t.Errorf("%d messages on the queue; want 5", got)
+		}
+	})
+
+	t.Run("FILE that cannot be read: exit 2", func(t *testing.T) {
+		q := newPublishQueue(t, client, false, nil)
+		r := publish(t, env, "", "-queue", q.url, dir)
+		if r.code != 2 || !strings.Contains(r.stderr, "reading input") {
+			t.Errorf("exit status %d; want 2 and the reason\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("an interrupt ends a read from an open pipe: exit 130", func(t *testing.T) {
+		q := newPublishQueue(t, client, false, nil)
+		cli, _ := binaries(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, cli, "publish", "-queue", q.url, "-key-field", "n")
+		cmd.Env = append(os.Environ(), env...)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stdin.Close()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// A full chunk is sent at once; the 101st line waits in the chunk.
+		for i := range 101 {
+			fmt.Fprintf(stdin, `{"n":%d}`+"\n", i)
+		}
+		for range 200 {
+			if q.count(t) == 100 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if got := q.count(t); got != 100 {
+			t.Fatalf("%d messages on the queue before the interrupt; want 100", got)
+		}
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Wait()
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 130 {
+			t.Fatalf("lambdakit publish: %v; want exit status 130\n%s", err, stderr.String())
+		}
+		// Line 101 may or may not have been taken in when the interrupt
+		// came; if it was, it is reported as not sent.
+		out := stderr.String()
+		taken := strings.Contains(out, "lambdakit publish: 101 lines: sent 100, duplicates in the input 0, failed 1\n") &&
+			strings.Contains(out, "lambdakit publish: line 101: producer: not sent: context canceled\n")
+		notTaken := strings.Contains(out, "lambdakit publish: 100 lines: sent 100, duplicates in the input 0, failed 0\n")
+		if !taken && !notTaken || !strings.HasSuffix(out, "lambdakit publish: interrupted\n") {
+			t.Errorf("stderr:\n%s\nwant a summary of 100 sent (and line 101 not sent, if read), then interrupted", out)
+		}
+		if got := q.count(t); got != 100 {
+			t.Errorf("%d messages on the queue after the interrupt; want 100", got)
 		}
 	})
 

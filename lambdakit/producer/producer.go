@@ -343,7 +343,9 @@ func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEn
 // On a FIFO queue, while a message waits to be sent again, the later
 // messages of its group that were not yet sent wait with it, so that they
 // stay behind it. Messages of its group that SQS accepted in the same call
-// are not undone: the retry lands after them.
+// are not undone: the retry lands after them. A message that fails for
+// good holds nothing back; sent again later, it lands after the rest of
+// its group.
 func (p *Producer) Send(ctx context.Context, msgs []Message) ([]Result, error) {
 	results := make([]Result, len(msgs))
 	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))

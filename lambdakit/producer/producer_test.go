@@ -247,6 +247,21 @@ func TestStandardQueue(t *testing.T) {
 		}
 	})
 
+	t.Run("a group is sent, for fair queueing", func(t *testing.T) {
+		p, err := producer.New(client, url, func(o *producer.Options) { o.Group = producer.GroupFromField("customer_id") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := mustSend(t, p, payment("pay_1", "cus_A"))
+		got := receiveAll(t, client, url)
+		if len(got) != 1 {
+			t.Fatalf("received %d messages; want 1", len(got))
+		}
+		if got[0].Attributes["MessageGroupId"] != "cus_A" || res[0].GroupID != "cus_A" {
+			t.Errorf("received attributes %v, Result group %q; want group cus_A", got[0].Attributes, res[0].GroupID)
+		}
+	})
+
 	t.Run("a key is reported, and required, but sends no dedup ID", func(t *testing.T) {
 		p, err := producer.New(client, url, func(o *producer.Options) { o.Key = lambdakitKey })
 		if err != nil {
@@ -441,6 +456,26 @@ func TestPartialFailures(t *testing.T) {
 		}
 		if got := receiveAll(t, client, url); len(got) != 10 {
 			t.Errorf("received %d messages; want the 10 of the first call", len(got))
+		}
+	})
+
+	t.Run("an entry the answer does not mention is reported", func(t *testing.T) {
+		proxy := newFaultProxy(t, moto.Server(t).URL)
+		url := newQueue(t, client, true, nil)
+		p, err := producer.New(sqsClient(t, proxy.srv.URL), url, fifoOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.swallowEntry(msgs[1].Body)
+		res, err := p.Send(ctxFor(t), msgs[:3])
+		if !errors.Is(err, producer.ErrFailed) {
+			t.Errorf("Send: %v; want ErrFailed", err)
+		}
+		if !errors.Is(res[1].Err, producer.ErrNoOutcome) || res[1].Attempts != 1 {
+			t.Errorf("swallowed message: %v after %d attempts; want ErrNoOutcome after 1", res[1].Err, res[1].Attempts)
+		}
+		if res[0].Err != nil || res[2].Err != nil {
+			t.Errorf("the others: %v, %v; want sent", res[0].Err, res[2].Err)
 		}
 	})
 

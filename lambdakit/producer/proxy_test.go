@@ -34,6 +34,7 @@ type entryFault struct {
 	times       int
 	senderFault bool
 	code        string
+	swallow     bool // leave the entry out of the answer altogether
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
@@ -59,6 +60,14 @@ func (p *faultProxy) failEntry(body string, times int, senderFault bool) {
 		code = "InvalidParameterValue"
 	}
 	p.entries[body] = entryFault{times: times, senderFault: senderFault, code: code}
+}
+
+// swallowEntry takes the entry whose body is body out of the request and
+// leaves it out of the answer, as a broken answer would.
+func (p *faultProxy) swallowEntry(body string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.entries[body] = entryFault{times: -1, swallow: true}
 }
 
 // failCall makes every SendMessageBatch request carrying body fail whole,
@@ -121,7 +130,9 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 			status = s
 		}
 		if f, ok := p.entries[b]; ok && (f.times < 0 || p.seen[b] <= f.times) {
-			failed = append(failed, failedEntry{ID: id, SenderFault: f.senderFault, Code: f.code, Message: "injected by the test proxy"})
+			if !f.swallow {
+				failed = append(failed, failedEntry{ID: id, SenderFault: f.senderFault, Code: f.code, Message: "injected by the test proxy"})
+			}
 			continue
 		}
 		kept = append(kept, e)
