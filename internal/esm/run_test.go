@@ -2,11 +2,11 @@ package esm_test
 
 import (
 	"context"
-	"errors"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
