@@ -31,6 +31,12 @@
 // With UntilEmpty, Run also stops when the queue has no visible, in-flight or
 // delayed messages.
 //
+// Order on a FIFO queue is SQS's to keep: the mapping invokes records in
+// the order received and never holds one group in two batches at once. moto
+// 5.2 does not keep it when several messages of a group come back together
+// after their visibility timeout: it hands out the last of them first. Real
+// SQS returns them in order.
+//
 // What it does not do: event filtering, Lambda's backoff after function
 // errors (a failed batch simply comes back after the visibility timeout),
 // the scaling of pollers, and the Lambda-side retries of throttled

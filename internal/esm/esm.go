@@ -102,7 +102,7 @@ type Options struct {
 
 // Errors a BatchResult or Run can carry.
 var (
-	// ErrInvalidOptions wraps every complaint of New about its options.
+	// ErrInvalidOptions is what every OptionError is.
 	ErrInvalidOptions = errors.New("esm: invalid options")
 	// ErrInvocationFailed means the invocation failed as a whole (function
 	// error, init error, crash or timeout): the whole batch stays.
@@ -117,6 +117,20 @@ var (
 	// ErrQueue means the queue could not be read.
 	ErrQueue = errors.New("esm: queue")
 )
+
+// OptionError is New's complaint about an option, which errors.Is reports
+// as ErrInvalidOptions.
+type OptionError struct {
+	// Option names the Options field, or "queueURL".
+	Option string
+	// Reason starts with the value and says what is wrong with it.
+	Reason string
+}
+
+func (e *OptionError) Error() string { return "esm: invalid option " + e.Option + " " + e.Reason }
+
+// Is makes an OptionError match ErrInvalidOptions.
+func (e *OptionError) Is(target error) bool { return target == ErrInvalidOptions }
 
 // BatchResult is what became of one batch.
 type BatchResult struct {
@@ -197,7 +211,7 @@ func New(client Client, queueURL string, invoker Invoker, optFns ...func(*Option
 	}
 	u, err := url.Parse(queueURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
-		return nil, fmt.Errorf("%w: queue URL %q: want http(s)://host/account/name", ErrInvalidOptions, queueURL)
+		return nil, &OptionError{"queueURL", fmt.Sprintf("%q: want http(s)://host/account/name", queueURL)}
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = DefaultBatchSize
@@ -221,26 +235,26 @@ func New(client Client, queueURL string, invoker Invoker, optFns ...func(*Option
 // check applies Lambda's rules on the options to the queue's type.
 func (m *Mapping) check() error {
 	o := m.opts
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	bad := func(option string, format string, args ...any) error {
+		return &OptionError{option, fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case m.fifo && (o.BatchSize < 1 || o.BatchSize > MaxBatchSizeFIFO):
-		return bad("batch size %d: a FIFO queue takes 1 to %d", o.BatchSize, MaxBatchSizeFIFO)
+		return bad("BatchSize", "%d: a FIFO queue takes 1 to %d", o.BatchSize, MaxBatchSizeFIFO)
 	case o.BatchSize < 1 || o.BatchSize > MaxBatchSize:
-		return bad("batch size %d: a standard queue takes 1 to %d", o.BatchSize, MaxBatchSize)
+		return bad("BatchSize", "%d: a standard queue takes 1 to %d", o.BatchSize, MaxBatchSize)
 	case m.fifo && o.Window != 0:
-		return bad("batching window %v: FIFO queues take no batching window", o.Window)
+		return bad("Window", "%v: FIFO queues take no batching window", o.Window)
 	case o.Window < 0 || o.Window > MaxWindow:
-		return bad("batching window %v: want 0 to %v", o.Window, MaxWindow)
+		return bad("Window", "%v: want 0 to %v", o.Window, MaxWindow)
 	case o.BatchSize > 10 && o.Window < time.Second:
-		return bad("batch size %d: above 10 records a batch needs a batching window of at least 1s", o.BatchSize)
+		return bad("BatchSize", "%d: above 10 records a batch needs a batching window of at least 1s", o.BatchSize)
 	case o.Concurrency < 1 || o.Concurrency > MaxConcurrency:
-		return bad("concurrency %d: want 1 to %d", o.Concurrency, MaxConcurrency)
+		return bad("Concurrency", "%d: want 1 to %d", o.Concurrency, MaxConcurrency)
 	case o.PollWait > MaxPollWait:
-		return bad("poll wait %v: SQS waits at most %v", o.PollWait, MaxPollWait)
+		return bad("PollWait", "%v: SQS waits at most %v", o.PollWait, MaxPollWait)
 	case o.MaxPayload < 0:
-		return bad("payload limit %d bytes is negative", o.MaxPayload)
+		return bad("MaxPayload", "%d bytes is negative", o.MaxPayload)
 	}
 	return nil
 }
