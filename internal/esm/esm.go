@@ -183,13 +183,13 @@ type Summary struct {
 	Empty bool
 }
 
-// Mapping is an event source mapping from one queue to one function.
+// Mapping is an event source mapping from one queue to one function. Run
+// may be called again once it returned, not concurrently.
 type Mapping struct {
 	client   Client
 	queueURL string
 	invoker  Invoker
 	opts     Options
-	fifo     bool
 }
 
 // New returns a Mapping from the queue at queueURL to the function behind
@@ -225,25 +225,23 @@ func New(client Client, queueURL string, invoker Invoker, optFns ...func(*Option
 	if o.MaxPayload == 0 {
 		o.MaxPayload = MaxPayload
 	}
-	m := &Mapping{client: client, queueURL: queueURL, invoker: invoker, opts: o, fifo: strings.HasSuffix(u.Path, ".fifo")}
-	if err := m.check(); err != nil {
+	if err := check(o, strings.HasSuffix(u.Path, ".fifo")); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return &Mapping{client: client, queueURL: queueURL, invoker: invoker, opts: o}, nil
 }
 
 // check applies Lambda's rules on the options to the queue's type.
-func (m *Mapping) check() error {
-	o := m.opts
+func check(o Options, fifo bool) error {
 	bad := func(option string, format string, args ...any) error {
 		return &OptionError{option, fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case m.fifo && (o.BatchSize < 1 || o.BatchSize > MaxBatchSizeFIFO):
+	case fifo && (o.BatchSize < 1 || o.BatchSize > MaxBatchSizeFIFO):
 		return bad("BatchSize", "%d: a FIFO queue takes 1 to %d", o.BatchSize, MaxBatchSizeFIFO)
 	case o.BatchSize < 1 || o.BatchSize > MaxBatchSize:
 		return bad("BatchSize", "%d: a standard queue takes 1 to %d", o.BatchSize, MaxBatchSize)
-	case m.fifo && o.Window != 0:
+	case fifo && o.Window != 0:
 		return bad("Window", "%v: FIFO queues take no batching window", o.Window)
 	case o.Window < 0 || o.Window > MaxWindow:
 		return bad("Window", "%v: want 0 to %v", o.Window, MaxWindow)
@@ -259,15 +257,12 @@ func (m *Mapping) check() error {
 	return nil
 }
 
-// FIFO reports whether the queue is a FIFO queue, as far as New could tell
-// from its URL; Run asks the queue.
-func (m *Mapping) FIFO() bool { return m.fifo }
-
 // run is the state of one call to Run.
 type run struct {
 	m      *Mapping
 	ctx    context.Context // Run's, for values; never canceled where calls use it
 	arn    string
+	fifo   bool
 	locks  *groupLocks
 	stop   context.CancelFunc
 	stopCh <-chan struct{}
@@ -301,16 +296,15 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 	if regionOf(arn) == "" {
 		return Summary{}, fmt.Errorf("%w: %s: QueueArn %q is not an ARN", ErrQueue, m.queueURL, arn)
 	}
-	if fifo := out.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true"; fifo != m.fifo {
-		m.fifo = fifo
-		if err := m.check(); err != nil {
-			return Summary{}, err
-		}
+	// The queue knows best; New could only go by the URL.
+	fifo := out.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true"
+	if err := check(m.opts, fifo); err != nil {
+		return Summary{}, err
 	}
 
 	stopCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	r := &run{m: m, ctx: ctx, arn: arn, locks: newGroupLocks(), stop: stop, stopCh: stopCtx.Done()}
+	r := &run{m: m, ctx: ctx, arn: arn, fifo: fifo, locks: newGroupLocks(), stop: stop, stopCh: stopCtx.Done()}
 	var wg sync.WaitGroup
 	for range m.opts.Concurrency {
 		wg.Go(r.work)
@@ -450,7 +444,7 @@ func (r *run) receive(n int, wait time.Duration) ([]types.Message, error) {
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
 	}
-	if r.m.fifo {
+	if r.fifo {
 		// The SDK's retries of this call reuse the ID, and SQS answers them
 		// with the same messages instead of hiding more.
 		in.ReceiveRequestAttemptId = aws.String(rand.Text())
@@ -508,7 +502,7 @@ func (r *run) process(msgs []types.Message) error {
 	settled := 0
 	for _, span := range splitBySize(encoded, r.m.opts.MaxPayload) {
 		recs, encs := records[span[0]:span[1]], encoded[span[0]:span[1]]
-		if r.m.fifo && len(blocked) > 0 {
+		if r.fifo && len(blocked) > 0 {
 			var held []events.SQSMessage
 			recs, encs, held = holdBack(recs, encs, blocked)
 			if len(held) > 0 {
@@ -555,7 +549,7 @@ func holdBack(recs []events.SQSMessage, encs [][]byte, blocked map[string]bool) 
 // invoke runs one event and settles its records.
 func (r *run) invoke(recs []events.SQSMessage, encs [][]byte) (BatchResult, error) {
 	var groups []string
-	if r.m.fifo {
+	if r.fifo {
 		for _, rec := range recs {
 			groups = append(groups, rec.Attributes["MessageGroupId"])
 		}
