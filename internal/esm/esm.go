@@ -353,8 +353,10 @@ func (r *run) sqsError(op string, err error) error {
 		return nil
 	}
 	r.errors++
+	var gone *types.QueueDoesNotExist
+	fatal := r.errors >= maxConsecutiveErrors || errors.As(err, &gone) // a deleted queue does not come back
 	err = fmt.Errorf("%w: %s %s: %w", ErrQueue, op, r.m.queueURL, err)
-	if r.errors >= maxConsecutiveErrors {
+	if fatal {
 		return err
 	}
 	if r.m.opts.OnWarning != nil {
@@ -646,9 +648,7 @@ func (r *run) delete(recs []events.SQSMessage) ([]string, error) {
 		out, err := r.m.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(r.m.queueURL), Entries: entries})
 		cancel()
 		if err != nil {
-			for _, rec := range chunk {
-				failures = append(failures, rec.MessageId+": "+err.Error())
-			}
+			failures = append(failures, strings.Join(ids(chunk), ", ")+": "+err.Error())
 			continue
 		}
 		for _, ok := range out.Successful {

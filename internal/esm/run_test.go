@@ -42,6 +42,7 @@ func TestRun(t *testing.T) {
 		{"events are cut at 6 MB", testPayloadLimit},
 		{"FIFO records after a cut wait for their group", testFIFOHoldBack},
 		{"stop lets the batch in flight finish", testStop},
+		{"a queue deleted under a batch fails its deletes and stops the run", testQueueDeleted},
 		{"until-empty waits for delayed messages", testDelayed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,6 +242,7 @@ func testWholeBatch(t *testing.T, h *harness) {
 		succeeds    bool // the whole batch is deleted at once
 		newProcess  bool // the failure costs the warm process
 		functionErr bool
+		noReport    bool // FunctionResponseTypes without ReportBatchItemFailures
 	}{
 		{name: "function error", trigger: "error@1", functionErr: true},
 		{name: "crash", trigger: "crash@1", functionErr: true, newProcess: true},
@@ -251,6 +253,7 @@ func testWholeBatch(t *testing.T, h *harness) {
 		{name: "response not JSON", trigger: "invalid@1", invalid: true},
 		{name: "response a JSON string", trigger: "string@1", invalid: true},
 		{name: "response without batchItemFailures deletes all", trigger: "extra@1", succeeds: true},
+		{name: "without ReportBatchItemFailures named records are deleted too", trigger: "fail@1", succeeds: true, noReport: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,7 +266,10 @@ func testWholeBatch(t *testing.T, h *harness) {
 				timeout = tt.timeout
 			}
 			// The window gathers the three into one batch.
-			s := h.run(url, h.runner(timeout), func(o *esm.Options) { o.BatchSize, o.Window = 3, 500*time.Millisecond })
+			s := h.run(url, h.runner(timeout), func(o *esm.Options) {
+				o.BatchSize, o.Window = 3, 500*time.Millisecond
+				o.ReportBatchItemFailures = !tt.noReport
+			})
 
 			invs := h.invocations()
 			got := deliveries(invs)
@@ -529,5 +535,40 @@ func testDelayed(t *testing.T, h *harness) {
 	s := h.run(url, h.runner(5*time.Second), func(o *esm.Options) { o.PollWait = time.Second }) // long polls
 	if s.Records != 1 || s.Deleted != 1 || !s.Empty {
 		t.Errorf("summary %+v; want the delayed message received and deleted before the stop", s)
+	}
+}
+
+func testQueueDeleted(t *testing.T, h *harness) {
+	url, _ := h.queue(false, nil)
+	h.send(url, "q1 sleep=1000", "q2")
+	inv := &startSignal{Runner: h.runner(5 * time.Second), started: make(chan struct{})}
+	go func() {
+		select {
+		case <-inv.started:
+			if _, err := h.client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
+				t.Error(err)
+			}
+		case <-time.After(15 * time.Second):
+		}
+	}()
+	var batches []esm.BatchResult
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := h.runCtx(ctx, url, inv, func(o *esm.Options) {
+		o.BatchSize, o.Window = 2, time.Second
+		o.OnBatch = func(b esm.BatchResult) { batches = append(batches, b) }
+	})
+	var gone *types.QueueDoesNotExist
+	if !errors.Is(err, esm.ErrQueue) || !errors.As(err, &gone) {
+		t.Errorf("Run error %v; want ErrQueue wrapping QueueDoesNotExist", err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("Run returned only at its deadline; want it to stop on the deleted queue")
+	}
+	if len(batches) != 1 || !errors.Is(batches[0].DeleteErr, esm.ErrDelete) || len(batches[0].Deleted) != 0 || len(batches[0].Left) != 2 {
+		t.Fatalf("batches %+v; want one, whose two deletions failed", batches)
+	}
+	if s.Invocations != 1 || s.Records != 2 || s.Deleted != 0 || s.Left != 2 || s.DeleteFailures != 2 || s.FunctionErrors != 0 {
+		t.Errorf("summary %+v; want 1 invocation, 2 records left after 2 failed deletes", s)
 	}
 }
