@@ -236,9 +236,9 @@ func runRun(ctx context.Context, std stdio, args []string) int {
 		return fail(exitUsage, "%v", err)
 	}
 
-	finished := make(chan struct{})
-	defer close(finished)
+	finished, noticed := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(noticed)
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(stderr, "lambdakit run: stopping after the batches in flight")
@@ -246,6 +246,8 @@ func runRun(ctx context.Context, std stdio, args []string) int {
 		}
 	}()
 	summary, runErr := mapping.Run(ctx)
+	close(finished)
+	<-noticed // the notice, if any, comes before the summary
 	for _, r := range runners {
 		if err := r.Close(); err != nil && runErr == nil {
 			runErr = fmt.Errorf("stop the function: %w", err)
