@@ -23,4 +23,14 @@
 // (function error, init error, crash or timeout), 2 for a usage error or an
 // unreadable input file, 3 when the bootstrap could not be started, and 130
 // when interrupted. Run 'lambdakit invoke -h' for the details.
+//
+// Run does what Lambda's SQS event source mapping does, against any SQS
+// endpoint: it polls the queue, invokes the bootstrap on each batch through
+// the same local Runtime API, and deletes the records the function did not
+// report failed, until Ctrl-C or, with -until-empty, an empty queue:
+//
+//	lambdakit run [-batch-size 10] [-window 0s] [-concurrency 1] [-until-empty] \
+//	    [-timeout 30s] [-env-file env.json] ... -queue URL BOOTSTRAP
+//
+// Run 'lambdakit run -h' for the flags and exit statuses.
 package main
