@@ -222,8 +222,8 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 	f.gw.FailNext(1)
 	run(body("pay_iam_1", "cus_1", 100)) // transient failure: acquire, release
 	run(body("pay_iam_1", "cus_1", 100), // charged: acquire, complete with the ledger row
-		body("pay_iam_1", "cus_1", 100),                          // duplicate
-		body("pay_iam_1", "cus_1", 999),                          // payload mismatch
+		body("pay_iam_1", "cus_1", 100),                           // duplicate
+		body("pay_iam_1", "cus_1", 999),                           // payload mismatch
 		body("pay_iam_2", gateway.DeclinedCustomerPrefix+"_1", 5)) // declined
 	if len(f.gw.Charges()) != 1 {
 		t.Fatalf("got %d charges; want the scenarios to have run (1 charge)", len(f.gw.Charges()))
