@@ -326,3 +326,59 @@ func TestThrottledRecordFailsWithItsOwnReason(t *testing.T) {
 		t.Errorf("got reason %q; want it to say throttled", reason)
 	}
 }
+
+// WithLambdaDefaults is deliberate: a retry setting of the aws.Config (as
+// AWS_MAX_ATTEMPTS would make) does not change its bound.
+func TestWithLambdaDefaultsOverridesTheConfigsRetrySettings(t *testing.T) {
+	f := setup(t)
+	proxy := testenv.NewProxy(t, moto.Server(t).URL)
+	cfg := moto.Config(t)
+	cfg.RetryMaxAttempts = 9
+	client := dynamodb.NewFromConfig(cfg, dynamostore.WithLambdaDefaults(quickBackoff), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(proxy.URL)
+	})
+	store := dynamostore.New(client, f.table)
+	proxy.Answer("PutItem", -1, http.StatusBadRequest, testenv.DynamoDBError("ThrottlingException", "slow down"))
+	if _, _, err := store.Acquire(t.Context(), record("config", now()), time.Now()); !errors.Is(err, lambdakit.ErrThrottled) {
+		t.Fatalf("got %v; want lambdakit.ErrThrottled", err)
+	}
+	if got := proxy.Count("PutItem"); got != dynamostore.DefaultMaxAttempts {
+		t.Errorf("got %d attempts; want %d, whatever the config says", got, dynamostore.DefaultMaxAttempts)
+	}
+}
+
+// MaxConns bounds the connections: with every request hanging, no more
+// than MaxConns reach DynamoDB; the others wait for a connection.
+func TestMaxConnsBoundsTheConnections(t *testing.T) {
+	const maxConns, calls = 2, 6
+	p := setupProxied(t, func(c *dynamostore.ClientOptions) {
+		c.MaxConns = maxConns
+		c.MaxAttempts = 1
+		c.AttemptTimeout = 20 * time.Second
+	})
+	p.proxy.Hang("PutItem", -1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			_, _, err := p.store.Acquire(ctx, record("conns#"+string(rune('a'+i)), now()), time.Now())
+			done <- err
+		}()
+	}
+	// Wait (bounded) until the allowed connections carry their requests,
+	// then give the others a moment in which they could pass the bound.
+	for i := 0; p.proxy.Count("PutItem") < maxConns && i < 500; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	got := p.proxy.Count("PutItem")
+	cancel()
+	for range calls {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v; want context.Canceled once the test gives up", err)
+		}
+	}
+	if got != maxConns {
+		t.Errorf("got %d requests in flight; want %d (MaxConns)", got, maxConns)
+	}
+}
