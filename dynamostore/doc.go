@@ -13,7 +13,12 @@
 // TransactWriteItems with the writes a handler staged through Stage);
 // Release is a conditional DeleteItem. Conditional failures come back as
 // the lambdakit sentinels (lambdakit.ErrLeaseLost), so callers never
-// inspect DynamoDB errors.
+// inspect DynamoDB errors; so does throttling (lambdakit.ErrThrottled),
+// once the client's retries are spent.
+//
+// WithLambdaDefaults configures a DynamoDB client for a Store in a Lambda
+// function: a bounded number of attempts with short, jittered backoff, a
+// timeout per attempt, and a bounded connection pool.
 //
 // CreateTable creates a table with this schema, on demand, with TTL on the
 // expiration attribute; templates that create the table themselves need it

@@ -112,9 +112,14 @@ var _ lambdakit.Store = (*Store)(nil)
 // New returns a Store that keeps its records in table through client.
 // Options with two attributes of the same name make every method of the
 // Store return an error.
+//
+// A call that DynamoDB throttles, once the client's retries are spent,
+// returns an error wrapping lambdakit.ErrThrottled (and the SDK's error).
+// Give the client bounded retries and timeouts with WithLambdaDefaults.
 func New(client API, table string, optFns ...func(*Options)) *Store {
 	o, err := newOptions(optFns)
-	return &Store{client: client, table: table, o: o, optErr: err}
+	// Through boundary, a throttled call fails with lambdakit.ErrThrottled.
+	return &Store{client: boundary{client}, table: table, o: o, optErr: err}
 }
 
 func (s *Store) attrNames(placeholders ...string) map[string]string {

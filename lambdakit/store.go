@@ -126,4 +126,8 @@ var (
 	// ErrStagingUnsupported means a store was handed staged writes it
 	// cannot commit atomically with the completion.
 	ErrStagingUnsupported = errors.New("lambdakit: store cannot commit these staged writes")
+	// ErrThrottled means the store's backend refused a request for lack of
+	// capacity, and the store's own retries did not get it through. The
+	// record fails, and comes back with its message.
+	ErrThrottled = errors.New("lambdakit: store request throttled")
 )

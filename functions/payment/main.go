@@ -113,5 +113,10 @@ func main() {
 	// 5 s per gateway call: a FIFO batch of 10 runs them one after another
 	// within the function's 60 s timeout.
 	client := &http.Client{Timeout: 5 * time.Second}
-	lambda.Start(newHandler(c, dynamodb.NewFromConfig(awsCfg), client, logger))
+	// Bounded retries with short backoff, a timeout per attempt and a
+	// bounded connection pool (see dynamostore.WithLambdaDefaults): a
+	// throttled or stuck DynamoDB fails its record with a clear reason
+	// instead of eating the invocation.
+	db := dynamodb.NewFromConfig(awsCfg, dynamostore.WithLambdaDefaults())
+	lambda.Start(newHandler(c, db, client, logger))
 }
