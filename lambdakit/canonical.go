@@ -1,6 +1,7 @@
 package lambdakit
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
@@ -43,6 +44,9 @@ type canonicalizer struct {
 	b   []byte
 	i   int
 	out []byte
+	// members is scratch space shared by nested objects: each object
+	// orders its own members at the end of it, then truncates it.
+	members []objMember
 }
 
 // canonicalJSON returns the canonical form of body, or ok=false when body
@@ -56,7 +60,10 @@ func canonicalJSON(body []byte) (canon []byte, ok bool, err error) {
 	if s.i != len(body) {
 		return nil, false, nil
 	}
-	c := canonicalizer{b: body, out: make([]byte, 0, len(body)+16)}
+	// Ordering an object copies its members once behind their unordered
+	// values, so the form may need twice the body's size while it is made.
+	var scratch [16]objMember
+	c := canonicalizer{b: body, out: make([]byte, 0, 2*len(body)+16), members: scratch[:0]}
 	if err := c.value(); err != nil {
 		return nil, true, err
 	}
@@ -127,7 +134,7 @@ func (c *canonicalizer) value() error {
 // objMember is one object member while its object is being ordered: its
 // decoded name, its position, and where its canonical value lies in out.
 type objMember struct {
-	name       string
+	name       []byte
 	pos        int
 	start, end int
 }
@@ -143,8 +150,8 @@ func (c *canonicalizer) object() error {
 	// Values are written to out as they are parsed, then the members are
 	// copied behind them in order and the unordered part is cut away.
 	base := len(c.out)
-	var members []objMember
-	for {
+	first := len(c.members)
+	for pos := 0; ; pos++ {
 		c.space()
 		name := c.str()
 		c.space()
@@ -153,7 +160,7 @@ func (c *canonicalizer) object() error {
 		if err := c.value(); err != nil {
 			return err
 		}
-		members = append(members, objMember{name: name, pos: len(members), start: start, end: len(c.out)})
+		c.members = append(c.members, objMember{name: name, pos: pos, start: start, end: len(c.out)})
 		c.space()
 		ch := c.b[c.i]
 		c.i++
@@ -161,18 +168,35 @@ func (c *canonicalizer) object() error {
 			break
 		}
 	}
-	slices.SortStableFunc(members, func(a, b objMember) int {
-		if d := compareFolded(a.name, b.name); d != 0 {
-			return d
+	members := c.members[first:]
+	c.members = c.members[:first] // the region stays readable until the next append
+	// Of members with the very same name only the last counts: sorted by
+	// name and position, it is the last of its run.
+	if len(members) > 1 {
+		slices.SortFunc(members, func(a, b objMember) int {
+			if d := bytes.Compare(a.name, b.name); d != 0 {
+				return d
+			}
+			return cmp.Compare(a.pos, b.pos)
+		})
+		kept := members[:0]
+		for k, m := range members {
+			if k+1 < len(members) && bytes.Equal(members[k+1].name, m.name) {
+				continue
+			}
+			kept = append(kept, m)
 		}
-		return cmp.Compare(a.pos, b.pos)
-	})
+		members = kept
+		slices.SortFunc(members, func(a, b objMember) int {
+			if d := compareFolded(a.name, b.name); d != 0 {
+				return d
+			}
+			return cmp.Compare(a.pos, b.pos)
+		})
+	}
 	end := len(c.out)
 	c.out = append(c.out, '{')
-	for k, m := range members {
-		if later := slices.ContainsFunc(members[k+1:], func(o objMember) bool { return o.name == m.name }); later {
-			continue // a later member of the same name wins
-		}
+	for _, m := range members {
 		c.out = appendString(c.out, m.name)
 		c.out = append(c.out, c.out[m.start:m.end]...)
 	}
@@ -182,8 +206,8 @@ func (c *canonicalizer) object() error {
 }
 
 // str reads a string token and returns its value as encoding/json decodes
-// it.
-func (c *canonicalizer) str() string {
+// it: without a copy when the token has no escapes and is valid UTF-8.
+func (c *canonicalizer) str() []byte {
 	start := c.i
 	c.i++
 	plain := true
@@ -202,21 +226,13 @@ func (c *canonicalizer) str() string {
 	}
 	c.i++
 	raw := c.b[start:c.i]
-	if plain || utf8.Valid(raw) && !hasByte(raw, '\\') {
-		return string(raw[1 : len(raw)-1])
+	inner := raw[1 : len(raw)-1]
+	if plain || utf8.Valid(inner) && bytes.IndexByte(inner, '\\') < 0 {
+		return inner
 	}
 	var s string
 	_ = json.Unmarshal(raw, &s) // valid: the scanner checked it
-	return s
-}
-
-func hasByte(b []byte, c byte) bool {
-	for _, x := range b {
-		if x == c {
-			return true
-		}
-	}
-	return false
+	return []byte(s)
 }
 
 func (c *canonicalizer) number() {
@@ -230,7 +246,7 @@ func (c *canonicalizer) number() {
 	}
 }
 
-func appendString(dst []byte, s string) []byte {
+func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = append(dst, 's')
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
@@ -239,10 +255,10 @@ func appendString(dst []byte, s string) []byte {
 // compareFolded orders names as if folded to one case the way
 // strings.EqualFold matches them: names that EqualFold compares equal
 // compare 0.
-func compareFolded(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
+func compareFolded(a, b []byte) int {
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
 		if d := cmp.Compare(foldRune(ra), foldRune(rb)); d != 0 {
 			return d
 		}
@@ -307,7 +323,8 @@ func appendCanonicalNumber(dst, raw []byte) ([]byte, error) {
 		}
 		exp = e
 	}
-	digits = append(append(make([]byte, 0, len(intPart)+len(fracPart)), intPart...), fracPart...)
+	var buf [64]byte // numbers are short; a longer one spills to the heap
+	digits = append(append(buf[:0], intPart...), fracPart...)
 	frac = len(fracPart)
 	for len(digits) > 0 && digits[0] == '0' {
 		digits = digits[1:]

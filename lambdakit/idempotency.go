@@ -225,6 +225,7 @@ func (m *idempotent) lead(ctx context.Context, msg *events.SQSMessage, f *flight
 // record. It returns the handler's result and the record as stored; when the
 // key was completed before, duplicate is true and rec is the stored record.
 func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+	var cctx context.Context // for cleanup, made once the record may be ours
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = now.Add(m.opts.LeaseWithoutDeadline)
@@ -243,15 +244,18 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 		Validation:           validation,
 		Lease:                newLease(),
 	}.Rounded()
-	// Cleanup (Complete, Release) must happen even when the batch has
-	// cancelled ctx at its deadline guard: an unreleased lock delays the
-	// retry, an uncompleted record repeats the work. But not for longer
-	// than the lease: after it the record may be someone else's, and a
-	// hung call must not keep later messages with this key waiting in the
-	// container.
-	cctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), rec.InProgressExpiration)
-	defer cancel()
 	existing, acquired, err := m.store.Acquire(ctx, rec, now)
+	if err != nil || acquired || existing.Lease == rec.Lease {
+		// Cleanup (Complete, Release) must happen even when the batch
+		// has cancelled ctx at its deadline guard: an unreleased lock
+		// delays the retry, an uncompleted record repeats the work. But
+		// not for longer than the lease: after it the record may be
+		// someone else's, and a hung call must not keep later messages
+		// with this key waiting in the container.
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), rec.InProgressExpiration)
+		defer cancel()
+	}
 	switch {
 	case err != nil:
 		// The put may have landed though its answer did not: free the

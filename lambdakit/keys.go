@@ -124,7 +124,7 @@ func PayloadBody(msg *events.SQSMessage) (string, error) {
 	case !ok:
 		return "r" + msg.Body, nil // 'r' never starts a canonical value
 	}
-	return string(canon), nil
+	return stringOf(canon), nil
 }
 
 // PayloadFields returns a PayloadFunc over chosen body fields only, for
