@@ -97,3 +97,8 @@ func (b boundary) TransactWriteItems(ctx context.Context, in *dynamodb.TransactW
 	out, err := b.api.TransactWriteItems(ctx, in, optFns...)
 	return out, mark(err)
 }
+
+func (b boundary) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := b.api.BatchGetItem(ctx, in, optFns...)
+	return out, mark(err)
+}

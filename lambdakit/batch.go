@@ -103,7 +103,7 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	}
 	out := &outcomes{errs: make([]error, len(recs)), started: make([]bool, len(recs)), done: make([]bool, len(recs))}
 
-	runCtx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(withBatch(ctx, recs))
 	defer cancel()
 	answerBy, stopGuard := b.guard(ctx, cancel)
 	defer stopGuard()

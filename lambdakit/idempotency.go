@@ -43,6 +43,9 @@ type IdempotencyOptions struct {
 	// LeaseWithoutDeadline is the lease used when the context has no
 	// deadline (outside Lambda). Default 15 minutes, Lambda's maximum.
 	LeaseWithoutDeadline time.Duration
+	// Prefetch says when a batch's completed records are read ahead in
+	// one request (see PrefetchPolicy). Default PrefetchRedeliveries.
+	Prefetch PrefetchPolicy
 	// Logger receives the lines about duplicates, lost leases and results
 	// that could not be cached. Default: JSON to standard error.
 	Logger *slog.Logger
@@ -101,17 +104,19 @@ func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) M
 	// One cache and one set of flights per middleware: they live as long as
 	// the warm container.
 	shared := &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}
+	getter, _ := store.(BatchGetter)
 	return func(next Handler) Handler {
-		return &idempotent{next: next, store: store, key: key, opts: o, state: shared}
+		return &idempotent{next: next, store: store, getter: getter, key: key, opts: o, state: shared}
 	}
 }
 
 type idempotent struct {
-	next  Handler
-	store Store
-	key   KeyFunc
-	opts  IdempotencyOptions
-	state *idempotencyState
+	next   Handler
+	store  Store
+	getter BatchGetter // nil when the store cannot read ahead
+	key    KeyFunc
+	opts   IdempotencyOptions
+	state  *idempotencyState
 }
 
 type idempotencyState struct {
@@ -152,6 +157,10 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 	}
 	now := m.opts.Now()
 	if rec, ok := m.state.cache.get(id, now); ok {
+		return m.replay(ctx, msg, rec, validation)
+	}
+	if rec, ok := m.prefetched(ctx, msg, id, now); ok {
+		m.state.cache.put(rec)
 		return m.replay(ctx, msg, rec, validation)
 	}
 

@@ -31,6 +31,16 @@ func (e *effects) add(key string) {
 	e.calls[key]++
 }
 
+func (e *effects) total() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, c := range e.calls {
+		n += c
+	}
+	return n
+}
+
 func (e *effects) count(key string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -225,6 +225,13 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 		body("pay_iam_1", "cus_1", 100),                           // duplicate
 		body("pay_iam_1", "cus_1", 999),                           // payload mismatch
 		body("pay_iam_2", gateway.DeclinedCustomerPrefix+"_1", 5)) // declined
+	// A re-driven duplicate in a fresh container: read ahead
+	// (BatchGetItem) before any lock.
+	handler = newHandler(f.cfg, db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+	redriven := lambdakittest.Redelivery(lambdakittest.Message(body("pay_iam_1", "cus_1", 100)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	_, _ = handler(ctx, lambdakittest.Event(redriven))
+	cancel()
 	if len(f.gw.Charges()) != 1 {
 		t.Fatalf("got %d charges; want the scenarios to have run (1 charge)", len(f.gw.Charges()))
 	}
@@ -257,6 +264,10 @@ func iamActions(op string, params any) []tableAction {
 			case it.ConditionCheck != nil:
 				add(it.ConditionCheck.TableName, "ConditionCheckItem")
 			}
+		}
+	case *dynamodb.BatchGetItemInput:
+		for table := range in.RequestItems {
+			add(aws.String(table), "BatchGetItem")
 		}
 	default:
 		// Single-table operations name their table in TableName.

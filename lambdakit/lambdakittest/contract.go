@@ -265,6 +265,33 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		}
 	})
 
+	t.Run("GetRecords returns what is stored and leaves out what is not", func(t *testing.T) {
+		s := newStore(t)
+		getter, ok := s.(lambdakit.BatchGetter)
+		if !ok {
+			t.Skip("the store does not implement lambdakit.BatchGetter")
+		}
+		done := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, done, base)
+		done = complete(t, s, done, []byte(`"r"`))
+		busy := newRecord(t, base.Add(1500*time.Millisecond))
+		mustAcquire(t, s, busy, base)
+		missing := newRecord(t, base.Add(time.Minute))
+		got, err := getter.GetRecords(t.Context(), []string{done.ID, busy.ID, missing.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 {
+			t.Errorf("got %d records; want 2 (the missing one left out)", len(got))
+		}
+		if r := got[done.ID]; r.Status != lambdakit.StatusCompleted || string(r.Data) != `"r"` || r.Validation != "v1" || !r.Expiration.Equal(done.Expiration) {
+			t.Errorf("completed record: got %+v", r)
+		}
+		if r := got[busy.ID]; r.Status != lambdakit.StatusInProgress || r.Lease != busy.Lease || !r.InProgressExpiration.Equal(busy.InProgressExpiration) {
+			t.Errorf("in-progress record: got %+v", r)
+		}
+	})
+
 	t.Run("20 concurrent acquires of one key: exactly one wins", func(t *testing.T) {
 		s := newStore(t)
 		rec := newRecord(t, base.Add(time.Minute))

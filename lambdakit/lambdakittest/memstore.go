@@ -23,13 +23,33 @@ type MemoryStore struct {
 
 // Calls counts the requests a Store received, per method.
 type Calls struct {
-	Acquire, Complete, Release int
+	Acquire, Complete, Release, GetRecords int
 }
 
 // Total is the number of requests of every kind.
-func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release }
+func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release + c.GetRecords }
 
-var _ lambdakit.Store = (*MemoryStore)(nil)
+var (
+	_ lambdakit.Store       = (*MemoryStore)(nil)
+	_ lambdakit.BatchGetter = (*MemoryStore)(nil)
+)
+
+// GetRecords implements lambdakit.BatchGetter.
+func (s *MemoryStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls.GetRecords++
+	out := make(map[string]lambdakit.Record, len(ids))
+	for _, id := range ids {
+		if r, ok := s.recs[id]; ok {
+			out[id] = clone(r)
+		}
+	}
+	return out, nil
+}
 
 // Acquire implements lambdakit.Store.
 func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
