@@ -451,7 +451,7 @@ func TestBatchConcurrency(t *testing.T) {
 		}
 	})
 
-	t.Run("default runs the whole batch at once", func(t *testing.T) {
+	t.Run("default runs a batch of SQS's usual size at once", func(t *testing.T) {
 		const n = 8
 		ctx, cancel := context.WithTimeout(batchCtx(t), 10*time.Second)
 		defer cancel()
@@ -483,6 +483,56 @@ func TestBatchConcurrency(t *testing.T) {
 		wantFailed(t, resp)
 		if got := fl.max.Load(); got != n {
 			t.Errorf("got at most %d records in flight; want %d; log: %v", got, n, log.Lines(t))
+		}
+	})
+
+	t.Run("a batch of 10,000 runs at most DefaultConcurrency records at once", func(t *testing.T) {
+		const n = 10_000
+		ctx, cancel := context.WithTimeout(batchCtx(t), 60*time.Second)
+		defer cancel()
+		fl := &inFlight{}
+		var ran atomic.Int32
+		h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			fl.enter()
+			defer fl.leave()
+			ran.Add(1)
+			time.Sleep(100 * time.Microsecond) // long enough for records to overlap
+			return nil, nil
+		})
+		fn, _ := newBatch(h)
+		msgs := make([]events.SQSMessage, n)
+		for i := range msgs {
+			msgs[i] = lambdakittest.Message(fmt.Sprintf("r-%d", i))
+		}
+		resp, err := fn(ctx, lambdakittest.Event(msgs...))
+		if err != nil || len(resp.BatchItemFailures) != 0 || ran.Load() != n {
+			t.Fatalf("got %d failures, %v, %d runs; want none failed and %d runs", len(resp.BatchItemFailures), err, ran.Load(), n)
+		}
+		if got := fl.max.Load(); got > lambdakit.DefaultConcurrency {
+			t.Errorf("got %d records in flight; want at most %d", got, lambdakit.DefaultConcurrency)
+		}
+	})
+
+	t.Run("a batch of 10,000 still answers before the deadline", func(t *testing.T) {
+		const n = 10_000
+		deadline := time.Now().Add(2 * time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			<-ctx.Done() // never finishes on its own
+			return nil, ctx.Err()
+		})
+		fn, _ := newBatch(h)
+		msgs := make([]events.SQSMessage, n)
+		for i := range msgs {
+			msgs[i] = lambdakittest.Message(fmt.Sprintf("r-%d", i))
+		}
+		resp, err := fn(ctx, lambdakittest.Event(msgs...))
+		if answered := time.Now(); !answered.Before(deadline) {
+			t.Errorf("answered %v after the deadline; want before it", answered.Sub(deadline))
+		}
+		if len(resp.BatchItemFailures) != n || err == nil {
+			t.Errorf("got %d failures, %v; want all %d reported failed and ErrAllFailed", len(resp.BatchItemFailures), err, n)
 		}
 	})
 }
