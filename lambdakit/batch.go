@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -33,10 +35,27 @@ type BatchOptions struct {
 	// failed. By default it returns ErrAllFailed instead, so that the event
 	// source mapping backs off rather than polling again at full speed.
 	AllowAllFailed bool
-	// Logger receives one line per failed record. Default: JSON to
-	// standard error.
+	// Logger receives one line per record: "record failed" at ERROR with
+	// the reason, "record done" at INFO otherwise. Default: JSON on
+	// standard error with the Lambda request ID, at the level in
+	// AWS_LAMBDA_LOG_LEVEL.
 	Logger *slog.Logger
+	// DisableMetrics turns off the metrics line the batch writes per
+	// invocation (CloudWatch Embedded Metric Format).
+	DisableMetrics bool
+	// MetricsNamespace is the metrics' CloudWatch namespace. Default
+	// "lambdakit".
+	MetricsNamespace string
+	// MetricsWriter receives the metrics line. Default standard output.
+	MetricsWriter io.Writer
+	// FunctionName is the metrics' FunctionName dimension. Default
+	// AWS_LAMBDA_FUNCTION_NAME.
+	FunctionName string
 }
+
+// errCancelledAtGuard marks a record's error that came after the deadline
+// guard cancelled it.
+var errCancelledAtGuard = errors.New("cancelled at the deadline guard")
 
 // DefaultConcurrency is how many records, or FIFO message groups, a batch
 // runs at once by default. A batch of SQS's usual 10 runs whole; a standard
@@ -70,6 +89,15 @@ func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
 	if o.Logger == nil {
 		o.Logger = defaultLogger()
 	}
+	if o.MetricsNamespace == "" {
+		o.MetricsNamespace = "lambdakit"
+	}
+	if o.MetricsWriter == nil {
+		o.MetricsWriter = os.Stdout
+	}
+	if o.FunctionName == "" {
+		o.FunctionName = os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
+	}
 	b := &batch{h: h, opts: o}
 	return b.handle
 }
@@ -88,6 +116,7 @@ type outcomes struct {
 	started []bool
 	done    []bool
 	closed  bool
+	notes   []recordNote // what became of each record, filled as it runs
 }
 
 func (o *outcomes) start(i int) {
@@ -109,7 +138,9 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	if len(recs) == 0 {
 		return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}, nil
 	}
-	out := &outcomes{errs: make([]error, len(recs)), started: make([]bool, len(recs)), done: make([]bool, len(recs))}
+	began := time.Now()
+	out := &outcomes{errs: make([]error, len(recs)), started: make([]bool, len(recs)), done: make([]bool, len(recs)),
+		notes: make([]recordNote, len(recs))}
 
 	runCtx, cancel := context.WithCancel(withBatch(ctx, recs))
 	defer cancel()
@@ -149,7 +180,7 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	case <-finished:
 	case <-answerBy:
 	}
-	return b.answer(ctx, recs, out)
+	return b.answer(ctx, recs, out, began)
 }
 
 // guard cancels the records' context DeadlineMargin before the invocation
@@ -217,9 +248,16 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 			return // not started: answer reports ErrNotStarted
 		}
 		out.start(i)
-		err := b.runRecord(ctx, &recs[i])
+		note := &out.notes[i]
+		note.mu.Lock()
+		note.start = time.Now()
+		note.mu.Unlock()
+		err := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i])
+		note.mu.Lock()
+		note.elapsed = time.Since(note.start)
+		note.mu.Unlock()
 		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("cancelled at the deadline guard: %w", err)
+			err = fmt.Errorf("%w: %w", errCancelledAtGuard, err)
 		}
 		out.set(i, err)
 		if err != nil {
@@ -241,8 +279,9 @@ func (b *batch) runRecord(ctx context.Context, msg *events.SQSMessage) (err erro
 	return err
 }
 
-// answer builds the response from the outcomes and logs each failure once.
-func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outcomes) (events.SQSEventResponse, error) {
+// answer builds the response from the outcomes, logs one line per record,
+// and writes the invocation's metrics line.
+func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outcomes, began time.Time) (events.SQSEventResponse, error) {
 	out.mu.Lock()
 	out.closed = true
 	errs := make([]error, len(recs))
@@ -263,12 +302,17 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 	var batchErr error
 	failed := 0
 	reported := make(map[string]bool)
+	metrics := &invocationMetrics{}
 	for i, err := range errs {
+		note := &out.notes[i]
+		b.logRecord(ctx, &recs[i], note, err)
+		if !b.opts.DisableMetrics {
+			metrics.add(note, err)
+		}
 		if err == nil {
 			continue
 		}
 		failed++
-		b.logFailure(ctx, &recs[i], err)
 		id := recs[i].MessageId
 		if id == "" {
 			// Lambda fails the whole batch on an empty itemIdentifier;
@@ -284,17 +328,45 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 	if batchErr == nil && failed == len(recs) && !b.opts.AllowAllFailed {
 		batchErr = fmt.Errorf("%w (batch of %d)", ErrAllFailed, failed)
 	}
+	if !b.opts.DisableMetrics {
+		metrics.duration = time.Since(began)
+		if err := writeEMF(b.opts.MetricsWriter, b.opts.MetricsNamespace, b.opts.FunctionName, queueName(recs), began, metrics); err != nil {
+			b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "metrics not written", slog.String("reason", err.Error()))
+		}
+	}
 	return resp, batchErr
 }
 
-func (b *batch) logFailure(ctx context.Context, msg *events.SQSMessage, err error) {
-	attrs := []slog.Attr{
-		slog.String("messageId", msg.MessageId),
-		slog.String("reason", err.Error()),
+// logRecord logs what became of one record: its message ID, the hashed
+// idempotency key (the record's ID, never the raw key or the body), the
+// outcome, and how long it took; for a failure, the reason too.
+func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error) {
+	note.mu.Lock()
+	id, dup, replayed, elapsed := note.id, note.duplicate, note.replayed, note.elapsed
+	note.mu.Unlock()
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("messageId", msg.MessageId))
+	if id != "" {
+		attrs = append(attrs, slog.String("id", id))
 	}
 	if g := msg.Attributes["MessageGroupId"]; g != "" {
 		attrs = append(attrs, slog.String("messageGroupId", g))
 	}
+	attrs = append(attrs, slog.Float64("durationMs", ms(elapsed)))
+	if err == nil {
+		outcome := "processed"
+		switch {
+		case replayed:
+			outcome = "replayed"
+		case dup != dupNone:
+			outcome = "duplicate"
+		}
+		attrs = append(attrs, slog.String("outcome", outcome))
+		b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "record done", attrs...)
+		return
+	}
+	attrs = append(attrs, slog.String("outcome", "failed"), slog.String("reasonCode", reasonOf(err)),
+		slog.String("reason", err.Error()))
 	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}

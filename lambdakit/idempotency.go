@@ -156,12 +156,14 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		validation = hashHex(p)
 	}
 	now := m.opts.Now()
+	note := noteFrom(ctx)
+	note.setID(id)
 	if rec, ok := m.state.cache.get(id, now); ok {
-		return m.replay(ctx, msg, rec, validation)
+		return m.replay(ctx, msg, rec, validation, dupCache)
 	}
 	if rec, ok := m.prefetched(ctx, msg, id, now); ok {
 		m.state.cache.put(rec)
-		return m.replay(ctx, msg, rec, validation)
+		return m.replay(ctx, msg, rec, validation, dupStore)
 	}
 
 	f, done := m.join(id)
@@ -174,11 +176,11 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		if f.err != nil {
 			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed: %w", f.err)
 		}
-		return m.replay(ctx, msg, f.rec, validation)
+		return m.replay(ctx, msg, f.rec, validation, dupCache)
 	}
 	result, rec, duplicate, err := m.lead(ctx, msg, f, id, validation, now)
 	if duplicate {
-		return m.replay(ctx, msg, rec, validation)
+		return m.replay(ctx, msg, rec, validation, dupStore)
 	}
 	return result, err
 }
@@ -253,7 +255,7 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 		Validation:           validation,
 		Lease:                newLease(),
 	}.Rounded()
-	existing, acquired, err := m.store.Acquire(ctx, rec, now)
+	existing, acquired, err := m.acquire(ctx, rec, now)
 	if err != nil || acquired || existing.Lease == rec.Lease {
 		// Cleanup (Complete, Release) must happen even when the batch
 		// has cancelled ctx at its deadline guard: an unreleased lock
@@ -270,7 +272,7 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 		// The put may have landed though its answer did not: free the
 		// key if it holds our lease, so that a retry need not wait for
 		// the lease to end. Release leaves anyone else's record alone.
-		if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+		if rerr := m.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			err = errors.Join(err, rerr)
 		}
 		return nil, Record{}, false, err
@@ -294,13 +296,13 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 			// The handler called runtime.Goexit: free the key as
 			// after a panic, so that a retry need not wait for the
 			// lease to end.
-			_ = m.store.Release(cctx, id, rec.Lease)
+			_ = m.release(cctx, id, rec.Lease)
 		}
 	}()
 	result, err = m.call(context.WithValue(ctx, stageKey{}, st), msg)
 	returned = true
 	if err != nil {
-		if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil {
+		if rerr := m.release(cctx, id, rec.Lease); rerr != nil {
 			m.logLeaseError(ctx, msg, id, "release", rerr)
 			err = errors.Join(err, rerr)
 		}
@@ -310,21 +312,21 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	rec.Status = StatusCompleted
 	rec.Data = result
 	rec.Staged = st.take()
-	err = m.store.Complete(cctx, rec)
+	err = m.complete(cctx, rec)
 	if errors.Is(err, ErrResultNotStorable) {
 		// The work is done; forgetting that would repeat it. Complete
 		// without the result: duplicates then replay no result.
 		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
 			slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("reason", err.Error()))
 		rec.Data = nil
-		err = m.store.Complete(cctx, rec)
+		err = m.complete(cctx, rec)
 	}
 	if err != nil {
 		m.logLeaseError(ctx, msg, id, "complete", err)
 		if !errors.Is(err, ErrLeaseLost) {
 			// Nothing is known to be committed; free the key for the
 			// retry. Release refuses a record that did complete.
-			if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+			if rerr := m.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 				err = errors.Join(err, rerr)
 			}
 		}
@@ -339,6 +341,24 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	return result, rec, false, nil
 }
 
+// acquire, complete and release make the store's requests, timing each for
+// the invocation's metrics and marking its failures as *StoreError.
+func (m *idempotent) acquire(ctx context.Context, rec Record, now time.Time) (Record, bool, error) {
+	defer noteFrom(ctx).storeCall(time.Now())
+	existing, acquired, err := m.store.Acquire(ctx, rec, now)
+	return existing, acquired, storeErr("acquire", err)
+}
+
+func (m *idempotent) complete(ctx context.Context, rec Record) error {
+	defer noteFrom(ctx).storeCall(time.Now())
+	return storeErr("complete", m.store.Complete(ctx, rec))
+}
+
+func (m *idempotent) release(ctx context.Context, id, lease string) error {
+	defer noteFrom(ctx).storeCall(time.Now())
+	return storeErr("release", m.store.Release(ctx, id, lease))
+}
+
 // call runs the next handler, turning a panic into a *PanicError so that the
 // record's lock is released like after any other failure.
 func (m *idempotent) call(ctx context.Context, msg *events.SQSMessage) (result []byte, err error) {
@@ -350,13 +370,17 @@ func (m *idempotent) call(ctx context.Context, msg *events.SQSMessage) (result [
 	return m.next.Handle(ctx, msg)
 }
 
-// replay answers a duplicate from a completed record.
-func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Record, validation string) ([]byte, error) {
+// replay answers a duplicate from a completed record, found in source.
+func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Record, validation string, source int) ([]byte, error) {
 	if validation != "" && rec.Validation != "" && rec.Validation != validation {
 		return nil, ErrPayloadMismatch
 	}
-	m.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
-		slog.String("messageId", msg.MessageId), slog.String("id", rec.ID))
+	if note := noteFrom(ctx); note != nil {
+		note.setDuplicate(source, rec.Data != nil) // Batch logs the record's line
+	} else {
+		m.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
+			slog.String("messageId", msg.MessageId), slog.String("id", rec.ID))
+	}
 	// A copy: the caller may change what it gets, and the cached record
 	// must answer the next duplicate the same.
 	return bytes.Clone(rec.Data), nil
@@ -408,6 +432,4 @@ func newLease() string {
 	return hex.EncodeToString(b[:])
 }
 
-func defaultLogger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
-}
+

@@ -273,8 +273,10 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 			return "charged    " + fmt.Sprint(l["charge_id"])
 		case "payment declined":
 			return "declined   " + fmt.Sprint(l["reason"])
-		case "idempotency: duplicate skipped":
-			return "skipped    duplicate, gateway not called"
+		case "record done":
+			if o := l["outcome"]; o == "duplicate" || o == "replayed" {
+				return "skipped    duplicate, gateway not called"
+			}
 		}
 	}
 	if failed {
