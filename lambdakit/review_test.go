@@ -8,7 +8,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -127,5 +129,53 @@ func TestReviewProcessWithoutKeyRunsMessagesWhoseKeyAStructSees(t *testing.T) {
 				t.Errorf("the same message ran %d times without a lock, though a struct decodes its key; want at most once (or ErrInvalidKey)", ran)
 			}
 		})
+	}
+}
+
+// DEFECT (low severity): TTL is documented as "how long a completed record
+// is remembered", but the expiration is computed when the lock is taken and
+// Complete keeps it, so a record is remembered TTL minus the handler's run
+// time. Here a handler runs 14 of Lambda's 15 minutes under a 20-minute TTL;
+// a duplicate 10 minutes after the completion, well within the TTL, runs
+// the handler again. (Powertools computes the expiry when it saves the
+// result.)
+func TestReviewTTLCountsFromCompletion(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	start := time.Now()
+	var mu sync.Mutex
+	now := start
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+	}
+	ran := 0
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+		o.TTL = 20 * time.Minute
+		o.Now = clock
+	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+		ran++
+		advance(14 * time.Minute) // a long run, as the clock sees it
+		return []byte(`"ch_1"`), nil
+	}))
+	// Lambda's longest invocation; the test itself takes no real time.
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(15*time.Minute))
+	defer cancel()
+	msg := lambdakittest.Message(paymentBody("p-ttl-complete", 1))
+	if _, err := h.Handle(ctx, &msg); err != nil {
+		t.Fatal(err)
+	}
+	advance(10 * time.Minute) // 10 minutes after the completion
+	again := lambdakittest.Redelivery(msg)
+	if _, err := h.Handle(ctx, &again); err != nil {
+		t.Fatal(err)
+	}
+	if ran != 1 {
+		t.Errorf("handler ran %d times; want 1: a duplicate 10 min after completion, with a 20 min TTL, must be skipped", ran)
 	}
 }
