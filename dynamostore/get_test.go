@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,9 +17,9 @@ import (
 func TestReadAheadOnDynamoDB(t *testing.T) {
 	f := setup(t)
 	key := lambdakit.KeyFromField("id")
-	runs := 0
+	var runs atomic.Int32
 	handler := lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
-		runs++
+		runs.Add(1)
 		return []byte(`{"ok":true}`), nil
 	})
 	msgs := make([]events.SQSMessage, 10)
@@ -44,8 +45,8 @@ func TestReadAheadOnDynamoDB(t *testing.T) {
 		t.Fatalf("cold redelivery: %v, %v", resp, err)
 	}
 	f.checkCalls(t, map[string]int{"BatchGetItem": 1})
-	if runs != 10 {
-		t.Errorf("handler ran %d times; want 10 (first delivery only)", runs)
+	if n := runs.Load(); n != 10 {
+		t.Errorf("handler ran %d times; want 10 (first delivery only)", n)
 	}
 }
 

@@ -30,11 +30,16 @@ import (
 // Strings are decoded as encoding/json decodes them (escapes resolved,
 // invalid UTF-8 and lone surrogates become U+FFFD), so text that decodes to
 // one Go string is one value. Object members are ordered by name, folded as
-// encoding/json matches names to struct fields, then by position; of
-// members with the very same name only the last counts, as in
-// encoding/json. Keeping the order of names that differ only in case
-// matters: a struct receives the last of them, so {"amount":1,"AMOUNT":2}
-// and {"AMOUNT":2,"amount":1} are different payments to a handler.
+// encoding/json matches names to struct fields, then by position, and all
+// of them are kept. Members whose names fold alike keep their order because
+// a struct decodes them in turn: {"amount":1,"AMOUNT":2} and
+// {"AMOUNT":2,"amount":1} are different payments to a handler, and so are
+// {"currency":"USD","currency":null} and {"currency":"EUR","currency":null}
+// (a later null leaves a struct field as it was; a later object is merged
+// into the earlier one). The price is that a body repeating a member is
+// never a duplicate of one that does not, though a map would decode them
+// alike: a payment refused as a mismatch is safe, one taken for another's
+// duplicate is not.
 
 var errNumberRange = errors.New("number's exponent is out of range")
 
@@ -170,30 +175,12 @@ func (c *canonicalizer) object() error {
 	}
 	members := c.members[first:]
 	c.members = c.members[:first] // the region stays readable until the next append
-	// Of members with the very same name only the last counts: sorted by
-	// name and position, it is the last of its run.
-	if len(members) > 1 {
-		slices.SortFunc(members, func(a, b objMember) int {
-			if d := bytes.Compare(a.name, b.name); d != 0 {
-				return d
-			}
-			return cmp.Compare(a.pos, b.pos)
-		})
-		kept := members[:0]
-		for k, m := range members {
-			if k+1 < len(members) && bytes.Equal(members[k+1].name, m.name) {
-				continue
-			}
-			kept = append(kept, m)
+	slices.SortFunc(members, func(a, b objMember) int {
+		if d := compareFolded(a.name, b.name); d != 0 {
+			return d
 		}
-		members = kept
-		slices.SortFunc(members, func(a, b objMember) int {
-			if d := compareFolded(a.name, b.name); d != 0 {
-				return d
-			}
-			return cmp.Compare(a.pos, b.pos)
-		})
-	}
+		return cmp.Compare(a.pos, b.pos)
+	})
 	end := len(c.out)
 	c.out = append(c.out, '{')
 	for _, m := range members {

@@ -312,6 +312,13 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	rec.Status = StatusCompleted
 	rec.Data = result
 	rec.Staged = st.take()
+	// The TTL counts from the completion, not from the lock: a handler
+	// that ran for minutes must not shorten how long its work is
+	// remembered.
+	if done := m.opts.Now().Add(m.opts.TTL); done.After(rec.Expiration) {
+		rec.Expiration = done
+		rec = rec.Rounded()
+	}
 	err = m.complete(cctx, rec)
 	if errors.Is(err, ErrResultNotStorable) {
 		// The work is done; forgetting that would repeat it. Complete
@@ -431,5 +438,3 @@ func newLease() string {
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	return hex.EncodeToString(b[:])
 }
-
-

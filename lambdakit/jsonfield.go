@@ -12,9 +12,9 @@ var (
 	errNoField = errors.New("field not found")
 	// errInvalidJSON means the document is not one valid JSON value.
 	errInvalidJSON = errors.New("not valid JSON")
-	// errAmbiguousField means the object has a member whose name differs
-	// from the field's only in case.
-	errAmbiguousField = errors.New("another member has the same name in other case")
+	// errAmbiguousField means the object names the field more than once,
+	// or has a member whose name differs from the field's only in case.
+	errAmbiguousField = errors.New("the field is named more than once, or again in other case")
 	// errNotObject means the path leads through a value that is not an
 	// object (or null), so it cannot hold the field.
 	errNotObject = errors.New("not an object")
@@ -78,8 +78,8 @@ func member(doc []byte, name string) ([]byte, error) {
 }
 
 // lookup is what object looks for in the members of an object: the raw value
-// of the last member called name, and whether a member's name differs from
-// name only in case.
+// of the member called name, and whether the object is ambiguous about it
+// (the name twice, or a name that differs from it only in case).
 type lookup struct {
 	name    string
 	found   []byte
@@ -160,6 +160,11 @@ func (s *scanner) object(look *lookup) bool {
 		if look != nil {
 			switch exact, folded := keyMatches(key, look.name); {
 			case exact:
+				// encoding/json decodes a repeated member in turn into
+				// a struct: a later null keeps the earlier value, a
+				// later object merges into it. Which value the handler
+				// sees is not the last one's alone: ambiguous.
+				look.variant = look.variant || look.found != nil
 				look.found = s.b[vstart:s.i]
 			case folded:
 				look.variant = true

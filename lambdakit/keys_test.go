@@ -72,9 +72,6 @@ func TestKeyFromFieldFindsScalars(t *testing.T) {
 		{"same name nested earlier is not the top-level field", "id", `{"x":{"id":"inner"},"id":"outer"}`, "outer"},
 		{"prefix of a longer key does not match", "id", `{"idx":"no","id":"yes"}`, "yes"},
 		{"empty object before", "id", `{"e":{},"a":[],"id":"z"}`, "z"},
-		// encoding/json (and so Typed handlers) take the last of duplicate
-		// names: the key must name the same value the handler works on.
-		{"duplicate name: last wins like encoding/json", "id", `{"id":"first","id":"last"}`, "last"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +93,6 @@ func TestKeyFromFieldReportsNoKey(t *testing.T) {
 		{"empty string", "payment_id", `{"payment_id":""}`},
 		{"empty object", "payment_id", `{}`},
 		{"name only inside a string", "payment_id", `{"note":"\"payment_id\":\"p-1\""}`},
-		{"duplicate name, last is null", "id", `{"id":"first","id":null}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,6 +122,12 @@ func TestKeyFromFieldReportsInvalidKey(t *testing.T) {
 		{"name differs in case", "payment_id", `{"Payment_ID":"p-1"}`},
 		{"name named again in other case", "payment_id", `{"payment_id":"p-1","PAYMENT_ID":"p-2"}`},
 		{"exponent out of range", "n", `{"n":1e99999999999}`},
+		// A struct decodes a repeated member in turn: a later null keeps
+		// the earlier value, a later object merges into it. The key could
+		// differ from what the handler sees.
+		{"name repeated", "id", `{"id":"first","id":"last"}`},
+		{"name repeated, last null", "id", `{"id":"first","id":null}`},
+		{"parent repeated", "order.id", `{"order":{"id":"o1"},"order":{}}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,6 +390,12 @@ func FuzzKeyFromField(f *testing.F) {
 			}
 			return
 		}
+		// A member named twice is invisible to map decoding, but makes
+		// the key ambiguous (a struct decodes each repeat in turn): such a
+		// body may have an invalid key, or the key found otherwise.
+		if repeatsNames(t, body) && errors.Is(errTop, lambdakit.ErrInvalidKey) {
+			return
+		}
 		// A member named like the field but for case makes it ambiguous:
 		// an invalid key (see KeyFromField).
 		checkFuzzKey(t, body, "a", gotTop, errTop, fuzzWant(m, "a"))
@@ -401,6 +409,9 @@ func FuzzKeyFromField(f *testing.F) {
 		}
 		if hasCaseVariant(m, "a") {
 			nested = expected{invalid: true}
+		}
+		if repeatsNames(t, body) && errors.Is(errNested, lambdakit.ErrInvalidKey) {
+			return
 		}
 		checkFuzzKey(t, body, "a.b", gotNested, errNested, nested)
 	})

@@ -31,7 +31,7 @@ type recordNote struct {
 	replayed  bool   // a cached result was handed back
 	start     time.Time
 	elapsed   time.Duration
-	store     []time.Duration // each store request's latency
+	store     []time.Duration  // each store request's latency
 	storeBuf  [4]time.Duration // room for a record's usual requests
 }
 

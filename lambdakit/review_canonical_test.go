@@ -113,7 +113,10 @@ func TestReviewPayloadAgreesWithMapDecoding(t *testing.T) {
 				t.Errorf("one payload for different values: %s and %s", other, body)
 			}
 			byPayload[p] = body
-			if !c.reverse {
+			// A body that repeats a member name is kept apart from one
+			// that does not, though a map decodes them alike: a struct
+			// decodes each repeat in turn (see canonical.go).
+			if !c.reverse || repeatsNames(t, body) {
 				continue
 			}
 			key, _ := json.Marshal(decode(body))
@@ -121,6 +124,53 @@ func TestReviewPayloadAgreesWithMapDecoding(t *testing.T) {
 				t.Errorf("equal values, different payloads: %s and %s", other, body)
 			}
 			byValue[string(key)] = body
+		}
+	}
+}
+
+// repeatsNames reports whether an object in body names a member twice,
+// after decoding escapes.
+func repeatsNames(t *testing.T, body string) bool {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(body))
+	type frame struct {
+		object bool
+		names  map[string]bool
+		expect bool // the next token of an object is a name
+	}
+	var stack []*frame
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.expect {
+			if name, ok := tok.(string); ok {
+				if top.names[name] {
+					return true
+				}
+				top.names[name] = true
+				top.expect = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, names: map[string]bool{}, expect: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: the enclosing object expects a name next.
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].expect = true
 		}
 	}
 }

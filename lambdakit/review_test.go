@@ -28,7 +28,7 @@ type reviewPayment struct {
 	} `json:"card"`
 }
 
-// DEFECT: payload validation treats two bodies as one payload when
+// Found by review, fixed: payload validation treats two bodies as one payload when
 // encoding/json decodes them into different payments. The canonical form
 // keeps only the last of members with one name ("as in encoding/json"), but
 // encoding/json into a struct does not replace an earlier value with a
@@ -79,6 +79,12 @@ func TestReviewPayloadDuplicateMembersThatStructsDecodeDifferently(t *testing.T)
 					return v, nil
 				}), opt)
 				if _, err := handle(t, h, lambdakittest.Message(p.first)); err != nil {
+					// PayloadFields refuses a field named twice: the
+					// record fails, and nothing is taken for a
+					// duplicate. That is safe too.
+					if pname == "PayloadFields" && len(charged) == 0 {
+						return
+					}
 					t.Fatalf("first payment: %v", err)
 				}
 				got, err := handle(t, h, lambdakittest.Message(p.second))
@@ -93,7 +99,7 @@ func TestReviewPayloadDuplicateMembersThatStructsDecodeDifferently(t *testing.T)
 	}
 }
 
-// DEFECT: a body whose key field is set and then set again to null (or
+// Found by review, fixed: a body whose key field is set and then set again to null (or
 // whose parent object is repeated without it) reads as having no key
 // (ErrNoKey), so ProcessWithoutKey runs it without idempotency. But a
 // handler decoding it with encoding/json sees the key: null leaves the
@@ -132,7 +138,7 @@ func TestReviewProcessWithoutKeyRunsMessagesWhoseKeyAStructSees(t *testing.T) {
 	}
 }
 
-// DEFECT (low severity): TTL is documented as "how long a completed record
+// Found by review, fixed (low severity): TTL is documented as "how long a completed record
 // is remembered", but the expiration is computed when the lock is taken and
 // Complete keeps it, so a record is remembered TTL minus the handler's run
 // time. Here a handler runs 14 of Lambda's 15 minutes under a 20-minute TTL;
