@@ -1,8 +1,9 @@
 package lambdakit_test
 
 // Tests from the second adversarial review of the idempotency path. The
-// ones marked DEFECT failed on the code they were written against; the
-// others are regression tests of attacks that did not get through.
+// ones marked "Found by review" failed on the code they were written
+// against, and pass since their fix; the others are regression tests of
+// attacks that did not get through.
 
 import (
 	"context"
