@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 	"gopkg.in/yaml.v3"
 
 	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
@@ -466,4 +470,48 @@ func describeNode(n *yaml.Node) string {
 	}
 	b, _ := yaml.Marshal(n)
 	return fmt.Sprintf("%q (line %d)", strings.TrimSpace(string(b)), n.Line)
+}
+
+// The template's alarms on lambdakit's metrics name metrics and dimensions
+// that the batch adapter really writes.
+func TestTemplateAlarmsWatchMetricsThatExist(t *testing.T) {
+	var out bytes.Buffer
+	b := lambdakit.Batch(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return nil, nil }),
+		func(o *lambdakit.BatchOptions) {
+			o.Logger = slog.New(slog.DiscardHandler)
+			o.MetricsWriter = &out
+		})
+	if _, err := b(context.Background(), lambdakittest.Event(lambdakittest.Message(`{}`))); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(out.Bytes(), &line); err != nil {
+		t.Fatalf("metrics line %q: %v", out.String(), err)
+	}
+	directive := line["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
+	tpl := loadTemplate(t)
+	alarms := 0
+	for id, r := range tpl.resources {
+		if r.typ != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		props := mapping(t, r.props)
+		if props["Namespace"].Value != directive["Namespace"] {
+			continue
+		}
+		alarms++
+		if _, ok := line[props["MetricName"].Value].(float64); !ok {
+			t.Errorf("alarm %s watches %s, which the metrics line does not have", id, props["MetricName"].Value)
+		}
+		var dims []string
+		for _, d := range list(props["Dimensions"]) {
+			dims = append(dims, mapping(t, d)["Name"].Value)
+		}
+		if got, want := strings.Join(dims, ","), "FunctionName,QueueName"; got != want {
+			t.Errorf("alarm %s: dimensions %s; want %s, the metrics' own", id, got, want)
+		}
+	}
+	if alarms == 0 {
+		t.Error("no alarm on lambdakit's metrics; want at least one")
+	}
 }
