@@ -153,6 +153,10 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 		limit = DefaultConcurrency
 	}
 	limit = min(limit, len(tasks))
+	// A channel semaphore rather than errgroup.SetLimit: waiting for a
+	// free slot must race the deadline guard (a batch waiting for a slot
+	// at its deadline must stop starting records), and errgroup's Go blocks
+	// without a context. Panics are recovered per record (runRecord).
 	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for _, task := range tasks {
