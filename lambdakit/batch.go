@@ -36,6 +36,16 @@ type BatchOptions struct {
 	// Logger receives one line per failed record. Default: JSON to
 	// standard error.
 	Logger *slog.Logger
+	// DeadLetters, if set, takes the messages whose records fail
+	// permanently (see IsPermanent): each is sent to the dead-letter queue
+	// at once, and its record is reported succeeded so that SQS deletes it.
+	// If the send fails, the record fails as usual and comes back. Default
+	// nil: permanent failures fail like any other, until the queue's
+	// maxReceiveCount moves them to its dead-letter queue.
+	DeadLetters DeadLetterSender
+	// IsPermanent decides which record errors are permanent. Default
+	// IsPermanent: errors marked with Permanent.
+	IsPermanent func(error) bool
 }
 
 // BatchFunc is the shape of an SQS batch handler that lambda.Start accepts.
@@ -61,6 +71,9 @@ func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
 	}
 	if o.Logger == nil {
 		o.Logger = defaultLogger()
+	}
+	if o.IsPermanent == nil {
+		o.IsPermanent = IsPermanent
 	}
 	b := &batch{h: h, opts: o}
 	return b.handle
@@ -209,6 +222,7 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 		}
 		out.start(i)
 		err := b.runRecord(ctx, &recs[i])
+		err = b.deadLetter(ctx, &recs[i], err)
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("cancelled at the deadline guard: %w", err)
 		}
