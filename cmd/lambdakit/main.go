@@ -42,6 +42,7 @@ func commands() []command {
 		{"demo", "run the payment function on the sample events against local DynamoDB and a sandbox gateway", runDemo},
 		{"publish", "send JSON lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", runPublish},
 		{"records", "show, delete or list stuck idempotency records in DynamoDB", runRecords},
+		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", runRedrive},
 	}
 }
 
