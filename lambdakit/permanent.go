@@ -62,11 +62,22 @@ func (b *batch) deadLetter(ctx context.Context, msg *events.SQSMessage, err erro
 		// record comes back and is sent on its next delivery.
 		return err
 	}
-	if serr := b.opts.DeadLetters.SendDeadLetter(ctx, msg, err); serr != nil {
+	if serr := b.sendDeadLetter(ctx, msg, err); serr != nil {
 		return &DeadLetterError{Err: err, SendErr: serr}
 	}
 	b.logDeadLettered(ctx, msg, err)
 	return nil
+}
+
+// sendDeadLetter calls the sender, turning a panic into a failed send, so
+// that a broken sender fails only its record, as a broken handler does.
+func (b *batch) sendDeadLetter(ctx context.Context, msg *events.SQSMessage, reason error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = newPanicError(p)
+		}
+	}()
+	return b.opts.DeadLetters.SendDeadLetter(ctx, msg, reason)
 }
 
 // DeadLetterError is the failure of a record that failed permanently and

@@ -45,6 +45,12 @@ func (d *deadLetters) ids() []string {
 
 var errBadFormat = errors.New("bad format")
 
+type panicSender struct{}
+
+func (panicSender) SendDeadLetter(context.Context, *events.SQSMessage, error) error {
+	panic("sender broke")
+}
+
 // failPoison fails bodies starting with "poison" permanently, and "flaky"
 // ones normally.
 var failPoison = lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
@@ -147,6 +153,19 @@ func TestBatchSendsPermanentFailuresToTheDeadLetterQueue(t *testing.T) {
 		}
 		if !errors.Is(want, sendErr) || !errors.Is(want, errBadFormat) || !errors.Is(want, lambdakit.ErrPermanent) {
 			t.Errorf("DeadLetterError does not unwrap to both errors")
+		}
+	})
+
+	t.Run("a sender that panics fails only the record", func(t *testing.T) {
+		batch, log := newBatch(failPoison, func(o *lambdakit.BatchOptions) { o.DeadLetters = panicSender{} })
+		ok, poison := lambdakittest.Message("ok"), lambdakittest.Message("poison 6")
+		resp, err := batch(batchCtx(t), lambdakittest.Event(ok, poison))
+		if err != nil {
+			t.Fatalf("batch error %v; want none", err)
+		}
+		wantFailed(t, resp, poison.MessageId)
+		if reason := log.reason(t, poison.MessageId); !strings.Contains(reason, "sender broke") {
+			t.Errorf("reason %q; want the panic", reason)
 		}
 	})
 
