@@ -51,6 +51,16 @@ type BatchOptions struct {
 	// FunctionName is the metrics' FunctionName dimension. Default
 	// AWS_LAMBDA_FUNCTION_NAME.
 	FunctionName string
+	// DeadLetters, if set, takes the messages whose records fail
+	// permanently (see IsPermanent): each is sent to the dead-letter queue
+	// at once, and its record is reported succeeded so that SQS deletes it.
+	// If the send fails, the record fails as usual and comes back. Default
+	// nil: permanent failures fail like any other, until the queue's
+	// maxReceiveCount moves them to its dead-letter queue.
+	DeadLetters DeadLetterSender
+	// IsPermanent decides which record errors are permanent. Default
+	// IsPermanent: errors marked with Permanent.
+	IsPermanent func(error) bool
 }
 
 // errCancelledAtGuard marks a record's error that came after the deadline
@@ -97,6 +107,9 @@ func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
 	}
 	if o.FunctionName == "" {
 		o.FunctionName = os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
+	}
+	if o.IsPermanent == nil {
+		o.IsPermanent = IsPermanent
 	}
 	b := &batch{h: h, opts: o}
 	return b.handle
@@ -256,9 +269,13 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 		note.mu.Lock()
 		note.start = time.Now()
 		note.mu.Unlock()
-		err := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i])
+		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i])
+		err := b.deadLetter(ctx, &recs[i], herr)
 		note.mu.Lock()
 		note.elapsed = time.Since(note.start)
+		if err == nil && herr != nil {
+			note.deadLettered = herr
+		}
 		note.mu.Unlock()
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", errCancelledAtGuard, err)
@@ -346,7 +363,7 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 // outcome, and how long it took; for a failure, the reason too.
 func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error) {
 	note.mu.Lock()
-	id, dup, replayed, elapsed := note.id, note.duplicate, note.replayed, note.elapsed
+	id, dup, replayed, elapsed, dead := note.id, note.duplicate, note.replayed, note.elapsed, note.deadLettered
 	note.mu.Unlock()
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("messageId", msg.MessageId))
@@ -357,6 +374,13 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 		attrs = append(attrs, slog.String("messageGroupId", g))
 	}
 	attrs = append(attrs, slog.Float64("durationMs", ms(elapsed)))
+	if dead != nil {
+		// Handled: SQS deletes it, and the dead-letter queue has it.
+		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", reasonPermanent),
+			slog.String("reason", dead.Error()))
+		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed permanently: sent to the dead-letter queue", attrs...)
+		return
+	}
 	if err == nil {
 		outcome := "processed"
 		switch {

@@ -21,13 +21,13 @@ import (
 // read by message ID.
 type batchLog struct{ lambdakittest.LogBuffer }
 
-// failures returns the "record failed" lines; every record also has a
-// "record done" line when it succeeds.
+// failures returns the ERROR lines: records that failed, or were sent to
+// the dead-letter queue; a record that succeeds has an INFO line.
 func (l *batchLog) failures(tb testing.TB) []map[string]any {
 	tb.Helper()
 	var out []map[string]any
 	for _, line := range l.Lines(tb) {
-		if line["msg"] == "record failed" {
+		if line["level"] == "ERROR" {
 			out = append(out, line)
 		}
 	}

@@ -173,6 +173,12 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if f.err != nil && IsPermanent(f.err) {
+			// This message did not run, so it is not known to fail
+			// for good: it must not follow the earlier one into the
+			// dead-letter queue, but come back and run on its own.
+			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed permanently: %v", f.err)
+		}
 		if f.err != nil {
 			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed: %w", f.err)
 		}

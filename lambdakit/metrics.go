@@ -40,6 +40,9 @@ func (m *invocationMetrics) add(note *recordNote, err error) {
 	note.mu.Lock()
 	defer note.mu.Unlock()
 	m.store = append(m.store, note.store...)
+	if err == nil && note.deadLettered != nil {
+		err = note.deadLettered // reported done to SQS, but a failure
+	}
 	if err != nil {
 		m.failed++
 		if m.failedBy == nil {

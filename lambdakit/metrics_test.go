@@ -258,3 +258,29 @@ func TestReplayedTellsDuplicates(t *testing.T) {
 		t.Errorf("got Replayed %v for the first and %v for the duplicate; want false, true", got[first.MessageId], got[again.MessageId])
 	}
 }
+
+// A record sent to the dead-letter queue is reported done to SQS, but
+// counted as a failure, by reason Permanent.
+func TestBatchMetricsCountDeadLettersAsPermanentFailures(t *testing.T) {
+	var out bytes.Buffer
+	dlq := &deadLetters{}
+	h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		return nil, lambdakit.Permanent(errors.New("bad format"))
+	})
+	b, log := newBatch(h, func(o *lambdakit.BatchOptions) {
+		o.DeadLetters = dlq
+		o.MetricsWriter = &out
+	})
+	poison := lambdakittest.Message("poison")
+	resp, err := b(batchCtx(t), lambdakittest.Event(poison))
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("got %v, %v; want the record handled", resp.BatchItemFailures, err)
+	}
+	m := emfLine(t, bytes.TrimSpace(out.Bytes()))
+	if m["Failed"] != 1.0 || m["FailedPermanent"] != 1.0 || m["Succeeded"] != 0.0 {
+		t.Errorf("got Failed %v, FailedPermanent %v, Succeeded %v; want 1, 1, 0", m["Failed"], m["FailedPermanent"], m["Succeeded"])
+	}
+	if line := log.byMessageID(t)[poison.MessageId]; line["outcome"] != "dead-lettered" || line["reasonCode"] != "Permanent" {
+		t.Errorf("log line %v; want outcome dead-lettered, reasonCode Permanent", line)
+	}
+}

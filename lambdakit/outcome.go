@@ -29,10 +29,13 @@ type recordNote struct {
 	id        string // the idempotency record's ID, once known
 	duplicate int    // dupNone, dupStore or dupCache
 	replayed  bool   // a cached result was handed back
-	start     time.Time
-	elapsed   time.Duration
-	store     []time.Duration  // each store request's latency
-	storeBuf  [4]time.Duration // room for a record's usual requests
+	// deadLettered is the permanent failure of a record the batch sent to
+	// the dead-letter queue, and reports succeeded.
+	deadLettered error
+	start        time.Time
+	elapsed      time.Duration
+	store        []time.Duration  // each store request's latency
+	storeBuf     [4]time.Duration // room for a record's usual requests
 }
 
 type noteKey struct{}
@@ -101,12 +104,13 @@ const (
 	reasonLeaseLost       = "LeaseLost"
 	reasonStoreError      = "StoreError"
 	reasonSkipped         = "Skipped"
+	reasonPermanent       = "Permanent"
 )
 
 // failureReasons lists them in the order the metrics line writes them.
 var failureReasons = []string{
 	reasonInProgress, reasonPayloadMismatch, reasonNoKey, reasonHandlerError,
-	reasonDeadline, reasonLeaseLost, reasonStoreError, reasonSkipped,
+	reasonDeadline, reasonLeaseLost, reasonStoreError, reasonSkipped, reasonPermanent,
 }
 
 // StoreError is a failure of a Store request (other than a lost lease):
@@ -139,6 +143,8 @@ func reasonOf(err error) string {
 	switch {
 	case errors.Is(err, ErrSkipped):
 		return reasonSkipped
+	case errors.Is(err, ErrPermanent):
+		return reasonPermanent
 	case errors.Is(err, ErrLeaseLost):
 		return reasonLeaseLost
 	case errors.Is(err, ErrInProgress):

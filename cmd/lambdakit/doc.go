@@ -33,4 +33,11 @@
 //	    [-timeout 30s] [-env-file env.json] ... -queue URL BOOTSTRAP
 //
 // Run 'lambdakit run -h' for the flags and exit statuses.
+//
+// Records and redrive are operator tools: records shows, deletes or lists
+// the stuck idempotency records of a function's table, and redrive moves
+// messages from a dead-letter queue back to their queue:
+//
+//	lambdakit records get|delete|stuck -table TABLE -prefix PREFIX [-json] [KEY]
+//	lambdakit redrive [-dry-run] [-max N] -from DLQ_URL -to QUEUE_URL
 package main

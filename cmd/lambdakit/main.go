@@ -41,6 +41,8 @@ func commands() []command {
 		{"local", "start local DynamoDB, the sandbox gateway and the tables, until Ctrl-C", runLocal},
 		{"demo", "run the payment function on the sample events against local DynamoDB and a sandbox gateway", runDemo},
 		{"publish", "send JSON lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", runPublish},
+		{"records", "show, delete or list stuck idempotency records in DynamoDB", runRecords},
+		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", runRedrive},
 	}
 }
 

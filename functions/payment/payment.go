@@ -46,7 +46,9 @@ const (
 )
 
 // ErrInvalidPayment means the body breaks a rule of the message format. It
-// will never succeed, so it ends in the dead-letter queue.
+// will never succeed: validate marks it permanent (lambdakit.Permanent), so
+// that it goes to the dead-letter queue on its first delivery when one is
+// configured, and after maxReceiveCount deliveries otherwise.
 var ErrInvalidPayment = errors.New("invalid payment")
 
 var (
@@ -169,12 +171,13 @@ type valid struct {
 type validKey struct{}
 
 // validate fails records whose body breaks the message rules before they
-// take an idempotency lock: they can never succeed.
+// take an idempotency lock: they can never succeed, so the failure is
+// permanent.
 func validate(next lambdakit.Handler) lambdakit.Handler {
 	return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		p, amount, err := parsePayment(msg.Body)
 		if err != nil {
-			return nil, err
+			return nil, lambdakit.Permanent(err)
 		}
 		return next.Handle(context.WithValue(ctx, validKey{}, valid{p, amount}), msg)
 	})

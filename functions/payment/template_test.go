@@ -18,11 +18,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 	"gopkg.in/yaml.v3"
 
 	"github.com/lambdakit/lambdakit/internal/gateway"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
@@ -52,7 +54,8 @@ func (g grants) String() string {
 // The function's role allows exactly what the function does, on the
 // stack's own resources, and nothing on "*": the DynamoDB actions that
 // the code was seen calling on each table (TransactWriteItems is
-// authorised per action it contains), and what the platform does on the
+// authorised per action it contains), the SQS actions it was seen calling
+// on its dead-letter queue, and what the platform does on the
 // function's behalf (the SQS event source polls the queue, Lambda writes
 // the logs).
 func TestTemplateRoleIsLeastPrivilege(t *testing.T) {
@@ -124,6 +127,16 @@ func TestTemplateRoleIsLeastPrivilege(t *testing.T) {
 	// The code: every DynamoDB action it was seen to take, on each table.
 	for table, actions := range dynamoDBActionsUsed(t) {
 		want.add(table, slices.Collect(maps.Keys(actions))...)
+	}
+	// And every SQS action, on the queue its environment names as the
+	// dead-letter queue.
+	vars := mapping(t, mapping(t, props["Environment"])["Variables"])
+	dlq := tpl.ref(t, vars["DEAD_LETTER_QUEUE_URL"])
+	if tpl.resources[dlq].typ != "AWS::SQS::Queue" {
+		t.Errorf("DEAD_LETTER_QUEUE_URL refers to %s (%s); want a queue", dlq, tpl.resources[dlq].typ)
+	}
+	for _, action := range sqsActionsUsed(t) {
+		want.add(dlq, action)
 	}
 
 	if got.String() != want.String() {
@@ -243,6 +256,49 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 		t.Errorf("DynamoDB requests on tables the template does not declare: %v", unknown)
 	}
 	return used
+}
+
+// sqsActionsUsed runs the payment function with a dead-letter queue on moto
+// on an invalid payment, and returns the IAM actions of the SQS requests it
+// makes, all of which must be on that queue.
+func sqsActionsUsed(t *testing.T) []string {
+	t.Helper()
+	f := setup(t, nil)
+	client := sqs.NewFromConfig(moto.Config(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName:  aws.String(testenv.Name(t) + ".fifo"),
+		Attributes: map[string]string{"FifoQueue": "true"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqURL := aws.ToString(out.QueueUrl)
+	used := map[string]bool{}
+	recorder := func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("recordActions",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				send, ok := in.Parameters.(*sqs.SendMessageInput)
+				if !ok || aws.ToString(send.QueueUrl) != dlqURL {
+					t.Errorf("SQS request %s %+v; want only SendMessage to the dead-letter queue", stack.ID(), in.Parameters)
+				}
+				used["sqs:"+stack.ID()] = true
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	}
+	recorded := sqs.NewFromConfig(moto.Config(t), func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, recorder) })
+	handler := newHandler(f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler), withDeadLetterQueue(recorded, dlqURL))
+	invalid := lambdakittest.Message(`{"payment_id":"pay_iam_3","order_id":"ord_1","customer_id":"cus_1","amount":-5,"currency":"EUR"}`, lambdakittest.InGroup("cus_1"))
+	resp, err := handler(ctx, lambdakittest.Event(invalid))
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("invalid payment: error %v, failures %v; want it sent to the dead-letter queue", err, resp.BatchItemFailures)
+	}
+	got, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10})
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("the dead-letter queue holds %v (%v); want the invalid payment", got, err)
+	}
+	return slices.Sorted(maps.Keys(used))
 }
 
 // tableAction is an IAM action on a table.
