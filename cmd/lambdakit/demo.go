@@ -228,14 +228,15 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 	return failed, nil
 }
 
-// awaitLines waits, for a second at most, until the function's log line
-// about each record has come through its output pipe, which may lag behind
-// the response it posted.
+// awaitLines waits, for a second at most, until the batch's closing line
+// about each record ("record done", "record failed"...) has come through
+// the function's output pipe, which may lag behind the response it posted.
 func (d *demo) awaitLines(recs []events.SQSMessage) {
 	for range 50 {
 		told := map[string]bool{}
 		for _, l := range parseLogLines(d.logs.String()) {
-			if id, ok := l["messageId"].(string); ok {
+			msg, _ := l["msg"].(string)
+			if id, ok := l["messageId"].(string); ok && strings.HasPrefix(msg, "record ") {
 				told[id] = true
 			}
 		}
