@@ -43,8 +43,18 @@ func setup(tb testing.TB, optFns ...func(*dynamostore.Options)) *fixture {
 	counted := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, f.calls.APIOption)
 	})
-	f.store = dynamostore.New(counted, f.table, optFns...)
+	f.store = newStore(tb, counted, f.table, optFns...)
 	return f
+}
+
+// newStore is dynamostore.New for a configuration that must be valid.
+func newStore(tb testing.TB, client dynamostore.API, table string, optFns ...func(*dynamostore.Options)) *dynamostore.Store {
+	tb.Helper()
+	store, err := dynamostore.New(client, table, optFns...)
+	if err != nil {
+		tb.Fatalf("dynamostore.New: %v", err)
+	}
+	return store
 }
 
 // record returns a fresh record for id, as the middleware would build it

@@ -41,7 +41,7 @@ func setupProxied(tb testing.TB, clientOpts ...func(*dynamostore.ClientOptions))
 	client := dynamodb.NewFromConfig(moto.Config(tb), dynamostore.WithLambdaDefaults(clientOpts...), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(p.proxy.URL)
 	})
-	f.store = dynamostore.New(client, f.table)
+	f.store = newStore(tb, client, f.table)
 	return p
 }
 
@@ -337,7 +337,7 @@ func TestWithLambdaDefaultsOverridesTheConfigsRetrySettings(t *testing.T) {
 	client := dynamodb.NewFromConfig(cfg, dynamostore.WithLambdaDefaults(quickBackoff), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(proxy.URL)
 	})
-	store := dynamostore.New(client, f.table)
+	store := newStore(t, client, f.table)
 	proxy.Answer("PutItem", -1, http.StatusBadRequest, testenv.DynamoDBError("ThrottlingException", "slow down"))
 	if _, _, err := store.Acquire(t.Context(), record("config", now()), time.Now()); !errors.Is(err, lambdakit.ErrThrottled) {
 		t.Fatalf("got %v; want lambdakit.ErrThrottled", err)

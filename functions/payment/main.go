@@ -77,14 +77,18 @@ const idempotencyPrefix = "payment"
 
 // newHandler wires the function: validation, then idempotency on
 // payment_id, then the charge.
-func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.Logger) lambdakit.BatchFunc {
+func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.Logger) (lambdakit.BatchFunc, error) {
 	p := &payments{
 		gateway: &gatewayClient{base: c.GatewayURL, http: client},
 		table:   c.PaymentsTable,
 		now:     time.Now,
 		logger:  logger,
 	}
-	idem := lambdakit.Idempotent(dynamostore.New(db, c.IdempotencyTable), lambdakit.KeyFromField("payment_id"),
+	store, err := dynamostore.New(db, c.IdempotencyTable)
+	if err != nil {
+		return nil, err
+	}
+	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
 		func(o *lambdakit.IdempotencyOptions) {
 			o.Prefix = idempotencyPrefix
 			o.TTL = c.TTL
@@ -95,7 +99,7 @@ func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.
 		})
 	return lambdakit.Batch(lambdakit.Chain(p, validate, idem), func(o *lambdakit.BatchOptions) {
 		o.Logger = logger
-	})
+	}), nil
 }
 
 func main() {
@@ -118,5 +122,10 @@ func main() {
 	// throttled or stuck DynamoDB fails its record with a clear reason
 	// instead of eating the invocation.
 	db := dynamodb.NewFromConfig(awsCfg, dynamostore.WithLambdaDefaults())
-	lambda.Start(newHandler(c, db, client, logger))
+	handler, err := newHandler(c, db, client, logger)
+	if err != nil {
+		logger.Error("payment: idempotency store", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(handler)
 }

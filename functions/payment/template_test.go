@@ -211,7 +211,7 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 	db := dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, recorder)
 	})
-	handler := newHandler(f.cfg, db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+	handler := mustHandler(t, f.cfg, db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
 	run := func(bodies ...string) {
 		for _, b := range bodies {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
