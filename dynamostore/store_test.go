@@ -152,7 +152,7 @@ func TestAcquire(t *testing.T) {
 
 	t.Run("other errors name the operation and key", func(t *testing.T) {
 		f := setup(t)
-		store := newStore(t, dynamodb.NewFromConfig(moto.Config(t)), f.table+"-missing")
+		store := newStore(t, local(t).Client(), f.table+"-missing")
 		t0 := now()
 		_, _, err := store.Acquire(t.Context(), record("fn#nowhere", t0), t0)
 		var notFound *types.ResourceNotFoundException

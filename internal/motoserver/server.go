@@ -337,16 +337,20 @@ func Env(endpoint string) []string {
 	}
 }
 
-// AWSConfig returns an AWS config that talks to s only: static test
-// credentials, Region, s.URL as the endpoint of every service, no shared
-// config files or environment read, bounded requests and retries.
-func (s *Server) AWSConfig() aws.Config {
+// AWSConfig returns an AWS config that talks to s only; see Config.
+func (s *Server) AWSConfig() aws.Config { return Config(s.URL) }
+
+// Config returns an AWS config that talks to endpoint only: static test
+// credentials, Region, endpoint as the endpoint of every service, no
+// shared config files or environment read (so no credential chain and no
+// EC2 metadata lookup), bounded requests and retries.
+func Config(endpoint string) aws.Config {
 	// Built by hand rather than with config.LoadDefaultConfig, so that
 	// nothing from the developer's environment or ~/.aws can creep in.
 	return aws.Config{
 		Region:       Region,
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		BaseEndpoint: aws.String(s.URL),
+		BaseEndpoint: aws.String(endpoint),
 		HTTPClient: awshttp.NewBuildableClient().
 			WithTimeout(10 * time.Second).
 			WithTransportOptions(func(t *http.Transport) { t.Proxy = nil }),
