@@ -51,7 +51,7 @@ import (
 const EndpointEnv = "AWS_ENDPOINT_URL_DYNAMODB"
 
 // Region is the region of every config this package returns.
-const Region = motoserver.Region
+const Region = "us-east-1" // motoserver.Region
 
 // ErrNoMoto means there is no local DynamoDB to use: EndpointEnv is not
 // set and moto_server is not installed.

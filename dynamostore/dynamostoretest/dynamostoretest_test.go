@@ -135,8 +135,8 @@ func TestConfigTalksToTheEndpointWithTestCredentials(t *testing.T) {
 	if got := aws.ToString(cfg.BaseEndpoint); got != db.URL {
 		t.Errorf("BaseEndpoint = %q; want %q", got, db.URL)
 	}
-	if cfg.Region != "us-east-1" {
-		t.Errorf("Region = %q; want us-east-1", cfg.Region)
+	if cfg.Region != dynamostoretest.Region {
+		t.Errorf("Region = %q; want %q", cfg.Region, dynamostoretest.Region)
 	}
 	creds, err := cfg.Credentials.Retrieve(t.Context())
 	if err != nil || creds.AccessKeyID != "test" || creds.Source != "StaticCredentials" {
