@@ -5,9 +5,18 @@ GO        ?= go
 BIN       := bin
 EVENT     ?= events/payments-new.json
 # Integration tests and the demo need moto_server (DynamoDB and SQS on one
-# loopback port). It is on the development image; elsewhere it comes from pip.
-MOTO      := $(shell command -v moto_server 2>/dev/null)
-CFN_LINT  := $(shell command -v cfn-lint 2>/dev/null)
+# loopback port), `make lint` needs cfn-lint: Python programs. They come from
+# PATH when the machine has them; otherwise make installs them on first use
+# into .venv/, a virtual environment of this project (ignored by git, reused
+# after), never into the system's Python (see scripts/venv-install).
+VENV        := .venv
+MOTO_SERVER := $(or $(shell command -v moto_server 2>/dev/null),$(VENV)/bin/moto_server)
+CFN_LINT    := $(or $(shell command -v cfn-lint 2>/dev/null),$(VENV)/bin/cfn-lint)
+# The tests and the demo look for moto_server on PATH: the venv's comes first
+# when moto is installed there.
+ifeq ($(MOTO_SERVER),$(VENV)/bin/moto_server)
+WITH_MOTO   := PATH="$(abspath $(VENV))/bin:$$PATH"
+endif
 
 export AWS_EC2_METADATA_DISABLED := true
 
@@ -22,11 +31,13 @@ STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 all: lint test
 
 ## deps: install what the tests and the demo need and the machine lacks
-deps:
-ifeq ($(MOTO),)
-	python3 -m pip install --quiet 'moto[server]'
-endif
-	@command -v moto_server >/dev/null || { echo "moto_server is still missing; install it with: pip install 'moto[server]'" >&2; exit 1; }
+deps: $(MOTO_SERVER)
+
+$(VENV)/bin/moto_server:
+	@scripts/venv-install $(VENV) moto_server 'moto[server]'
+
+$(VENV)/bin/cfn-lint:
+	@scripts/venv-install $(VENV) cfn-lint cfn-lint
 
 ## build: the function (bin/bootstrap, for this machine) and the CLI (bin/lambdakit)
 build:
@@ -35,18 +46,15 @@ build:
 
 ## test: every test, with the race detector, integration tests included
 test: deps
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(WITH_MOTO) $(GO) test -race -count=1 -timeout 15m ./...
 
 ## lint: go vet, gofmt, staticcheck and cfn-lint on the SAM template
-lint: $(STATICCHECK)
-ifeq ($(CFN_LINT),)
-	python3 -m pip install --quiet cfn-lint
-endif
+lint: $(STATICCHECK) $(CFN_LINT)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt: not formatted: $$out" >&2; exit 1; fi
 	$(STATICCHECK) ./...
-	cfn-lint template.yaml
+	$(CFN_LINT) template.yaml
 
 $(STATICCHECK):
 	GOBIN=$(abspath $(dir $@)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -57,11 +65,11 @@ bench:
 
 ## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap)
 demo: deps build
-	$(BIN)/lambdakit demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
+	$(WITH_MOTO) $(BIN)/lambdakit demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
 
 ## invoke: the demo environment on the event files you name (EVENT="a.json b.json")
 invoke: deps build
-	$(BIN)/lambdakit demo $(EVENT)
+	$(WITH_MOTO) $(BIN)/lambdakit demo $(EVENT)
 
 ## deploy: sam build && sam deploy with samconfig.toml (needs the SAM CLI and AWS credentials)
 deploy:
@@ -70,7 +78,9 @@ deploy:
 
 ## build-PaymentFunction: what `sam build` runs (BuildMethod: makefile)
 build-PaymentFunction:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "build-PaymentFunction: ARTIFACTS_DIR is not set. 'sam build' sets it and runs this target; for a bootstrap on this machine run 'make build' (bin/bootstrap)." >&2; exit 2; }
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/payment
 
+## clean: the build outputs (the .venv stays: rm -rf .venv to reinstall moto and cfn-lint)
 clean:
 	rm -rf $(BIN) .aws-sam

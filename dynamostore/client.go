@@ -67,7 +67,7 @@ type ClientOptions struct {
 // and ends in a clear failure:
 //
 //	db := dynamodb.NewFromConfig(cfg, dynamostore.WithLambdaDefaults())
-//	store := dynamostore.New(db, table)
+//	store, err := dynamostore.New(db, table)
 //
 // It sets a standard retryer with ClientOptions' bounds. The retryer
 // retries what the SDK retries by default (throttling, 5xx answers,

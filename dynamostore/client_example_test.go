@@ -27,7 +27,10 @@ func ExampleWithLambdaDefaults() {
 	db := dynamodb.NewFromConfig(cfg, dynamostore.WithLambdaDefaults(func(o *dynamostore.ClientOptions) {
 		o.MaxConns = 128
 	}))
-	store := dynamostore.New(db, os.Getenv("IDEMPOTENCY_TABLE"))
+	store, err := dynamostore.New(db, os.Getenv("IDEMPOTENCY_TABLE"))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

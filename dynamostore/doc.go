@@ -28,5 +28,6 @@
 //
 // CreateTable creates a table with this schema, on demand, with TTL on the
 // expiration attribute; templates that create the table themselves need it
-// only for local runs and tests.
+// only for local runs and tests. For tests, package dynamostoretest starts a
+// local DynamoDB (moto_server) and creates such tables.
 package dynamostore

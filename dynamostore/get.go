@@ -30,9 +30,6 @@ const unprocessedRounds = 5
 // out of the result, as if they had no record: their records then take the
 // lock as usual, which is always correct, only dearer.
 func (s *Store) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.Record, error) {
-	if s.optErr != nil {
-		return nil, s.optErr
-	}
 	out := make(map[string]lambdakit.Record, len(ids))
 	for start := 0; start < len(ids); start += maxBatchGetKeys {
 		chunk := ids[start:min(start+maxBatchGetKeys, len(ids))]

@@ -11,13 +11,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/dynamostoretest"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
-var moto testenv.Moto
+// One moto_server for the package's tests, through the package users get
+// for their own tests: every dynamostoretest.Start reuses it.
+func TestMain(m *testing.M) { dynamostoretest.Run(m) }
 
-func TestMain(m *testing.M) { moto.Run(m) }
+// local returns the package's local DynamoDB; see TestMain.
+func local(tb testing.TB) *dynamostoretest.Endpoint {
+	tb.Helper()
+	return dynamostoretest.Start(tb)
+}
 
 // fixture is a Store on a fresh table of its own.
 type fixture struct {
@@ -31,20 +38,27 @@ type fixture struct {
 
 func setup(tb testing.TB, optFns ...func(*dynamostore.Options)) *fixture {
 	tb.Helper()
-	cfg := moto.Config(tb)
+	db := local(tb)
 	f := &fixture{
-		table: testenv.Name(tb),
+		table: db.NewTable(tb, optFns...),
 		calls: new(testenv.Counter),
-		db:    dynamodb.NewFromConfig(cfg),
+		db:    db.Client(),
 	}
-	if err := dynamostore.CreateTable(tb.Context(), f.db, f.table, optFns...); err != nil {
-		tb.Fatalf("CreateTable: %v", err)
-	}
-	counted := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	counted := db.Client(func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, f.calls.APIOption)
 	})
-	f.store = dynamostore.New(counted, f.table, optFns...)
+	f.store = newStore(tb, counted, f.table, optFns...)
 	return f
+}
+
+// newStore is dynamostore.New for a configuration that must be valid.
+func newStore(tb testing.TB, client dynamostore.API, table string, optFns ...func(*dynamostore.Options)) *dynamostore.Store {
+	tb.Helper()
+	store, err := dynamostore.New(client, table, optFns...)
+	if err != nil {
+		tb.Fatalf("dynamostore.New: %v", err)
+	}
+	return store
 }
 
 // record returns a fresh record for id, as the middleware would build it

@@ -202,7 +202,7 @@ func TestRecordsScan(t *testing.T) {
 func TestRecordsScanPages(t *testing.T) {
 	f := setup(t)
 	var pages testenv.Counter
-	paged := dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) {
+	paged := local(t).Client(func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, pages.APIOption, limitScan(3))
 	})
 	records := dynamostore.NewRecords(paged, f.table)

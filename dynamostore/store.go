@@ -75,7 +75,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 	seen := make(map[string]bool)
 	for _, name := range o.names() {
 		if seen[name] {
-			return o, fmt.Errorf("dynamostore: invalid Options: attribute name %q used twice", name)
+			return o, fmt.Errorf("%w: Options: attribute name %q used twice", ErrInvalidConfig, name)
 		}
 		seen[name] = true
 	}
@@ -99,28 +99,43 @@ const (
 	nLease      = "#lease"
 )
 
+// ErrInvalidConfig is what New and CreateTable return, wrapped with the
+// reason, for a configuration that could never work: no client, no table
+// name, or Options that give two attributes the same name.
+var ErrInvalidConfig = errors.New("dynamostore: invalid configuration")
+
 // Store is a lambdakit.Store on one DynamoDB table. It is safe for
 // concurrent use if its client is, as *dynamodb.Client is.
 type Store struct {
 	client API
 	table  string
 	o      Options
-	optErr error // returned by every method: New cannot return it
 }
 
 var _ lambdakit.Store = (*Store)(nil)
 
-// New returns a Store that keeps its records in table through client.
-// Options with two attributes of the same name make every method of the
-// Store return an error.
+// New returns a Store that keeps its records in table through client. It
+// returns an error wrapping ErrInvalidConfig when client is nil, table is
+// empty or the Options give two attributes the same name, so that a
+// misconfigured function fails when it starts rather than on its first
+// message.
 //
 // A call that DynamoDB throttles, once the client's retries are spent,
 // returns an error wrapping lambdakit.ErrThrottled (and the SDK's error).
 // Give the client bounded retries and timeouts with WithLambdaDefaults.
-func New(client API, table string, optFns ...func(*Options)) *Store {
+func New(client API, table string, optFns ...func(*Options)) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: no client", ErrInvalidConfig)
+	}
+	if table == "" {
+		return nil, fmt.Errorf("%w: no table name", ErrInvalidConfig)
+	}
 	o, err := newOptions(optFns)
+	if err != nil {
+		return nil, err
+	}
 	// Through boundary, a throttled call fails with lambdakit.ErrThrottled.
-	return &Store{client: boundary{client}, table: table, o: o, optErr: err}
+	return &Store{client: boundary{client}, table: table, o: o}, nil
 }
 
 func (s *Store) attrNames(placeholders ...string) map[string]string {
@@ -163,9 +178,6 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 // compares them with now in the same units, rounded down, so a record
 // stops counting exactly when Record.Live says it does, never earlier.
 func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
-	if s.optErr != nil {
-		return lambdakit.Record{}, false, s.optErr
-	}
 	rec = rec.Rounded()
 	item := s.key(rec.ID)
 	item[s.o.StatusAttr] = str(string(lambdakit.StatusInProgress))
@@ -217,9 +229,6 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time
 // transaction holds. A staged write that DynamoDB rejects makes the whole
 // transaction fail with a *StagedWriteError.
 func (s *Store) Complete(ctx context.Context, rec lambdakit.Record) error {
-	if s.optErr != nil {
-		return s.optErr
-	}
 	if err := s.checkStorable(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
@@ -288,9 +297,6 @@ func (s *Store) completion(rec lambdakit.Record) *types.Update {
 // lease. Otherwise it returns an error wrapping lambdakit.ErrLeaseLost, and
 // the record stays.
 func (s *Store) Release(ctx context.Context, id, lease string) error {
-	if s.optErr != nil {
-		return s.optErr
-	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(id),

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -150,7 +152,7 @@ func TestAcquire(t *testing.T) {
 
 	t.Run("other errors name the operation and key", func(t *testing.T) {
 		f := setup(t)
-		store := dynamostore.New(dynamodb.NewFromConfig(moto.Config(t)), f.table+"-missing")
+		store := newStore(t, local(t).Client(), f.table+"-missing")
 		t0 := now()
 		_, _, err := store.Acquire(t.Context(), record("fn#nowhere", t0), t0)
 		var notFound *types.ResourceNotFoundException
@@ -488,20 +490,51 @@ func TestCustomAttributeNames(t *testing.T) {
 	}
 }
 
-func TestNewWithDuplicateAttributeNamesFailsEveryCall(t *testing.T) {
-	// No client: a store with broken options must not send anything.
-	store := dynamostore.New(nil, "table", func(o *dynamostore.Options) { o.LeaseAttr = "id" })
-	t0 := now()
-	if _, _, err := store.Acquire(t.Context(), record("fn#x", t0), t0); err == nil || !strings.Contains(err.Error(), `"id"`) {
-		t.Errorf("Acquire: error %v; want one naming the duplicate", err)
+func TestNewRefusesAConfigurationThatCannotWork(t *testing.T) {
+	// A real client on a port where nothing listens, counted: a refused
+	// configuration must be refused before anything is sent.
+	var calls testenv.Counter
+	cfg := aws.Config{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		BaseEndpoint: aws.String("http://127.0.0.1:1"),
 	}
-	if err := store.Complete(t.Context(), record("fn#x", t0)); err == nil {
-		t.Error("Complete: no error; want one")
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, calls.APIOption)
+		o.RetryMaxAttempts = 1
+	})
+	sameName := func(o *dynamostore.Options) { o.LeaseAttr = "id" }
+	for _, c := range []struct {
+		name   string
+		client dynamostore.API
+		table  string
+		opts   []func(*dynamostore.Options)
+		detail string // what the message must name
+	}{
+		{"two attributes named alike", db, "table", []func(*dynamostore.Options){sameName}, `"id"`},
+		{"no client", nil, "table", nil, "no client"},
+		{"no table", db, "", nil, "no table"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, err := dynamostore.New(c.client, c.table, c.opts...)
+			if !errors.Is(err, dynamostore.ErrInvalidConfig) {
+				t.Fatalf("New: error %v; want one wrapping ErrInvalidConfig", err)
+			}
+			if store != nil {
+				t.Errorf("New: store %v; want nil with the error", store)
+			}
+			if !strings.Contains(err.Error(), c.detail) {
+				t.Errorf("New: error %q; want it to name %s", err, c.detail)
+			}
+		})
 	}
-	if err := store.Release(t.Context(), "fn#x", "l"); err == nil {
-		t.Error("Release: no error; want one")
-	}
-	if err := dynamostore.CreateTable(t.Context(), nil, "table", func(o *dynamostore.Options) { o.DataAttr = "status" }); err == nil {
-		t.Error("CreateTable: no error; want one")
+	t.Run("CreateTable refuses the same options", func(t *testing.T) {
+		err := dynamostore.CreateTable(t.Context(), db, "table", func(o *dynamostore.Options) { o.DataAttr = "status" })
+		if !errors.Is(err, dynamostore.ErrInvalidConfig) {
+			t.Errorf("CreateTable: error %v; want one wrapping ErrInvalidConfig", err)
+		}
+	})
+	if got := calls.Total(); got != 0 {
+		t.Errorf("requests sent = %v; want none", calls.Counts())
 	}
 }

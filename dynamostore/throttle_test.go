@@ -37,11 +37,11 @@ func quickBackoff(c *dynamostore.ClientOptions) {
 func setupProxied(tb testing.TB, clientOpts ...func(*dynamostore.ClientOptions)) *proxied {
 	tb.Helper()
 	f := setup(tb)
-	p := &proxied{fixture: f, proxy: testenv.NewProxy(tb, moto.Server(tb).URL)}
-	client := dynamodb.NewFromConfig(moto.Config(tb), dynamostore.WithLambdaDefaults(clientOpts...), func(o *dynamodb.Options) {
+	p := &proxied{fixture: f, proxy: testenv.NewProxy(tb, local(tb).URL)}
+	client := dynamodb.NewFromConfig(local(tb).Config(), dynamostore.WithLambdaDefaults(clientOpts...), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(p.proxy.URL)
 	})
-	f.store = dynamostore.New(client, f.table)
+	f.store = newStore(tb, client, f.table)
 	return p
 }
 
@@ -331,13 +331,13 @@ func TestThrottledRecordFailsWithItsOwnReason(t *testing.T) {
 // AWS_MAX_ATTEMPTS would make) does not change its bound.
 func TestWithLambdaDefaultsOverridesTheConfigsRetrySettings(t *testing.T) {
 	f := setup(t)
-	proxy := testenv.NewProxy(t, moto.Server(t).URL)
-	cfg := moto.Config(t)
+	proxy := testenv.NewProxy(t, local(t).URL)
+	cfg := local(t).Config()
 	cfg.RetryMaxAttempts = 9
 	client := dynamodb.NewFromConfig(cfg, dynamostore.WithLambdaDefaults(quickBackoff), func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(proxy.URL)
 	})
-	store := dynamostore.New(client, f.table)
+	store := newStore(t, client, f.table)
 	proxy.Answer("PutItem", -1, http.StatusBadRequest, testenv.DynamoDBError("ThrottlingException", "slow down"))
 	if _, _, err := store.Acquire(t.Context(), record("config", now()), time.Now()); !errors.Is(err, lambdakit.ErrThrottled) {
 		t.Fatalf("got %v; want lambdakit.ErrThrottled", err)

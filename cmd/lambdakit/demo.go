@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -63,18 +61,14 @@ func story() []act {
 }
 
 func runDemo(ctx context.Context, std stdio, args []string) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	fs.Usage = func() { fmt.Fprint(std.stderr, demoUsage); fs.PrintDefaults() }
+	fs := newFlags("demo", demoUsage, "")
 	bootstrap := fs.String("bootstrap", "bin/bootstrap", "the function binary, built for this machine")
 	template := fs.String("template", "template.yaml", "the SAM template whose tables to create")
 	eventsDir := fs.String("events", "events", "the folder of the story's sample events")
 	verbose := fs.Bool("v", false, "also print the function's own log lines")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	rest, code, ok := fs.parse(std, args)
+	if !ok {
+		return code
 	}
 	acts := story()
 	for i := range acts {
@@ -82,11 +76,17 @@ func runDemo(ctx context.Context, std stdio, args []string) int {
 			acts[i].file = filepath.Join(*eventsDir, acts[i].file)
 		}
 	}
-	if fs.NArg() > 0 {
+	if len(rest) > 0 {
 		acts = nil
-		for _, f := range fs.Args() {
+		for _, f := range rest {
 			acts = append(acts, act{title: f, file: f})
 		}
+	}
+	// Everything the story reads is checked before anything starts, so
+	// that a typo costs a line, not a moto_server start.
+	if err := checkDemoInputs(*bootstrap, acts); err != nil {
+		fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
+		return exitUsage
 	}
 	d := &demo{out: std.stdout, verbose: *verbose}
 	defer d.stop()
@@ -112,6 +112,28 @@ func runDemo(ctx context.Context, std stdio, args []string) int {
 	return exitOK
 }
 
+// checkDemoInputs makes sure the bootstrap exists and every act's event
+// file holds an SQS event.
+func checkDemoInputs(bootstrap string, acts []act) error {
+	if _, err := os.Stat(bootstrap); err != nil {
+		return fmt.Errorf("bootstrap: %w (build it with 'make build', or name it with -bootstrap)", err)
+	}
+	for _, a := range acts {
+		if a.file == "" {
+			continue
+		}
+		raw, err := os.ReadFile(a.file)
+		if err != nil {
+			return fmt.Errorf("event: %w", err)
+		}
+		var event events.SQSEvent
+		if err := json.Unmarshal(raw, &event); err != nil {
+			return fmt.Errorf("event %s: want an SQS event: %w", a.file, err)
+		}
+	}
+	return nil
+}
+
 type demo struct {
 	out     io.Writer
 	verbose bool
@@ -123,7 +145,7 @@ type demo struct {
 
 func (d *demo) start(ctx context.Context, bootstrap, template string, environ []string) error {
 	var err error
-	if d.local, err = startLocal(ctx, template, 0, 0); err != nil {
+	if d.local, err = startLocal(ctx, localConfig{template: template, listen: loopback}); err != nil {
 		return err
 	}
 	d.runner, err = runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
@@ -131,7 +153,7 @@ func (d *demo) start(ctx context.Context, bootstrap, template string, environ []
 		o.Timeout = 60 * time.Second // as template.yaml
 		o.MemoryMB = 256
 		o.LogFormat = "JSON"
-		o.Env = append(append([]string{}, environ...), d.functionEnv()...)
+		o.Env = append(append([]string{}, environ...), d.functionEnv(loopback)...)
 		o.Stdout = &d.logs
 		o.Stderr = &d.logs
 	})

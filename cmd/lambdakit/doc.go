@@ -40,4 +40,15 @@
 //
 //	lambdakit records get|delete|stuck -table TABLE -prefix PREFIX [-json] [KEY]
 //	lambdakit redrive [-dry-run] [-max N] -from DLQ_URL -to QUEUE_URL
+//
+// Local starts the payment function's outside world on this machine until
+// Ctrl-C (moto_server, the sandbox gateway, the tables of template.yaml)
+// and writes the function's environment for invoke, run or sam local:
+//
+//	lambdakit local [-listen 127.0.0.1] [-moto-port 5000] [-gateway-port 8080] \
+//	    [-env-file FILE] [-env-host HOST]
+//
+// Every command takes its flags before its arguments, and answers a usage
+// error with the error, the synopsis and where the full usage is, in three
+// lines on standard error, with exit status 2.
 package main

@@ -163,30 +163,18 @@ type invokeFlags struct {
 
 func parseInvokeFlags(std stdio, args []string) (*invokeFlags, int) {
 	f := &invokeFlags{}
-	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	f.define(fs, 60*time.Second, "each event's deadline is its start plus this (template.yaml says 60s)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), invokeUsage)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), invokeExitStatus)
+	fs := newFlags("invoke", invokeUsage, invokeExitStatus)
+	f.define(fs.FlagSet, 60*time.Second, "each event's deadline is its start plus this (template.yaml says 60s)")
+	rest, code, ok := fs.parse(std, args)
+	if !ok {
+		return nil, code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK
-		}
-		return nil, exitUsage // flag has printed the error and the usage
+	if len(rest) < 2 {
+		return nil, fs.usageError(std, "need a BOOTSTRAP and at least one EVENT_FILE")
 	}
-	fail := func(format string, args ...any) (*invokeFlags, int) {
-		fmt.Fprintf(std.stderr, "lambdakit invoke: "+format+"\nRun 'lambdakit invoke -h' for usage.\n", args...)
-		return nil, exitUsage
-	}
-	if fs.NArg() < 2 {
-		return fail("need a BOOTSTRAP and at least one EVENT_FILE")
-	}
-	f.bootstrap, f.events = fs.Arg(0), fs.Args()[1:]
+	f.bootstrap, f.events = rest[0], rest[1:]
 	if msg := f.check(); msg != "" {
-		return fail("%s", msg)
+		return nil, fs.usageError(std, "%s", msg)
 	}
 	return f, exitOK
 }

@@ -103,7 +103,11 @@ func newRecordsTable(t *testing.T, db *dynamodb.Client) *recordsTable {
 	if err := dynamostore.CreateTable(t.Context(), db, rt.name); err != nil {
 		t.Fatal(err)
 	}
-	rt.store = dynamostore.New(db, rt.name)
+	store, err := dynamostore.New(db, rt.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.store = store
 	h := lk.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		rt.runs[msg.Body]++
 		return []byte(cachedResult), nil

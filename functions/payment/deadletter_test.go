@@ -32,7 +32,7 @@ func TestInvalidPaymentGoesToTheDeadLetterQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	dlq := aws.ToString(out.QueueUrl)
-	handler := newHandler(f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.NewJSONHandler(f.logs, nil)), withDeadLetterQueue(client, dlq))
+	handler := mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.NewJSONHandler(f.logs, nil)), withDeadLetterQueue(client, dlq))
 
 	invalidBody := `{"payment_id":"pay_dlq_1","order_id":"ord_1","customer_id":"cus_A","amount":100,"currency":"eur"}`
 	invalid := lambdakittest.Message(invalidBody, lambdakittest.InGroup("cus_A"), lambdakittest.WithAttribute("source", "checkout"))

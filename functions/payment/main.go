@@ -93,14 +93,18 @@ const idempotencyPrefix = "payment"
 // newHandler wires the function: validation, then idempotency on
 // payment_id, then the charge. batchOpts come after the function's own
 // batch options (main sets the dead-letter queue there).
-func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) lambdakit.BatchFunc {
+func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, error) {
 	p := &payments{
 		gateway: &gatewayClient{base: c.GatewayURL, http: client},
 		table:   c.PaymentsTable,
 		now:     time.Now,
 		logger:  logger,
 	}
-	idem := lambdakit.Idempotent(dynamostore.New(db, c.IdempotencyTable), lambdakit.KeyFromField("payment_id"),
+	store, err := dynamostore.New(db, c.IdempotencyTable)
+	if err != nil {
+		return nil, err
+	}
+	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
 		func(o *lambdakit.IdempotencyOptions) {
 			o.Prefix = idempotencyPrefix
 			o.TTL = c.TTL
@@ -112,7 +116,7 @@ func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.
 	opts := append([]func(*lambdakit.BatchOptions){func(o *lambdakit.BatchOptions) {
 		o.Logger = logger
 	}}, batchOpts...)
-	return lambdakit.Batch(lambdakit.Chain(p, validate, idem), opts...)
+	return lambdakit.Batch(lambdakit.Chain(p, validate, idem), opts...), nil
 }
 
 // withDeadLetterQueue sends the messages of invalid payments (permanent
@@ -149,5 +153,10 @@ func main() {
 		// them, and a send that fails leaves the record to come back.
 		batchOpts = append(batchOpts, withDeadLetterQueue(sqs.NewFromConfig(awsCfg), c.DeadLetterQueueURL))
 	}
-	lambda.Start(newHandler(c, db, client, logger, batchOpts...))
+	handler, err := newHandler(c, db, client, logger, batchOpts...)
+	if err != nil {
+		logger.Error("payment: idempotency store", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(handler)
 }

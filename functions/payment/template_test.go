@@ -228,7 +228,7 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 	db := dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, recorder)
 	})
-	handler := newHandler(f.cfg, db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+	handler := mustHandler(t, f.cfg, db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
 	run := func(bodies ...string) {
 		for _, b := range bodies {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -244,7 +244,7 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 		body("pay_iam_2", gateway.DeclinedCustomerPrefix+"_1", 5)) // declined
 	// A re-driven duplicate in a fresh container: read ahead
 	// (BatchGetItem) before any lock.
-	handler = newHandler(f.cfg, db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+	handler = mustHandler(t, f.cfg, db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
 	redriven := lambdakittest.Redelivery(lambdakittest.Message(body("pay_iam_1", "cus_1", 100)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	_, _ = handler(ctx, lambdakittest.Event(redriven))
@@ -288,7 +288,7 @@ func sqsActionsUsed(t *testing.T) []string {
 			}), middleware.Before)
 	}
 	recorded := sqs.NewFromConfig(moto.Config(t), func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, recorder) })
-	handler := newHandler(f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler), withDeadLetterQueue(recorded, dlqURL))
+	handler := mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler), withDeadLetterQueue(recorded, dlqURL))
 	invalid := lambdakittest.Message(`{"payment_id":"pay_iam_3","order_id":"ord_1","customer_id":"cus_1","amount":-5,"currency":"EUR"}`, lambdakittest.InGroup("cus_1"))
 	resp, err := handler(ctx, lambdakittest.Event(invalid))
 	if err != nil || len(resp.BatchItemFailures) != 0 {
