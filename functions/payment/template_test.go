@@ -23,8 +23,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lambdakit/lambdakit/internal/gateway"
-	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
