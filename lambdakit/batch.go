@@ -46,7 +46,10 @@ type BatchOptions struct {
 	// MetricsNamespace is the metrics' CloudWatch namespace. Default
 	// "lambdakit".
 	MetricsNamespace string
-	// MetricsWriter receives the metrics line. Default standard output.
+	// MetricsWriter receives the metrics line. Default: standard output
+	// inside a Lambda runtime (AWS_LAMBDA_RUNTIME_API set, as Lambda and
+	// lambdakit's local tools set it), where CloudWatch reads it;
+	// elsewhere (tests, other programs) none unless set here.
 	MetricsWriter io.Writer
 	// FunctionName is the metrics' FunctionName dimension. Default
 	// AWS_LAMBDA_FUNCTION_NAME.
@@ -103,7 +106,11 @@ func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
 		o.MetricsNamespace = "lambdakit"
 	}
 	if o.MetricsWriter == nil {
-		o.MetricsWriter = os.Stdout
+		if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {
+			o.DisableMetrics = true
+		} else {
+			o.MetricsWriter = os.Stdout
+		}
 	}
 	if o.FunctionName == "" {
 		o.FunctionName = os.Getenv("AWS_LAMBDA_FUNCTION_NAME")

@@ -24,9 +24,6 @@ func Example() {
 	})
 	handler := lambdakit.Batch(
 		lambdakit.Idempotent(store, lambdakit.KeyFromField("order_id"))(ship),
-		// The metrics line goes to standard output, where CloudWatch
-		// reads it; here it would be in the example's output.
-		func(o *lambdakit.BatchOptions) { o.DisableMetrics = true },
 	)
 
 	first := lambdakittest.Message(`{"order_id":"o-1","total":30}`)

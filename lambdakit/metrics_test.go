@@ -105,6 +105,9 @@ func TestBatchMetricsLine(t *testing.T) {
 		o.Logger = silentLogger()
 		o.MetricsWriter = &out
 		o.MetricsNamespace = "payments"
+		// In batch order: the duplicate reaches the store before the
+		// mismatch with its key has put the record in the cache.
+		o.Concurrency = 1
 	})
 	msgs := []events.SQSMessage{
 		lambdakittest.Message(paymentBody("m-new", 1)),                   // processed
@@ -282,5 +285,34 @@ func TestBatchMetricsCountDeadLettersAsPermanentFailures(t *testing.T) {
 	}
 	if line := log.byMessageID(t)[poison.MessageId]; line["outcome"] != "dead-lettered" || line["reasonCode"] != "Permanent" {
 		t.Errorf("log line %v; want outcome dead-lettered, reasonCode Permanent", line)
+	}
+}
+
+// By default the metrics line goes to standard output inside a Lambda
+// runtime, and nowhere elsewhere.
+func TestBatchMetricsDefaultWriter(t *testing.T) {
+	for _, inLambda := range []bool{true, false} {
+		api := ""
+		if inLambda {
+			api = "127.0.0.1:9001"
+		}
+		t.Setenv("AWS_LAMBDA_RUNTIME_API", api)
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout := os.Stdout
+		os.Stdout = w // the default writer is os.Stdout as it is when Batch is made
+		b := lambdakit.Batch(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return nil, nil }),
+			func(o *lambdakit.BatchOptions) { o.Logger = silentLogger() })
+		os.Stdout = stdout
+		if _, err := b(batchCtx(t), lambdakittest.Event(lambdakittest.Message("x"))); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		out, _ := io.ReadAll(r)
+		if got := bytes.Contains(out, []byte(`"_aws"`)); got != inLambda {
+			t.Errorf("in a Lambda runtime %v: got a metrics line %v (%q); want %v", inLambda, got, out, inLambda)
+		}
 	}
 }
