@@ -251,20 +251,21 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 
 	// An empty list, not null, when nothing failed: what Lambda documents.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var batchErr error
-	failed := 0
+	var failures []RecordFailure
+	missing := 0
 	reported := make(map[string]bool)
+	metered := make(map[*LeaseLostError]bool)
 	for i, err := range errs {
 		if err == nil {
 			continue
 		}
-		failed++
-		b.logFailure(ctx, &recs[i], err)
 		id := recs[i].MessageId
+		failures = append(failures, RecordFailure{MessageID: id, Err: err})
+		b.logFailure(ctx, &recs[i], err, metered)
 		if id == "" {
 			// Lambda fails the whole batch on an empty itemIdentifier;
 			// say so plainly instead.
-			batchErr = errors.New("lambdakit: a failed record has no messageId, so the whole batch fails")
+			missing++
 			continue
 		}
 		if !reported[id] {
@@ -272,13 +273,20 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 		}
 	}
-	if batchErr == nil && failed == len(recs) && !b.opts.AllowAllFailed {
-		batchErr = fmt.Errorf("%w (batch of %d)", ErrAllFailed, failed)
+	switch {
+	case missing > 0:
+		return resp, &MissingMessageIDError{Failures: failures, Missing: missing}
+	case len(failures) == len(recs) && !b.opts.AllowAllFailed:
+		return resp, &AllFailedError{Failures: failures}
 	}
-	return resp, batchErr
+	return resp, nil
 }
 
-func (b *batch) logFailure(ctx context.Context, msg *events.SQSMessage, err error) {
+// logFailure logs a failed record as one ERROR line. A lost lease adds a
+// LeaseLost count in the Embedded Metric Format, once per lost lease:
+// records that waited on the lost one in this container fail with the same
+// *LeaseLostError, and metered remembers which were counted.
+func (b *batch) logFailure(ctx context.Context, msg *events.SQSMessage, err error, metered map[*LeaseLostError]bool) {
 	attrs := []slog.Attr{
 		slog.String("messageId", msg.MessageId),
 		slog.String("reason", err.Error()),
@@ -289,5 +297,28 @@ func (b *batch) logFailure(ctx context.Context, msg *events.SQSMessage, err erro
 	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}
+	if lost := (*LeaseLostError)(nil); errors.As(err, &lost) && !metered[lost] {
+		metered[lost] = true
+		attrs = append(attrs, leaseLostMetric(lost)...)
+	}
 	b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed", attrs...)
+}
+
+// leaseLostMetric makes a failure line also a CloudWatch metric in the
+// Embedded Metric Format (LeaseLost, namespace lambdakit, by prefix), so
+// that an alarm can watch lost leases without any API call. A lost lease
+// means a lease (the invocation deadline) was too short for the work, or
+// clocks disagree.
+func leaseLostMetric(lost *LeaseLostError) []slog.Attr {
+	return []slog.Attr{
+		slog.String("prefix", lost.Prefix), slog.String("op", lost.Op), slog.Int("LeaseLost", 1),
+		slog.Any("_aws", map[string]any{
+			"Timestamp": time.Now().UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  "lambdakit",
+				"Dimensions": [][]string{{"prefix"}},
+				"Metrics":    []any{map[string]string{"Name": "LeaseLost", "Unit": "Count"}},
+			}},
+		}),
+	}
 }
