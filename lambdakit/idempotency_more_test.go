@@ -209,6 +209,49 @@ func TestIdempotentLostLeaseFailsAndLogsOnce(t *testing.T) {
 	}
 }
 
+// A record that waited in this container for one whose lease was lost
+// fails too, with the same error; the lost lease is counted once.
+func TestIdempotentLostLeaseIsCountedOncePerLease(t *testing.T) {
+	var logs lambdakittest.LogBuffer
+	idem := lambdakit.Idempotent(stealingStore{&lambdakittest.MemoryStore{}}, lambdakit.KeyFromField("payment_id"),
+		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.Logger() })
+	entered := make(chan struct{}, 2)
+	enter := lambdakit.Middleware(func(next lambdakit.Handler) lambdakit.Handler {
+		return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			entered <- struct{}{}
+			return next.Handle(ctx, msg)
+		})
+	})
+	// The first record's handler waits until both records have entered
+	// the middleware, so that the second waits on the first.
+	slow := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		for range 2 {
+			select {
+			case <-entered:
+			case <-time.After(5 * time.Second):
+				return nil, errors.New("the records did not both start")
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // for the second to reach the wait
+		return nil, nil
+	})
+	batch := lambdakit.Batch(lambdakit.Chain(slow, enter, idem), func(o *lambdakit.BatchOptions) { o.Logger = logs.Logger() })
+	msgs := []events.SQSMessage{lambdakittest.Message(paymentBody("p1", 1)), lambdakittest.Message(paymentBody("p1", 1))}
+	resp, _ := batch(t.Context(), lambdakittest.Event(msgs...))
+	if len(resp.BatchItemFailures) != 2 {
+		t.Fatalf("got %+v; want both records failed", resp)
+	}
+	metrics := 0
+	for _, l := range logs.Lines(t) {
+		if l["LeaseLost"] != nil {
+			metrics++
+		}
+	}
+	if metrics != 1 {
+		t.Errorf("got %d lines with the LeaseLost metric; want 1:\n%s", metrics, logs.String())
+	}
+}
+
 func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
 	// 40 payments, each sent twice by its producer, delivered by a queue
 	// that redelivers every failed record, to several containers at once,
