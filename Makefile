@@ -55,6 +55,16 @@ $(STATICCHECK):
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./lambdakit/
 
+## fuzz: each fuzz target for FUZZTIME (default 30s); `make test` runs their seeds
+FUZZTIME ?= 30s
+FUZZ_TARGETS := FuzzKeyFromField FuzzPayloadCanonical FuzzBatch
+.PHONY: fuzz
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "== $$t ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./lambdakit/ || exit 1; \
+	done
+
 ## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap)
 demo: deps build
 	$(BIN)/lambdakit demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
