@@ -49,9 +49,9 @@ type badRun struct {
 	target BadInputTarget
 	logs   LogBuffer
 	mu     sync.Mutex
-	runs   map[string]int                 // handler runs by the decoded "id"
-	errs   map[*events.SQSMessage]error   // what the middleware returned
-	seen   map[*events.SQSMessage]bool    // records the middleware returned for
+	runs   map[string]int               // handler runs by the decoded "id"
+	errs   map[*events.SQSMessage]error // what the middleware returned
+	seen   map[*events.SQSMessage]bool  // records the middleware returned for
 	opts   []func(*lambdakit.IdempotencyOptions)
 	inner  lambdakit.Handler // nil: the default handler
 	event  events.SQSEvent   // the last batch run
