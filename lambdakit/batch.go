@@ -327,25 +327,26 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 
 	// An empty list, not null, when nothing failed: what Lambda documents.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var batchErr error
-	failed := 0
+	var failures []RecordFailure
+	missing := 0
 	reported := make(map[string]bool)
 	metrics := &invocationMetrics{}
+	metered := make(map[*LeaseLostError]bool)
 	for i, err := range errs {
 		note := &out.notes[i]
-		b.logRecord(ctx, &recs[i], note, err)
+		b.logRecord(ctx, &recs[i], note, err, metered)
 		if !b.opts.DisableMetrics {
 			metrics.add(note, err)
 		}
 		if err == nil {
 			continue
 		}
-		failed++
 		id := recs[i].MessageId
+		failures = append(failures, RecordFailure{MessageID: id, Err: err})
 		if id == "" {
 			// Lambda fails the whole batch on an empty itemIdentifier;
 			// say so plainly instead.
-			batchErr = errors.New("lambdakit: a failed record has no messageId, so the whole batch fails")
+			missing++
 			continue
 		}
 		if !reported[id] {
@@ -353,8 +354,12 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 		}
 	}
-	if batchErr == nil && failed == len(recs) && !b.opts.AllowAllFailed {
-		batchErr = fmt.Errorf("%w (batch of %d)", ErrAllFailed, failed)
+	var batchErr error
+	switch {
+	case missing > 0:
+		batchErr = &MissingMessageIDError{Failures: failures, Missing: missing}
+	case len(failures) == len(recs) && !b.opts.AllowAllFailed:
+		batchErr = &AllFailedError{Failures: failures}
 	}
 	if !b.opts.DisableMetrics {
 		metrics.duration = time.Since(began)
@@ -367,8 +372,12 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 
 // logRecord logs what became of one record: its message ID, the hashed
 // idempotency key (the record's ID, never the raw key or the body), the
-// outcome, and how long it took; for a failure, the reason too.
-func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error) {
+// outcome, and how long it took; for a failure, the reason too. A lost
+// lease adds a LeaseLost count in the Embedded Metric Format to its line,
+// once per lost lease: records that waited on the lost one in this
+// container fail with the same *LeaseLostError, and metered remembers
+// which were counted.
+func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error, metered map[*LeaseLostError]bool) {
 	note.mu.Lock()
 	id, dup, replayed, elapsed, dead := note.id, note.duplicate, note.replayed, note.elapsed, note.deadLettered
 	note.mu.Unlock()
@@ -405,5 +414,28 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}
+	if lost := (*LeaseLostError)(nil); errors.As(err, &lost) && !metered[lost] {
+		metered[lost] = true
+		attrs = append(attrs, leaseLostMetric(lost)...)
+	}
 	b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed", attrs...)
+}
+
+// leaseLostMetric makes a failure line also a CloudWatch metric in the
+// Embedded Metric Format (LeaseLost, namespace lambdakit, by prefix), so
+// that an alarm can watch lost leases without any API call. A lost lease
+// means a lease (the invocation deadline) was too short for the work, or
+// clocks disagree.
+func leaseLostMetric(lost *LeaseLostError) []slog.Attr {
+	return []slog.Attr{
+		slog.String("prefix", lost.Prefix), slog.String("op", lost.Op), slog.Int("LeaseLost", 1),
+		slog.Any("_aws", map[string]any{
+			"Timestamp": time.Now().UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  "lambdakit",
+				"Dimensions": [][]string{{"prefix"}},
+				"Metrics":    []any{map[string]string{"Name": "LeaseLost", "Unit": "Count"}},
+			}},
+		}),
+	}
 }

@@ -254,8 +254,10 @@ func compareFolded(a, b []byte) int {
 	return cmp.Compare(len(a), len(b))
 }
 
-// foldRune returns the smallest rune of r's case-folding orbit, one
-// representative for all the runes EqualFold takes for r.
+// foldRune returns one representative for all the runes EqualFold takes
+// for r: an ASCII letter's lower case when the orbit has one (so that the
+// Kelvin sign folds with k, and the long s with s), else the orbit's
+// smallest rune.
 func foldRune(r rune) rune {
 	if r < utf8.RuneSelf {
 		if 'A' <= r && r <= 'Z' {
@@ -265,6 +267,9 @@ func foldRune(r rune) rune {
 	}
 	least := r
 	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < utf8.RuneSelf {
+			return foldRune(f)
+		}
 		least = min(least, f)
 	}
 	return least

@@ -46,8 +46,9 @@ type IdempotencyOptions struct {
 	// Prefetch says when a batch's completed records are read ahead in
 	// one request (see PrefetchPolicy). Default PrefetchRedeliveries.
 	Prefetch PrefetchPolicy
-	// Logger receives the lines about duplicates, lost leases and results
-	// that could not be cached. Default: JSON to standard error.
+	// Logger receives the lines about duplicates and results that could
+	// not be cached. (A lost lease is a record failure, a *LeaseLostError,
+	// which Batch logs.) Default: JSON to standard error.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -309,8 +310,7 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	returned = true
 	if err != nil {
 		if rerr := m.release(cctx, id, rec.Lease); rerr != nil {
-			m.logLeaseError(ctx, msg, id, "release", rerr)
-			err = errors.Join(err, rerr)
+			err = errors.Join(err, m.leaseLost(id, "release", rerr))
 		}
 		return nil, Record{}, false, err
 	}
@@ -335,7 +335,7 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 		err = m.complete(cctx, rec)
 	}
 	if err != nil {
-		m.logLeaseError(ctx, msg, id, "complete", err)
+		err = m.leaseLost(id, "complete", err)
 		if !errors.Is(err, ErrLeaseLost) {
 			// Nothing is known to be committed; free the key for the
 			// retry. Release refuses a record that did complete.
@@ -399,27 +399,15 @@ func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Rec
 	return bytes.Clone(rec.Data), nil
 }
 
-// logLeaseError logs a lost lease loudly: another owner took the work over,
-// which means a lease (the invocation deadline) was too short or clocks
-// disagree. The line is also a CloudWatch metric (LeaseLost, namespace
-// lambdakit, by prefix) in the Embedded Metric Format, so that an alarm can
-// watch it without any API call. Other store errors are left to the batch
-// adapter's log line.
-func (m *idempotent) logLeaseError(ctx context.Context, msg *events.SQSMessage, id, op string, err error) {
+// leaseLost marks a store error that says the lease was lost as a
+// *LeaseLostError, which Batch logs, once, with a LeaseLost metric: another
+// owner took the work over, which means a lease (the invocation deadline)
+// was too short or clocks disagree. Other errors are returned as they are.
+func (m *idempotent) leaseLost(id, op string, err error) error {
 	if !errors.Is(err, ErrLeaseLost) {
-		return
+		return err
 	}
-	m.opts.Logger.LogAttrs(ctx, slog.LevelError, "idempotency: lease lost",
-		slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("op", op),
-		slog.String("prefix", m.opts.Prefix), slog.Int("LeaseLost", 1),
-		slog.Any("_aws", map[string]any{
-			"Timestamp": m.opts.Now().UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  "lambdakit",
-				"Dimensions": [][]string{{"prefix"}},
-				"Metrics":    []any{map[string]string{"Name": "LeaseLost", "Unit": "Count"}},
-			}},
-		}))
+	return &LeaseLostError{ID: id, Prefix: m.opts.Prefix, Op: op, Err: err}
 }
 
 func (m *idempotent) recordID(key string) string {

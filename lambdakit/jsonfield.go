@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 var (
@@ -356,8 +357,11 @@ func scalarString(raw []byte) (string, error) {
 	case len(raw) == 0:
 		return "", errNoField
 	case raw[0] == '"':
+		// As encoding/json decodes it: without escapes and valid
+		// UTF-8, as it is; otherwise escapes resolved and invalid bytes
+		// turned into U+FFFD, so that a key is what a handler sees.
 		inner := raw[1 : len(raw)-1]
-		if bytes.IndexByte(inner, '\\') < 0 {
+		if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 			return string(inner), nil
 		}
 		var s string

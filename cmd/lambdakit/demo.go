@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -214,7 +215,7 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 		if err := json.Unmarshal(res.Payload, &resp); err != nil {
 			return nil, fmt.Errorf("function response %s: %w", res.Payload, err)
 		}
-	case res.Error != nil && strings.HasPrefix(res.Error.Message, lambdakit.ErrAllFailed.Error()):
+	case res.Error != nil && res.Error.Type == reflect.TypeFor[lambdakit.AllFailedError]().Name(): // Lambda names errors by type
 		// Every record failed, so the function failed the invocation and
 		// the event source mapping backs off: the whole batch comes back.
 		for _, m := range event.Records {
