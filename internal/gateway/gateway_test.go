@@ -106,7 +106,10 @@ type writeWatcher struct {
 
 func (w *writeWatcher) WriteHeader(code int) { w.wrote = true; w.ResponseRecorder.WriteHeader(code) }
 
-func (w *writeWatcher) Write(b []byte) (int, error) { w.wrote = true; return w.ResponseRecorder.Write(b) }
+func (w *writeWatcher) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseRecorder.Write(b)
+}
 
 func TestGatewayOnCharge(t *testing.T) {
 	g := &gateway.Gateway{}
