@@ -28,16 +28,22 @@ import (
 const demoUsage = `Usage: lambdakit demo [flags] [EVENT_FILE...]
 
 Runs the payment function locally, without Docker, the way Lambda would:
-starts moto_server (DynamoDB on a loopback port) and a sandbox payment
-gateway, creates the tables as template.yaml declares them, and runs the
-bootstrap binary through a local Lambda Runtime API on a story of sample
+starts moto_server (DynamoDB and SQS on a loopback port) and a sandbox
+payment gateway, creates the tables as template.yaml declares them, and runs
+the bootstrap binary through a local Lambda Runtime API on a story of sample
 events: first delivery, redelivery, poison records, a declined card, a FIFO
-batch during a gateway outage and its redelivery, a payload mismatch. For every record it
-prints what happened (charged, declined, skipped as a duplicate, failed and
-why), then the charges the gateway saw and the ledger rows, and checks that
-no payment was charged twice. It stops everything it started.
+batch during a gateway outage and its redelivery, a payload mismatch. Last,
+it creates the template's FIFO queue and DLQ (timings scaled down), publishes
+events/payments-queue.jsonl with a duplicate and a poison message, and runs
+the event source mapping until the queue is empty, killing the function once
+after the gateway charged a payment. For every record it prints what
+happened (charged, declined, skipped as a duplicate, failed and why), then
+the charges the gateway saw, the ledger rows and where every published
+message went, and checks that no payment was charged twice. It stops
+everything it started.
 
-With EVENT_FILE arguments it runs those files, in order, instead of the story.
+With EVENT_FILE arguments it runs those files, in order, instead of the story
+(and without the queue).
 
 Flags:
 `
@@ -106,7 +112,19 @@ func runDemo(ctx context.Context, std stdio, args []string) int {
 		}
 		previous = failed
 	}
-	if ok := d.summary(ctx); !ok {
+	var queue *queueOutcome
+	if fs.NArg() == 0 {
+		q, err := d.playQueue(ctx, len(acts)+1, *bootstrap, *template, filepath.Join(*eventsDir, queueFile), std.environ)
+		if err != nil {
+			fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
+			if ctx.Err() != nil {
+				return exitInterrupted
+			}
+			return exitFailed
+		}
+		queue = &q
+	}
+	if ok := d.summary(ctx, queue); !ok {
 		return exitFailed
 	}
 	return exitOK
@@ -231,8 +249,11 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 // awaitLines waits, for a second at most, until the function's log line
 // about each record has come through its output pipe, which may lag behind
 // the response it posted.
-func (d *demo) awaitLines(recs []events.SQSMessage) {
-	for range 50 {
+func (d *demo) awaitLines(recs []events.SQSMessage) { d.awaitLinesFor(recs, time.Second) }
+
+// awaitLinesFor is awaitLines waiting up to bound.
+func (d *demo) awaitLinesFor(recs []events.SQSMessage, bound time.Duration) {
+	for range max(int(bound/(20*time.Millisecond)), 1) {
 		told := map[string]bool{}
 		for _, l := range parseLogLines(d.logs.String()) {
 			if id, ok := l["messageId"].(string); ok {
@@ -283,7 +304,9 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 	return "ok"
 }
 
-func (d *demo) summary(ctx context.Context) bool {
+// summary checks the gateway and the ledger, and the queue act's outcome
+// when it ran.
+func (d *demo) summary(ctx context.Context, queue *queueOutcome) bool {
 	charges := d.gw.Charges()
 	perPayment := map[string]int{}
 	for _, c := range charges {
@@ -316,6 +339,9 @@ func (d *demo) summary(ctx context.Context) bool {
 	}
 	if byStatus["CHARGED"] != len(perPayment) { // DECLINED rows have no charge
 		fmt.Fprintf(d.out, "   %d CHARGED rows for %d charged payments\n", byStatus["CHARGED"], len(perPayment))
+		ok = false
+	}
+	if queue != nil && !d.queueSummary(*queue) {
 		ok = false
 	}
 	if ok {
