@@ -156,7 +156,7 @@ func (d *demo) start(ctx context.Context, bootstrap, template string, environ []
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "moto_server (DynamoDB) on %s, sandbox gateway on %s\n", d.moto.URL, d.gatewayURL)
+	fmt.Fprintf(d.out, "moto_server (DynamoDB and SQS) on %s, sandbox gateway on %s\n", d.moto.URL, d.gatewayURL)
 	fmt.Fprintf(d.out, "tables from %s: IdempotencyTable -> %s, PaymentsTable -> %s\n",
 		template, localTables["IdempotencyTable"], localTables["PaymentsTable"])
 	return nil
