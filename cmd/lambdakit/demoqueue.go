@@ -59,6 +59,7 @@ type queueOutcome struct {
 	published   int
 	deleted     int
 	inDLQ       []string // payment IDs
+	chargedDLQ  []string // payment IDs in the DLQ that the gateway charged all the same
 	leftInQ     int
 	crashed     bool   // the crash happened where intended
 	crashCharge string // the charge made just before the crash
@@ -294,6 +295,9 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		if c.PaymentID == queueCrash {
 			out.chargesOf++
 		}
+		if slices.Contains(out.inDLQ, c.PaymentID) {
+			out.chargedDLQ = append(out.chargedDLQ, c.PaymentID)
+		}
 	}
 	fmt.Fprintf(d.out, "   queue empty after %s: %s received in all, %d deleted, %d moved to the DLQ\n",
 		plural(summary.Invocations, "invocation"), plural(summary.Records, "record"), summary.Deleted, len(dead))
@@ -393,12 +397,22 @@ func (d *demo) queueSummary(q queueOutcome) bool {
 		fmt.Fprintf(d.out, "   %d of %d published messages are accounted for\n", accounted, q.published)
 		ok = false
 	}
+	if len(q.chargedDLQ) > 0 {
+		// A payment that was charged must not need a redrive.
+		fmt.Fprintf(d.out, "   charged, yet in the DLQ: %s\n", strings.Join(q.chargedDLQ, ", "))
+		ok = false
+	}
 	switch {
 	case !q.crashed:
 		fmt.Fprintf(d.out, "   the function was never killed after charging %s\n", queueCrash)
 		ok = false
 	case q.chargesOf != 1:
 		fmt.Fprintf(d.out, "   %s was charged %d times\n", queueCrash, q.chargesOf)
+		ok = false
+	case slices.Contains(q.inDLQ, queueCrash):
+		// Its redeliveries found the dead invocation's lock still held: the
+		// visibility timeout must outlast the function's timeout.
+		fmt.Fprintf(d.out, "   %s was charged once, but its redeliveries could not complete it before it went to the DLQ\n", queueCrash)
 		ok = false
 	default:
 		fmt.Fprintf(d.out, "   %s was charged once (%s), though the function was killed after the charge: its redelivery took over the lapsed lock and got the gateway's stored answer\n", queueCrash, q.crashCharge)
