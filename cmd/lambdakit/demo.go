@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,16 +28,22 @@ import (
 const demoUsage = `Usage: lambdakit demo [flags] [EVENT_FILE...]
 
 Runs the payment function locally, without Docker, the way Lambda would:
-starts moto_server (DynamoDB on a loopback port) and a sandbox payment
-gateway, creates the tables as template.yaml declares them, and runs the
-bootstrap binary through a local Lambda Runtime API on a story of sample
+starts moto_server (DynamoDB and SQS on a loopback port) and a sandbox
+payment gateway, creates the tables as template.yaml declares them, and runs
+the bootstrap binary through a local Lambda Runtime API on a story of sample
 events: first delivery, redelivery, poison records, a declined card, a FIFO
-batch during a gateway outage and its redelivery, a payload mismatch. For every record it
-prints what happened (charged, declined, skipped as a duplicate, failed and
-why), then the charges the gateway saw and the ledger rows, and checks that
-no payment was charged twice. It stops everything it started.
+batch during a gateway outage and its redelivery, a payload mismatch. Last,
+it creates the template's FIFO queue and DLQ (timings scaled down), publishes
+events/payments-queue.jsonl with a duplicate and a poison message, and runs
+the event source mapping until the queue is empty, killing the function once
+after the gateway charged a payment. For every record it prints what
+happened (charged, declined, skipped as a duplicate, failed and why), then
+the charges the gateway saw, the ledger rows and where every published
+message went, and checks that no payment was charged twice. It stops
+everything it started.
 
-With EVENT_FILE arguments it runs those files, in order, instead of the story.
+With EVENT_FILE arguments it runs those files, in order, instead of the story
+(and without the queue).
 
 Flags:
 `
@@ -107,7 +114,19 @@ func runDemo(ctx context.Context, std stdio, args []string) int {
 		}
 		previous = failed
 	}
-	if ok := d.summary(ctx); !ok {
+	var queue *queueOutcome
+	if fs.NArg() == 0 {
+		q, err := d.playQueue(ctx, len(acts)+1, *bootstrap, *template, filepath.Join(*eventsDir, queueFile), std.environ)
+		if err != nil {
+			fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
+			if ctx.Err() != nil {
+				return exitInterrupted
+			}
+			return exitFailed
+		}
+		queue = &q
+	}
+	if ok := d.summary(ctx, queue); !ok {
 		return exitFailed
 	}
 	return exitOK
@@ -142,6 +161,58 @@ type demo struct {
 	*local
 	runner *runtimeapi.Runner
 	logs   lockedBuffer // the function's output for the current act
+
+	// The function's metrics lines (CloudWatch Embedded Metric Format,
+	// one per invocation), added up over the demo.
+	metrics     map[string]float64
+	invocations int
+}
+
+// tally adds up the counts of the metrics lines among lines.
+func (d *demo) tally(lines []map[string]any) {
+	for _, l := range lines {
+		aws, ok := l["_aws"].(map[string]any)
+		if !ok {
+			continue
+		}
+		d.invocations++
+		if d.metrics == nil {
+			d.metrics = map[string]float64{}
+		}
+		directives, _ := aws["CloudWatchMetrics"].([]any)
+		for _, dir := range directives {
+			defs, _ := dir.(map[string]any)["Metrics"].([]any)
+			for _, def := range defs {
+				m, _ := def.(map[string]any)
+				name, _ := m["Name"].(string)
+				if v, ok := l[name].(float64); ok && m["Unit"] == "Count" {
+					d.metrics[name] += v
+				}
+			}
+		}
+	}
+}
+
+// metricsSummary prints the metrics the function reported, added up.
+func (d *demo) metricsSummary() {
+	if d.invocations == 0 {
+		return
+	}
+	m := d.metrics
+	fmt.Fprintf(d.out, "   metrics (%d invocations' EMF lines, namespace lambdakit): %.0f records, %.0f succeeded, %.0f failed\n",
+		d.invocations, m["Records"], m["Succeeded"], m["Failed"])
+	var reasons []string
+	for name, v := range m {
+		if r, ok := strings.CutPrefix(name, "Failed"); ok && r != "" && v > 0 {
+			reasons = append(reasons, fmt.Sprintf("%s %.0f", r, v))
+		}
+	}
+	sort.Strings(reasons)
+	if len(reasons) > 0 {
+		fmt.Fprintf(d.out, "      failed by reason: %s\n", strings.Join(reasons, ", "))
+	}
+	fmt.Fprintf(d.out, "      duplicates skipped: %.0f found in the table, %.0f in the warm container's cache; %.0f results replayed\n",
+		m["DuplicatesFromStore"], m["DuplicatesFromCache"], m["Replayed"])
 }
 
 func (d *demo) start(ctx context.Context, bootstrap, template string, environ []string) error {
@@ -161,7 +232,7 @@ func (d *demo) start(ctx context.Context, bootstrap, template string, environ []
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "moto_server (DynamoDB) on %s, sandbox gateway on %s\n", d.moto.URL, d.gatewayURL)
+	fmt.Fprintf(d.out, "moto_server (DynamoDB and SQS) on %s, sandbox gateway on %s\n", d.moto.URL, d.gatewayURL)
 	fmt.Fprintf(d.out, "tables from %s: IdempotencyTable -> %s, PaymentsTable -> %s\n",
 		template, localTables["IdempotencyTable"], localTables["PaymentsTable"])
 	return nil
@@ -235,6 +306,7 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
 	}
 	lines := parseLogLines(d.logs.String())
+	d.tally(lines)
 	var failed []events.SQSMessage
 	for _, m := range event.Records {
 		fate := recordFate(m.MessageId, failedIDs[m.MessageId], lines)
@@ -254,8 +326,11 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 // awaitLines waits, for a second at most, until the batch's closing line
 // about each record ("record done", "record failed"...) has come through
 // the function's output pipe, which may lag behind the response it posted.
-func (d *demo) awaitLines(recs []events.SQSMessage) {
-	for range 50 {
+func (d *demo) awaitLines(recs []events.SQSMessage) { d.awaitLinesFor(recs, time.Second) }
+
+// awaitLinesFor is awaitLines waiting up to bound.
+func (d *demo) awaitLinesFor(recs []events.SQSMessage, bound time.Duration) {
+	for range max(int(bound/(20*time.Millisecond)), 1) {
 		told := map[string]bool{}
 		for _, l := range parseLogLines(d.logs.String()) {
 			msg, _ := l["msg"].(string)
@@ -263,7 +338,8 @@ func (d *demo) awaitLines(recs []events.SQSMessage) {
 				told[id] = true
 			}
 		}
-		all := true
+		// The metrics line comes last, after the records' lines.
+		all := slices.ContainsFunc(parseLogLines(d.logs.String()), func(l map[string]any) bool { return l["_aws"] != nil })
 		for _, m := range recs {
 			all = all && told[m.MessageId]
 		}
@@ -309,7 +385,9 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 	return "ok"
 }
 
-func (d *demo) summary(ctx context.Context) bool {
+// summary checks the gateway and the ledger, and the queue act's outcome
+// when it ran.
+func (d *demo) summary(ctx context.Context, queue *queueOutcome) bool {
 	charges := d.gw.Charges()
 	perPayment := map[string]int{}
 	for _, c := range charges {
@@ -333,6 +411,7 @@ func (d *demo) summary(ctx context.Context) bool {
 	}
 	sort.Strings(statuses)
 	fmt.Fprintf(d.out, "   ledger (%s): %d rows: %s\n", localTables["PaymentsTable"], len(out.Items), strings.Join(statuses, ", "))
+	d.metricsSummary()
 	ok := true
 	for id, n := range perPayment {
 		if n > 1 {
@@ -342,6 +421,9 @@ func (d *demo) summary(ctx context.Context) bool {
 	}
 	if byStatus["CHARGED"] != len(perPayment) { // DECLINED rows have no charge
 		fmt.Fprintf(d.out, "   %d CHARGED rows for %d charged payments\n", byStatus["CHARGED"], len(perPayment))
+		ok = false
+	}
+	if queue != nil && !d.queueSummary(*queue) {
 		ok = false
 	}
 	if ok {

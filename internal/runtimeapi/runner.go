@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lambdakit/lambdakit/internal/childproc"
@@ -69,6 +70,9 @@ type Runner struct {
 	turn      chan struct{} // holds a token while an Invoke or Close runs
 	env       *environment  // the live process, or nil; guarded by turn
 	idleBy    time.Time     // when the process should be idle again; guarded by turn
+	// live is env, for Kill, which must not wait for the turn that a
+	// running Invoke holds.
+	live atomic.Pointer[environment]
 }
 
 // environment is one process and the Server it talks to, Lambda's execution
@@ -212,6 +216,13 @@ func (r *Runner) waitIdle(ctx context.Context) (bool, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
+		select {
+		case <-r.env.exited:
+			// Gone while it waited for an event (killed, say): a server
+			// that has not noticed yet still counts it as waiting.
+			return false, nil
+		default:
+		}
 		idle, _, changed := r.env.srv.state()
 		if idle {
 			return true, nil
@@ -252,6 +263,7 @@ func (r *Runner) startEnv(ctx context.Context) (Result, error) {
 		close(env.exited)
 	}()
 	r.env = env
+	r.live.Store(env)
 
 	id := newRequestID()
 	timer := time.NewTimer(r.opts.InitTimeout)
@@ -298,6 +310,7 @@ func (r *Runner) stopEnv(graceful bool) {
 		return
 	}
 	r.env = nil
+	r.live.Store(nil)
 	if graceful && env.srv.hasExtensions() {
 		env.srv.shutdownExtensions(time.Now().Add(shutdownGrace))
 		childproc.Signal(env.cmd, false)
@@ -314,6 +327,27 @@ func (r *Runner) stopEnv(graceful bool) {
 	case <-time.After(10 * time.Second): // SIGKILL cannot be ignored; this is a guard, not a path
 	}
 	_ = env.srv.Close()
+}
+
+// Kill ends the running process and whatever it started with SIGKILL, as
+// when an execution environment dies under a function (the host fails, the
+// process runs out of memory), and waits for it to be gone. An Invoke in
+// progress then reports OutcomeCrash, and the next Invoke starts a new
+// process. Kill does not wait for an Invoke to finish: it may be called
+// from anywhere, at any time, for instance from a test's fake dependency
+// while the function waits for it. It reports whether there was a process
+// to kill.
+func (r *Runner) Kill() bool {
+	env := r.live.Load()
+	if env == nil {
+		return false
+	}
+	childproc.Signal(env.cmd, true)
+	select {
+	case <-env.exited:
+	case <-time.After(10 * time.Second): // SIGKILL cannot be ignored; this is a guard, not a path
+	}
+	return true
 }
 
 // Close stops the process, waiting for it to be gone. An Invoke in progress
