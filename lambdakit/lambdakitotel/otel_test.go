@@ -626,3 +626,22 @@ func TestDefaultsToTheGlobalProvider(t *testing.T) {
 		t.Errorf("%d spans through the global provider; want 4 (invocation, record, acquire, complete)", n)
 	}
 }
+
+// The wrapped store keeps the store contract, and makes one span per
+// request that reached the store.
+func TestWrappedStoreKeepsTheContract(t *testing.T) {
+	sr, tp := recorder(t)
+	var mems []*lambdakittest.MemoryStore
+	lambdakittest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
+		mem := &lambdakittest.MemoryStore{}
+		mems = append(mems, mem)
+		return lambdakitotel.WrapStore(mem, withProvider(tp))
+	})
+	calls := 0
+	for _, m := range mems {
+		calls += m.Calls().Total()
+	}
+	if spans := len(sr.Ended()); calls == 0 || spans < calls {
+		t.Errorf("%d store spans for %d store requests; want at least one each", spans, calls)
+	}
+}
