@@ -2,6 +2,7 @@ package lambdakit
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -9,14 +10,18 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
-// defaultLogger is the logger Batch and Idempotent use unless given one:
-// JSON lines on standard error (Lambda sends them to CloudWatch Logs), at
-// the level Lambda's advanced logging controls set in AWS_LAMBDA_LOG_LEVEL
-// (INFO when unset), each with the invocation's request ID, so that a line
+// NewLogger returns the logger Batch and Idempotent use unless given one
+// (on standard error), for a function's own lines to match theirs: JSON
+// lines on w (Lambda sends standard output and error to CloudWatch Logs),
+// at the level Lambda's advanced logging controls set in
+// AWS_LAMBDA_LOG_LEVEL (INFO when unset), each with the invocation's
+// request ID when the context passed to the logger has one, so that a line
 // can be found from a request and the other way round.
-func defaultLogger() *slog.Logger {
-	return slog.New(requestIDHandler{slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: levelFromEnv()})})
+func NewLogger(w io.Writer) *slog.Logger {
+	return slog.New(requestIDHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: levelFromEnv()})})
 }
+
+func defaultLogger() *slog.Logger { return NewLogger(os.Stderr) }
 
 // levelFromEnv reads AWS_LAMBDA_LOG_LEVEL: TRACE and DEBUG log everything,
 // INFO, WARN, ERROR and FATAL what their names say.

@@ -389,7 +389,8 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	copyMsg := results[len(results)-1].MessageID
 	wantRecord := "payment#" + results[b2].DedupID
 	if !slices.ContainsFunc(logLines(logs.String()), func(l map[string]any) bool {
-		return l["msg"] == "idempotency: duplicate skipped" && l["messageId"] == copyMsg && l["id"] == wantRecord
+		dup := l["outcome"] == "duplicate" || l["outcome"] == "replayed"
+		return l["msg"] == "record done" && dup && l["messageId"] == copyMsg && l["id"] == wantRecord
 	}) {
 		t.Errorf("no log line says that message %s (pay_B2 sent again) was skipped as a duplicate of %s", copyMsg, wantRecord)
 	}

@@ -128,7 +128,9 @@ func withDeadLetterQueue(client producer.MessageSender, url string) func(*lambda
 }
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	// lambdakit's own lines and the function's alike: JSON, the request
+	// ID on each, the level from AWS_LAMBDA_LOG_LEVEL.
+	logger := lambdakit.NewLogger(os.Stdout)
 	c, err := configFromEnv(os.Getenv)
 	if err != nil {
 		logger.Error("payment: configuration", "error", err.Error())
