@@ -1,10 +1,16 @@
 // Package motoserver starts and stops a local moto_server, which plays
 // DynamoDB and SQS on one loopback port, for the tests (through
 // internal/testenv) and the local demo.
+//
+// moto's server runs through a small launcher (launcher.py, embedded) that
+// keeps the cost of TransactWriteItems independent of table size; with a
+// moto version it was not written for, it runs plain moto and says so in
+// one line on standard error.
 package motoserver
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -12,7 +18,9 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,11 +65,15 @@ type Server struct {
 // Start starts moto_server on a free loopback port and waits until it
 // answers HTTP. The caller must Stop it. Start wraps ErrNotInstalled when
 // moto_server is not on PATH.
+//
+// The server is moto_server's own, started through the launcher with the
+// Python that runs moto_server (see launcher.py).
 func Start() (*Server, error) {
 	bin, err := exec.LookPath("moto_server")
 	if err != nil {
 		return nil, ErrNotInstalled
 	}
+	c := newCommand(bin)
 	// The free port is only free when we look: another process may take it
 	// before moto binds it. moto then exits at once, and a new port is
 	// worth a try. A server that hangs is not retried, so that the whole
@@ -72,7 +84,7 @@ func Start() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, early, err := start(bin, port)
+		s, early, err := start(c, port)
 		if err == nil {
 			return s, nil
 		}
@@ -91,14 +103,17 @@ func StartOn(port int) (*Server, error) {
 	if err != nil {
 		return nil, ErrNotInstalled
 	}
-	s, _, err := start(bin, port)
+	s, _, err := start(newCommand(bin), port)
 	return s, err
 }
 
 // start makes one attempt; early reports that moto exited before it
 // answered (likely a port taken in the meantime).
-func start(bin string, port int) (s *Server, early bool, err error) {
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+func start(c command, port int) (s *Server, early bool, err error) {
+	cmd := exec.Command(c.path, append(slices.Clone(c.args), "-H", "127.0.0.1", "-p", strconv.Itoa(port))...)
+	if c.script != "" {
+		cmd.Stdin = strings.NewReader(c.script)
+	}
 	out := &tail{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	// moto's output is copied through pipes; without a bound, Wait would
@@ -134,6 +149,9 @@ func start(bin string, port int) (s *Server, early bool, err error) {
 		early = s.hasExited()
 		s.Stop()
 		return nil, early, fmt.Errorf("motoserver: moto_server on %s: %w; its output:\n%s", s.URL, err, out.String())
+	}
+	if line := cmp.Or(c.notice, fallbackLine(out.String())); line != "" {
+		fmt.Fprintln(os.Stderr, line)
 	}
 	return s, false, nil
 }
