@@ -51,9 +51,10 @@ endif
 $(STATICCHECK):
 	GOBIN=$(abspath $(dir $@)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## bench: per-record overhead of the idempotent path (in-memory store)
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./lambdakit/
+## bench: micro benchmarks, end to end against moto with the bare floor, cold start, flat cost (one run)
+## BENCHFLAGS passes flags to the harness, e.g. BENCHFLAGS='-only flat -moto-patch=false'
+bench: deps
+	$(GO) run ./internal/bench/cmd/bench $(BENCHFLAGS)
 
 ## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap)
 demo: deps build

@@ -134,11 +134,28 @@ type Machine struct {
 	MemGiB   float64
 	Go       string
 	Kernel   string
+	// Load is /proc/loadavg's 1, 5 and 15 minute averages when described:
+	// what else the machine was doing.
+	Load string
+}
+
+// LoadAverage returns the 1, 5 and 15 minute load averages, as
+// /proc/loadavg has them.
+func LoadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // ThisMachine describes the machine the harness runs on.
 func ThisMachine() Machine {
-	m := Machine{Date: time.Now(), CPUs: runtime.NumCPU(), Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
+	m := Machine{Date: time.Now(), CPUs: runtime.NumCPU(), Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, Load: LoadAverage()}
 	if kb, err := statusField("/proc/meminfo", "MemTotal"); err == nil {
 		m.MemGiB = float64(kb) / (1 << 20)
 	}

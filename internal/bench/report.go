@@ -15,6 +15,7 @@ import (
 func PrintHeader(w io.Writer, m Machine, command, moto string) {
 	fmt.Fprintf(w, "## lambdakit bench, %s\n\n", m.Date.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "- machine: %d CPUs (%s), %.1f GiB memory, Linux %s\n", m.CPUs, orUnknown(m.CPUModel), m.MemGiB, orUnknown(m.Kernel))
+	fmt.Fprintf(w, "- load average (1, 5, 15 min) at the start: %s\n", m.Load)
 	fmt.Fprintf(w, "- toolchain: %s\n", m.Go)
 	fmt.Fprintf(w, "- local stack: %s\n", moto)
 	fmt.Fprintf(w, "- command: `%s`\n\n", command)
@@ -74,7 +75,7 @@ func PrintE2E(w io.Writer, cfg E2EConfig, rows []Row) {
 		"`ratio` is lambdakit / bare. DynamoDB requests are counted at a proxy in front of moto, retries included. "+
 		"Request units are computed from the requests and item sizes by DynamoDB's documented on-demand rules (1 WRU per KB written, twice in a transaction; "+
 		"1 RRU per 4 KB read strongly consistent), not measured by moto. Latency is the invocation's duration as the Runtime API saw it; "+
-		"CPU is the function processes' user+system time (/proc, 10 ms ticks) over the row; peak RSS is their largest VmHWM; "+
+		"CPU is the function processes' CPU time over the row (/proc/<pid>/task/*/schedstat); peak RSS is their largest VmHWM; "+
 		"moto CPU is moto_server's, the local stack's own cost.\n\n",
 		cfg.Records, cfg.BatchSize, cfg.Concurrency, cfg.Timeout)
 	fmt.Fprintln(w, "| scenario | function | records/s | DynamoDB req/record | WRU/record | RRU/record | gateway calls/record | p50 ms | p99 ms | CPU µs/record | peak RSS MiB | moto CPU ms/record | failed |")
@@ -131,7 +132,7 @@ func PrintE2E(w io.Writer, cfg E2EConfig, rows []Row) {
 	for _, r := range rows {
 		ops = append(ops, fmt.Sprintf("%s/%s: %s", r.Scenario, r.Impl, opsPerRecord(r)))
 	}
-	fmt.Fprintf(w, "\nDynamoDB operations per record: %s.\n\n", strings.Join(ops, "; "))
+	fmt.Fprintf(w, "DynamoDB operations per record: %s.\n\n", strings.Join(ops, "; "))
 }
 
 func opsPerRecord(r Row) string {
@@ -175,13 +176,16 @@ func PrintColdStarts(w io.Writer, cs []ColdStart) {
 }
 
 // PrintFlat prints a long run thousand by thousand.
-func PrintFlat(w io.Writer, moto string, concurrency, batchSize int, ts []Thousand) {
+func PrintFlat(w io.Writer, moto string, concurrency, batchSize int, run FlatRun) {
+	ts := run.Thousands
 	total := 0
 	for _, t := range ts {
 		total += t.Records
 	}
 	fmt.Fprintf(w, "### Flat cost: %d payments through the payment bootstrap, one thousand at a time\n\n", total)
-	fmt.Fprintf(w, "Fresh tables, batches of %d, %d containers at once, as fast as they go; %s.\n\n", batchSize, concurrency, moto)
+	fmt.Fprintf(w, "Fresh tables, batches of %d, %d containers at once, as fast as they go; %s. "+
+		"records/s counts every record answered, failed or not; a thousand's time runs from its first batch's start to its last one's end.\n\n",
+		batchSize, concurrency, moto)
 	fmt.Fprintln(w, "| payments | records/s | p50 ms | p99 ms | failed |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	done := 0
@@ -190,10 +194,15 @@ func PrintFlat(w io.Writer, moto string, concurrency, batchSize int, ts []Thousa
 			num(float64(t.Records)/t.Wall.Seconds(), 0), ms(t.P50), ms(t.P99), t.Failed)
 		done += t.Records
 	}
+	fmt.Fprintln(w)
 	if len(ts) >= 2 {
 		first, last := ts[0], ts[len(ts)-1]
-		fmt.Fprintf(w, "\nLast thousand / first thousand, records/s: %s.\n",
+		fmt.Fprintf(w, "Last thousand / first thousand, records/s: %s. ",
 			ratio(float64(last.Records)/last.Wall.Seconds(), float64(first.Records)/first.Wall.Seconds()))
+	}
+	fmt.Fprintf(w, "moto_server's peak RSS: %s MiB.\n", num(float64(run.MotoRSS)/1024, 0))
+	if run.Stopped != "" {
+		fmt.Fprintf(w, "The run %s.\n", run.Stopped)
 	}
 	fmt.Fprintln(w)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -105,8 +106,12 @@ type Harness struct {
 	Concurrency int
 	// Timeout is the function's timeout (template.yaml says 60 s).
 	Timeout time.Duration
-	// Progress, if set, gets a line as each row or thousand starts.
+	// Progress, if set, gets a line as each row starts and each thousand
+	// of a flat run ends.
 	Progress io.Writer
+	// MaxMotoRSS, if set, stops a flat run once moto_server's resident
+	// set passes it, KiB.
+	MaxMotoRSS int64
 }
 
 func (h *Harness) progress(format string, args ...any) {
@@ -240,16 +245,18 @@ type timed struct {
 
 // drive runs batches on c's containers, batch i on container i % n, the
 // containers in parallel, and returns each batch's outcome in order. When
-// each is non-nil it is called as each batch ends.
-func (h *Harness) drive(ctx context.Context, c *Containers, batches [][]events.SQSMessage, each func(i int, t timed)) ([]outcome, time.Duration, error) {
+// each is non-nil it is called as each batch ends; once it returns false,
+// no more batches start.
+func (h *Harness) drive(ctx context.Context, c *Containers, batches [][]events.SQSMessage, each func(i int, t timed) bool) ([]outcome, time.Duration, error) {
 	n := len(c.runners)
 	outs := make([]outcome, len(batches))
 	errs := make([]error, n)
+	var stop atomic.Bool
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range n {
 		wg.Go(func() {
-			for i := w; i < len(batches); i += n {
+			for i := w; i < len(batches) && !stop.Load(); i += n {
 				t0 := time.Now()
 				o, err := invoke(ctx, c.runners[w], batches[i])
 				if err != nil {
@@ -257,8 +264,8 @@ func (h *Harness) drive(ctx context.Context, c *Containers, batches [][]events.S
 					return
 				}
 				outs[i] = o
-				if each != nil {
-					each(i, timed{outcome: o, start: t0, end: time.Now()})
+				if each != nil && !each(i, timed{outcome: o, start: t0, end: time.Now()}) {
+					stop.Store(true)
 				}
 			}
 		})
@@ -333,32 +340,52 @@ type Thousand struct {
 	P50, P99        time.Duration
 }
 
+// FlatRun is a long run, thousand by thousand.
+type FlatRun struct {
+	Thousands []Thousand
+	// MotoRSS is moto_server's peak resident set at the end, KiB.
+	MotoRSS int64
+	// Stopped says why the run ended early, if it did.
+	Stopped string
+}
+
 // Flat delivers batches in order to fresh containers and reports each
 // thousand records: the proof that cost does not grow with the tables.
 // A thousand's wall time runs from the first start to the last end among
-// its batches.
-func (h *Harness) Flat(ctx context.Context, impl Impl, batches [][]events.SQSMessage) ([]Thousand, error) {
+// its batches. With MaxMotoRSS set, it stops starting batches once
+// moto_server's resident set passes it (plain moto's whole-table copies
+// can eat the machine's memory).
+func (h *Harness) Flat(ctx context.Context, impl Impl, batches [][]events.SQSMessage) (FlatRun, error) {
+	var run FlatRun
 	c, err := h.Start(ctx, impl, h.Concurrency, nil)
 	if err != nil {
-		return nil, err
+		return run, err
 	}
 	defer c.Close()
 	var mu sync.Mutex
 	times := make([]timed, len(batches))
 	done := 0
-	_, _, err = h.drive(ctx, c, batches, func(i int, t timed) {
+	began := time.Now()
+	_, _, err = h.drive(ctx, c, batches, func(i int, t timed) bool {
 		mu.Lock()
+		defer mu.Unlock()
 		times[i] = t
 		done += len(batches[i])
+		rss, _ := memKB(h.Stack.Moto.PID, "VmRSS")
 		if done%1000 < len(batches[i]) {
-			h.progress("%d payments done", done-done%1000)
+			h.progress("%d payments done after %v; moto_server's RSS %d MiB", done-done%1000, time.Since(began).Round(time.Second), rss/1024)
 		}
-		mu.Unlock()
+		if h.MaxMotoRSS > 0 && rss > h.MaxMotoRSS && run.Stopped == "" {
+			run.Stopped = fmt.Sprintf("stopped after %d payments: moto_server's resident set reached %d MiB (limit %d MiB)", done, rss/1024, h.MaxMotoRSS/1024)
+			h.progress("%s", run.Stopped)
+			return false
+		}
+		return true
 	})
 	if err != nil {
-		return nil, err
+		return run, err
 	}
-	var out []Thousand
+	run.MotoRSS, _ = memKB(h.Stack.Moto.PID, "VmHWM")
 	var cur Thousand
 	var first, last time.Time
 	var lat []time.Duration
@@ -370,10 +397,13 @@ func (h *Harness) Flat(ctx context.Context, impl Impl, batches [][]events.SQSMes
 		slices.Sort(lat)
 		cur.P50 = lat[int(float64(len(lat)-1)*0.50+0.5)]
 		cur.P99 = lat[int(float64(len(lat)-1)*0.99+0.5)]
-		out = append(out, cur)
+		run.Thousands = append(run.Thousands, cur)
 		cur, lat, first, last = Thousand{}, nil, time.Time{}, time.Time{}
 	}
 	for i, t := range times {
+		if t.end.IsZero() {
+			continue // not run: the run stopped early
+		}
 		if first.IsZero() || t.start.Before(first) {
 			first = t.start
 		}
@@ -388,5 +418,5 @@ func (h *Harness) Flat(ctx context.Context, impl Impl, batches [][]events.SQSMes
 		}
 	}
 	flush()
-	return out, nil
+	return run, nil
 }

@@ -20,7 +20,10 @@ whether a condition that does not hold in one item, a validation error or
 anything else, puts every item the transaction named back as it was, so a
 transaction still writes all or nothing. A transaction on a table with a
 stream, or one whose keys cannot be read up front, keeps moto's whole-table
-copy, since its rollback must also cover what those touch.
+copy, since its rollback must also cover what those touch. Like moto's own
+rollback, it does not isolate transactions from concurrent writes to the
+same items (DynamoDB would cancel one of them); unlike it, rolling back no
+longer undoes concurrent writes to other items of the same tables.
 
 The patch is written for, and tested against, the moto versions in
 SUPPORTED_MOTO. With any other version, or when the code it patches is not

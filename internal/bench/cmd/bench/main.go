@@ -23,6 +23,7 @@ import (
 
 type config struct {
 	records, concurrency, batch, flat, cold, microCount int
+	maxMotoRSS                                          int // MiB
 	only                                                map[string]bool
 	motoPatch                                           bool
 	template, repo                                      string
@@ -37,7 +38,8 @@ func main() {
 	flag.IntVar(&c.batch, "batch", 10, "records per batch")
 	flag.IntVar(&c.flat, "flat", 5000, "payments in the flat-cost run")
 	flag.IntVar(&c.cold, "cold", 5, "cold starts per function")
-	flag.IntVar(&c.microCount, "micro-count", 3, "runs of each micro benchmark")
+	flag.IntVar(&c.maxMotoRSS, "flat-max-moto-rss", 4096, "stop the flat-cost run once moto_server's RSS passes this many MiB (0: never)")
+	flag.IntVar(&c.microCount, "micro-count", 5, "runs of each micro benchmark")
 	flag.StringVar(&only, "only", "micro,e2e,cold,flat", "sections to run, comma-separated")
 	flag.BoolVar(&c.motoPatch, "moto-patch", true, "run moto through the launcher's patch (false: LAMBDAKIT_MOTO_PATCH=0)")
 	flag.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
@@ -165,11 +167,13 @@ func run(ctx context.Context, c config) error {
 		flat := lk
 		flat.Env = stack.FunctionEnv(idem, payments)
 		pay := bench.NewPayments("Ff")
-		ts, err := h.Flat(ctx, flat, bench.InBatches(pay.Take(c.flat), c.batch))
+		h.MaxMotoRSS = int64(c.maxMotoRSS) << 10
+		run, err := h.Flat(ctx, flat, bench.InBatches(pay.Take(c.flat), c.batch))
 		if err != nil {
 			return err
 		}
-		bench.PrintFlat(out, stack.MotoVersion(), c.concurrency, c.batch, ts)
+		bench.PrintFlat(out, stack.MotoVersion(), c.concurrency, c.batch, run)
 	}
+	fmt.Fprintf(out, "Load average (1, 5, 15 min) at the end: %s.\n", bench.LoadAverage())
 	return nil
 }
