@@ -59,9 +59,10 @@ lint: $(STATICCHECK) $(CFN_LINT)
 $(STATICCHECK):
 	GOBIN=$(abspath $(dir $@)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## bench: per-record overhead of the idempotent path (in-memory store)
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./lambdakit/
+## bench: micro benchmarks, end to end against moto with the bare floor, cold start, flat cost (one run)
+## BENCHFLAGS passes flags to the harness, e.g. BENCHFLAGS='-only flat -moto-patch=false'
+bench: deps
+	$(GO) run ./internal/bench/cmd/bench $(BENCHFLAGS)
 
 ## fuzz: each fuzz target for FUZZTIME (default 30s); `make test` runs their seeds
 # A run whose only failure is "context deadline exceeded" is Go's race at

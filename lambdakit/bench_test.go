@@ -112,3 +112,26 @@ func benchBatch10(b *testing.B, optFns ...func(*lambdakit.BatchOptions)) {
 		}
 	}
 }
+
+// BenchmarkBatch10Duplicates is a batch of 10 records completed earlier,
+// redelivered to a container that does not remember them: the store
+// answers each one. ns/op is per batch.
+func BenchmarkBatch10Duplicates(b *testing.B) {
+	msgs := benchMessages(10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	batch := lambdakit.Batch(idempotent(&lambdakittest.MemoryStore{}, noop), func(o *lambdakit.BatchOptions) {
+		o.Logger = silentLogger()
+	})
+	if resp, err := batch(ctx, events.SQSEvent{Records: msgs}); err != nil || len(resp.BatchItemFailures) != 0 {
+		b.Fatal(err, resp)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		resp, err := batch(ctx, events.SQSEvent{Records: msgs})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			b.Fatal(err, resp)
+		}
+	}
+}

@@ -1,10 +1,16 @@
 // Package motoserver starts and stops a local moto_server, which plays
 // DynamoDB and SQS on one loopback port, for the tests (through
 // internal/testenv) and the local demo.
+//
+// moto's server runs through a small launcher (launcher.py, embedded) that
+// keeps the cost of TransactWriteItems independent of table size; with a
+// moto version it was not written for, it runs plain moto and says so in
+// one line on standard error.
 package motoserver
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +19,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,13 +65,24 @@ func findMoto() (installation, error) {
 	if server == "" {
 		return installation{}, ErrNotInstalled
 	}
-	python := filepath.Join(filepath.Dir(server), "python3")
-	if _, err := exec.LookPath(python); err != nil {
-		if python, err = exec.LookPath("python3"); err != nil {
-			python = ""
+	return installationOf(server), nil
+}
+
+// installationOf is the moto installation whose server is at server. Its
+// Python is the one the moto_server script names in its #! line (pip
+// writes an absolute path there), else the python3 beside it, else python3
+// on PATH (where a pyenv or asdf shim, a shell script, leads too).
+func installationOf(server string) installation {
+	python := shebangPython(server)
+	if python == "" {
+		python = filepath.Join(filepath.Dir(server), "python3")
+		if _, err := exec.LookPath(python); err != nil {
+			if python, err = exec.LookPath("python3"); err != nil {
+				python = ""
+			}
 		}
 	}
-	return installation{server: server, python: python}, nil
+	return installation{server: server, python: python}
 }
 
 // Installed returns ErrNotInstalled when Start would find no moto_server,
@@ -125,11 +144,15 @@ type Server struct {
 // Start starts moto_server on a free loopback port and waits until it
 // answers HTTP. The caller must Stop it. Start returns ErrNotInstalled when
 // there is no moto_server (see findMoto).
+//
+// The server is moto_server's own, started through the launcher with the
+// Python of that installation (see launcher.py).
 func Start() (*Server, error) {
 	moto, err := findMoto()
 	if err != nil {
 		return nil, err
 	}
+	c := newCommand(moto)
 	// The free port is only free when we look: another process may take it
 	// before moto binds it. moto then exits at once, and a new port is
 	// worth a try. A server that hangs is not retried, so that the whole
@@ -140,7 +163,7 @@ func Start() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, early, err := start(moto, loopback, port)
+		s, early, err := start(c, loopback, port)
 		if err == nil {
 			return s, nil
 		}
@@ -166,7 +189,7 @@ func StartAt(host string, port int) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, _, err := start(moto, host, port)
+	s, _, err := start(newCommand(moto), host, port)
 	return s, err
 }
 
@@ -175,8 +198,11 @@ const loopback = "127.0.0.1"
 
 // start makes one attempt; early reports that moto exited before it
 // answered (likely a port taken in the meantime).
-func start(moto installation, host string, port int) (s *Server, early bool, err error) {
-	cmd := exec.Command(moto.server, "-H", host, "-p", strconv.Itoa(port))
+func start(c command, host string, port int) (s *Server, early bool, err error) {
+	cmd := exec.Command(c.path, append(slices.Clone(c.args), "-H", host, "-p", strconv.Itoa(port))...)
+	if c.script != "" {
+		cmd.Stdin = strings.NewReader(c.script)
+	}
 	out := &tail{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	// moto's output is copied through pipes; without a bound, Wait would
@@ -211,7 +237,10 @@ func start(moto installation, host string, port int) (s *Server, early bool, err
 	if err := s.waitReady(startTimeout); err != nil {
 		early = s.hasExited()
 		s.Stop()
-		return nil, early, fmt.Errorf("motoserver: %s (Python %s) on %s: %w; its output:\n%s", moto.server, moto.python, s.URL, err, out.String())
+		return nil, early, fmt.Errorf("motoserver: %s %s on %s: %w; its output:\n%s", c.path, strings.Join(c.args, " "), s.URL, err, out.String())
+	}
+	if line := cmp.Or(c.notice, fallbackLine(out.String())); line != "" {
+		fmt.Fprintln(os.Stderr, line)
 	}
 	return s, false, nil
 }
