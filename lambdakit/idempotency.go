@@ -329,7 +329,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 		// The work is done; forgetting that would repeat it. Complete
 		// without the result: duplicates then replay no result.
 		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-			slog.String("id", id), slog.String("reason", err.Error()))
+			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
 		rec.Data = nil
 		err = e.complete(cctx, rec)
 	}
