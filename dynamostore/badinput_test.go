@@ -26,9 +26,9 @@ func TestBadInput(t *testing.T) {
 }
 
 // statuses scans the table: the status of every record, by ID.
-func (f *fixture) statuses(t *testing.T) map[string]lambdakit.Status {
+func (f *fixture) statuses(t *testing.T) map[string]lambdakit.IdempotencyStatus {
 	t.Helper()
-	out := map[string]lambdakit.Status{}
+	out := map[string]lambdakit.IdempotencyStatus{}
 	p := dynamodb.NewScanPaginator(f.db, &dynamodb.ScanInput{TableName: aws.String(f.table), ConsistentRead: aws.Bool(true)})
 	for pages := 0; p.HasMorePages(); pages++ {
 		if pages == 100 {
@@ -39,7 +39,7 @@ func (f *fixture) statuses(t *testing.T) map[string]lambdakit.Status {
 			t.Fatalf("scan: %v", err)
 		}
 		for _, item := range page.Items {
-			out[str(t, item, "id")] = lambdakit.Status(str(t, item, "status"))
+			out[str(t, item, "id")] = lambdakit.IdempotencyStatus(str(t, item, "status"))
 		}
 	}
 	return out

@@ -29,8 +29,8 @@ const unprocessedRounds = 5
 // number of times with backoff; those still unprocessed after that are left
 // out of the result, as if they had no record: their records then take the
 // lock as usual, which is always correct, only dearer.
-func (s *Store) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.Record, error) {
-	out := make(map[string]lambdakit.Record, len(ids))
+func (s *Store) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
+	out := make(map[string]lambdakit.IdempotencyRecord, len(ids))
 	for start := 0; start < len(ids); start += maxBatchGetKeys {
 		chunk := ids[start:min(start+maxBatchGetKeys, len(ids))]
 		keys := make([]map[string]types.AttributeValue, len(chunk))
@@ -44,7 +44,7 @@ func (s *Store) GetRecords(ctx context.Context, ids []string) (map[string]lambda
 	return out, nil
 }
 
-func (s *Store) getChunk(ctx context.Context, keys []map[string]types.AttributeValue, out map[string]lambdakit.Record) error {
+func (s *Store) getChunk(ctx context.Context, keys []map[string]types.AttributeValue, out map[string]lambdakit.IdempotencyRecord) error {
 	for round := 0; len(keys) > 0 && round < unprocessedRounds; round++ {
 		if round > 0 {
 			// Full jitter over 20 ms, 40 ms, 80 ms, 160 ms.

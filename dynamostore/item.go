@@ -30,7 +30,7 @@ const maxNumberSize = 21
 // checkStorable tells, before anything is sent, whether rec's result can
 // be kept: DynamoDB strings must be UTF-8, and an item that is too large
 // would fail the whole completion rather than just its cached result.
-func (s *Store) checkStorable(rec lambdakit.Record) error {
+func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
 	if rec.Data == nil {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (s *Store) checkStorable(rec lambdakit.Record) error {
 // itemSize is an upper bound on the size DynamoDB counts for rec's item
 // once completed: for each attribute, the UTF-8 length of its name plus
 // that of a string value, or maxNumberSize for a number.
-func (s *Store) itemSize(rec lambdakit.Record) int {
+func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	status := max(len(lambdakit.StatusCompleted), len(lambdakit.StatusInProgress))
 	n := len(s.o.KeyAttr) + len(rec.ID) +
 		len(s.o.StatusAttr) + status +
@@ -65,11 +65,11 @@ func (s *Store) itemSize(rec lambdakit.Record) int {
 // decode reads a record item. Attributes that are absent leave their field
 // zero; attributes of the wrong type are an error, because guessing could
 // hand a duplicate someone else's result.
-func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.Record, error) {
+func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.IdempotencyRecord, error) {
 	d := decoder{item: item}
-	rec := lambdakit.Record{
+	rec := lambdakit.IdempotencyRecord{
 		ID:         d.str(s.o.KeyAttr),
-		Status:     lambdakit.Status(d.str(s.o.StatusAttr)),
+		Status:     lambdakit.IdempotencyStatus(d.str(s.o.StatusAttr)),
 		Validation: d.str(s.o.ValidationAttr),
 		Lease:      d.str(s.o.LeaseAttr),
 	}

@@ -63,8 +63,8 @@ func newStore(tb testing.TB, client dynamostore.API, table string, optFns ...fun
 
 // record returns a fresh record for id, as the middleware would build it
 // at now: a lease for 30 s, kept for an hour.
-func record(id string, now time.Time) lambdakit.Record {
-	return lambdakit.Record{
+func record(id string, now time.Time) lambdakit.IdempotencyRecord {
+	return lambdakit.IdempotencyRecord{
 		ID:                   id,
 		Status:               lambdakit.StatusInProgress,
 		Expiration:           now.Add(time.Hour),
@@ -76,7 +76,7 @@ func record(id string, now time.Time) lambdakit.Record {
 
 // stored is rec as the store keeps it: times rounded up to seconds and
 // milliseconds.
-func stored(rec lambdakit.Record) lambdakit.Record {
+func stored(rec lambdakit.IdempotencyRecord) lambdakit.IdempotencyRecord {
 	rec = rec.Rounded()
 	rec.Staged = nil
 	return rec
@@ -88,7 +88,7 @@ func now() time.Time {
 	return time.Now().Truncate(time.Second).Add(1234567 * time.Nanosecond)
 }
 
-func (f *fixture) acquire(tb testing.TB, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool) {
+func (f *fixture) acquire(tb testing.TB, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool) {
 	tb.Helper()
 	existing, acquired, err := f.store.Acquire(tb.Context(), rec, now)
 	if err != nil {
@@ -97,14 +97,14 @@ func (f *fixture) acquire(tb testing.TB, rec lambdakit.Record, now time.Time) (l
 	return existing, acquired
 }
 
-func (f *fixture) mustAcquire(tb testing.TB, rec lambdakit.Record, now time.Time) {
+func (f *fixture) mustAcquire(tb testing.TB, rec lambdakit.IdempotencyRecord, now time.Time) {
 	tb.Helper()
 	if existing, acquired := f.acquire(tb, rec, now); !acquired {
 		tb.Fatalf("Acquire(%s): not acquired, held by %+v; want acquired", rec.ID, existing)
 	}
 }
 
-func (f *fixture) mustComplete(tb testing.TB, rec lambdakit.Record) {
+func (f *fixture) mustComplete(tb testing.TB, rec lambdakit.IdempotencyRecord) {
 	tb.Helper()
 	if err := f.store.Complete(tb.Context(), rec); err != nil {
 		tb.Fatalf("Complete(%s): %v", rec.ID, err)
@@ -148,7 +148,7 @@ func num(tb testing.TB, item map[string]types.AttributeValue, name string) strin
 	return v.Value
 }
 
-func checkRecord(tb testing.TB, got, want lambdakit.Record) {
+func checkRecord(tb testing.TB, got, want lambdakit.IdempotencyRecord) {
 	tb.Helper()
 	if got.ID != want.ID || got.Status != want.Status || got.Validation != want.Validation || got.Lease != want.Lease {
 		tb.Errorf("record = {ID:%q Status:%q Validation:%q Lease:%q}; want {ID:%q Status:%q Validation:%q Lease:%q}",

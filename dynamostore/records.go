@@ -59,10 +59,10 @@ func NewRecords(client RecordsAPI, table string, optFns ...func(*Options)) *Reco
 // Get reads the record with the given ID, with a strongly consistent read.
 // It returns an error wrapping ErrNotFound when there is none, and one
 // wrapping ErrNoTable when the table does not exist. An expired record that
-// DynamoDB has not deleted yet is returned as it is: see lambdakit.Record.Live.
-func (r *Records) Get(ctx context.Context, id string) (lambdakit.Record, error) {
+// DynamoDB has not deleted yet is returned as it is: see lambdakit.IdempotencyRecord.Live.
+func (r *Records) Get(ctx context.Context, id string) (lambdakit.IdempotencyRecord, error) {
 	if r.optErr != nil {
-		return lambdakit.Record{}, r.optErr
+		return lambdakit.IdempotencyRecord{}, r.optErr
 	}
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(r.table),
@@ -70,14 +70,14 @@ func (r *Records) Get(ctx context.Context, id string) (lambdakit.Record, error) 
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return lambdakit.Record{}, r.fail("get "+id, err)
+		return lambdakit.IdempotencyRecord{}, r.fail("get "+id, err)
 	}
 	if len(out.Item) == 0 {
-		return lambdakit.Record{}, fmt.Errorf("dynamostore: get %s: %w", id, ErrNotFound)
+		return lambdakit.IdempotencyRecord{}, fmt.Errorf("dynamostore: get %s: %w", id, ErrNotFound)
 	}
 	rec, err := r.codec.decode(out.Item)
 	if err != nil {
-		return lambdakit.Record{}, fmt.Errorf("dynamostore: get %s: %w", id, err)
+		return lambdakit.IdempotencyRecord{}, fmt.Errorf("dynamostore: get %s: %w", id, err)
 	}
 	return rec, nil
 }
@@ -87,7 +87,7 @@ func (r *Records) Get(ctx context.Context, id string) (lambdakit.Record, error) 
 // and returns an error wrapping ErrRecordChanged, or ErrNotFound when the
 // record is gone. A record deleted this way is forgotten: the next message
 // with its key runs the handler again.
-func (r *Records) Delete(ctx context.Context, rec lambdakit.Record) error {
+func (r *Records) Delete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if r.optErr != nil {
 		return r.optErr
 	}
@@ -135,14 +135,14 @@ type ScanFilter struct {
 // with a filter: it reads the whole table (and is billed for all of it),
 // which suits an operator's occasional look, not a function. An error ends
 // the sequence; an empty Prefix is an error.
-func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.Record, error] {
-	return func(yield func(lambdakit.Record, error) bool) {
+func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.IdempotencyRecord, error] {
+	return func(yield func(lambdakit.IdempotencyRecord, error) bool) {
 		if r.optErr != nil {
-			yield(lambdakit.Record{}, r.optErr)
+			yield(lambdakit.IdempotencyRecord{}, r.optErr)
 			return
 		}
 		if f.Prefix == "" {
-			yield(lambdakit.Record{}, errors.New("dynamostore: scan: empty prefix"))
+			yield(lambdakit.IdempotencyRecord{}, errors.New("dynamostore: scan: empty prefix"))
 			return
 		}
 		filter := "begins_with(" + nKey + ", :prefix)"
@@ -167,7 +167,7 @@ func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.Re
 		for {
 			out, err := r.client.Scan(ctx, in)
 			if err != nil {
-				yield(lambdakit.Record{}, r.fail("scan", err))
+				yield(lambdakit.IdempotencyRecord{}, r.fail("scan", err))
 				return
 			}
 			for _, item := range out.Items {

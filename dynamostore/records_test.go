@@ -68,7 +68,7 @@ func TestRecordsGet(t *testing.T) {
 	})
 }
 
-func sameRecord(a, b lambdakit.Record) bool {
+func sameRecord(a, b lambdakit.IdempotencyRecord) bool {
 	return a.ID == b.ID && a.Status == b.Status && a.Expiration.Equal(b.Expiration) &&
 		a.InProgressExpiration.Equal(b.InProgressExpiration) && a.Validation == b.Validation &&
 		a.Lease == b.Lease && string(a.Data) == string(b.Data)
@@ -140,7 +140,7 @@ func TestRecordsScan(t *testing.T) {
 	completed.InProgressExpiration = at.Add(-20 * time.Minute)
 	other := record("refund#ended", at.Add(-40*time.Minute))
 	other.InProgressExpiration = at.Add(-10 * time.Minute)
-	for _, r := range []lambdakit.Record{ended10, ended1, running, completed, other} {
+	for _, r := range []lambdakit.IdempotencyRecord{ended10, ended1, running, completed, other} {
 		f.acquire(t, r, at.Add(-40*time.Minute))
 	}
 	done := completed

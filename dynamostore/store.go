@@ -162,7 +162,7 @@ func (s *Store) key(id string) map[string]types.AttributeValue {
 
 // acquireCondition admits the put when no live record holds the key. It
 // says <= where Powertools says <, so that a record stops counting at the
-// same instant as lambdakit.Record.Live says: at its expiration, not a
+// same instant as lambdakit.IdempotencyRecord.Live says: at its expiration, not a
 // second or a millisecond after.
 const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 	" OR " + nExpiration + " <= :now" +
@@ -173,11 +173,11 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 // with the failed condition, so Acquire returns it without reading the
 // table. The returned record is the zero Record when acquired is true.
 //
-// Times are stored rounded up (lambdakit.Record.Rounded): Expiration to the
+// Times are stored rounded up (lambdakit.IdempotencyRecord.Rounded): Expiration to the
 // whole second, InProgressExpiration to the millisecond. The condition
 // compares them with now in the same units, rounded down, so a record
 // stops counting exactly when Record.Live says it does, never earlier.
-func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	rec = rec.Rounded()
 	item := s.key(rec.ID)
 	item[s.o.StatusAttr] = str(string(lambdakit.StatusInProgress))
@@ -200,18 +200,18 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return lambdakit.Record{}, true, nil
+		return lambdakit.IdempotencyRecord{}, true, nil
 	}
 	var failed *types.ConditionalCheckFailedException
 	if !errors.As(err, &failed) {
-		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: %w", rec.ID, err)
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: %w", rec.ID, err)
 	}
 	if len(failed.Item) == 0 {
-		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: a live record holds the key, but DynamoDB did not return it (ReturnValuesOnConditionCheckFailure ignored?)", rec.ID)
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: a live record holds the key, but DynamoDB did not return it (ReturnValuesOnConditionCheckFailure ignored?)", rec.ID)
 	}
 	existing, err := s.decode(failed.Item)
 	if err != nil {
-		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: reading the live record: %w", rec.ID, err)
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: reading the live record: %w", rec.ID, err)
 	}
 	return existing, false, nil
 }
@@ -228,7 +228,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time
 // a staged write is not a types.TransactWriteItem or there are more than a
 // transaction holds. A staged write that DynamoDB rejects makes the whole
 // transaction fail with a *StagedWriteError.
-func (s *Store) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if err := s.checkStorable(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
@@ -258,7 +258,7 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.Record) error {
 
 // completion is the fenced update that completes rec, in the form a
 // transaction takes; UpdateItem takes the same fields.
-func (s *Store) completion(rec lambdakit.Record) *types.Update {
+func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 	set := nStatus + " = :completed, " + nExpiration + " = :exp"
 	names := []string{nStatus, nExpiration, nLease}
 	values := map[string]types.AttributeValue{

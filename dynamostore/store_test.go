@@ -27,7 +27,7 @@ func TestAcquire(t *testing.T) {
 		if !acquired {
 			t.Fatalf("acquired = false (held by %+v); want true", existing)
 		}
-		checkRecord(t, existing, lambdakit.Record{})
+		checkRecord(t, existing, lambdakit.IdempotencyRecord{})
 		f.checkCalls(t, map[string]int{"PutItem": 1})
 
 		item := f.record(t, rec.ID)
@@ -97,7 +97,7 @@ func TestAcquire(t *testing.T) {
 		t0 := now()
 		first := record("fn#takeover", t0)
 		f.mustAcquire(t, first, t0)
-		// The lease ends at in_progress_expiration, as lambdakit.Record.Live says.
+		// The lease ends at in_progress_expiration, as lambdakit.IdempotencyRecord.Live says.
 		at := stored(first).InProgressExpiration
 		if stored(first).Live(at) {
 			t.Fatalf("Live(%v) = true; the test expects the lease to have ended", at)
@@ -193,7 +193,7 @@ func TestAcquire(t *testing.T) {
 		if acquired {
 			t.Fatal("acquired = true; want false for a live Powertools record")
 		}
-		checkRecord(t, existing, lambdakit.Record{
+		checkRecord(t, existing, lambdakit.IdempotencyRecord{
 			ID:         "fn#python",
 			Status:     lambdakit.StatusCompleted,
 			Expiration: time.Unix(exp, 0),

@@ -75,7 +75,7 @@ func TestThrottledCallFailsWithErrThrottledAfterMaxAttempts(t *testing.T) {
 		body string
 		// call makes the store call under test on a fresh record that the
 		// proxy let through Acquire (for Complete and Release).
-		call func(p *proxied, rec lambdakit.Record) error
+		call func(p *proxied, rec lambdakit.IdempotencyRecord) error
 		// sdkErr is the SDK error the result must still unwrap to.
 		sdkErr any
 		// inProgress: the record must still be held after the failure.
@@ -129,13 +129,13 @@ func TestThrottledCallFailsWithErrThrottledAfterMaxAttempts(t *testing.T) {
 	}
 }
 
-func acquireCall(p *proxied, rec lambdakit.Record) error {
+func acquireCall(p *proxied, rec lambdakit.IdempotencyRecord) error {
 	_, _, err := p.store.Acquire(context.Background(), rec, time.Now())
 	return err
 }
 
-func completeCall(staged bool) func(p *proxied, rec lambdakit.Record) error {
-	return func(p *proxied, rec lambdakit.Record) error {
+func completeCall(staged bool) func(p *proxied, rec lambdakit.IdempotencyRecord) error {
+	return func(p *proxied, rec lambdakit.IdempotencyRecord) error {
 		rec.Status = lambdakit.StatusCompleted
 		rec.Data = []byte(`{"ok":true}`)
 		if staged {
@@ -145,7 +145,7 @@ func completeCall(staged bool) func(p *proxied, rec lambdakit.Record) error {
 	}
 }
 
-func releaseCall(p *proxied, rec lambdakit.Record) error {
+func releaseCall(p *proxied, rec lambdakit.IdempotencyRecord) error {
 	return p.store.Release(context.Background(), rec.ID, rec.Lease)
 }
 
@@ -171,7 +171,7 @@ func TestDefaultClientOptionsBoundTheAttempts(t *testing.T) {
 func TestThrottleThatClearsIsRetriedThrough(t *testing.T) {
 	cases := []struct {
 		name, op, body string
-		call           func(p *proxied, rec lambdakit.Record) error
+		call           func(p *proxied, rec lambdakit.IdempotencyRecord) error
 	}{
 		{"acquire", "PutItem", testenv.DynamoDBError("ThrottlingException", "scaling"), acquireCall},
 		{"staged completion", "TransactWriteItems", testenv.DynamoDBTransactionCanceled("None", "ThrottlingError"), completeCall(true)},
@@ -222,17 +222,17 @@ func TestCancelledTransactionWithAnotherReasonIsNotThrottled(t *testing.T) {
 func TestStoreCallReturnsByTheDeadline(t *testing.T) {
 	ops := []struct {
 		op   string
-		call func(ctx context.Context, p *proxied, rec lambdakit.Record) error
+		call func(ctx context.Context, p *proxied, rec lambdakit.IdempotencyRecord) error
 	}{
-		{"PutItem", func(ctx context.Context, p *proxied, rec lambdakit.Record) error {
+		{"PutItem", func(ctx context.Context, p *proxied, rec lambdakit.IdempotencyRecord) error {
 			_, _, err := p.store.Acquire(ctx, rec, time.Now())
 			return err
 		}},
-		{"TransactWriteItems", func(ctx context.Context, p *proxied, rec lambdakit.Record) error {
+		{"TransactWriteItems", func(ctx context.Context, p *proxied, rec lambdakit.IdempotencyRecord) error {
 			rec.Status, rec.Staged = lambdakit.StatusCompleted, []any{ledgerPut(p.table, rec.ID)}
 			return p.store.Complete(ctx, rec)
 		}},
-		{"DeleteItem", func(ctx context.Context, p *proxied, rec lambdakit.Record) error {
+		{"DeleteItem", func(ctx context.Context, p *proxied, rec lambdakit.IdempotencyRecord) error {
 			return p.store.Release(ctx, rec.ID, rec.Lease)
 		}},
 	}

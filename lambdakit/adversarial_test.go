@@ -268,7 +268,7 @@ type blockingStore struct {
 	deadline chan bool // whether the cleanup context had a deadline
 }
 
-func (s *blockingStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s *blockingStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	_, ok := ctx.Deadline()
 	s.deadline <- ok
 	<-ctx.Done()

@@ -15,8 +15,8 @@ func TestBadInput(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
 		return lambdakittest.BadInputTarget{
 			Store: store,
-			Statuses: func(*testing.T) map[string]lambdakit.Status {
-				out := map[string]lambdakit.Status{}
+			Statuses: func(*testing.T) map[string]lambdakit.IdempotencyStatus {
+				out := map[string]lambdakit.IdempotencyStatus{}
 				for id, rec := range store.Records() {
 					out[id] = rec.Status
 				}

@@ -275,6 +275,7 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 		note := &out.notes[i]
 		note.mu.Lock()
 		note.start = time.Now()
+		note.messageID = recs[i].MessageId
 		note.mu.Unlock()
 		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i])
 		err := b.deadLetter(ctx, &recs[i], herr)

@@ -3,22 +3,19 @@ package lambdakit
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 )
 
-// IdempotencyOptions configures Idempotent. The zero value of each field
-// means its default.
+// IdempotencyOptions configures NewIdempotency and Idempotent. The zero
+// value of each field means its default. Payload, DisableValidation,
+// ProcessWithoutKey and Prefetch concern the SQS middleware (Idempotent)
+// only: Do is given its payload.
 type IdempotencyOptions struct {
 	// Prefix namespaces the records of one function in a shared table:
 	// IDs are "<Prefix>#<sha256 of key>". Default: the function name from
@@ -54,21 +51,29 @@ type IdempotencyOptions struct {
 	Now func() time.Time
 }
 
-// Idempotent returns a Middleware that runs the handler at most once to
-// completion per idempotency key, using store for the records and key to
-// derive the key of each message:
-//
-//   - a new key is locked (conditional write), the handler runs, and the
-//     record is completed with the handler's result;
-//   - a key completed before skips the handler and returns the cached
-//     result;
-//   - a key in progress in another invocation fails with ErrInProgress, so
-//     the message is redelivered later; the lock ends at the owner's
-//     invocation deadline, so a crashed owner blocks no longer than that;
-//   - a handler error releases the lock, so a retry can run at once;
-//   - messages with one key in this container wait for each other instead
-//     of failing with ErrInProgress, and replay the first one's outcome.
-func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) Middleware {
+// Idempotency runs work at most once to completion per key: the engine
+// behind Idempotent, for work that does not come from SQS (an API Gateway
+// handler, an EventBridge target, a Step Functions task) and has its key and
+// payload at hand. It keeps the same records in the same Store, with the
+// same lease, fencing, payload validation, warm cache and single-phase
+// staging (Stage) as the SQS middleware. One Idempotency per function: it
+// holds the warm container's cache and its flights. It is safe for
+// concurrent use.
+type Idempotency struct {
+	store  Store
+	getter BatchGetter // nil when the store cannot read ahead
+	opts   IdempotencyOptions
+	state  *idempotencyState
+}
+
+type idempotencyState struct {
+	mu      sync.Mutex
+	flights map[string]*flight
+	cache   *lru
+}
+
+// NewIdempotency returns the engine on store.
+func NewIdempotency(store Store, optFns ...func(*IdempotencyOptions)) *Idempotency {
 	o := IdempotencyOptions{
 		Prefix:               os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 		TTL:                  7 * 24 * time.Hour,
@@ -102,72 +107,93 @@ func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) M
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	// One cache and one set of flights per middleware: they live as long as
-	// the warm container.
-	shared := &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}
 	getter, _ := store.(BatchGetter)
-	return func(next Handler) Handler {
-		return &idempotent{next: next, store: store, getter: getter, key: key, opts: o, state: shared}
+	return &Idempotency{store: store, getter: getter, opts: o,
+		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
+}
+
+// Do runs fn at most once to completion per key, and returns its result, or
+// for a key completed before (a duplicate) the result it returned then,
+// without running it:
+//
+//   - a new key is locked (conditional write), fn runs, and the record is
+//     completed with fn's result, which should be JSON (it is stored as
+//     text); with Stage, fn's own writes commit with the completion;
+//   - a key in progress elsewhere fails with ErrInProgress; the lock ends at
+//     the deadline of ctx (LeaseWithoutDeadline without one), so a crashed
+//     owner blocks no longer than that;
+//   - an error from fn releases the lock, so a retry can run at once;
+//   - calls with one key in this process wait for each other and share the
+//     first one's outcome.
+//
+// payload is what must be the same for every call with the key, usually
+// the request: JSON is compared by value (escapes, spacing, member order
+// and number spellings do not matter), anything else byte for byte; a
+// different one fails with ErrPayloadMismatch. nil, or DisableValidation,
+// skips the check. An empty key is ErrNoKey.
+//
+// The SQS middleware (Idempotent) and Do keep records alike: a key given
+// to Do is the key a KeyFunc would derive, and its record ID is
+// "<Prefix>#<sha256 hex of key>".
+func (e *Idempotency) Do(ctx context.Context, key string, payload []byte, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	if key == "" {
+		return nil, fmt.Errorf("%w: empty key", ErrNoKey)
 	}
-}
-
-type idempotent struct {
-	next   Handler
-	store  Store
-	getter BatchGetter // nil when the store cannot read ahead
-	key    KeyFunc
-	opts   IdempotencyOptions
-	state  *idempotencyState
-}
-
-type idempotencyState struct {
-	mu      sync.Mutex
-	flights map[string]*flight
-	cache   *lru
-}
-
-// A flight is one record being processed in this container; later messages
-// with the same key wait on done and then replay rec or fail with err. The
-// first waiter makes done (under the state's mutex), so the common case of
-// no duplicate in flight costs no channel.
-type flight struct {
-	done chan struct{}
-	rec  Record
-	err  error
-}
-
-// Handle implements Handler.
-func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
-	key, err := m.key(msg)
-	if err != nil {
-		// Only a message that truly has no key may run without
-		// idempotency; ErrInvalidKey never does.
-		if m.opts.ProcessWithoutKey && errors.Is(err, ErrNoKey) && !errors.Is(err, ErrInvalidKey) {
-			return m.next.Handle(ctx, msg)
-		}
-		return nil, err
-	}
-	id := m.recordID(key)
 	var validation string
-	if m.opts.Payload != nil {
-		p, err := m.opts.Payload(msg)
+	if payload != nil && !e.opts.DisableValidation {
+		p, err := payloadOf(payload)
 		if err != nil {
 			return nil, err
 		}
 		validation = hashHex(p)
 	}
-	now := m.opts.Now()
+	return e.do(ctx, e.recordID(key), validation, nil, fn)
+}
+
+// Run is Do for typed requests and results: req, as JSON, is the payload,
+// and fn's result is kept as JSON, so that a duplicate gets the first
+// call's result back. A duplicate whose result could not be kept (see
+// ErrResultNotStorable) gets the zero Res.
+func Run[Req, Res any](ctx context.Context, e *Idempotency, key string, req Req, fn func(context.Context, Req) (Res, error)) (Res, error) {
+	var zero Res
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return zero, fmt.Errorf("lambdakit: request as JSON: %w", err)
+	}
+	out, err := e.Do(ctx, key, payload, func(ctx context.Context) ([]byte, error) {
+		res, err := fn(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(res)
+	})
+	if err != nil || len(out) == 0 {
+		return zero, err
+	}
+	var res Res
+	if err := json.Unmarshal(out, &res); err != nil {
+		return zero, fmt.Errorf("lambdakit: cached result: %w", err)
+	}
+	return res, nil
+}
+
+// do is Do for a record ID and payload hash. prefetched, when not nil, may
+// answer a duplicate from what its batch read ahead.
+func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched func(now time.Time) (IdempotencyRecord, bool), fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	now := e.opts.Now()
 	note := noteFrom(ctx)
 	note.setID(id)
-	if rec, ok := m.state.cache.get(id, now); ok {
-		return m.replay(ctx, msg, rec, validation, dupCache)
+	if rec, ok := e.state.cache.get(id, now); ok {
+		return e.replay(ctx, rec, validation, dupCache)
 	}
-	if rec, ok := m.prefetched(ctx, msg, id, now); ok {
-		m.state.cache.put(rec)
-		return m.replay(ctx, msg, rec, validation, dupStore)
+	if prefetched != nil {
+		if rec, ok := prefetched(now); ok {
+			e.state.cache.put(rec)
+			return e.replay(ctx, rec, validation, dupStore)
+		}
 	}
 
-	f, done := m.join(id)
+	f, done := e.join(id)
 	if done != nil {
 		select {
 		case <-done:
@@ -175,48 +201,21 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 			return nil, ctx.Err()
 		}
 		if f.err != nil && IsPermanent(f.err) {
-			// This message did not run, so it is not known to fail
-			// for good: it must not follow the earlier one into the
+			// This call did not run, so it is not known to fail for
+			// good: it must not follow the earlier one into the
 			// dead-letter queue, but come back and run on its own.
 			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed permanently: %v", f.err)
 		}
 		if f.err != nil {
 			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed: %w", f.err)
 		}
-		return m.replay(ctx, msg, f.rec, validation, dupCache)
+		return e.replay(ctx, f.rec, validation, dupCache)
 	}
-	result, rec, duplicate, err := m.lead(ctx, msg, f, id, validation, now)
+	result, rec, duplicate, err := e.lead(ctx, f, id, validation, now, fn)
 	if duplicate {
-		return m.replay(ctx, msg, rec, validation, dupStore)
+		return e.replay(ctx, rec, validation, dupStore)
 	}
 	return result, err
-}
-
-// join registers the caller as the one processing id and returns its flight,
-// or returns a channel that is closed when the flight already processing id
-// ends.
-func (m *idempotent) join(id string) (f *flight, wait <-chan struct{}) {
-	m.state.mu.Lock()
-	defer m.state.mu.Unlock()
-	if f, ok := m.state.flights[id]; ok {
-		if f.done == nil {
-			f.done = make(chan struct{})
-		}
-		return f, f.done
-	}
-	f = &flight{}
-	m.state.flights[id] = f
-	return f, nil
-}
-
-func (m *idempotent) leave(id string, f *flight, rec Record, err error) {
-	m.state.mu.Lock()
-	defer m.state.mu.Unlock()
-	f.rec, f.err = rec, err
-	delete(m.state.flights, id)
-	if f.done != nil {
-		close(f.done)
-	}
 }
 
 // lead processes the message as the flight's leader. Whatever way run ends,
@@ -224,17 +223,17 @@ func (m *idempotent) leave(id string, f *flight, rec Record, err error) {
 // stranded: a panic, of the handler or of the store, becomes an error, and
 // so does runtime.Goexit, which no recover stops but which runs deferred
 // calls.
-func (m *idempotent) lead(ctx context.Context, msg *events.SQSMessage, f *flight, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+func (e *Idempotency) lead(ctx context.Context, f *flight, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
 	returned := false
 	defer func() {
 		if p := recover(); p != nil {
-			result, rec, duplicate, err = nil, Record{}, false, newPanicError(p)
+			result, rec, duplicate, err = nil, IdempotencyRecord{}, false, newPanicError(p)
 		} else if !returned {
-			rec, err = Record{}, ErrHandlerExited
+			rec, err = IdempotencyRecord{}, ErrHandlerExited
 		}
-		m.leave(id, f, rec, err)
+		e.leave(id, f, rec, err)
 	}()
-	result, rec, duplicate, err = m.run(ctx, msg, id, validation, now)
+	result, rec, duplicate, err = e.run(ctx, id, validation, now, fn)
 	returned = true
 	return result, rec, duplicate, err
 }
@@ -242,19 +241,19 @@ func (m *idempotent) lead(ctx context.Context, msg *events.SQSMessage, f *flight
 // run acquires the record, runs the handler and completes or releases the
 // record. It returns the handler's result and the record as stored; when the
 // key was completed before, duplicate is true and rec is the stored record.
-func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+func (e *Idempotency) run(ctx context.Context, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
 	var cctx context.Context // for cleanup, made once the record may be ours
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = now.Add(m.opts.LeaseWithoutDeadline)
+		deadline = now.Add(e.opts.LeaseWithoutDeadline)
 	}
 	// The record must not expire while its owner may still be running,
 	// whatever the TTL.
-	expiration := now.Add(m.opts.TTL)
+	expiration := now.Add(e.opts.TTL)
 	if deadline.After(expiration) {
 		expiration = deadline
 	}
-	rec = Record{
+	rec = IdempotencyRecord{
 		ID:                   id,
 		Status:               StatusInProgress,
 		Expiration:           expiration,
@@ -262,7 +261,7 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 		Validation:           validation,
 		Lease:                newLease(),
 	}.Rounded()
-	existing, acquired, err := m.acquire(ctx, rec, now)
+	existing, acquired, err := e.acquire(ctx, rec, now)
 	if err != nil || acquired || existing.Lease == rec.Lease {
 		// Cleanup (Complete, Release) must happen even when the batch
 		// has cancelled ctx at its deadline guard: an unreleased lock
@@ -279,21 +278,21 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 		// The put may have landed though its answer did not: free the
 		// key if it holds our lease, so that a retry need not wait for
 		// the lease to end. Release leaves anyone else's record alone.
-		if rerr := m.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+		if rerr := e.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			err = errors.Join(err, rerr)
 		}
-		return nil, Record{}, false, err
+		return nil, IdempotencyRecord{}, false, err
 	case acquired:
 	case existing.Lease == rec.Lease && existing.Status == StatusInProgress:
 		// Our own lock: the store retried a put whose first answer was
 		// lost. We hold it.
 	case existing.Status == StatusCompleted:
-		m.state.cache.put(existing)
+		e.state.cache.put(existing)
 		return nil, existing, true, nil
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
-		return nil, Record{}, false, ErrPayloadMismatch
+		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
 	default:
-		return nil, Record{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
+		return nil, IdempotencyRecord{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
 	}
 
 	st := &stage{}
@@ -303,16 +302,16 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 			// The handler called runtime.Goexit: free the key as
 			// after a panic, so that a retry need not wait for the
 			// lease to end.
-			_ = m.release(cctx, id, rec.Lease)
+			_ = e.release(cctx, id, rec.Lease)
 		}
 	}()
-	result, err = m.call(context.WithValue(ctx, stageKey{}, st), msg)
+	result, err = call(context.WithValue(ctx, stageKey{}, st), fn)
 	returned = true
 	if err != nil {
-		if rerr := m.release(cctx, id, rec.Lease); rerr != nil {
-			err = errors.Join(err, m.leaseLost(id, "release", rerr))
+		if rerr := e.release(cctx, id, rec.Lease); rerr != nil {
+			err = errors.Join(err, e.leaseLost(id, "release", rerr))
 		}
-		return nil, Record{}, false, err
+		return nil, IdempotencyRecord{}, false, err
 	}
 
 	rec.Status = StatusCompleted
@@ -321,78 +320,78 @@ func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, valida
 	// The TTL counts from the completion, not from the lock: a handler
 	// that ran for minutes must not shorten how long its work is
 	// remembered.
-	if done := m.opts.Now().Add(m.opts.TTL); done.After(rec.Expiration) {
+	if done := e.opts.Now().Add(e.opts.TTL); done.After(rec.Expiration) {
 		rec.Expiration = done
 		rec = rec.Rounded()
 	}
-	err = m.complete(cctx, rec)
+	err = e.complete(cctx, rec)
 	if errors.Is(err, ErrResultNotStorable) {
 		// The work is done; forgetting that would repeat it. Complete
 		// without the result: duplicates then replay no result.
-		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-			slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("reason", err.Error()))
+		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
+			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
 		rec.Data = nil
-		err = m.complete(cctx, rec)
+		err = e.complete(cctx, rec)
 	}
 	if err != nil {
-		err = m.leaseLost(id, "complete", err)
+		err = e.leaseLost(id, "complete", err)
 		if !errors.Is(err, ErrLeaseLost) {
 			// Nothing is known to be committed; free the key for the
 			// retry. Release refuses a record that did complete.
-			if rerr := m.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+			if rerr := e.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 				err = errors.Join(err, rerr)
 			}
 		}
-		return nil, Record{}, false, err
+		return nil, IdempotencyRecord{}, false, err
 	}
 	// The record outlives this call, in the cache and in the flight that
 	// waiters replay: it must not share the handler's buffer, which the
 	// handler may reuse for another message's result.
 	rec.Staged = nil
 	rec.Data = bytes.Clone(result)
-	m.state.cache.put(rec)
+	e.state.cache.put(rec)
 	return result, rec, false, nil
 }
 
 // acquire, complete and release make the store's requests, timing each for
 // the invocation's metrics and marking its failures as *StoreError.
-func (m *idempotent) acquire(ctx context.Context, rec Record, now time.Time) (Record, bool, error) {
+func (e *Idempotency) acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (IdempotencyRecord, bool, error) {
 	defer noteFrom(ctx).storeCall(time.Now())
-	existing, acquired, err := m.store.Acquire(ctx, rec, now)
+	existing, acquired, err := e.store.Acquire(ctx, rec, now)
 	return existing, acquired, storeErr("acquire", err)
 }
 
-func (m *idempotent) complete(ctx context.Context, rec Record) error {
+func (e *Idempotency) complete(ctx context.Context, rec IdempotencyRecord) error {
 	defer noteFrom(ctx).storeCall(time.Now())
-	return storeErr("complete", m.store.Complete(ctx, rec))
+	return storeErr("complete", e.store.Complete(ctx, rec))
 }
 
-func (m *idempotent) release(ctx context.Context, id, lease string) error {
+func (e *Idempotency) release(ctx context.Context, id, lease string) error {
 	defer noteFrom(ctx).storeCall(time.Now())
-	return storeErr("release", m.store.Release(ctx, id, lease))
+	return storeErr("release", e.store.Release(ctx, id, lease))
 }
 
-// call runs the next handler, turning a panic into a *PanicError so that the
-// record's lock is released like after any other failure.
-func (m *idempotent) call(ctx context.Context, msg *events.SQSMessage) (result []byte, err error) {
+// call runs fn, turning a panic into a *PanicError so that the record's
+// lock is released like after any other failure.
+func call(ctx context.Context, fn func(context.Context) ([]byte, error)) (result []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = newPanicError(p)
 		}
 	}()
-	return m.next.Handle(ctx, msg)
+	return fn(ctx)
 }
 
 // replay answers a duplicate from a completed record, found in source.
-func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Record, validation string, source int) ([]byte, error) {
+func (e *Idempotency) replay(ctx context.Context, rec IdempotencyRecord, validation string, source int) ([]byte, error) {
 	if validation != "" && rec.Validation != "" && rec.Validation != validation {
 		return nil, ErrPayloadMismatch
 	}
 	if note := noteFrom(ctx); note != nil {
 		note.setDuplicate(source, rec.Data != nil) // Batch logs the record's line
 	} else {
-		m.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
-			slog.String("messageId", msg.MessageId), slog.String("id", rec.ID))
+		e.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
+			slog.String("id", rec.ID))
 	}
 	// A copy: the caller may change what it gets, and the cached record
 	// must answer the next duplicate the same.
@@ -403,32 +402,9 @@ func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Rec
 // *LeaseLostError, which Batch logs, once, with a LeaseLost metric: another
 // owner took the work over, which means a lease (the invocation deadline)
 // was too short or clocks disagree. Other errors are returned as they are.
-func (m *idempotent) leaseLost(id, op string, err error) error {
+func (e *Idempotency) leaseLost(id, op string, err error) error {
 	if !errors.Is(err, ErrLeaseLost) {
 		return err
 	}
-	return &LeaseLostError{ID: id, Prefix: m.opts.Prefix, Op: op, Err: err}
-}
-
-func (m *idempotent) recordID(key string) string {
-	sum := sha256.Sum256(bytesOf(key))
-	b := make([]byte, 0, len(m.opts.Prefix)+1+2*len(sum))
-	b = append(b, m.opts.Prefix...)
-	b = append(b, '#')
-	b = hex.AppendEncode(b, sum[:])
-	return string(b)
-}
-
-func hashHex(p string) string {
-	sum := sha256.Sum256(bytesOf(p))
-	return hex.EncodeToString(sum[:])
-}
-
-// newLease returns a 128-bit random token. It fences owners apart, it is no
-// secret, so the fast runtime generator will do.
-func newLease() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	return hex.EncodeToString(b[:])
+	return &LeaseLostError{ID: id, Prefix: e.opts.Prefix, Op: op, Err: err}
 }

@@ -120,7 +120,7 @@ type limitedStore struct {
 	max int
 }
 
-func (s limitedStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s limitedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if len(rec.Data) > s.max {
 		return fmt.Errorf("%d bytes: %w", len(rec.Data), lambdakit.ErrResultNotStorable)
 	}
@@ -154,12 +154,12 @@ func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
 // and Complete, as happens when a handler outlives its lease.
 type stealingStore struct{ *lambdakittest.MemoryStore }
 
-func (s stealingStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s stealingStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	rec.Lease = "thief"
 	if err := s.MemoryStore.Release(ctx, rec.ID, rec.Lease); err != nil && !errors.Is(err, lambdakit.ErrLeaseLost) {
 		return err
 	}
-	return s.MemoryStore.Complete(ctx, lambdakit.Record{ID: rec.ID, Lease: "not-the-owner"})
+	return s.MemoryStore.Complete(ctx, lambdakit.IdempotencyRecord{ID: rec.ID, Lease: "not-the-owner"})
 }
 
 // A lost lease is one record failure, logged once: the batch's failure line
@@ -343,9 +343,9 @@ func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
 // through but whose answer was lost, so that it asked again.
 type retryingStore struct{ *lambdakittest.MemoryStore }
 
-func (s retryingStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s retryingStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	if _, _, err := s.MemoryStore.Acquire(ctx, rec, now); err != nil {
-		return lambdakit.Record{}, false, err
+		return lambdakit.IdempotencyRecord{}, false, err
 	}
 	return s.MemoryStore.Acquire(ctx, rec, now)
 }
@@ -372,7 +372,7 @@ type panickyStore struct {
 	calls atomic.Int32
 }
 
-func (s *panickyStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s *panickyStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	if s.calls.Add(1) == 1 {
 		panic("store exploded")
 	}
@@ -411,11 +411,11 @@ func TestIdempotentStorePanicFailsTheRecordOnly(t *testing.T) {
 // the put's answer is lost on every attempt.
 type lostAnswerStore struct{ *lambdakittest.MemoryStore }
 
-func (s lostAnswerStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s lostAnswerStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	if _, _, err := s.MemoryStore.Acquire(ctx, rec, now); err != nil {
-		return lambdakit.Record{}, false, err
+		return lambdakit.IdempotencyRecord{}, false, err
 	}
-	return lambdakit.Record{}, false, errors.New("answer lost")
+	return lambdakit.IdempotencyRecord{}, false, errors.New("answer lost")
 }
 
 func TestIdempotentFailedAcquireFreesItsOwnLock(t *testing.T) {

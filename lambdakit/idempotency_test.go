@@ -374,7 +374,7 @@ func TestIdempotentInProgressElsewhereFailsUntilLeaseEnds(t *testing.T) {
 	deadline := now.Add(time.Minute)
 	// Another invocation took the key and crashed: its record stays in
 	// progress until its invocation deadline.
-	crashed := lambdakit.Record{
+	crashed := lambdakit.IdempotencyRecord{
 		ID: recordID("payments", "p1"), Status: lambdakit.StatusInProgress,
 		Expiration: now.Add(time.Hour), InProgressExpiration: deadline, Lease: "crashed",
 	}

@@ -117,12 +117,18 @@ type PayloadFunc func(msg *events.SQSMessage) (string, error)
 // spacing, member order or number spelling) is the same payload. A body
 // that is not JSON is compared byte for byte.
 func PayloadBody(msg *events.SQSMessage) (string, error) {
-	canon, ok, err := canonicalJSON(bytesOf(msg.Body))
+	return payloadOf(bytesOf(msg.Body))
+}
+
+// payloadOf is what PayloadBody and Idempotency.Do compare: b's canonical
+// JSON value, or b itself, marked as raw, when it is not JSON.
+func payloadOf(b []byte) (string, error) {
+	canon, ok, err := canonicalJSON(b)
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("lambdakit: payload: %w", err)
 	case !ok:
-		return "r" + msg.Body, nil // 'r' never starts a canonical value
+		return "r" + string(b), nil // 'r' never starts a canonical value
 	}
 	return stringOf(canon), nil
 }

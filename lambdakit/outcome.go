@@ -3,6 +3,7 @@ package lambdakit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -26,6 +27,7 @@ const (
 // the batch had to answer first.
 type recordNote struct {
 	mu        sync.Mutex
+	messageID string // the SQS message's, set by Batch before the record runs
 	id        string // the idempotency record's ID, once known
 	duplicate int    // dupNone, dupStore or dupCache
 	replayed  bool   // a cached result was handed back
@@ -161,4 +163,13 @@ func reasonOf(err error) string {
 	default:
 		return reasonHandlerError
 	}
+}
+
+// messageAttr is the record's SQS message ID as a log attribute, for the
+// engine's own lines, which know no message: empty outside Batch.
+func messageAttr(ctx context.Context) slog.Attr {
+	if n := noteFrom(ctx); n != nil {
+		return slog.String("messageId", n.messageID)
+	}
+	return slog.Attr{}
 }

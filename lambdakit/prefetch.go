@@ -46,7 +46,7 @@ type BatchGetter interface {
 	// GetRecords returns the records stored under ids, by ID, read
 	// strongly consistent; IDs without a record are left out. The records
 	// are returned as stored, whether live or not.
-	GetRecords(ctx context.Context, ids []string) (map[string]Record, error)
+	GetRecords(ctx context.Context, ids []string) (map[string]IdempotencyRecord, error)
 }
 
 type batchKey struct{}
@@ -61,7 +61,7 @@ type batchInfo struct {
 
 type readAhead struct {
 	once sync.Once
-	recs map[string]Record
+	recs map[string]IdempotencyRecord
 }
 
 func withBatch(ctx context.Context, msgs []events.SQSMessage) context.Context {
@@ -99,19 +99,19 @@ func (m *idempotent) likelyDuplicate(msg *events.SQSMessage) bool {
 // prefetched returns the completed, live record of id that the batch's read
 // ahead found, reading ahead first if this is the batch's first likely
 // duplicate to ask.
-func (m *idempotent) prefetched(ctx context.Context, msg *events.SQSMessage, id string, now time.Time) (Record, bool) {
+func (m *idempotent) prefetched(ctx context.Context, msg *events.SQSMessage, id string, now time.Time) (IdempotencyRecord, bool) {
 	if m.getter == nil || !m.likelyDuplicate(msg) {
-		return Record{}, false
+		return IdempotencyRecord{}, false
 	}
 	b, _ := ctx.Value(batchKey{}).(*batchInfo)
 	if b == nil {
-		return Record{}, false
+		return IdempotencyRecord{}, false
 	}
 	r := b.readAhead(m.state)
 	r.once.Do(func() { r.recs = m.readAhead(ctx, b.msgs, now) })
 	rec, ok := r.recs[id]
 	if !ok || rec.ID != id || rec.Status != StatusCompleted || !rec.Live(now) {
-		return Record{}, false
+		return IdempotencyRecord{}, false
 	}
 	return rec, true
 }
@@ -119,7 +119,7 @@ func (m *idempotent) prefetched(ctx context.Context, msg *events.SQSMessage, id 
 // readAhead reads the records of the batch's likely duplicates that this
 // container has not cached. A failed read only costs the fast path: every
 // record then takes the lock as usual.
-func (m *idempotent) readAhead(ctx context.Context, msgs []events.SQSMessage, now time.Time) map[string]Record {
+func (m *idempotent) readAhead(ctx context.Context, msgs []events.SQSMessage, now time.Time) map[string]IdempotencyRecord {
 	seen := map[string]bool{}
 	var ids []string
 	for i := range msgs {

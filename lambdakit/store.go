@@ -6,24 +6,25 @@ import (
 	"time"
 )
 
-// Status is the state of an idempotency record.
-type Status string
+// IdempotencyStatus is the state of an idempotency record.
+type IdempotencyStatus string
 
 // The two states a live idempotency record can be in. The names match the
 // Powertools idempotency tables, so one table can serve several runtimes.
 const (
-	StatusInProgress Status = "INPROGRESS"
-	StatusCompleted  Status = "COMPLETED"
+	StatusInProgress IdempotencyStatus = "INPROGRESS"
+	StatusCompleted  IdempotencyStatus = "COMPLETED"
 )
 
-// Record is one idempotency record: the lock while a handler runs, and the
-// cached outcome after it completed.
-type Record struct {
+// IdempotencyRecord is one stored idempotency record: the lock while a
+// handler runs, and the cached outcome after it completed. (Not an SQS
+// record: those are events.SQSMessage.)
+type IdempotencyRecord struct {
 	// ID is the store key: "<prefix>#<sha256 hex of the idempotency key>".
 	ID string
 	// Status is StatusInProgress while the owner runs the handler, then
 	// StatusCompleted.
-	Status Status
+	Status IdempotencyStatus
 	// Expiration is when the record stops counting, whatever its status.
 	// Stores keep it rounded up to the whole second (the DynamoDB TTL
 	// attribute is in seconds); see Rounded.
@@ -50,9 +51,9 @@ type Record struct {
 // whole millisecond. Up, never down: a store must not let a record stop
 // counting before the instant it was asked to keep it, and every store
 // must agree on that instant, to the millisecond. Stores apply Rounded to
-// what they are given; Record.Live on a rounded record then says what every
+// what they are given; IdempotencyRecord.Live on a rounded record then says what every
 // store says.
-func (r Record) Rounded() Record {
+func (r IdempotencyRecord) Rounded() IdempotencyRecord {
 	r.Expiration = roundUp(r.Expiration, time.Second)
 	r.InProgressExpiration = roundUp(r.InProgressExpiration, time.Millisecond)
 	return r
@@ -71,7 +72,7 @@ func roundUp(t time.Time, unit time.Duration) time.Time {
 
 // Live reports whether r still counts at now: it has not expired, and if it
 // is in progress its lease has not ended.
-func (r Record) Live(now time.Time) bool {
+func (r IdempotencyRecord) Live(now time.Time) bool {
 	if !now.Before(r.Expiration) {
 		return false
 	}
@@ -83,18 +84,18 @@ func (r Record) Live(now time.Time) bool {
 // Implementations: dynamostore.Store, lambdakittest.MemoryStore.
 type Store interface {
 	// Acquire creates rec (status in progress) unless a live record (see
-	// Record.Live at now) holds rec.ID. A live record carrying rec.Lease
+	// IdempotencyRecord.Live at now) holds rec.ID. A live record carrying rec.Lease
 	// is the caller's own, from an earlier attempt of the same call whose
 	// answer was lost; callers treat it as acquired. It reports acquired=true, and a zero
-	// existing Record, when it created rec; otherwise it returns the live
+	// existing IdempotencyRecord, when it created rec; otherwise it returns the live
 	// record that holds the ID.
-	Acquire(ctx context.Context, rec Record, now time.Time) (existing Record, acquired bool, err error)
+	Acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, acquired bool, err error)
 	// Complete sets the record's status to StatusCompleted, its expiration
 	// to rec.Expiration and its result to rec.Data (none when nil), and
 	// commits rec.Staged with it, if and only if the stored record still
 	// carries rec.Lease. Otherwise it returns ErrLeaseLost and changes
 	// nothing.
-	Complete(ctx context.Context, rec Record) error
+	Complete(ctx context.Context, rec IdempotencyRecord) error
 	// Release deletes the record if it is still in progress under lease,
 	// so that a retry can run at once. A record that no longer exists
 	// counts as released (nil), so that a Release retried after a lost

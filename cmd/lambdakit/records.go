@@ -178,8 +178,8 @@ const (
 	stateExpired    = "expired"
 )
 
-// recordState says what rec means at now, as lambdakit.Record.Live sees it.
-func recordState(rec lambdakit.Record, now time.Time) string {
+// recordState says what rec means at now, as lambdakit.IdempotencyRecord.Live sees it.
+func recordState(rec lambdakit.IdempotencyRecord, now time.Time) string {
 	switch {
 	case !now.Before(rec.Expiration):
 		return stateExpired
@@ -208,7 +208,7 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(timeLayout)
 }
 
-func newRecordOutput(rec lambdakit.Record, now time.Time) recordOutput {
+func newRecordOutput(rec lambdakit.IdempotencyRecord, now time.Time) recordOutput {
 	return recordOutput{
 		ID: rec.ID, Status: string(rec.Status), State: recordState(rec, now),
 		Expiration: formatTime(rec.Expiration), LeaseHolder: rec.Lease, LeaseEnd: formatTime(rec.InProgressExpiration),
@@ -405,7 +405,7 @@ func orNone(s string) string {
 }
 
 // print writes rec to standard output: a JSON line, or text.
-func (c *recordsCmd) print(rec lambdakit.Record, deleted *bool) {
+func (c *recordsCmd) print(rec lambdakit.IdempotencyRecord, deleted *bool) {
 	o := newRecordOutput(rec, c.now)
 	o.Deleted = deleted
 	if c.f.json {

@@ -133,9 +133,9 @@ func (rt *recordsTable) complete(t *testing.T, body string) {
 
 // inProgress takes the lock of key as an owner whose lease ends at
 // leaseEnd (in the past: one that crashed), as the middleware would.
-func (rt *recordsTable) inProgress(t *testing.T, key string, leaseEnd time.Time) lk.Record {
+func (rt *recordsTable) inProgress(t *testing.T, key string, leaseEnd time.Time) lk.IdempotencyRecord {
 	t.Helper()
-	rec := lk.Record{
+	rec := lk.IdempotencyRecord{
 		ID: "payment#" + producer.DedupID(key), Status: lk.StatusInProgress,
 		Expiration: time.Now().Add(time.Hour), InProgressExpiration: leaseEnd,
 		Validation: "v-" + key, Lease: "lease-" + key,

@@ -182,7 +182,7 @@ func TestNewTableFitsTheStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Now()
-			rec := lambdakit.Record{ID: "t#1", Status: lambdakit.StatusInProgress, Expiration: now.Add(time.Hour),
+			rec := lambdakit.IdempotencyRecord{ID: "t#1", Status: lambdakit.StatusInProgress, Expiration: now.Add(time.Hour),
 				InProgressExpiration: now.Add(time.Minute), Lease: "lease"}
 			if _, acquired, err := store.Acquire(t.Context(), rec, now); err != nil || !acquired {
 				t.Fatalf("Acquire = %t, %v; want acquired", acquired, err)

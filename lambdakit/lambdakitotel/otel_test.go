@@ -319,7 +319,7 @@ func TestLeaseLostIsRecorded(t *testing.T) {
 	// first owner's lease would.
 	steal := func(ctx context.Context, key string) error {
 		now := time.Now().Add(time.Hour)
-		_, ok, err := store.Acquire(ctx, lambdakit.Record{ID: recordID(key), Status: lambdakit.StatusInProgress,
+		_, ok, err := store.Acquire(ctx, lambdakit.IdempotencyRecord{ID: recordID(key), Status: lambdakit.StatusInProgress,
 			Expiration: now.Add(time.Hour), InProgressExpiration: now.Add(time.Minute), Lease: "thief"}, now)
 		if err == nil && !ok {
 			err = errors.New("could not take the record over")

@@ -63,7 +63,7 @@ func (s *tracedStore) start(ctx context.Context, op string, attrs ...attribute.K
 }
 
 // Acquire implements lambdakit.Store.
-func (s *tracedStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s *tracedStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	ctx, span := s.start(ctx, opAcquire, RecordIDKey.String(rec.ID))
 	defer span.End()
 	existing, acquired, err := s.next.Acquire(ctx, rec, now)
@@ -79,7 +79,7 @@ func (s *tracedStore) Acquire(ctx context.Context, rec lambdakit.Record, now tim
 }
 
 // Complete implements lambdakit.Store.
-func (s *tracedStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s *tracedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	ctx, span := s.start(ctx, opComplete, RecordIDKey.String(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
 	defer span.End()
 	err := s.next.Complete(ctx, rec)
@@ -101,7 +101,7 @@ func (s *tracedStore) Release(ctx context.Context, id, lease string) error {
 }
 
 // GetRecords implements lambdakit.BatchGetter.
-func (s *tracedBatchStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.Record, error) {
+func (s *tracedBatchStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
 	ctx, span := s.start(ctx, opGetRecords, RequestedKey.Int(len(ids)))
 	defer span.End()
 	recs, err := s.getter.GetRecords(ctx, ids)

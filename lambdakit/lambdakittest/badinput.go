@@ -20,7 +20,7 @@ type BadInputTarget struct {
 	// Store is the store under test, empty.
 	Store lambdakit.Store
 	// Statuses returns the status of every record the store holds, by ID.
-	Statuses func(t *testing.T) map[string]lambdakit.Status
+	Statuses func(t *testing.T) map[string]lambdakit.IdempotencyStatus
 	// MaxResult is the largest result the store keeps with a record, in
 	// bytes; 0 means any size.
 	MaxResult int

@@ -23,8 +23,8 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 	// seconds and milliseconds compare exactly.
 	base := time.Now().Truncate(time.Second)
 
-	newRecord := func(t *testing.T, leaseEnd time.Time) lambdakit.Record {
-		return lambdakit.Record{
+	newRecord := func(t *testing.T, leaseEnd time.Time) lambdakit.IdempotencyRecord {
+		return lambdakit.IdempotencyRecord{
 			ID:                   fmt.Sprintf("contract#%s#%d", t.Name(), contractSeq.Add(1)),
 			Status:               lambdakit.StatusInProgress,
 			Expiration:           base.Add(time.Hour),
@@ -33,7 +33,7 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 			Lease:                fmt.Sprintf("lease-%d", contractSeq.Add(1)),
 		}
 	}
-	acquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool) {
+	acquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool) {
 		t.Helper()
 		old, ok, err := s.Acquire(t.Context(), rec, now)
 		if err != nil {
@@ -41,18 +41,18 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		}
 		return old, ok
 	}
-	mustAcquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, now time.Time) {
+	mustAcquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord, now time.Time) {
 		t.Helper()
 		if old, ok := acquire(t, s, rec, now); !ok {
 			t.Fatalf("Acquire(%s) = not acquired, held by %+v; want acquired", rec.ID, old)
 		}
 	}
-	other := func(rec lambdakit.Record, lease string, leaseEnd time.Time) lambdakit.Record {
+	other := func(rec lambdakit.IdempotencyRecord, lease string, leaseEnd time.Time) lambdakit.IdempotencyRecord {
 		rec.Lease = lease
 		rec.InProgressExpiration = leaseEnd
 		return rec
 	}
-	complete := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, data []byte) lambdakit.Record {
+	complete := func(t *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord, data []byte) lambdakit.IdempotencyRecord {
 		t.Helper()
 		rec.Status = lambdakit.StatusCompleted
 		rec.Data = data
