@@ -7,22 +7,39 @@ EVENT     ?= events/payments-new.json
 # Flags for `make chaos`, e.g. CHAOS_FLAGS="-payments 2000 -seed 3" (go run ./internal/chaos/cmd/chaos -h)
 CHAOS_FLAGS ?=
 # Integration tests and the demo need moto_server (DynamoDB and SQS on one
-# loopback port). It is on the development image; elsewhere it comes from pip.
-MOTO      := $(shell command -v moto_server 2>/dev/null)
-CFN_LINT  := $(shell command -v cfn-lint 2>/dev/null)
+# loopback port), `make lint` needs cfn-lint: Python programs. They come from
+# PATH when the machine has them; otherwise make installs them on first use
+# into .venv/, a virtual environment of this project (ignored by git, reused
+# after), never into the system's Python (see scripts/venv-install).
+VENV        := .venv
+MOTO_SERVER := $(or $(shell command -v moto_server 2>/dev/null),$(VENV)/bin/moto_server)
+CFN_LINT    := $(or $(shell command -v cfn-lint 2>/dev/null),$(VENV)/bin/cfn-lint)
+# The tests and the demo look for moto_server on PATH: the venv's comes first
+# when moto is installed there.
+ifeq ($(MOTO_SERVER),$(VENV)/bin/moto_server)
+WITH_MOTO   := PATH="$(abspath $(VENV))/bin:$$PATH"
+endif
 
 export AWS_EC2_METADATA_DISABLED := true
+
+# staticcheck, pinned. `make lint` installs it with the Go toolchain into a
+# directory of its own under bin/ when it is missing there; a new version
+# gets a new directory, so bumping the pin reinstalls.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
 .PHONY: all build test test-short lint bench demo invoke chaos deploy clean deps build-PaymentFunction
 
 all: lint test
 
 ## deps: install what the tests and the demo need and the machine lacks
-deps:
-ifeq ($(MOTO),)
-	python3 -m pip install --quiet 'moto[server]'
-endif
-	@command -v moto_server >/dev/null || { echo "moto_server is still missing; install it with: pip install 'moto[server]'" >&2; exit 1; }
+deps: $(MOTO_SERVER)
+
+$(VENV)/bin/moto_server:
+	@scripts/venv-install $(VENV) moto_server 'moto[server]'
+
+$(VENV)/bin/cfn-lint:
+	@scripts/venv-install $(VENV) cfn-lint cfn-lint
 
 ## build: the function (bin/bootstrap, for this machine) and the CLI (bin/lambdakit)
 build:
@@ -31,33 +48,55 @@ build:
 
 ## test: every test, with the race detector, integration tests included
 test: deps
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(WITH_MOTO) $(GO) test -race -count=1 -timeout 15m ./...
 
-## lint: go vet, gofmt and cfn-lint on the SAM template
-lint:
-ifeq ($(CFN_LINT),)
-	python3 -m pip install --quiet cfn-lint
-endif
+## lint: go vet, gofmt, staticcheck and cfn-lint on the SAM template
+lint: $(STATICCHECK) $(CFN_LINT)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt: not formatted: $$out" >&2; exit 1; fi
-	cfn-lint template.yaml
+	$(STATICCHECK) ./...
+	$(CFN_LINT) template.yaml
 
-## bench: per-record overhead of the idempotent path (in-memory store)
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./lambdakit/
+$(STATICCHECK):
+	GOBIN=$(abspath $(dir $@)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+## bench: micro benchmarks, end to end against moto with the bare floor, cold start, flat cost (one run)
+## BENCHFLAGS passes flags to the harness, e.g. BENCHFLAGS='-only flat -moto-patch=false'
+bench: deps
+	$(GO) run ./internal/bench/cmd/bench $(BENCHFLAGS)
+
+## fuzz: each fuzz target for FUZZTIME (default 30s); `make test` runs their seeds
+# A run whose only failure is "context deadline exceeded" is Go's race at
+# the end of -fuzztime (go.dev/issue/75804, before Go 1.27), not a finding.
+# Minimizing each new input for the default 60 s would eat short runs.
+FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 1s
+FUZZ_TARGETS := FuzzKeyFromField FuzzPayloadCanonical FuzzBatch
+.PHONY: fuzz
+fuzz:
+	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	for t in $(FUZZ_TARGETS); do \
+		echo "== $$t ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./lambdakit/ 2>&1 | tee $$out; \
+		grep -q '^ok' $$out && continue; \
+		if grep -q '^    context deadline exceeded$$' $$out && ! grep -qE '_test\.go:[0-9]+:|Failing input|panic:' $$out; then \
+			echo "$$t: stopped by go.dev/issue/75804 at the end of -fuzztime; not a finding" >&2; continue; \
+		fi; \
+		exit 1; \
+	done
 
 ## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap)
 demo: deps build
-	$(BIN)/lambdakit demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
+	$(WITH_MOTO) $(BIN)/lambdakit demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
 
 ## invoke: the demo environment on the event files you name (EVENT="a.json b.json")
 invoke: deps build
-	$(BIN)/lambdakit demo $(EVENT)
+	$(WITH_MOTO) $(BIN)/lambdakit demo $(EVENT)
 
 ## chaos: the payment sample under faults, kills and duplicates across processes, one table of counts (a few minutes)
 chaos: deps build
-	$(GO) run ./internal/chaos/cmd/chaos -bootstrap $(BIN)/bootstrap -template template.yaml $(CHAOS_FLAGS)
+	$(WITH_MOTO) $(GO) run ./internal/chaos/cmd/chaos -bootstrap $(BIN)/bootstrap -template template.yaml $(CHAOS_FLAGS)
 
 ## deploy: sam build && sam deploy with samconfig.toml (needs the SAM CLI and AWS credentials)
 deploy:
@@ -66,7 +105,9 @@ deploy:
 
 ## build-PaymentFunction: what `sam build` runs (BuildMethod: makefile)
 build-PaymentFunction:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "build-PaymentFunction: ARTIFACTS_DIR is not set. 'sam build' sets it and runs this target; for a bootstrap on this machine run 'make build' (bin/bootstrap)." >&2; exit 2; }
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/payment
 
+## clean: the build outputs (the .venv stays: rm -rf .venv to reinstall moto and cfn-lint)
 clean:
 	rm -rf $(BIN) .aws-sam

@@ -12,3 +12,9 @@ func TestStoreContract(t *testing.T) {
 	f := setup(t)
 	lambdakittest.RunStoreContract(t, func(*testing.T) lambdakit.Store { return f.store })
 }
+
+// The idempotency engine (Idempotency.Do) on DynamoDB, held to the same
+// checks as on the memory store.
+func TestIdempotencyChecks(t *testing.T) {
+	lambdakittest.RunIdempotencyChecks(t, func(t *testing.T) lambdakit.Store { return setup(t).store })
+}

@@ -13,9 +13,21 @@
 // TransactWriteItems with the writes a handler staged through Stage);
 // Release is a conditional DeleteItem. Conditional failures come back as
 // the lambdakit sentinels (lambdakit.ErrLeaseLost), so callers never
-// inspect DynamoDB errors.
+// inspect DynamoDB errors; so does throttling (lambdakit.ErrThrottled),
+// once the client's retries are spent.
+//
+// WithLambdaDefaults configures a DynamoDB client for a Store in a Lambda
+// function: a bounded number of attempts with short, jittered backoff, a
+// timeout per attempt, and a bounded connection pool.
+//
+// Records is for operators, not functions: it reads one record (GetItem),
+// lists records by prefix with a filtered Scan (which reads the whole
+// table), and deletes a record provided it is still as read. The lambdakit
+// CLI's records command uses it; a function's role needs none of its
+// actions.
 //
 // CreateTable creates a table with this schema, on demand, with TTL on the
 // expiration attribute; templates that create the table themselves need it
-// only for local runs and tests.
+// only for local runs and tests. For tests, package dynamostoretest starts a
+// local DynamoDB (moto_server) and creates such tables.
 package dynamostore

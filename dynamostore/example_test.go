@@ -28,7 +28,10 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
+	store, err := dynamostore.New(dynamodb.NewFromConfig(cfg), os.Getenv("IDEMPOTENCY_TABLE"))
+	if err != nil {
+		log.Fatal(err) // at start, not on the first message
+	}
 	charge := lambdakit.Typed(func(ctx context.Context, p Payment) error {
 		log.Printf("charging %s: %d", p.PaymentID, p.Amount)
 		return nil
@@ -45,9 +48,12 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := dynamostore.New(dynamodb.NewFromConfig(cfg), "idempotency", func(o *dynamostore.Options) {
+	store, err := dynamostore.New(dynamodb.NewFromConfig(cfg), "idempotency", func(o *dynamostore.Options) {
 		o.KeyAttr = "pk"
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	var _ lambdakit.Store = store
 }
 

@@ -30,7 +30,7 @@ const maxNumberSize = 21
 // checkStorable tells, before anything is sent, whether rec's result can
 // be kept: DynamoDB strings must be UTF-8, and an item that is too large
 // would fail the whole completion rather than just its cached result.
-func (s *Store) checkStorable(rec lambdakit.Record) error {
+func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
 	if rec.Data == nil {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (s *Store) checkStorable(rec lambdakit.Record) error {
 // itemSize is an upper bound on the size DynamoDB counts for rec's item
 // once completed: for each attribute, the UTF-8 length of its name plus
 // that of a string value, or maxNumberSize for a number.
-func (s *Store) itemSize(rec lambdakit.Record) int {
+func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	status := max(len(lambdakit.StatusCompleted), len(lambdakit.StatusInProgress))
 	n := len(s.o.KeyAttr) + len(rec.ID) +
 		len(s.o.StatusAttr) + status +
@@ -65,11 +65,11 @@ func (s *Store) itemSize(rec lambdakit.Record) int {
 // decode reads a record item. Attributes that are absent leave their field
 // zero; attributes of the wrong type are an error, because guessing could
 // hand a duplicate someone else's result.
-func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.Record, error) {
+func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.IdempotencyRecord, error) {
 	d := decoder{item: item}
-	rec := lambdakit.Record{
+	rec := lambdakit.IdempotencyRecord{
 		ID:         d.str(s.o.KeyAttr),
-		Status:     lambdakit.Status(d.str(s.o.StatusAttr)),
+		Status:     lambdakit.IdempotencyStatus(d.str(s.o.StatusAttr)),
 		Validation: d.str(s.o.ValidationAttr),
 		Lease:      d.str(s.o.LeaseAttr),
 	}
@@ -125,10 +125,11 @@ func (d *decoder) num(name string) (int64, bool) {
 		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
 			return n, true
 		}
-		// Other runtimes might write a fraction; the whole part is what
-		// counts for a time kept in seconds or milliseconds.
+		// Other runtimes might write a fraction. DynamoDB's condition
+		// compares it with a whole :now, so such a record counts until
+		// the next whole unit: round up, to agree with the condition.
 		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-			return int64(math.Floor(f)), true
+			return int64(math.Ceil(f)), true
 		}
 		d.fail(name, v, "an integer")
 		return 0, false

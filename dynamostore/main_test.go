@@ -11,13 +11,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/dynamostoretest"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
-var moto testenv.Moto
+// One moto_server for the package's tests, through the package users get
+// for their own tests: every dynamostoretest.Start reuses it.
+func TestMain(m *testing.M) { dynamostoretest.Run(m) }
 
-func TestMain(m *testing.M) { moto.Run(m) }
+// local returns the package's local DynamoDB; see TestMain.
+func local(tb testing.TB) *dynamostoretest.Endpoint {
+	tb.Helper()
+	return dynamostoretest.Start(tb)
+}
 
 // fixture is a Store on a fresh table of its own.
 type fixture struct {
@@ -31,26 +38,33 @@ type fixture struct {
 
 func setup(tb testing.TB, optFns ...func(*dynamostore.Options)) *fixture {
 	tb.Helper()
-	cfg := moto.Config(tb)
+	db := local(tb)
 	f := &fixture{
-		table: testenv.Name(tb),
+		table: db.NewTable(tb, optFns...),
 		calls: new(testenv.Counter),
-		db:    dynamodb.NewFromConfig(cfg),
+		db:    db.Client(),
 	}
-	if err := dynamostore.CreateTable(tb.Context(), f.db, f.table, optFns...); err != nil {
-		tb.Fatalf("CreateTable: %v", err)
-	}
-	counted := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	counted := db.Client(func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, f.calls.APIOption)
 	})
-	f.store = dynamostore.New(counted, f.table, optFns...)
+	f.store = newStore(tb, counted, f.table, optFns...)
 	return f
+}
+
+// newStore is dynamostore.New for a configuration that must be valid.
+func newStore(tb testing.TB, client dynamostore.API, table string, optFns ...func(*dynamostore.Options)) *dynamostore.Store {
+	tb.Helper()
+	store, err := dynamostore.New(client, table, optFns...)
+	if err != nil {
+		tb.Fatalf("dynamostore.New: %v", err)
+	}
+	return store
 }
 
 // record returns a fresh record for id, as the middleware would build it
 // at now: a lease for 30 s, kept for an hour.
-func record(id string, now time.Time) lambdakit.Record {
-	return lambdakit.Record{
+func record(id string, now time.Time) lambdakit.IdempotencyRecord {
+	return lambdakit.IdempotencyRecord{
 		ID:                   id,
 		Status:               lambdakit.StatusInProgress,
 		Expiration:           now.Add(time.Hour),
@@ -60,22 +74,21 @@ func record(id string, now time.Time) lambdakit.Record {
 	}
 }
 
-// stored is rec as the store keeps it: times truncated to seconds and
+// stored is rec as the store keeps it: times rounded up to seconds and
 // milliseconds.
-func stored(rec lambdakit.Record) lambdakit.Record {
-	rec.Expiration = rec.Expiration.Truncate(time.Second)
-	rec.InProgressExpiration = rec.InProgressExpiration.Truncate(time.Millisecond)
+func stored(rec lambdakit.IdempotencyRecord) lambdakit.IdempotencyRecord {
+	rec = rec.Rounded()
 	rec.Staged = nil
 	return rec
 }
 
 // now returns the current time with a sub-millisecond part, so that the
-// truncation of stored times shows.
+// rounding of stored times shows.
 func now() time.Time {
 	return time.Now().Truncate(time.Second).Add(1234567 * time.Nanosecond)
 }
 
-func (f *fixture) acquire(tb testing.TB, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool) {
+func (f *fixture) acquire(tb testing.TB, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool) {
 	tb.Helper()
 	existing, acquired, err := f.store.Acquire(tb.Context(), rec, now)
 	if err != nil {
@@ -84,14 +97,14 @@ func (f *fixture) acquire(tb testing.TB, rec lambdakit.Record, now time.Time) (l
 	return existing, acquired
 }
 
-func (f *fixture) mustAcquire(tb testing.TB, rec lambdakit.Record, now time.Time) {
+func (f *fixture) mustAcquire(tb testing.TB, rec lambdakit.IdempotencyRecord, now time.Time) {
 	tb.Helper()
 	if existing, acquired := f.acquire(tb, rec, now); !acquired {
 		tb.Fatalf("Acquire(%s): not acquired, held by %+v; want acquired", rec.ID, existing)
 	}
 }
 
-func (f *fixture) mustComplete(tb testing.TB, rec lambdakit.Record) {
+func (f *fixture) mustComplete(tb testing.TB, rec lambdakit.IdempotencyRecord) {
 	tb.Helper()
 	if err := f.store.Complete(tb.Context(), rec); err != nil {
 		tb.Fatalf("Complete(%s): %v", rec.ID, err)
@@ -135,7 +148,7 @@ func num(tb testing.TB, item map[string]types.AttributeValue, name string) strin
 	return v.Value
 }
 
-func checkRecord(tb testing.TB, got, want lambdakit.Record) {
+func checkRecord(tb testing.TB, got, want lambdakit.IdempotencyRecord) {
 	tb.Helper()
 	if got.ID != want.ID || got.Status != want.Status || got.Validation != want.Validation || got.Lease != want.Lease {
 		tb.Errorf("record = {ID:%q Status:%q Validation:%q Lease:%q}; want {ID:%q Status:%q Validation:%q Lease:%q}",

@@ -60,7 +60,7 @@ func (e *StagedWriteError) Error() string {
 // Unwrap returns Err.
 func (e *StagedWriteError) Unwrap() error { return e.Err }
 
-func (s *Store) completeStaged(ctx context.Context, rec lambdakit.Record, update *types.Update) error {
+func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRecord, update *types.Update) error {
 	if n := 1 + len(rec.Staged); n > maxTransactItems {
 		return fmt.Errorf("dynamostore: complete %s: %d staged writes and the completion exceed the %d writes of a DynamoDB transaction: %w",
 			rec.ID, len(rec.Staged), maxTransactItems, lambdakit.ErrStagingUnsupported)

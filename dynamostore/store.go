@@ -21,6 +21,7 @@ type API interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // Options names the attributes of a record item. The defaults are the
@@ -74,7 +75,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 	seen := make(map[string]bool)
 	for _, name := range o.names() {
 		if seen[name] {
-			return o, fmt.Errorf("dynamostore: invalid Options: attribute name %q used twice", name)
+			return o, fmt.Errorf("%w: Options: attribute name %q used twice", ErrInvalidConfig, name)
 		}
 		seen[name] = true
 	}
@@ -98,23 +99,43 @@ const (
 	nLease      = "#lease"
 )
 
+// ErrInvalidConfig is what New and CreateTable return, wrapped with the
+// reason, for a configuration that could never work: no client, no table
+// name, or Options that give two attributes the same name.
+var ErrInvalidConfig = errors.New("dynamostore: invalid configuration")
+
 // Store is a lambdakit.Store on one DynamoDB table. It is safe for
 // concurrent use if its client is, as *dynamodb.Client is.
 type Store struct {
 	client API
 	table  string
 	o      Options
-	optErr error // returned by every method: New cannot return it
 }
 
 var _ lambdakit.Store = (*Store)(nil)
 
-// New returns a Store that keeps its records in table through client.
-// Options with two attributes of the same name make every method of the
-// Store return an error.
-func New(client API, table string, optFns ...func(*Options)) *Store {
+// New returns a Store that keeps its records in table through client. It
+// returns an error wrapping ErrInvalidConfig when client is nil, table is
+// empty or the Options give two attributes the same name, so that a
+// misconfigured function fails when it starts rather than on its first
+// message.
+//
+// A call that DynamoDB throttles, once the client's retries are spent,
+// returns an error wrapping lambdakit.ErrThrottled (and the SDK's error).
+// Give the client bounded retries and timeouts with WithLambdaDefaults.
+func New(client API, table string, optFns ...func(*Options)) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: no client", ErrInvalidConfig)
+	}
+	if table == "" {
+		return nil, fmt.Errorf("%w: no table name", ErrInvalidConfig)
+	}
 	o, err := newOptions(optFns)
-	return &Store{client: client, table: table, o: o, optErr: err}
+	if err != nil {
+		return nil, err
+	}
+	// Through boundary, a throttled call fails with lambdakit.ErrThrottled.
+	return &Store{client: boundary{client}, table: table, o: o}, nil
 }
 
 func (s *Store) attrNames(placeholders ...string) map[string]string {
@@ -141,7 +162,7 @@ func (s *Store) key(id string) map[string]types.AttributeValue {
 
 // acquireCondition admits the put when no live record holds the key. It
 // says <= where Powertools says <, so that a record stops counting at the
-// same instant as lambdakit.Record.Live says: at its expiration, not a
+// same instant as lambdakit.IdempotencyRecord.Live says: at its expiration, not a
 // second or a millisecond after.
 const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 	" OR " + nExpiration + " <= :now" +
@@ -152,12 +173,12 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 // with the failed condition, so Acquire returns it without reading the
 // table. The returned record is the zero Record when acquired is true.
 //
-// Times are stored truncated: Expiration to the second,
-// InProgressExpiration to the millisecond.
-func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
-	if s.optErr != nil {
-		return lambdakit.Record{}, false, s.optErr
-	}
+// Times are stored rounded up (lambdakit.IdempotencyRecord.Rounded): Expiration to the
+// whole second, InProgressExpiration to the millisecond. The condition
+// compares them with now in the same units, rounded down, so a record
+// stops counting exactly when Record.Live says it does, never earlier.
+func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	rec = rec.Rounded()
 	item := s.key(rec.ID)
 	item[s.o.StatusAttr] = str(string(lambdakit.StatusInProgress))
 	item[s.o.ExpirationAttr] = num(rec.Expiration.Unix())
@@ -179,18 +200,18 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return lambdakit.Record{}, true, nil
+		return lambdakit.IdempotencyRecord{}, true, nil
 	}
 	var failed *types.ConditionalCheckFailedException
 	if !errors.As(err, &failed) {
-		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: %w", rec.ID, err)
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: %w", rec.ID, err)
 	}
 	if len(failed.Item) == 0 {
-		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: a live record holds the key, but DynamoDB did not return it (ReturnValuesOnConditionCheckFailure ignored?)", rec.ID)
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: a live record holds the key, but DynamoDB did not return it (ReturnValuesOnConditionCheckFailure ignored?)", rec.ID)
 	}
 	existing, err := s.decode(failed.Item)
 	if err != nil {
-		return lambdakit.Record{}, false, fmt.Errorf("dynamostore: acquire %s: reading the live record: %w", rec.ID, err)
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: reading the live record: %w", rec.ID, err)
 	}
 	return existing, false, nil
 }
@@ -207,13 +228,11 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time
 // a staged write is not a types.TransactWriteItem or there are more than a
 // transaction holds. A staged write that DynamoDB rejects makes the whole
 // transaction fail with a *StagedWriteError.
-func (s *Store) Complete(ctx context.Context, rec lambdakit.Record) error {
-	if s.optErr != nil {
-		return s.optErr
-	}
+func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if err := s.checkStorable(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
+	rec = rec.Rounded()
 	update := s.completion(rec)
 	if len(rec.Staged) > 0 {
 		return s.completeStaged(ctx, rec, update)
@@ -239,7 +258,7 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.Record) error {
 
 // completion is the fenced update that completes rec, in the form a
 // transaction takes; UpdateItem takes the same fields.
-func (s *Store) completion(rec lambdakit.Record) *types.Update {
+func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 	set := nStatus + " = :completed, " + nExpiration + " = :exp"
 	names := []string{nStatus, nExpiration, nLease}
 	values := map[string]types.AttributeValue{
@@ -278,9 +297,6 @@ func (s *Store) completion(rec lambdakit.Record) *types.Update {
 // lease. Otherwise it returns an error wrapping lambdakit.ErrLeaseLost, and
 // the record stays.
 func (s *Store) Release(ctx context.Context, id, lease string) error {
-	if s.optErr != nil {
-		return s.optErr
-	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(id),

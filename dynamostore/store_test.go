@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -25,17 +27,17 @@ func TestAcquire(t *testing.T) {
 		if !acquired {
 			t.Fatalf("acquired = false (held by %+v); want true", existing)
 		}
-		checkRecord(t, existing, lambdakit.Record{})
+		checkRecord(t, existing, lambdakit.IdempotencyRecord{})
 		f.checkCalls(t, map[string]int{"PutItem": 1})
 
 		item := f.record(t, rec.ID)
 		if got, want := str(t, item, "status"), "INPROGRESS"; got != want {
 			t.Errorf("status = %q; want %q", got, want)
 		}
-		if got, want := num(t, item, "expiration"), strconv.FormatInt(rec.Expiration.Unix(), 10); got != want {
+		if got, want := num(t, item, "expiration"), strconv.FormatInt(stored(rec).Expiration.Unix(), 10); got != want {
 			t.Errorf("expiration = %s; want %s (epoch seconds)", got, want)
 		}
-		if got, want := num(t, item, "in_progress_expiration"), strconv.FormatInt(rec.InProgressExpiration.UnixMilli(), 10); got != want {
+		if got, want := num(t, item, "in_progress_expiration"), strconv.FormatInt(stored(rec).InProgressExpiration.UnixMilli(), 10); got != want {
 			t.Errorf("in_progress_expiration = %s; want %s (epoch milliseconds)", got, want)
 		}
 		if got := str(t, item, "validation"); got != rec.Validation {
@@ -95,7 +97,7 @@ func TestAcquire(t *testing.T) {
 		t0 := now()
 		first := record("fn#takeover", t0)
 		f.mustAcquire(t, first, t0)
-		// The lease ends at in_progress_expiration, as lambdakit.Record.Live says.
+		// The lease ends at in_progress_expiration, as lambdakit.IdempotencyRecord.Live says.
 		at := stored(first).InProgressExpiration
 		if stored(first).Live(at) {
 			t.Fatalf("Live(%v) = true; the test expects the lease to have ended", at)
@@ -150,7 +152,7 @@ func TestAcquire(t *testing.T) {
 
 	t.Run("other errors name the operation and key", func(t *testing.T) {
 		f := setup(t)
-		store := dynamostore.New(dynamodb.NewFromConfig(moto.Config(t)), f.table+"-missing")
+		store := newStore(t, local(t).Client(), f.table+"-missing")
 		t0 := now()
 		_, _, err := store.Acquire(t.Context(), record("fn#nowhere", t0), t0)
 		var notFound *types.ResourceNotFoundException
@@ -191,7 +193,7 @@ func TestAcquire(t *testing.T) {
 		if acquired {
 			t.Fatal("acquired = true; want false for a live Powertools record")
 		}
-		checkRecord(t, existing, lambdakit.Record{
+		checkRecord(t, existing, lambdakit.IdempotencyRecord{
 			ID:         "fn#python",
 			Status:     lambdakit.StatusCompleted,
 			Expiration: time.Unix(exp, 0),
@@ -261,7 +263,7 @@ func TestComplete(t *testing.T) {
 		if got := str(t, item, "status"); got != "COMPLETED" {
 			t.Errorf("status = %q; want COMPLETED", got)
 		}
-		if got, want := num(t, item, "expiration"), strconv.FormatInt(rec.Expiration.Unix(), 10); got != want {
+		if got, want := num(t, item, "expiration"), strconv.FormatInt(stored(rec).Expiration.Unix(), 10); got != want {
 			t.Errorf("expiration = %s; want %s", got, want)
 		}
 		if got := str(t, item, "data"); got != string(rec.Data) {
@@ -488,20 +490,51 @@ func TestCustomAttributeNames(t *testing.T) {
 	}
 }
 
-func TestNewWithDuplicateAttributeNamesFailsEveryCall(t *testing.T) {
-	// No client: a store with broken options must not send anything.
-	store := dynamostore.New(nil, "table", func(o *dynamostore.Options) { o.LeaseAttr = "id" })
-	t0 := now()
-	if _, _, err := store.Acquire(t.Context(), record("fn#x", t0), t0); err == nil || !strings.Contains(err.Error(), `"id"`) {
-		t.Errorf("Acquire: error %v; want one naming the duplicate", err)
+func TestNewRefusesAConfigurationThatCannotWork(t *testing.T) {
+	// A real client on a port where nothing listens, counted: a refused
+	// configuration must be refused before anything is sent.
+	var calls testenv.Counter
+	cfg := aws.Config{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		BaseEndpoint: aws.String("http://127.0.0.1:1"),
 	}
-	if err := store.Complete(t.Context(), record("fn#x", t0)); err == nil {
-		t.Error("Complete: no error; want one")
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, calls.APIOption)
+		o.RetryMaxAttempts = 1
+	})
+	sameName := func(o *dynamostore.Options) { o.LeaseAttr = "id" }
+	for _, c := range []struct {
+		name   string
+		client dynamostore.API
+		table  string
+		opts   []func(*dynamostore.Options)
+		detail string // what the message must name
+	}{
+		{"two attributes named alike", db, "table", []func(*dynamostore.Options){sameName}, `"id"`},
+		{"no client", nil, "table", nil, "no client"},
+		{"no table", db, "", nil, "no table"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, err := dynamostore.New(c.client, c.table, c.opts...)
+			if !errors.Is(err, dynamostore.ErrInvalidConfig) {
+				t.Fatalf("New: error %v; want one wrapping ErrInvalidConfig", err)
+			}
+			if store != nil {
+				t.Errorf("New: store %v; want nil with the error", store)
+			}
+			if !strings.Contains(err.Error(), c.detail) {
+				t.Errorf("New: error %q; want it to name %s", err, c.detail)
+			}
+		})
 	}
-	if err := store.Release(t.Context(), "fn#x", "l"); err == nil {
-		t.Error("Release: no error; want one")
-	}
-	if err := dynamostore.CreateTable(t.Context(), nil, "table", func(o *dynamostore.Options) { o.DataAttr = "status" }); err == nil {
-		t.Error("CreateTable: no error; want one")
+	t.Run("CreateTable refuses the same options", func(t *testing.T) {
+		err := dynamostore.CreateTable(t.Context(), db, "table", func(o *dynamostore.Options) { o.DataAttr = "status" })
+		if !errors.Is(err, dynamostore.ErrInvalidConfig) {
+			t.Errorf("CreateTable: error %v; want one wrapping ErrInvalidConfig", err)
+		}
+	})
+	if got := calls.Total(); got != 0 {
+		t.Errorf("requests sent = %v; want none", calls.Counts())
 	}
 }

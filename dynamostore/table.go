@@ -25,8 +25,16 @@ type TableAPI interface {
 // until the table is active, polling for as long as ctx allows, then turns
 // on TTL on the expiration attribute, so that DynamoDB deletes expired
 // records. A table that exists already is fine if its key fits; CreateTable
-// still makes sure TTL is on.
+// still makes sure TTL is on. Like New, it returns an error wrapping
+// ErrInvalidConfig for a nil client, an empty name or conflicting Options,
+// before sending anything.
 func CreateTable(ctx context.Context, client TableAPI, table string, optFns ...func(*Options)) error {
+	if client == nil {
+		return fmt.Errorf("%w: no client", ErrInvalidConfig)
+	}
+	if table == "" {
+		return fmt.Errorf("%w: no table name", ErrInvalidConfig)
+	}
 	o, err := newOptions(optFns)
 	if err != nil {
 		return err

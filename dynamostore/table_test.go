@@ -14,7 +14,7 @@ import (
 
 func TestCreateTable(t *testing.T) {
 	t.Run("twice is fine and TTL is on", func(t *testing.T) {
-		db := dynamodb.NewFromConfig(moto.Config(t))
+		db := local(t).Client()
 		table := testenv.Name(t)
 		for i := range 2 {
 			if err := dynamostore.CreateTable(t.Context(), db, table); err != nil {
@@ -46,7 +46,7 @@ func TestCreateTable(t *testing.T) {
 	})
 
 	t.Run("existing table with another key is an error", func(t *testing.T) {
-		db := dynamodb.NewFromConfig(moto.Config(t))
+		db := local(t).Client()
 		table := testenv.Name(t)
 		_, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
 			TableName:   aws.String(table),
@@ -66,7 +66,7 @@ func TestCreateTable(t *testing.T) {
 	})
 
 	t.Run("TTL on another attribute is an error", func(t *testing.T) {
-		db := dynamodb.NewFromConfig(moto.Config(t))
+		db := local(t).Client()
 		table := testenv.Name(t)
 		if err := dynamostore.CreateTable(t.Context(), db, table); err != nil {
 			t.Fatalf("CreateTable: %v", err)

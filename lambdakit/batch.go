@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +18,7 @@ import (
 // default.
 type BatchOptions struct {
 	// Concurrency bounds how many records (standard queues) or message
-	// groups (FIFO queues) run at once. Default: the whole batch.
+	// groups (FIFO queues) run at once. Default DefaultConcurrency.
 	Concurrency int
 	// FIFOStopOnFirstFailure applies AWS's strict FIFO rule: at the first
 	// failure the rest of the whole batch is reported failed without being
@@ -33,10 +35,48 @@ type BatchOptions struct {
 	// failed. By default it returns ErrAllFailed instead, so that the event
 	// source mapping backs off rather than polling again at full speed.
 	AllowAllFailed bool
-	// Logger receives one line per failed record. Default: JSON to
-	// standard error.
+	// Logger receives one line per record: "record failed" at ERROR with
+	// the reason, "record done" at INFO otherwise. Default: JSON on
+	// standard error with the Lambda request ID, at the level in
+	// AWS_LAMBDA_LOG_LEVEL.
 	Logger *slog.Logger
+	// DisableMetrics turns off the metrics line the batch writes per
+	// invocation (CloudWatch Embedded Metric Format).
+	DisableMetrics bool
+	// MetricsNamespace is the metrics' CloudWatch namespace. Default
+	// "lambdakit".
+	MetricsNamespace string
+	// MetricsWriter receives the metrics line. Default: standard output
+	// inside a Lambda runtime (AWS_LAMBDA_RUNTIME_API set, as Lambda and
+	// lambdakit's local tools set it), where CloudWatch reads it;
+	// elsewhere (tests, other programs) none unless set here.
+	MetricsWriter io.Writer
+	// FunctionName is the metrics' FunctionName dimension. Default
+	// AWS_LAMBDA_FUNCTION_NAME.
+	FunctionName string
+	// DeadLetters, if set, takes the messages whose records fail
+	// permanently (see IsPermanent): each is sent to the dead-letter queue
+	// at once, and its record is reported succeeded so that SQS deletes it.
+	// If the send fails, the record fails as usual and comes back. Default
+	// nil: permanent failures fail like any other, until the queue's
+	// maxReceiveCount moves them to its dead-letter queue.
+	DeadLetters DeadLetterSender
+	// IsPermanent decides which record errors are permanent. Default
+	// IsPermanent: errors marked with Permanent.
+	IsPermanent func(error) bool
 }
+
+// errCancelledAtGuard marks a record's error that came after the deadline
+// guard cancelled it.
+var errCancelledAtGuard = errors.New("cancelled at the deadline guard")
+
+// DefaultConcurrency is how many records, or FIFO message groups, a batch
+// runs at once by default. A batch of SQS's usual 10 runs whole; a standard
+// queue's batch of up to 10,000 records runs 64 at a time, so that it opens
+// no more connections than dynamostore.DefaultMaxConns (a Lambda function
+// may hold 1,024 file descriptors) and keeps no more records in memory
+// than it works on. Each record's own latency is unchanged.
+const DefaultConcurrency = 64
 
 // BatchFunc is the shape of an SQS batch handler that lambda.Start accepts.
 type BatchFunc func(ctx context.Context, event events.SQSEvent) (events.SQSEventResponse, error)
@@ -62,6 +102,22 @@ func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
 	if o.Logger == nil {
 		o.Logger = defaultLogger()
 	}
+	if o.MetricsNamespace == "" {
+		o.MetricsNamespace = "lambdakit"
+	}
+	if o.MetricsWriter == nil {
+		if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {
+			o.DisableMetrics = true
+		} else {
+			o.MetricsWriter = os.Stdout
+		}
+	}
+	if o.FunctionName == "" {
+		o.FunctionName = os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
+	}
+	if o.IsPermanent == nil {
+		o.IsPermanent = IsPermanent
+	}
 	b := &batch{h: h, opts: o}
 	return b.handle
 }
@@ -80,6 +136,7 @@ type outcomes struct {
 	started []bool
 	done    []bool
 	closed  bool
+	notes   []recordNote // what became of each record, filled as it runs
 }
 
 func (o *outcomes) start(i int) {
@@ -101,18 +158,25 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	if len(recs) == 0 {
 		return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}, nil
 	}
-	out := &outcomes{errs: make([]error, len(recs)), started: make([]bool, len(recs)), done: make([]bool, len(recs))}
+	began := time.Now()
+	out := &outcomes{errs: make([]error, len(recs)), started: make([]bool, len(recs)), done: make([]bool, len(recs)),
+		notes: make([]recordNote, len(recs))}
 
-	runCtx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(withBatch(ctx, recs))
 	defer cancel()
 	answerBy, stopGuard := b.guard(ctx, cancel)
 	defer stopGuard()
 
 	tasks := b.plan(recs)
 	limit := b.opts.Concurrency
-	if limit <= 0 || limit > len(tasks) {
-		limit = len(tasks)
+	if limit <= 0 {
+		limit = DefaultConcurrency
 	}
+	limit = min(limit, len(tasks))
+	// A channel semaphore rather than errgroup.SetLimit: waiting for a
+	// free slot must race the deadline guard (a batch waiting for a slot
+	// at its deadline must stop starting records), and errgroup's Go blocks
+	// without a context. Panics are recovered per record (runRecord).
 	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for _, task := range tasks {
@@ -140,7 +204,7 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	case <-finished:
 	case <-answerBy:
 	}
-	return b.answer(ctx, recs, out)
+	return b.answer(ctx, recs, out, began)
 }
 
 // guard cancels the records' context DeadlineMargin before the invocation
@@ -208,9 +272,21 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 			return // not started: answer reports ErrNotStarted
 		}
 		out.start(i)
-		err := b.runRecord(ctx, &recs[i])
+		note := &out.notes[i]
+		note.mu.Lock()
+		note.start = time.Now()
+		note.messageID = recs[i].MessageId
+		note.mu.Unlock()
+		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i])
+		err := b.deadLetter(ctx, &recs[i], herr)
+		note.mu.Lock()
+		note.elapsed = time.Since(note.start)
+		if err == nil && herr != nil {
+			note.deadLettered = herr
+		}
+		note.mu.Unlock()
 		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("cancelled at the deadline guard: %w", err)
+			err = fmt.Errorf("%w: %w", errCancelledAtGuard, err)
 		}
 		out.set(i, err)
 		if err != nil {
@@ -232,8 +308,9 @@ func (b *batch) runRecord(ctx context.Context, msg *events.SQSMessage) (err erro
 	return err
 }
 
-// answer builds the response from the outcomes and logs each failure once.
-func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outcomes) (events.SQSEventResponse, error) {
+// answer builds the response from the outcomes, logs one line per record,
+// and writes the invocation's metrics line.
+func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outcomes, began time.Time) (events.SQSEventResponse, error) {
 	out.mu.Lock()
 	out.closed = true
 	errs := make([]error, len(recs))
@@ -251,20 +328,26 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 
 	// An empty list, not null, when nothing failed: what Lambda documents.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var batchErr error
-	failed := 0
+	var failures []RecordFailure
+	missing := 0
 	reported := make(map[string]bool)
+	metrics := &invocationMetrics{}
+	metered := make(map[*LeaseLostError]bool)
 	for i, err := range errs {
+		note := &out.notes[i]
+		b.logRecord(ctx, &recs[i], note, err, metered)
+		if !b.opts.DisableMetrics {
+			metrics.add(note, err)
+		}
 		if err == nil {
 			continue
 		}
-		failed++
-		b.logFailure(ctx, &recs[i], err)
 		id := recs[i].MessageId
+		failures = append(failures, RecordFailure{MessageID: id, Err: err})
 		if id == "" {
 			// Lambda fails the whole batch on an empty itemIdentifier;
 			// say so plainly instead.
-			batchErr = errors.New("lambdakit: a failed record has no messageId, so the whole batch fails")
+			missing++
 			continue
 		}
 		if !reported[id] {
@@ -272,22 +355,88 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 		}
 	}
-	if batchErr == nil && failed == len(recs) && !b.opts.AllowAllFailed {
-		batchErr = fmt.Errorf("%w (batch of %d)", ErrAllFailed, failed)
+	var batchErr error
+	switch {
+	case missing > 0:
+		batchErr = &MissingMessageIDError{Failures: failures, Missing: missing}
+	case len(failures) == len(recs) && !b.opts.AllowAllFailed:
+		batchErr = &AllFailedError{Failures: failures}
+	}
+	if !b.opts.DisableMetrics {
+		metrics.duration = time.Since(began)
+		if err := writeEMF(b.opts.MetricsWriter, b.opts.MetricsNamespace, b.opts.FunctionName, queueName(recs), began, metrics); err != nil {
+			b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "metrics not written", slog.String("reason", err.Error()))
+		}
 	}
 	return resp, batchErr
 }
 
-func (b *batch) logFailure(ctx context.Context, msg *events.SQSMessage, err error) {
-	attrs := []slog.Attr{
-		slog.String("messageId", msg.MessageId),
-		slog.String("reason", err.Error()),
+// logRecord logs what became of one record: its message ID, the hashed
+// idempotency key (the record's ID, never the raw key or the body), the
+// outcome, and how long it took; for a failure, the reason too. A lost
+// lease adds a LeaseLost count in the Embedded Metric Format to its line,
+// once per lost lease: records that waited on the lost one in this
+// container fail with the same *LeaseLostError, and metered remembers
+// which were counted.
+func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error, metered map[*LeaseLostError]bool) {
+	note.mu.Lock()
+	id, dup, replayed, elapsed, dead := note.id, note.duplicate, note.replayed, note.elapsed, note.deadLettered
+	note.mu.Unlock()
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("messageId", msg.MessageId))
+	if id != "" {
+		attrs = append(attrs, slog.String("id", id))
 	}
 	if g := msg.Attributes["MessageGroupId"]; g != "" {
 		attrs = append(attrs, slog.String("messageGroupId", g))
 	}
+	attrs = append(attrs, slog.Float64("durationMs", ms(elapsed)))
+	if dead != nil {
+		// Handled: SQS deletes it, and the dead-letter queue has it.
+		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", reasonPermanent),
+			slog.String("reason", dead.Error()))
+		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed permanently: sent to the dead-letter queue", attrs...)
+		return
+	}
+	if err == nil {
+		outcome := "processed"
+		switch {
+		case replayed:
+			outcome = "replayed"
+		case dup != dupNone:
+			outcome = "duplicate"
+		}
+		attrs = append(attrs, slog.String("outcome", outcome))
+		b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "record done", attrs...)
+		return
+	}
+	attrs = append(attrs, slog.String("outcome", "failed"), slog.String("reasonCode", reasonOf(err)),
+		slog.String("reason", err.Error()))
 	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}
+	if lost := (*LeaseLostError)(nil); errors.As(err, &lost) && !metered[lost] {
+		metered[lost] = true
+		attrs = append(attrs, leaseLostMetric(lost)...)
+	}
 	b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed", attrs...)
+}
+
+// leaseLostMetric makes a failure line also a CloudWatch metric in the
+// Embedded Metric Format (LeaseLost, namespace lambdakit, by prefix), so
+// that an alarm can watch lost leases without any API call. A lost lease
+// means a lease (the invocation deadline) was too short for the work, or
+// clocks disagree.
+func leaseLostMetric(lost *LeaseLostError) []slog.Attr {
+	return []slog.Attr{
+		slog.String("prefix", lost.Prefix), slog.String("op", lost.Op), slog.Int("LeaseLost", 1),
+		slog.Any("_aws", map[string]any{
+			"Timestamp": time.Now().UnixMilli(),
+			"CloudWatchMetrics": []any{map[string]any{
+				"Namespace":  "lambdakit",
+				"Dimensions": [][]string{{"prefix"}},
+				"Metrics":    []any{map[string]string{"Name": "LeaseLost", "Unit": "Count"}},
+			}},
+		}),
+	}
 }

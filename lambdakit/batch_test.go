@@ -21,12 +21,25 @@ import (
 // read by message ID.
 type batchLog struct{ lambdakittest.LogBuffer }
 
+// failures returns the ERROR lines: records that failed, or were sent to
+// the dead-letter queue; a record that succeeds has an INFO line.
+func (l *batchLog) failures(tb testing.TB) []map[string]any {
+	tb.Helper()
+	var out []map[string]any
+	for _, line := range l.Lines(tb) {
+		if line["level"] == "ERROR" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // byMessageID returns the failure lines by message ID, and fails the test
 // if a record was logged twice or a line misses its messageId or reason.
 func (l *batchLog) byMessageID(tb testing.TB) map[string]map[string]any {
 	tb.Helper()
 	out := map[string]map[string]any{}
-	for _, line := range l.Lines(tb) {
+	for _, line := range l.failures(tb) {
 		id, _ := line["messageId"].(string)
 		reason, _ := line["reason"].(string)
 		if id == "" || reason == "" {
@@ -161,7 +174,7 @@ func TestBatchPartialFailure(t *testing.T) {
 		}
 	})
 	t.Run("logs one JSON line per failed record", func(t *testing.T) {
-		lines := log.Lines(t)
+		lines := log.failures(t)
 		if len(lines) != 2 {
 			t.Fatalf("got %d log lines; want 2", len(lines))
 		}
@@ -183,7 +196,7 @@ func TestBatchPartialFailure(t *testing.T) {
 }
 
 func TestBatchSuccess(t *testing.T) {
-	t.Run("all records succeed: no failures, no log", func(t *testing.T) {
+	t.Run("all records succeed: no failures, no failure line", func(t *testing.T) {
 		c := &calls{}
 		fn, log := newBatch(failBodies(c))
 		resp, err := fn(batchCtx(t), lambdakittest.Event(
@@ -200,7 +213,7 @@ func TestBatchSuccess(t *testing.T) {
 		if got := len(c.list()); got != 3 {
 			t.Errorf("got %d calls; want 3", got)
 		}
-		if lines := log.Lines(t); len(lines) != 0 {
+		if lines := log.failures(t); len(lines) != 0 {
 			t.Errorf("got log lines %v; want none", lines)
 		}
 	})
@@ -216,7 +229,7 @@ func TestBatchSuccess(t *testing.T) {
 			if got := c.list(); len(got) != 0 {
 				t.Errorf("got calls %q; want none", got)
 			}
-			if lines := log.Lines(t); len(lines) != 0 {
+			if lines := log.failures(t); len(lines) != 0 {
 				t.Errorf("got log lines %v; want none", lines)
 			}
 		}
@@ -249,7 +262,7 @@ func TestBatchPanic(t *testing.T) {
 		}
 	})
 	t.Run("log line carries the panic value and a stack", func(t *testing.T) {
-		lines := log.Lines(t)
+		lines := log.failures(t)
 		if len(lines) != 1 {
 			t.Fatalf("got %d log lines; want 1", len(lines))
 		}
@@ -337,7 +350,7 @@ func TestBatchItemIdentifiers(t *testing.T) {
 			}
 		}
 		wantFailed(t, resp, other.MessageId)
-		if lines := log.Lines(t); len(lines) != 2 {
+		if lines := log.failures(t); len(lines) != 2 {
 			t.Errorf("got %d log lines; want 2, one per failed record", len(lines))
 		}
 	})
@@ -365,7 +378,7 @@ func TestBatchItemIdentifiers(t *testing.T) {
 		if got := len(c.list()); got != 3 {
 			t.Errorf("got %d calls; want 3", got)
 		}
-		if lines := log.Lines(t); len(lines) != 2 {
+		if lines := log.failures(t); len(lines) != 2 {
 			t.Errorf("got %d log lines; want 2, one per failed record", len(lines))
 		}
 	})
@@ -451,7 +464,7 @@ func TestBatchConcurrency(t *testing.T) {
 		}
 	})
 
-	t.Run("default runs the whole batch at once", func(t *testing.T) {
+	t.Run("default runs a batch of SQS's usual size at once", func(t *testing.T) {
 		const n = 8
 		ctx, cancel := context.WithTimeout(batchCtx(t), 10*time.Second)
 		defer cancel()
@@ -483,6 +496,56 @@ func TestBatchConcurrency(t *testing.T) {
 		wantFailed(t, resp)
 		if got := fl.max.Load(); got != n {
 			t.Errorf("got at most %d records in flight; want %d; log: %v", got, n, log.Lines(t))
+		}
+	})
+
+	t.Run("a batch of 10,000 runs at most DefaultConcurrency records at once", func(t *testing.T) {
+		const n = 10_000
+		ctx, cancel := context.WithTimeout(batchCtx(t), 60*time.Second)
+		defer cancel()
+		fl := &inFlight{}
+		var ran atomic.Int32
+		h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			fl.enter()
+			defer fl.leave()
+			ran.Add(1)
+			time.Sleep(100 * time.Microsecond) // long enough for records to overlap
+			return nil, nil
+		})
+		fn, _ := newBatch(h)
+		msgs := make([]events.SQSMessage, n)
+		for i := range msgs {
+			msgs[i] = lambdakittest.Message(fmt.Sprintf("r-%d", i))
+		}
+		resp, err := fn(ctx, lambdakittest.Event(msgs...))
+		if err != nil || len(resp.BatchItemFailures) != 0 || ran.Load() != n {
+			t.Fatalf("got %d failures, %v, %d runs; want none failed and %d runs", len(resp.BatchItemFailures), err, ran.Load(), n)
+		}
+		if got := fl.max.Load(); got > lambdakit.DefaultConcurrency {
+			t.Errorf("got %d records in flight; want at most %d", got, lambdakit.DefaultConcurrency)
+		}
+	})
+
+	t.Run("a batch of 10,000 still answers before the deadline", func(t *testing.T) {
+		const n = 10_000
+		deadline := time.Now().Add(2 * time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			<-ctx.Done() // never finishes on its own
+			return nil, ctx.Err()
+		})
+		fn, _ := newBatch(h)
+		msgs := make([]events.SQSMessage, n)
+		for i := range msgs {
+			msgs[i] = lambdakittest.Message(fmt.Sprintf("r-%d", i))
+		}
+		resp, err := fn(ctx, lambdakittest.Event(msgs...))
+		if answered := time.Now(); !answered.Before(deadline) {
+			t.Errorf("answered %v after the deadline; want before it", answered.Sub(deadline))
+		}
+		if len(resp.BatchItemFailures) != n || err == nil {
+			t.Errorf("got %d failures, %v; want all %d reported failed and ErrAllFailed", len(resp.BatchItemFailures), err, n)
 		}
 	})
 }
@@ -579,7 +642,7 @@ func TestBatchFIFO(t *testing.T) {
 				t.Errorf("record %s: got messageGroupId %v; want A", m.Body, got)
 			}
 		}
-		if lines := log.Lines(t); len(lines) != 3 {
+		if lines := log.failures(t); len(lines) != 3 {
 			t.Errorf("got %d log lines; want 3", len(lines))
 		}
 	})
@@ -611,7 +674,7 @@ func TestBatchFIFO(t *testing.T) {
 			t.Errorf("got error %v; want nil", err)
 		}
 		wantFailed(t, resp)
-		if lines := log.Lines(t); len(lines) != 0 {
+		if lines := log.failures(t); len(lines) != 0 {
 			t.Errorf("got log lines %v; want none", lines)
 		}
 	})
@@ -678,7 +741,7 @@ func TestBatchFIFOStopOnFirstFailure(t *testing.T) {
 				t.Errorf("record %s: got reason %q; want %q", m.Body, got, want)
 			}
 		}
-		if lines := log.Lines(t); len(lines) != 4 {
+		if lines := log.failures(t); len(lines) != 4 {
 			t.Errorf("got %d log lines; want 4", len(lines))
 		}
 	})
@@ -732,7 +795,7 @@ func TestBatchDeadlineGuard(t *testing.T) {
 					t.Errorf("record %s: got reason %q; want %q", m.Body, got, want)
 				}
 			}
-			if lines := log.Lines(t); len(lines) != 3 {
+			if lines := log.failures(t); len(lines) != 3 {
 				t.Errorf("got %d log lines; want 3", len(lines))
 			}
 		})
@@ -780,7 +843,7 @@ func TestBatchDeadlineGuard(t *testing.T) {
 			if got, want := log.reason(t, late.MessageId), lambdakit.ErrNotStarted.Error(); got != want {
 				t.Errorf("late record: got reason %q; want %q", got, want)
 			}
-			linesAtAnswer := len(log.Lines(t))
+			linesAtAnswer := len(log.failures(t))
 			if stuckReturned.Load() {
 				t.Fatal("stuck handler returned before release; want it blocked")
 			}
@@ -792,7 +855,7 @@ func TestBatchDeadlineGuard(t *testing.T) {
 			if !stuckReturned.Load() {
 				t.Error("stuck handler still blocked after release; want it returned")
 			}
-			if got := len(log.Lines(t)); got != linesAtAnswer {
+			if got := len(log.failures(t)); got != linesAtAnswer {
 				t.Errorf("got %d log lines after the late result; want %d as at the answer", got, linesAtAnswer)
 			}
 			if got, want := c.list(), []string{"quick", "stuck"}; !slices.Equal(got, want) {

@@ -9,3 +9,10 @@ import "unsafe"
 func bytesOf(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
+
+// stringOf returns b as a string without copying it. The caller must never
+// change b afterwards: for buffers made for one result and then handed
+// over, such as a canonical payload.
+func stringOf(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}

@@ -44,3 +44,27 @@ func ExampleKeyFromFields() {
 	fmt.Println(k, err)
 	// Output: Order:A-7:m-42 <nil>
 }
+
+// Idempotency makes any function idempotent, not only queue records: here
+// an API handler whose client sends an Idempotency-Key header. Run keeps
+// the request as the payload and the result as JSON.
+func ExampleRun() {
+	store := &lambdakittest.MemoryStore{} // dynamostore.New(dynamodb.NewFromConfig(cfg), table)
+	engine := lambdakit.NewIdempotency(store, func(o *lambdakit.IdempotencyOptions) { o.Prefix = "orders-api" })
+	type Order struct{ Item string }
+	type Receipt struct{ Number int }
+	next := 0
+	place := func(ctx context.Context, o Order) (Receipt, error) {
+		next++
+		fmt.Println("placing", o.Item)
+		return Receipt{Number: next}, nil
+	}
+	for range 2 { // the client retries after a timeout
+		r, err := lambdakit.Run(context.Background(), engine, "key-from-the-header", Order{Item: "book"}, place)
+		fmt.Println("receipt", r.Number, err)
+	}
+	// Output:
+	// placing book
+	// receipt 1 <nil>
+	// receipt 1 <nil>
+}

@@ -1,23 +1,21 @@
 package lambdakit
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 )
 
-// IdempotencyOptions configures Idempotent. The zero value of each field
-// means its default.
+// IdempotencyOptions configures NewIdempotency and Idempotent. The zero
+// value of each field means its default. Payload, DisableValidation,
+// ProcessWithoutKey and Prefetch concern the SQS middleware (Idempotent)
+// only: Do is given its payload.
 type IdempotencyOptions struct {
 	// Prefix namespaces the records of one function in a shared table:
 	// IDs are "<Prefix>#<sha256 of key>". Default: the function name from
@@ -42,28 +40,40 @@ type IdempotencyOptions struct {
 	// LeaseWithoutDeadline is the lease used when the context has no
 	// deadline (outside Lambda). Default 15 minutes, Lambda's maximum.
 	LeaseWithoutDeadline time.Duration
-	// Logger receives the lines about duplicates, lost leases and results
-	// that could not be cached. Default: JSON to standard error.
+	// Prefetch says when a batch's completed records are read ahead in
+	// one request (see PrefetchPolicy). Default PrefetchRedeliveries.
+	Prefetch PrefetchPolicy
+	// Logger receives the lines about duplicates and results that could
+	// not be cached. (A lost lease is a record failure, a *LeaseLostError,
+	// which Batch logs.) Default: JSON to standard error.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
 
-// Idempotent returns a Middleware that runs the handler at most once to
-// completion per idempotency key, using store for the records and key to
-// derive the key of each message:
-//
-//   - a new key is locked (conditional write), the handler runs, and the
-//     record is completed with the handler's result;
-//   - a key completed before skips the handler and returns the cached
-//     result;
-//   - a key in progress in another invocation fails with ErrInProgress, so
-//     the message is redelivered later; the lock ends at the owner's
-//     invocation deadline, so a crashed owner blocks no longer than that;
-//   - a handler error releases the lock, so a retry can run at once;
-//   - messages with one key in this container wait for each other instead
-//     of failing with ErrInProgress, and replay the first one's outcome.
-func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) Middleware {
+// Idempotency runs work at most once to completion per key: the engine
+// behind Idempotent, for work that does not come from SQS (an API Gateway
+// handler, an EventBridge target, a Step Functions task) and has its key and
+// payload at hand. It keeps the same records in the same Store, with the
+// same lease, fencing, payload validation, warm cache and single-phase
+// staging (Stage) as the SQS middleware. One Idempotency per function: it
+// holds the warm container's cache and its flights. It is safe for
+// concurrent use.
+type Idempotency struct {
+	store  Store
+	getter BatchGetter // nil when the store cannot read ahead
+	opts   IdempotencyOptions
+	state  *idempotencyState
+}
+
+type idempotencyState struct {
+	mu      sync.Mutex
+	flights map[string]*flight
+	cache   *lru
+}
+
+// NewIdempotency returns the engine on store.
+func NewIdempotency(store Store, optFns ...func(*IdempotencyOptions)) *Idempotency {
 	o := IdempotencyOptions{
 		Prefix:               os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 		TTL:                  7 * 24 * time.Hour,
@@ -97,275 +107,304 @@ func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) M
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	// One cache and one set of flights per middleware: they live as long as
-	// the warm container.
-	shared := &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}
-	return func(next Handler) Handler {
-		return &idempotent{next: next, store: store, key: key, opts: o, state: shared}
+	getter, _ := store.(BatchGetter)
+	return &Idempotency{store: store, getter: getter, opts: o,
+		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
+}
+
+// Do runs fn at most once to completion per key, and returns its result, or
+// for a key completed before (a duplicate) the result it returned then,
+// without running it:
+//
+//   - a new key is locked (conditional write), fn runs, and the record is
+//     completed with fn's result, which should be JSON (it is stored as
+//     text); with Stage, fn's own writes commit with the completion;
+//   - a key in progress elsewhere fails with ErrInProgress; the lock ends at
+//     the deadline of ctx (LeaseWithoutDeadline without one), so a crashed
+//     owner blocks no longer than that;
+//   - an error from fn releases the lock, so a retry can run at once;
+//   - calls with one key in this process wait for each other and share the
+//     first one's outcome.
+//
+// payload is what must be the same for every call with the key, usually
+// the request: JSON is compared by value (escapes, spacing, member order
+// and number spellings do not matter), anything else byte for byte; a
+// different one fails with ErrPayloadMismatch. nil, or DisableValidation,
+// skips the check. An empty key is ErrNoKey.
+//
+// The SQS middleware (Idempotent) and Do keep records alike: a key given
+// to Do is the key a KeyFunc would derive, and its record ID is
+// "<Prefix>#<sha256 hex of key>".
+func (e *Idempotency) Do(ctx context.Context, key string, payload []byte, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	if key == "" {
+		return nil, fmt.Errorf("%w: empty key", ErrNoKey)
 	}
-}
-
-type idempotent struct {
-	next  Handler
-	store Store
-	key   KeyFunc
-	opts  IdempotencyOptions
-	state *idempotencyState
-}
-
-type idempotencyState struct {
-	mu      sync.Mutex
-	flights map[string]*flight
-	cache   *lru
-}
-
-// A flight is one record being processed in this container; later messages
-// with the same key wait on done and then replay rec or fail with err. The
-// first waiter makes done (under the state's mutex), so the common case of
-// no duplicate in flight costs no channel.
-type flight struct {
-	done chan struct{}
-	rec  Record
-	err  error
-}
-
-// Handle implements Handler.
-func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
-	key, err := m.key(msg)
-	if err != nil {
-		if m.opts.ProcessWithoutKey && errors.Is(err, ErrNoKey) {
-			return m.next.Handle(ctx, msg)
-		}
-		return nil, err
-	}
-	id := m.recordID(key)
 	var validation string
-	if m.opts.Payload != nil {
-		p, err := m.opts.Payload(msg)
+	if payload != nil && !e.opts.DisableValidation {
+		p, err := payloadOf(payload)
 		if err != nil {
 			return nil, err
 		}
 		validation = hashHex(p)
 	}
-	now := m.opts.Now()
-	if rec, ok := m.state.cache.get(id, now); ok {
-		return m.replay(ctx, msg, rec, validation)
+	return e.do(ctx, e.recordID(key), validation, nil, fn)
+}
+
+// Run is Do for typed requests and results: req, as JSON, is the payload,
+// and fn's result is kept as JSON, so that a duplicate gets the first
+// call's result back. A duplicate whose result could not be kept (see
+// ErrResultNotStorable) gets the zero Res.
+func Run[Req, Res any](ctx context.Context, e *Idempotency, key string, req Req, fn func(context.Context, Req) (Res, error)) (Res, error) {
+	var zero Res
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return zero, fmt.Errorf("lambdakit: request as JSON: %w", err)
+	}
+	out, err := e.Do(ctx, key, payload, func(ctx context.Context) ([]byte, error) {
+		res, err := fn(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(res)
+	})
+	if err != nil || len(out) == 0 {
+		return zero, err
+	}
+	var res Res
+	if err := json.Unmarshal(out, &res); err != nil {
+		return zero, fmt.Errorf("lambdakit: cached result: %w", err)
+	}
+	return res, nil
+}
+
+// do is Do for a record ID and payload hash. prefetched, when not nil, may
+// answer a duplicate from what its batch read ahead.
+func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched func(now time.Time) (IdempotencyRecord, bool), fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	now := e.opts.Now()
+	note := noteFrom(ctx)
+	note.setID(id)
+	if rec, ok := e.state.cache.get(id, now); ok {
+		return e.replay(ctx, rec, validation, dupCache)
+	}
+	if prefetched != nil {
+		if rec, ok := prefetched(now); ok {
+			e.state.cache.put(rec)
+			return e.replay(ctx, rec, validation, dupStore)
+		}
 	}
 
-	f, done := m.join(id)
+	f, done := e.join(id)
 	if done != nil {
 		select {
 		case <-done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if f.err != nil && IsPermanent(f.err) {
+			// This call did not run, so it is not known to fail for
+			// good: it must not follow the earlier one into the
+			// dead-letter queue, but come back and run on its own.
+			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed permanently: %v", f.err)
+		}
 		if f.err != nil {
 			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed: %w", f.err)
 		}
-		return m.replay(ctx, msg, f.rec, validation)
+		return e.replay(ctx, f.rec, validation, dupCache)
 	}
-	result, rec, duplicate, err := m.runGuarded(ctx, msg, id, validation, now)
-	m.leave(id, f, rec, err)
+	result, rec, duplicate, err := e.lead(ctx, f, id, validation, now, fn)
 	if duplicate {
-		return m.replay(ctx, msg, rec, validation)
+		return e.replay(ctx, rec, validation, dupStore)
 	}
 	return result, err
 }
 
-// join registers the caller as the one processing id and returns its flight,
-// or returns a channel that is closed when the flight already processing id
-// ends.
-func (m *idempotent) join(id string) (f *flight, wait <-chan struct{}) {
-	m.state.mu.Lock()
-	defer m.state.mu.Unlock()
-	if f, ok := m.state.flights[id]; ok {
-		if f.done == nil {
-			f.done = make(chan struct{})
-		}
-		return f, f.done
-	}
-	f = &flight{}
-	m.state.flights[id] = f
-	return f, nil
-}
-
-func (m *idempotent) leave(id string, f *flight, rec Record, err error) {
-	m.state.mu.Lock()
-	defer m.state.mu.Unlock()
-	f.rec, f.err = rec, err
-	delete(m.state.flights, id)
-	if f.done != nil {
-		close(f.done)
-	}
-}
-
-// runGuarded is run with any panic, of the handler or of the store, turned
-// into an error, so that leave always runs and waiters are never stranded.
-func (m *idempotent) runGuarded(ctx context.Context, msg *events.SQSMessage, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+// lead processes the message as the flight's leader. Whatever way run ends,
+// the flight is left in a deferred call, so that waiters are never
+// stranded: a panic, of the handler or of the store, becomes an error, and
+// so does runtime.Goexit, which no recover stops but which runs deferred
+// calls.
+func (e *Idempotency) lead(ctx context.Context, f *flight, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+	returned := false
 	defer func() {
 		if p := recover(); p != nil {
-			result, rec, duplicate, err = nil, Record{}, false, newPanicError(p)
+			result, rec, duplicate, err = nil, IdempotencyRecord{}, false, newPanicError(p)
+		} else if !returned {
+			rec, err = IdempotencyRecord{}, ErrHandlerExited
 		}
+		e.leave(id, f, rec, err)
 	}()
-	return m.run(ctx, msg, id, validation, now)
+	result, rec, duplicate, err = e.run(ctx, id, validation, now, fn)
+	returned = true
+	return result, rec, duplicate, err
 }
 
 // run acquires the record, runs the handler and completes or releases the
 // record. It returns the handler's result and the record as stored; when the
 // key was completed before, duplicate is true and rec is the stored record.
-func (m *idempotent) run(ctx context.Context, msg *events.SQSMessage, id, validation string, now time.Time) (result []byte, rec Record, duplicate bool, err error) {
+func (e *Idempotency) run(ctx context.Context, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+	var cctx context.Context // for cleanup, made once the record may be ours
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = now.Add(m.opts.LeaseWithoutDeadline)
+		deadline = now.Add(e.opts.LeaseWithoutDeadline)
 	}
 	// The record must not expire while its owner may still be running,
 	// whatever the TTL.
-	expiration := now.Add(m.opts.TTL)
+	expiration := now.Add(e.opts.TTL)
 	if deadline.After(expiration) {
 		expiration = deadline
 	}
-	rec = Record{
+	rec = IdempotencyRecord{
 		ID:                   id,
 		Status:               StatusInProgress,
 		Expiration:           expiration,
 		InProgressExpiration: deadline,
 		Validation:           validation,
 		Lease:                newLease(),
+	}.Rounded()
+	existing, acquired, err := e.acquire(ctx, rec, now)
+	if err != nil || acquired || existing.Lease == rec.Lease {
+		// Cleanup (Complete, Release) must happen even when the batch
+		// has cancelled ctx at its deadline guard: an unreleased lock
+		// delays the retry, an uncompleted record repeats the work. But
+		// not for longer than the lease: after it the record may be
+		// someone else's, and a hung call must not keep later messages
+		// with this key waiting in the container.
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), rec.InProgressExpiration)
+		defer cancel()
 	}
-	existing, acquired, err := m.store.Acquire(ctx, rec, now)
 	switch {
 	case err != nil:
 		// The put may have landed though its answer did not: free the
 		// key if it holds our lease, so that a retry need not wait for
 		// the lease to end. Release leaves anyone else's record alone.
-		if rerr := m.store.Release(context.WithoutCancel(ctx), id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+		if rerr := e.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			err = errors.Join(err, rerr)
 		}
-		return nil, Record{}, false, err
+		return nil, IdempotencyRecord{}, false, err
 	case acquired:
 	case existing.Lease == rec.Lease && existing.Status == StatusInProgress:
 		// Our own lock: the store retried a put whose first answer was
 		// lost. We hold it.
 	case existing.Status == StatusCompleted:
-		m.state.cache.put(existing)
+		e.state.cache.put(existing)
 		return nil, existing, true, nil
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
-		return nil, Record{}, false, ErrPayloadMismatch
+		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
 	default:
-		return nil, Record{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
+		return nil, IdempotencyRecord{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
 	}
 
 	st := &stage{}
-	result, err = m.call(context.WithValue(ctx, stageKey{}, st), msg)
-	// Cleanup must happen even when the batch has cancelled ctx at its
-	// deadline guard: an unreleased lock delays the retry, an uncompleted
-	// record repeats the work. It is not bounded here (a timer per record
-	// costs more than the rest of the middleware); the batch answers in
-	// time regardless, reporting a record still in cleanup as failed.
-	cctx := context.WithoutCancel(ctx)
-	if err != nil {
-		if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil {
-			m.logLeaseError(ctx, msg, id, "release", rerr)
-			err = errors.Join(err, rerr)
+	returned := false
+	defer func() {
+		if !returned {
+			// The handler called runtime.Goexit: free the key as
+			// after a panic, so that a retry need not wait for the
+			// lease to end.
+			_ = e.release(cctx, id, rec.Lease)
 		}
-		return nil, Record{}, false, err
+	}()
+	result, err = call(context.WithValue(ctx, stageKey{}, st), fn)
+	returned = true
+	if err != nil {
+		if rerr := e.release(cctx, id, rec.Lease); rerr != nil {
+			err = errors.Join(err, e.leaseLost(id, "release", rerr))
+		}
+		return nil, IdempotencyRecord{}, false, err
 	}
 
 	rec.Status = StatusCompleted
 	rec.Data = result
 	rec.Staged = st.take()
-	err = m.store.Complete(cctx, rec)
+	// The TTL counts from the completion, not from the lock: a handler
+	// that ran for minutes must not shorten how long its work is
+	// remembered.
+	if done := e.opts.Now().Add(e.opts.TTL); done.After(rec.Expiration) {
+		rec.Expiration = done
+		rec = rec.Rounded()
+	}
+	err = e.complete(cctx, rec)
 	if errors.Is(err, ErrResultNotStorable) {
 		// The work is done; forgetting that would repeat it. Complete
 		// without the result: duplicates then replay no result.
-		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-			slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("reason", err.Error()))
+		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
+			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
 		rec.Data = nil
-		err = m.store.Complete(cctx, rec)
+		err = e.complete(cctx, rec)
 	}
 	if err != nil {
-		m.logLeaseError(ctx, msg, id, "complete", err)
+		err = e.leaseLost(id, "complete", err)
 		if !errors.Is(err, ErrLeaseLost) {
 			// Nothing is known to be committed; free the key for the
 			// retry. Release refuses a record that did complete.
-			if rerr := m.store.Release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+			if rerr := e.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 				err = errors.Join(err, rerr)
 			}
 		}
-		return nil, Record{}, false, err
+		return nil, IdempotencyRecord{}, false, err
 	}
+	// The record outlives this call, in the cache and in the flight that
+	// waiters replay: it must not share the handler's buffer, which the
+	// handler may reuse for another message's result.
 	rec.Staged = nil
-	m.state.cache.put(rec)
+	rec.Data = bytes.Clone(result)
+	e.state.cache.put(rec)
 	return result, rec, false, nil
 }
 
-// call runs the next handler, turning a panic into a *PanicError so that the
-// record's lock is released like after any other failure.
-func (m *idempotent) call(ctx context.Context, msg *events.SQSMessage) (result []byte, err error) {
+// acquire, complete and release make the store's requests, timing each for
+// the invocation's metrics and marking its failures as *StoreError.
+func (e *Idempotency) acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (IdempotencyRecord, bool, error) {
+	defer noteFrom(ctx).storeCall(time.Now())
+	existing, acquired, err := e.store.Acquire(ctx, rec, now)
+	return existing, acquired, storeErr("acquire", err)
+}
+
+func (e *Idempotency) complete(ctx context.Context, rec IdempotencyRecord) error {
+	defer noteFrom(ctx).storeCall(time.Now())
+	return storeErr("complete", e.store.Complete(ctx, rec))
+}
+
+func (e *Idempotency) release(ctx context.Context, id, lease string) error {
+	defer noteFrom(ctx).storeCall(time.Now())
+	return storeErr("release", e.store.Release(ctx, id, lease))
+}
+
+// call runs fn, turning a panic into a *PanicError so that the record's
+// lock is released like after any other failure.
+func call(ctx context.Context, fn func(context.Context) ([]byte, error)) (result []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = newPanicError(p)
 		}
 	}()
-	return m.next.Handle(ctx, msg)
+	return fn(ctx)
 }
 
-// replay answers a duplicate from a completed record.
-func (m *idempotent) replay(ctx context.Context, msg *events.SQSMessage, rec Record, validation string) ([]byte, error) {
+// replay answers a duplicate from a completed record, found in source.
+func (e *Idempotency) replay(ctx context.Context, rec IdempotencyRecord, validation string, source int) ([]byte, error) {
 	if validation != "" && rec.Validation != "" && rec.Validation != validation {
 		return nil, ErrPayloadMismatch
 	}
-	m.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
-		slog.String("messageId", msg.MessageId), slog.String("id", rec.ID))
-	return rec.Data, nil
-}
-
-// logLeaseError logs a lost lease loudly: another owner took the work over,
-// which means a lease (the invocation deadline) was too short or clocks
-// disagree. The line is also a CloudWatch metric (LeaseLost, namespace
-// lambdakit, by prefix) in the Embedded Metric Format, so that an alarm can
-// watch it without any API call. Other store errors are left to the batch
-// adapter's log line.
-func (m *idempotent) logLeaseError(ctx context.Context, msg *events.SQSMessage, id, op string, err error) {
-	if !errors.Is(err, ErrLeaseLost) {
-		return
+	if note := noteFrom(ctx); note != nil {
+		note.setDuplicate(source, rec.Data != nil) // Batch logs the record's line
+	} else {
+		e.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
+			slog.String("id", rec.ID))
 	}
-	m.opts.Logger.LogAttrs(ctx, slog.LevelError, "idempotency: lease lost",
-		slog.String("messageId", msg.MessageId), slog.String("id", id), slog.String("op", op),
-		slog.String("prefix", m.opts.Prefix), slog.Int("LeaseLost", 1),
-		slog.Any("_aws", map[string]any{
-			"Timestamp": m.opts.Now().UnixMilli(),
-			"CloudWatchMetrics": []any{map[string]any{
-				"Namespace":  "lambdakit",
-				"Dimensions": [][]string{{"prefix"}},
-				"Metrics":    []any{map[string]string{"Name": "LeaseLost", "Unit": "Count"}},
-			}},
-		}))
+	// A copy: the caller may change what it gets, and the cached record
+	// must answer the next duplicate the same.
+	return bytes.Clone(rec.Data), nil
 }
 
-func (m *idempotent) recordID(key string) string {
-	sum := sha256.Sum256(bytesOf(key))
-	b := make([]byte, 0, len(m.opts.Prefix)+1+2*len(sum))
-	b = append(b, m.opts.Prefix...)
-	b = append(b, '#')
-	b = hex.AppendEncode(b, sum[:])
-	return string(b)
-}
-
-func hashHex(p string) string {
-	sum := sha256.Sum256(bytesOf(p))
-	return hex.EncodeToString(sum[:])
-}
-
-// newLease returns a 128-bit random token. It fences owners apart, it is no
-// secret, so the fast runtime generator will do.
-func newLease() string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	return hex.EncodeToString(b[:])
-}
-
-func defaultLogger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+// leaseLost marks a store error that says the lease was lost as a
+// *LeaseLostError, which Batch logs, once, with a LeaseLost metric: another
+// owner took the work over, which means a lease (the invocation deadline)
+// was too short or clocks disagree. Other errors are returned as they are.
+func (e *Idempotency) leaseLost(id, op string, err error) error {
+	if !errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	return &LeaseLostError{ID: id, Prefix: e.opts.Prefix, Op: op, Err: err}
 }

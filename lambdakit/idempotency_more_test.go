@@ -120,7 +120,7 @@ type limitedStore struct {
 	max int
 }
 
-func (s limitedStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s limitedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if len(rec.Data) > s.max {
 		return fmt.Errorf("%d bytes: %w", len(rec.Data), lambdakit.ErrResultNotStorable)
 	}
@@ -154,25 +154,44 @@ func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
 // and Complete, as happens when a handler outlives its lease.
 type stealingStore struct{ *lambdakittest.MemoryStore }
 
-func (s stealingStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s stealingStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	rec.Lease = "thief"
 	if err := s.MemoryStore.Release(ctx, rec.ID, rec.Lease); err != nil && !errors.Is(err, lambdakit.ErrLeaseLost) {
 		return err
 	}
-	return s.MemoryStore.Complete(ctx, lambdakit.Record{ID: rec.ID, Lease: "not-the-owner"})
+	return s.MemoryStore.Complete(ctx, lambdakit.IdempotencyRecord{ID: rec.ID, Lease: "not-the-owner"})
 }
 
-func TestIdempotentLostLeaseFailsAndLogs(t *testing.T) {
+// A lost lease is one record failure, logged once: the batch's failure line
+// carries the LeaseLost metric, and the middleware logs nothing of its own.
+func TestIdempotentLostLeaseFailsAndLogsOnce(t *testing.T) {
 	var logs lambdakittest.LogBuffer
-	h := lambdakit.Idempotent(stealingStore{&lambdakittest.MemoryStore{}}, lambdakit.KeyFromField("payment_id"),
-		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.Logger() })(charger(&effects{}))
-	_, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 1)))
-	if !errors.Is(err, lambdakit.ErrLeaseLost) {
-		t.Fatalf("got %v; want ErrLeaseLost", err)
+	idem := lambdakit.Idempotent(stealingStore{&lambdakittest.MemoryStore{}}, lambdakit.KeyFromField("payment_id"),
+		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.Logger(); o.Prefix = "pay" })
+	var got error
+	record := lambdakit.Middleware(func(next lambdakit.Handler) lambdakit.Handler {
+		return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			out, err := next.Handle(ctx, msg)
+			got = err
+			return out, err
+		})
+	})
+	batch := lambdakit.Batch(lambdakit.Chain(charger(&effects{}), record, idem), func(o *lambdakit.BatchOptions) {
+		o.Logger = logs.Logger()
+		o.AllowAllFailed = true
+	})
+	msg := lambdakittest.Message(paymentBody("p1", 1))
+	resp, err := batch(t.Context(), lambdakittest.Event(msg))
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != msg.MessageId {
+		t.Fatalf("got %+v, %v; want the record reported failed", resp, err)
+	}
+	lost := (*lambdakit.LeaseLostError)(nil)
+	if !errors.As(got, &lost) || !errors.Is(got, lambdakit.ErrLeaseLost) || lost.Op != "complete" || lost.Prefix != "pay" {
+		t.Fatalf("got handler error %#v; want a *LeaseLostError on complete wrapping ErrLeaseLost", got)
 	}
 	lines := logs.Lines(t)
-	if len(lines) != 1 || lines[0]["msg"] != "idempotency: lease lost" || lines[0]["level"] != "ERROR" {
-		t.Fatalf("got log lines %v; want one ERROR line about the lost lease", lines)
+	if len(lines) != 1 || lines[0]["msg"] != "record failed" || lines[0]["level"] != "ERROR" || lines[0]["messageId"] != msg.MessageId {
+		t.Fatalf("got log lines %v; want exactly one ERROR line, the record's failure", lines)
 	}
 	// The line is a CloudWatch metric in the Embedded Metric Format.
 	emf, _ := json.Marshal(lines[0]["_aws"])
@@ -185,8 +204,51 @@ func TestIdempotentLostLeaseFailsAndLogs(t *testing.T) {
 	}
 	if err := json.Unmarshal(emf, &metric); err != nil || len(metric.CloudWatchMetrics) != 1 ||
 		metric.CloudWatchMetrics[0].Namespace != "lambdakit" || metric.CloudWatchMetrics[0].Metrics[0].Name != "LeaseLost" ||
-		lines[0]["LeaseLost"] != float64(1) || lines[0]["prefix"] == nil {
+		lines[0]["LeaseLost"] != float64(1) || lines[0]["prefix"] != "pay" {
 		t.Errorf("got _aws %s and line %v; want an EMF LeaseLost count by prefix", emf, lines[0])
+	}
+}
+
+// A record that waited in this container for one whose lease was lost
+// fails too, with the same error; the lost lease is counted once.
+func TestIdempotentLostLeaseIsCountedOncePerLease(t *testing.T) {
+	var logs lambdakittest.LogBuffer
+	idem := lambdakit.Idempotent(stealingStore{&lambdakittest.MemoryStore{}}, lambdakit.KeyFromField("payment_id"),
+		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.Logger() })
+	entered := make(chan struct{}, 2)
+	enter := lambdakit.Middleware(func(next lambdakit.Handler) lambdakit.Handler {
+		return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			entered <- struct{}{}
+			return next.Handle(ctx, msg)
+		})
+	})
+	// The first record's handler waits until both records have entered
+	// the middleware, so that the second waits on the first.
+	slow := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		for range 2 {
+			select {
+			case <-entered:
+			case <-time.After(5 * time.Second):
+				return nil, errors.New("the records did not both start")
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // for the second to reach the wait
+		return nil, nil
+	})
+	batch := lambdakit.Batch(lambdakit.Chain(slow, enter, idem), func(o *lambdakit.BatchOptions) { o.Logger = logs.Logger() })
+	msgs := []events.SQSMessage{lambdakittest.Message(paymentBody("p1", 1)), lambdakittest.Message(paymentBody("p1", 1))}
+	resp, _ := batch(t.Context(), lambdakittest.Event(msgs...))
+	if len(resp.BatchItemFailures) != 2 {
+		t.Fatalf("got %+v; want both records failed", resp)
+	}
+	metrics := 0
+	for _, l := range logs.Lines(t) {
+		if l["LeaseLost"] != nil {
+			metrics++
+		}
+	}
+	if metrics != 1 {
+		t.Errorf("got %d lines with the LeaseLost metric; want 1:\n%s", metrics, logs.String())
 	}
 }
 
@@ -281,9 +343,9 @@ func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
 // through but whose answer was lost, so that it asked again.
 type retryingStore struct{ *lambdakittest.MemoryStore }
 
-func (s retryingStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s retryingStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	if _, _, err := s.MemoryStore.Acquire(ctx, rec, now); err != nil {
-		return lambdakit.Record{}, false, err
+		return lambdakit.IdempotencyRecord{}, false, err
 	}
 	return s.MemoryStore.Acquire(ctx, rec, now)
 }
@@ -310,7 +372,7 @@ type panickyStore struct {
 	calls atomic.Int32
 }
 
-func (s *panickyStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s *panickyStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	if s.calls.Add(1) == 1 {
 		panic("store exploded")
 	}
@@ -349,11 +411,11 @@ func TestIdempotentStorePanicFailsTheRecordOnly(t *testing.T) {
 // the put's answer is lost on every attempt.
 type lostAnswerStore struct{ *lambdakittest.MemoryStore }
 
-func (s lostAnswerStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s lostAnswerStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	if _, _, err := s.MemoryStore.Acquire(ctx, rec, now); err != nil {
-		return lambdakit.Record{}, false, err
+		return lambdakit.IdempotencyRecord{}, false, err
 	}
-	return lambdakit.Record{}, false, errors.New("answer lost")
+	return lambdakit.IdempotencyRecord{}, false, errors.New("answer lost")
 }
 
 func TestIdempotentFailedAcquireFreesItsOwnLock(t *testing.T) {

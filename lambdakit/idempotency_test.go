@@ -31,6 +31,16 @@ func (e *effects) add(key string) {
 	e.calls[key]++
 }
 
+func (e *effects) total() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, c := range e.calls {
+		n += c
+	}
+	return n
+}
+
 func (e *effects) count(key string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -364,7 +374,7 @@ func TestIdempotentInProgressElsewhereFailsUntilLeaseEnds(t *testing.T) {
 	deadline := now.Add(time.Minute)
 	// Another invocation took the key and crashed: its record stays in
 	// progress until its invocation deadline.
-	crashed := lambdakit.Record{
+	crashed := lambdakit.IdempotencyRecord{
 		ID: recordID("payments", "p1"), Status: lambdakit.StatusInProgress,
 		Expiration: now.Add(time.Hour), InProgressExpiration: deadline, Lease: "crashed",
 	}
@@ -413,7 +423,11 @@ func TestIdempotentRecordSchema(t *testing.T) {
 	if !rec.Expiration.Equal(now.Add(24*time.Hour)) || !rec.InProgressExpiration.Equal(now.Add(30*time.Second)) {
 		t.Errorf("got expiration %v, lease end %v; want now+TTL and the deadline", rec.Expiration, rec.InProgressExpiration)
 	}
-	sum := sha256.Sum256([]byte(msg.Body))
+	payload, err := lambdakit.PayloadBody(&msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(payload))
 	if rec.Status != lambdakit.StatusCompleted || string(rec.Data) != `"ch_p1"` || rec.Validation != hex.EncodeToString(sum[:]) || rec.Lease == "" {
 		t.Errorf("got %+v; want completed with data, body hash and lease", rec)
 	}

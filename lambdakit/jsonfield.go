@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 var (
@@ -12,9 +13,12 @@ var (
 	errNoField = errors.New("field not found")
 	// errInvalidJSON means the document is not one valid JSON value.
 	errInvalidJSON = errors.New("not valid JSON")
-	// errAmbiguousField means the object has a member whose name differs
-	// from the field's only in case.
-	errAmbiguousField = errors.New("another member has the same name in other case")
+	// errAmbiguousField means the object names the field more than once,
+	// or has a member whose name differs from the field's only in case.
+	errAmbiguousField = errors.New("the field is named more than once, or again in other case")
+	// errNotObject means the path leads through a value that is not an
+	// object (or null), so it cannot hold the field.
+	errNotObject = errors.New("not an object")
 )
 
 // maxDepth is how deeply arrays and objects may nest, as in encoding/json.
@@ -32,7 +36,10 @@ const maxDepth = 10000
 // handler processes another.
 func jsonField(body []byte, path []string) ([]byte, error) {
 	v := body
-	for _, name := range path {
+	for i, name := range path {
+		if i > 0 && string(v) == "null" {
+			return nil, errNoField // a null parent holds no field
+		}
 		var err error
 		if v, err = member(v, name); err != nil {
 			return nil, err
@@ -50,8 +57,9 @@ func member(doc []byte, name string) ([]byte, error) {
 	s := scanner{b: doc}
 	s.space()
 	look := lookup{name: name}
+	object := s.peek() == '{'
 	var ok bool
-	if s.peek() == '{' {
+	if object {
 		ok = s.object(&look)
 	} else {
 		ok = s.value()
@@ -60,6 +68,8 @@ func member(doc []byte, name string) ([]byte, error) {
 	switch {
 	case !ok || s.i != len(s.b):
 		return nil, errInvalidJSON
+	case !object:
+		return nil, errNotObject
 	case look.variant:
 		return nil, errAmbiguousField
 	case look.found == nil:
@@ -69,8 +79,8 @@ func member(doc []byte, name string) ([]byte, error) {
 }
 
 // lookup is what object looks for in the members of an object: the raw value
-// of the last member called name, and whether a member's name differs from
-// name only in case.
+// of the member called name, and whether the object is ambiguous about it
+// (the name twice, or a name that differs from it only in case).
 type lookup struct {
 	name    string
 	found   []byte
@@ -151,6 +161,11 @@ func (s *scanner) object(look *lookup) bool {
 		if look != nil {
 			switch exact, folded := keyMatches(key, look.name); {
 			case exact:
+				// encoding/json decodes a repeated member in turn into
+				// a struct: a later null keeps the earlier value, a
+				// later object merges into it. Which value the handler
+				// sees is not the last one's alone: ambiguous.
+				look.variant = look.variant || look.found != nil
 				look.found = s.b[vstart:s.i]
 			case folded:
 				look.variant = true
@@ -334,15 +349,19 @@ func asciiEqualFold(b []byte, s string) bool {
 }
 
 // scalarString turns a raw JSON scalar into the string a key is made of:
-// strings unquoted, numbers and booleans as written. Objects and arrays are
-// not keys.
+// strings unquoted, numbers in their canonical spelling (so 1, 1.0 and 1e0
+// are one key; see appendCanonicalNumber), booleans as written. Objects and
+// arrays are not keys.
 func scalarString(raw []byte) (string, error) {
 	switch {
 	case len(raw) == 0:
 		return "", errNoField
 	case raw[0] == '"':
+		// As encoding/json decodes it: without escapes and valid
+		// UTF-8, as it is; otherwise escapes resolved and invalid bytes
+		// turned into U+FFFD, so that a key is what a handler sees.
 		inner := raw[1 : len(raw)-1]
-		if bytes.IndexByte(inner, '\\') < 0 {
+		if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 			return string(inner), nil
 		}
 		var s string
@@ -352,6 +371,9 @@ func scalarString(raw []byte) (string, error) {
 		return s, nil
 	case raw[0] == '{' || raw[0] == '[':
 		return "", errors.New("value is an object or array, not a scalar")
+	case raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9':
+		n, err := appendCanonicalNumber(nil, raw)
+		return string(n), err
 	default:
 		return string(raw), nil
 	}

@@ -21,12 +21,19 @@ type KeyFunc func(msg *events.SQSMessage) (string, error)
 
 // KeyFromField returns a KeyFunc that reads the field at path in the JSON
 // body: a field name, or dot-separated names for nested objects
-// ("order.id"). String values are used as they are; numbers and booleans as
-// written in the body. A missing, null or empty field means no key, and so
-// does a body that also carries the field's name in other case
-// ("PAYMENT_ID" beside "payment_id"): encoding/json would decode that one
-// into a struct, so the key could name another payment than the handler
-// processes.
+// ("order.id"). String values are used as they are (escapes decoded);
+// booleans as written; numbers by value, in one canonical spelling, so
+// 1, 1.0, 1e0 and 10e-1 are the same key "1" (and 1500 and 1.5e3 the same
+// key "1500"). A string and a number that read alike are one key too:
+// "1" and 1.
+//
+// A missing, null or empty field means no key (ErrNoKey). A key that
+// cannot be read safely is ErrInvalidKey: a body that is not one valid
+// JSON object, a path through a value that is not an object, a value that
+// is an object or an array, or a body that also carries the field's name
+// in other case ("PAYMENT_ID" beside "payment_id"), which encoding/json
+// would decode into a struct, so the key could name another payment than
+// the handler processes.
 func KeyFromField(path string) KeyFunc {
 	p := splitPath(path)
 	return func(msg *events.SQSMessage) (string, error) {
@@ -105,37 +112,56 @@ func KeyFromMessageID() KeyFunc {
 // ErrPayloadMismatch instead of being treated as a duplicate.
 type PayloadFunc func(msg *events.SQSMessage) (string, error)
 
-// PayloadBody is the default PayloadFunc: the whole body, byte for byte.
+// PayloadBody is the default PayloadFunc: the whole body's JSON value, so
+// that the same payment re-sent by another JSON encoder (other escapes,
+// spacing, member order or number spelling) is the same payload. A body
+// that is not JSON is compared byte for byte.
 func PayloadBody(msg *events.SQSMessage) (string, error) {
-	return msg.Body, nil
+	return payloadOf(bytesOf(msg.Body))
+}
+
+// payloadOf is what PayloadBody and Idempotency.Do compare: b's canonical
+// JSON value, or b itself, marked as raw, when it is not JSON.
+func payloadOf(b []byte) (string, error) {
+	canon, ok, err := canonicalJSON(b)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("lambdakit: payload: %w", err)
+	case !ok:
+		return "r" + string(b), nil // 'r' never starts a canonical value
+	}
+	return stringOf(canon), nil
 }
 
 // PayloadFields returns a PayloadFunc over chosen body fields only, for
 // bodies that carry fields which may differ between retries (timestamps,
-// trace IDs). A missing field counts as null.
+// trace IDs). Values are compared as PayloadBody compares bodies; a
+// missing field counts as null.
 func PayloadFields(paths ...string) PayloadFunc {
 	split := make([][]string, len(paths))
 	for i, path := range paths {
 		split[i] = splitPath(path)
 	}
 	return func(msg *events.SQSMessage) (string, error) {
-		var out strings.Builder
+		var out []byte
 		for i, p := range split {
 			v, err := jsonField(bytesOf(msg.Body), p)
 			switch {
-			case errors.Is(err, errInvalidJSON):
-				return "", fmt.Errorf("lambdakit: payload fields: body is not valid JSON")
+			case errors.Is(err, errInvalidJSON), errors.Is(err, errNotObject):
+				return "", fmt.Errorf("lambdakit: payload field %q: body is not a valid JSON object", paths[i])
 			case errors.Is(err, errAmbiguousField):
 				return "", fmt.Errorf("lambdakit: payload field %q is ambiguous: %v", paths[i], err)
 			case err != nil:
 				v = []byte("null")
 			}
-			out.WriteString(paths[i])
-			out.WriteByte('=')
-			out.Write(v)
-			out.WriteByte('\n')
+			out = appendString(out, paths[i])
+			canon, _, err := canonicalJSON(v)
+			if err != nil {
+				return "", fmt.Errorf("lambdakit: payload field %q: %w", paths[i], err)
+			}
+			out = append(out, canon...)
 		}
-		return out.String(), nil
+		return string(out), nil
 	}
 }
 
@@ -148,15 +174,17 @@ func fieldString(msg *events.SQSMessage, path string, p []string) (string, error
 	raw, err := jsonField(bytesOf(msg.Body), p)
 	switch {
 	case errors.Is(err, errInvalidJSON):
-		return "", fmt.Errorf("%w: body is not valid JSON", ErrNoKey)
+		return "", fmt.Errorf("%w: body is not valid JSON", ErrInvalidKey)
+	case errors.Is(err, errNotObject):
+		return "", fmt.Errorf("%w: field %q: the body or a parent is not an object", ErrInvalidKey, path)
 	case errors.Is(err, errAmbiguousField):
-		return "", fmt.Errorf("%w: field %q is ambiguous: %v", ErrNoKey, path, err)
+		return "", fmt.Errorf("%w: field %q is ambiguous: %v", ErrInvalidKey, path, err)
 	case err != nil:
 		return "", fmt.Errorf("%w: field %q missing or null", ErrNoKey, path)
 	}
 	s, err := scalarString(raw)
 	if err != nil {
-		return "", fmt.Errorf("%w: field %q: %v", ErrNoKey, path, err)
+		return "", fmt.Errorf("%w: field %q: %v", ErrInvalidKey, path, err)
 	}
 	if s == "" {
 		return "", fmt.Errorf("%w: field %q is empty", ErrNoKey, path)

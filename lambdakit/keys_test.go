@@ -3,6 +3,7 @@ package lambdakit_test
 import (
 	"encoding/json"
 	"errors"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,7 +48,10 @@ func TestKeyFromFieldFindsScalars(t *testing.T) {
 		{"nested field", "order.id", `{"order":{"id":"o-7","lines":[1,2]},"id":"outer"}`, "o-7"},
 		{"deeply nested", "a.b.c", `{"a":{"x":{"c":"no"},"b":{"c":"yes"}}}`, "yes"},
 		{"integer as written", "n", `{"n":42}`, "42"},
-		{"negative float with exponent as written", "n", `{"n":-1.50e+3}`, "-1.50e+3"},
+		{"negative float with exponent by value", "n", `{"n":-1.50e+3}`, "-1500"},
+		{"fraction by value", "n", `{"n":2.50}`, "2.5"},
+		{"small fraction by value", "n", `{"n":25e-8}`, "2.5e-7"},
+		{"zero with sign and exponent", "n", `{"n":-0.0e5}`, "0"},
 		{"big number not rounded", "n", `{"n":12345678901234567890123}`, "12345678901234567890123"},
 		{"true", "b", `{"b":true}`, "true"},
 		{"false", "b", `{"b":false}`, "false"},
@@ -68,9 +72,6 @@ func TestKeyFromFieldFindsScalars(t *testing.T) {
 		{"same name nested earlier is not the top-level field", "id", `{"x":{"id":"inner"},"id":"outer"}`, "outer"},
 		{"prefix of a longer key does not match", "id", `{"idx":"no","id":"yes"}`, "yes"},
 		{"empty object before", "id", `{"e":{},"a":[],"id":"z"}`, "z"},
-		// encoding/json (and so Typed handlers) take the last of duplicate
-		// names: the key must name the same value the handler works on.
-		{"duplicate name: last wins like encoding/json", "id", `{"id":"first","id":"last"}`, "last"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,29 +87,54 @@ func TestKeyFromFieldReportsNoKey(t *testing.T) {
 		{"missing", "payment_id", `{"amount":10}`},
 		{"missing nested", "order.id", `{"order":{"ref":"r"}}`},
 		{"parent missing", "order.id", `{"id":"top"}`},
-		{"parent is a string", "order.id", `{"order":"{\"id\":\"x\"}"}`},
-		{"parent is an array", "order.id", `{"order":[{"id":"x"}]}`},
 		{"parent is null", "order.id", `{"order":null}`},
 		{"null", "payment_id", `{"payment_id":null}`},
 		{"null with spaces", "payment_id", `{"payment_id" : null }`},
 		{"empty string", "payment_id", `{"payment_id":""}`},
-		{"object value", "payment_id", `{"payment_id":{"v":"x"}}`},
-		{"array value", "payment_id", `{"payment_id":["x"]}`},
 		{"empty object", "payment_id", `{}`},
-		{"not JSON", "payment_id", `payment_id=p-1`},
-		{"truncated JSON", "payment_id", `{"payment_id":"p-1"`},
-		{"trailing garbage", "payment_id", `{"payment_id":"p-1"} x`},
-		{"empty body", "payment_id", ``},
-		{"top-level array", "payment_id", `[{"payment_id":"p-1"}]`},
-		{"top-level string", "payment_id", `"payment_id"`},
-		{"top-level number", "payment_id", `42`},
 		{"name only inside a string", "payment_id", `{"note":"\"payment_id\":\"p-1\""}`},
-		{"name differs in case", "payment_id", `{"Payment_ID":"p-1"}`},
-		{"duplicate name, last is null", "id", `{"id":"first","id":null}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			wantNoKey(t, lambdakit.KeyFromField(tc.path), tc.body)
+		})
+	}
+}
+
+// A key that cannot be read safely is not "no key": it is ErrInvalidKey,
+// which fails the record even with ProcessWithoutKey.
+func TestKeyFromFieldReportsInvalidKey(t *testing.T) {
+	cases := []struct {
+		name, path, body string
+	}{
+		{"parent is a string", "order.id", `{"order":"{\"id\":\"x\"}"}`},
+		{"parent is an array", "order.id", `{"order":[{"id":"x"}]}`},
+		{"object value", "payment_id", `{"payment_id":{"v":"x"}}`},
+		{"array value", "payment_id", `{"payment_id":["x"]}`},
+		{"not JSON", "payment_id", `payment_id=p-1`},
+		{"truncated JSON", "payment_id", `{"payment_id":"p-1"`},
+		{"trailing garbage", "payment_id", `{"payment_id":"p-1"} x`},
+		{"a second object after the first", "payment_id", `{"payment_id":"p-1"}{"payment_id":"p-2"}`},
+		{"empty body", "payment_id", ``},
+		{"top-level array", "payment_id", `[{"payment_id":"p-1"}]`},
+		{"top-level string", "payment_id", `"payment_id"`},
+		{"top-level number", "payment_id", `42`},
+		{"name differs in case", "payment_id", `{"Payment_ID":"p-1"}`},
+		{"name named again in other case", "payment_id", `{"payment_id":"p-1","PAYMENT_ID":"p-2"}`},
+		{"exponent out of range", "n", `{"n":1e99999999999}`},
+		// A struct decodes a repeated member in turn: a later null keeps
+		// the earlier value, a later object merges into it. The key could
+		// differ from what the handler sees.
+		{"name repeated", "id", `{"id":"first","id":"last"}`},
+		{"name repeated, last null", "id", `{"id":"first","id":null}`},
+		{"parent repeated", "order.id", `{"order":{"id":"o1"},"order":{}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := keyOf(t, lambdakit.KeyFromField(tc.path), tc.body)
+			if !errors.Is(err, lambdakit.ErrInvalidKey) || errors.Is(err, lambdakit.ErrNoKey) || got != "" {
+				t.Errorf("key of %s: got %q, %v; want \"\", ErrInvalidKey", tc.body, got, err)
+			}
 		})
 	}
 }
@@ -151,8 +177,10 @@ func TestKeyFromFieldsJoinsPrefixAndValues(t *testing.T) {
 	t.Run("an empty field means no key", func(t *testing.T) {
 		wantNoKey(t, fn, `{"aggregate_id":"","meta":{"message_id":"b"}}`)
 	})
-	t.Run("not JSON means no key", func(t *testing.T) {
-		wantNoKey(t, fn, `Order:a:b`)
+	t.Run("not JSON is an invalid key", func(t *testing.T) {
+		if _, err := keyOf(t, fn, `Order:a:b`); !errors.Is(err, lambdakit.ErrInvalidKey) {
+			t.Errorf("got %v; want ErrInvalidKey", err)
+		}
 	})
 }
 
@@ -357,37 +385,63 @@ func FuzzKeyFromField(f *testing.F) {
 		dec.UseNumber()
 		var m map[string]any
 		if err := dec.Decode(&m); err != nil || dec.More() || m == nil || !json.Valid([]byte(body)) {
-			if errTop == nil || errNested == nil {
-				t.Fatalf("body %q is not a JSON object: got keys %q, %v and %q, %v; want ErrNoKey", body, gotTop, errTop, gotNested, errNested)
+			if !errors.Is(errTop, lambdakit.ErrInvalidKey) || !errors.Is(errNested, lambdakit.ErrInvalidKey) {
+				t.Fatalf("body %q is not a JSON object: got keys %q, %v and %q, %v; want ErrInvalidKey", body, gotTop, errTop, gotNested, errNested)
 			}
 			return
 		}
-		// A member named like the field but for case makes it ambiguous:
-		// no key (see KeyFromField).
-		wantTop, okTop := keyFromDecoded(m["a"])
-		okTop = okTop && !hasCaseVariant(m, "a")
-		checkFuzzKey(t, body, "a", gotTop, errTop, wantTop, okTop)
-		var wantNested string
-		var okNested bool
-		if inner, ok := m["a"].(map[string]any); ok && !hasCaseVariant(m, "a") {
-			wantNested, okNested = keyFromDecoded(inner["b"])
-			okNested = okNested && !hasCaseVariant(inner, "b")
+		// A member named twice is invisible to map decoding, but makes
+		// the key ambiguous (a struct decodes each repeat in turn): such a
+		// body may have an invalid key, or the key found otherwise.
+		if repeatsNames(t, body) && errors.Is(errTop, lambdakit.ErrInvalidKey) {
+			return
 		}
-		checkFuzzKey(t, body, "a.b", gotNested, errNested, wantNested, okNested)
+		// A member named like the field but for case makes it ambiguous:
+		// an invalid key (see KeyFromField).
+		checkFuzzKey(t, body, "a", gotTop, errTop, fuzzWant(m, "a"))
+		var nested expected
+		switch inner := m["a"].(type) {
+		case nil: // no parent: no key
+		case map[string]any:
+			nested = fuzzWant(inner, "b")
+		default: // a parent that is not an object
+			nested.invalid = true
+		}
+		if hasCaseVariant(m, "a") {
+			nested = expected{invalid: true}
+		}
+		if repeatsNames(t, body) && errors.Is(errNested, lambdakit.ErrInvalidKey) {
+			return
+		}
+		checkFuzzKey(t, body, "a.b", gotNested, errNested, nested)
 	})
 }
 
-// keyFromDecoded is the key a decoded JSON value makes, if any.
-func keyFromDecoded(v any) (string, bool) {
-	switch v := v.(type) {
+// expected is what KeyFromField should make of a decoded value: a key, no
+// key, or an invalid key. A number key is compared by value.
+type expected struct {
+	key     string
+	number  bool
+	ok      bool
+	invalid bool
+}
+
+// fuzzWant is what KeyFromField(name) should find in the decoded object m.
+func fuzzWant(m map[string]any, name string) expected {
+	if hasCaseVariant(m, name) {
+		return expected{invalid: true}
+	}
+	switch v := m[name].(type) {
 	case string:
-		return v, v != ""
+		return expected{key: v, ok: v != ""}
 	case json.Number:
-		return string(v), true
+		return expected{key: string(v), number: true, ok: true}
 	case bool:
-		return strconv.FormatBool(v), true
-	default: // missing, null, object, array
-		return "", false
+		return expected{key: strconv.FormatBool(v), ok: true}
+	case nil: // missing or null
+		return expected{}
+	default: // object or array
+		return expected{invalid: true}
 	}
 }
 
@@ -400,14 +454,51 @@ func hasCaseVariant(m map[string]any, name string) bool {
 	return false
 }
 
-func checkFuzzKey(tb testing.TB, body, path, got string, err error, want string, ok bool) {
+func checkFuzzKey(tb testing.TB, body, path, got string, err error, want expected) {
 	tb.Helper()
 	switch {
-	case ok && (err != nil || got != want):
-		tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want %q (as encoding/json decodes it)", path, body, got, err, want)
-	case !ok && !errors.Is(err, lambdakit.ErrNoKey):
+	case want.ok && want.number && exponentBeyondBillion(want.key):
+		// Refused rather than expanded (see appendCanonicalNumber).
+		if !errors.Is(err, lambdakit.ErrInvalidKey) {
+			tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want ErrInvalidKey for an exponent beyond a billion", path, body, got, err)
+		}
+	case want.ok && want.number:
+		if err != nil || !sameNumber(got, want.key) {
+			tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want the number %s by value", path, body, got, err, want.key)
+		}
+	case want.ok && (err != nil || got != want.key):
+		tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want %q (as encoding/json decodes it)", path, body, got, err, want.key)
+	case want.invalid && !errors.Is(err, lambdakit.ErrInvalidKey):
+		tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want ErrInvalidKey", path, body, got, err)
+	case !want.ok && !want.invalid && !errors.Is(err, lambdakit.ErrNoKey):
 		tb.Fatalf("KeyFromField(%q) of %q: got %q, %v; want ErrNoKey", path, body, got, err)
 	}
+}
+
+// exponentBeyondBillion reports whether the JSON number n has an exponent
+// whose magnitude is over a billion.
+func exponentBeyondBillion(n string) bool {
+	i := strings.IndexAny(n, "eE")
+	if i < 0 {
+		return false
+	}
+	e, ok := new(big.Int).SetString(strings.TrimPrefix(n[i+1:], "+"), 10)
+	return ok && e.CmpAbs(big.NewInt(1e9)) > 0
+}
+
+// sameNumber reports whether a and b spell the same number, exactly. Numbers
+// with an exponent beyond ±1000 are too costly to expand, and not checked.
+func sameNumber(a, b string) bool {
+	for _, n := range []string{a, b} {
+		if i := strings.IndexAny(n, "eE"); i >= 0 {
+			if e, err := strconv.Atoi(n[i+1:]); err != nil || e > 1000 || e < -1000 {
+				return true
+			}
+		}
+	}
+	ra, oka := new(big.Rat).SetString(a)
+	rb, okb := new(big.Rat).SetString(b)
+	return oka && okb && ra.Cmp(rb) == 0
 }
 
 // The key functions validate the whole body in the same pass that finds the
@@ -434,8 +525,8 @@ func TestKeyFromFieldAgreesWithJSONValid(t *testing.T) {
 		switch {
 		case valid && (err != nil || got != "k"):
 			t.Errorf("%s: valid JSON; got %q, %v; want key k", name, got, err)
-		case !valid && !errors.Is(err, lambdakit.ErrNoKey):
-			t.Errorf("%s: not valid JSON; got %q, %v; want ErrNoKey", name, got, err)
+		case !valid && !errors.Is(err, lambdakit.ErrInvalidKey):
+			t.Errorf("%s: not valid JSON; got %q, %v; want ErrInvalidKey", name, got, err)
 		}
 	}
 }
@@ -460,8 +551,8 @@ func TestKeyFromFieldRefusesNamesThatDifferOnlyInCase(t *testing.T) {
 			}
 			msg := lambdakittest.Message(body)
 			got, err := lambdakit.KeyFromField(path)(&msg)
-			if !errors.Is(err, lambdakit.ErrNoKey) {
-				t.Errorf("got %q, %v; want ErrNoKey: the decoders disagree on which member counts", got, err)
+			if !errors.Is(err, lambdakit.ErrInvalidKey) {
+				t.Errorf("got %q, %v; want ErrInvalidKey: the decoders disagree on which member counts", got, err)
 			}
 			if _, err := lambdakit.PayloadFields(path)(&msg); err == nil {
 				t.Error("PayloadFields: got nil error; want the ambiguity refused")

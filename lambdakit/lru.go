@@ -1,6 +1,7 @@
 package lambdakit
 
 import (
+	"bytes"
 	"container/list"
 	"sync"
 	"time"
@@ -11,7 +12,7 @@ import (
 type lru struct {
 	mu    sync.Mutex
 	size  int
-	order *list.List // front: most recently used; values are Record
+	order *list.List // front: most recently used; values are IdempotencyRecord
 	items map[string]*list.Element
 }
 
@@ -23,31 +24,32 @@ func newLRU(size int) *lru {
 }
 
 // get returns the completed record id if it is cached and has not expired.
-func (c *lru) get(id string, now time.Time) (Record, bool) {
+func (c *lru) get(id string, now time.Time) (IdempotencyRecord, bool) {
 	if c == nil {
-		return Record{}, false
+		return IdempotencyRecord{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.items[id]
 	if !ok {
-		return Record{}, false
+		return IdempotencyRecord{}, false
 	}
-	rec := e.Value.(Record)
+	rec := e.Value.(IdempotencyRecord)
 	if !rec.Live(now) {
 		c.order.Remove(e)
 		delete(c.items, id)
-		return Record{}, false
+		return IdempotencyRecord{}, false
 	}
 	c.order.MoveToFront(e)
 	return rec, true
 }
 
-func (c *lru) put(rec Record) {
+func (c *lru) put(rec IdempotencyRecord) {
 	if c == nil || rec.Status != StatusCompleted {
 		return
 	}
 	rec.Staged = nil
+	rec.Data = bytes.Clone(rec.Data) // the cache's own copy; see replay
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[rec.ID]; ok {
@@ -59,6 +61,6 @@ func (c *lru) put(rec Record) {
 	if c.order.Len() > c.size {
 		last := c.order.Back()
 		c.order.Remove(last)
-		delete(c.items, last.Value.(Record).ID)
+		delete(c.items, last.Value.(IdempotencyRecord).ID)
 	}
 }

@@ -6,31 +6,32 @@ import (
 	"time"
 )
 
-// Status is the state of an idempotency record.
-type Status string
+// IdempotencyStatus is the state of an idempotency record.
+type IdempotencyStatus string
 
 // The two states a live idempotency record can be in. The names match the
 // Powertools idempotency tables, so one table can serve several runtimes.
 const (
-	StatusInProgress Status = "INPROGRESS"
-	StatusCompleted  Status = "COMPLETED"
+	StatusInProgress IdempotencyStatus = "INPROGRESS"
+	StatusCompleted  IdempotencyStatus = "COMPLETED"
 )
 
-// Record is one idempotency record: the lock while a handler runs, and the
-// cached outcome after it completed.
-type Record struct {
+// IdempotencyRecord is one stored idempotency record: the lock while a
+// handler runs, and the cached outcome after it completed. (Not an SQS
+// record: those are events.SQSMessage.)
+type IdempotencyRecord struct {
 	// ID is the store key: "<prefix>#<sha256 hex of the idempotency key>".
 	ID string
 	// Status is StatusInProgress while the owner runs the handler, then
 	// StatusCompleted.
-	Status Status
+	Status IdempotencyStatus
 	// Expiration is when the record stops counting, whatever its status.
-	// Stores keep it truncated to whole seconds (the DynamoDB TTL
-	// attribute).
+	// Stores keep it rounded up to the whole second (the DynamoDB TTL
+	// attribute is in seconds); see Rounded.
 	Expiration time.Time
 	// InProgressExpiration is when an in-progress record's lease ends: the
 	// owner's invocation deadline. After it another owner may take over.
-	// Stores keep it truncated to milliseconds.
+	// Stores keep it rounded up to the millisecond; see Rounded.
 	InProgressExpiration time.Time
 	// Validation is a hash of the payload, empty when validation is off.
 	Validation string
@@ -45,9 +46,33 @@ type Record struct {
 	Staged []any
 }
 
+// Rounded returns r with its times at the precision stores keep:
+// Expiration rounded up to the whole second, InProgressExpiration up to the
+// whole millisecond. Up, never down: a store must not let a record stop
+// counting before the instant it was asked to keep it, and every store
+// must agree on that instant, to the millisecond. Stores apply Rounded to
+// what they are given; IdempotencyRecord.Live on a rounded record then says what every
+// store says.
+func (r IdempotencyRecord) Rounded() IdempotencyRecord {
+	r.Expiration = roundUp(r.Expiration, time.Second)
+	r.InProgressExpiration = roundUp(r.InProgressExpiration, time.Millisecond)
+	return r
+}
+
+func roundUp(t time.Time, unit time.Duration) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	down := t.Truncate(unit)
+	if down.Equal(t) {
+		return down
+	}
+	return down.Add(unit)
+}
+
 // Live reports whether r still counts at now: it has not expired, and if it
 // is in progress its lease has not ended.
-func (r Record) Live(now time.Time) bool {
+func (r IdempotencyRecord) Live(now time.Time) bool {
 	if !now.Before(r.Expiration) {
 		return false
 	}
@@ -59,18 +84,18 @@ func (r Record) Live(now time.Time) bool {
 // Implementations: dynamostore.Store, lambdakittest.MemoryStore.
 type Store interface {
 	// Acquire creates rec (status in progress) unless a live record (see
-	// Record.Live at now) holds rec.ID. A live record carrying rec.Lease
+	// IdempotencyRecord.Live at now) holds rec.ID. A live record carrying rec.Lease
 	// is the caller's own, from an earlier attempt of the same call whose
 	// answer was lost; callers treat it as acquired. It reports acquired=true, and a zero
-	// existing Record, when it created rec; otherwise it returns the live
+	// existing IdempotencyRecord, when it created rec; otherwise it returns the live
 	// record that holds the ID.
-	Acquire(ctx context.Context, rec Record, now time.Time) (existing Record, acquired bool, err error)
+	Acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, acquired bool, err error)
 	// Complete sets the record's status to StatusCompleted, its expiration
 	// to rec.Expiration and its result to rec.Data (none when nil), and
 	// commits rec.Staged with it, if and only if the stored record still
 	// carries rec.Lease. Otherwise it returns ErrLeaseLost and changes
 	// nothing.
-	Complete(ctx context.Context, rec Record) error
+	Complete(ctx context.Context, rec IdempotencyRecord) error
 	// Release deletes the record if it is still in progress under lease,
 	// so that a retry can run at once. A record that no longer exists
 	// counts as released (nil), so that a Release retried after a lost
@@ -82,6 +107,12 @@ type Store interface {
 var (
 	// ErrNoKey means no idempotency key could be derived from a message.
 	ErrNoKey = errors.New("lambdakit: no idempotency key in message")
+	// ErrInvalidKey means a message has a key that cannot be read safely:
+	// the body is not one valid JSON document, the key field is named again
+	// in other case, or its value is an object or an array. Such a message
+	// always fails, even with ProcessWithoutKey: running it without
+	// idempotency could repeat work that was done under its real key.
+	ErrInvalidKey = errors.New("lambdakit: idempotency key cannot be read safely")
 	// ErrPayloadMismatch means a key was reused with a different payload.
 	ErrPayloadMismatch = errors.New("lambdakit: idempotency key reused with a different payload")
 	// ErrInProgress means another owner holds the key's lease right now.
@@ -96,4 +127,8 @@ var (
 	// ErrStagingUnsupported means a store was handed staged writes it
 	// cannot commit atomically with the completion.
 	ErrStagingUnsupported = errors.New("lambdakit: store cannot commit these staged writes")
+	// ErrThrottled means the store's backend refused a request for lack of
+	// capacity, and the store's own retries did not get it through. The
+	// record fails, and comes back with its message.
+	ErrThrottled = errors.New("lambdakit: store request throttled")
 )

@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,16 +28,22 @@ import (
 const demoUsage = `Usage: lambdakit demo [flags] [EVENT_FILE...]
 
 Runs the payment function locally, without Docker, the way Lambda would:
-starts moto_server (DynamoDB on a loopback port) and a sandbox payment
-gateway, creates the tables as template.yaml declares them, and runs the
-bootstrap binary through a local Lambda Runtime API on a story of sample
+starts moto_server (DynamoDB and SQS on a loopback port) and a sandbox
+payment gateway, creates the tables as template.yaml declares them, and runs
+the bootstrap binary through a local Lambda Runtime API on a story of sample
 events: first delivery, redelivery, poison records, a declined card, a FIFO
-batch during a gateway outage and its redelivery, a payload mismatch. For every record it
-prints what happened (charged, declined, skipped as a duplicate, failed and
-why), then the charges the gateway saw and the ledger rows, and checks that
-no payment was charged twice. It stops everything it started.
+batch during a gateway outage and its redelivery, a payload mismatch. Last,
+it creates the template's FIFO queue and DLQ (timings scaled down), publishes
+events/payments-queue.jsonl with a duplicate and a poison message, and runs
+the event source mapping until the queue is empty, killing the function once
+after the gateway charged a payment. For every record it prints what
+happened (charged, declined, skipped as a duplicate, failed and why), then
+the charges the gateway saw, the ledger rows and where every published
+message went, and checks that no payment was charged twice. It stops
+everything it started.
 
-With EVENT_FILE arguments it runs those files, in order, instead of the story.
+With EVENT_FILE arguments it runs those files, in order, instead of the story
+(and without the queue).
 
 Flags:
 `
@@ -63,18 +69,14 @@ func story() []act {
 }
 
 func runDemo(ctx context.Context, std stdio, args []string) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	fs.Usage = func() { fmt.Fprint(std.stderr, demoUsage); fs.PrintDefaults() }
+	fs := newFlags("demo", demoUsage, "")
 	bootstrap := fs.String("bootstrap", "bin/bootstrap", "the function binary, built for this machine")
 	template := fs.String("template", "template.yaml", "the SAM template whose tables to create")
 	eventsDir := fs.String("events", "events", "the folder of the story's sample events")
 	verbose := fs.Bool("v", false, "also print the function's own log lines")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	rest, code, ok := fs.parse(std, args)
+	if !ok {
+		return code
 	}
 	acts := story()
 	for i := range acts {
@@ -82,11 +84,17 @@ func runDemo(ctx context.Context, std stdio, args []string) int {
 			acts[i].file = filepath.Join(*eventsDir, acts[i].file)
 		}
 	}
-	if fs.NArg() > 0 {
+	if len(rest) > 0 {
 		acts = nil
-		for _, f := range fs.Args() {
+		for _, f := range rest {
 			acts = append(acts, act{title: f, file: f})
 		}
+	}
+	// Everything the story reads is checked before anything starts, so
+	// that a typo costs a line, not a moto_server start.
+	if err := checkDemoInputs(*bootstrap, acts); err != nil {
+		fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
+		return exitUsage
 	}
 	d := &demo{out: std.stdout, verbose: *verbose}
 	defer d.stop()
@@ -106,10 +114,44 @@ func runDemo(ctx context.Context, std stdio, args []string) int {
 		}
 		previous = failed
 	}
-	if ok := d.summary(ctx); !ok {
+	var queue *queueOutcome
+	if fs.NArg() == 0 {
+		q, err := d.playQueue(ctx, len(acts)+1, *bootstrap, *template, filepath.Join(*eventsDir, queueFile), std.environ)
+		if err != nil {
+			fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
+			if ctx.Err() != nil {
+				return exitInterrupted
+			}
+			return exitFailed
+		}
+		queue = &q
+	}
+	if ok := d.summary(ctx, queue); !ok {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// checkDemoInputs makes sure the bootstrap exists and every act's event
+// file holds an SQS event.
+func checkDemoInputs(bootstrap string, acts []act) error {
+	if _, err := os.Stat(bootstrap); err != nil {
+		return fmt.Errorf("bootstrap: %w (build it with 'make build', or name it with -bootstrap)", err)
+	}
+	for _, a := range acts {
+		if a.file == "" {
+			continue
+		}
+		raw, err := os.ReadFile(a.file)
+		if err != nil {
+			return fmt.Errorf("event: %w", err)
+		}
+		var event events.SQSEvent
+		if err := json.Unmarshal(raw, &event); err != nil {
+			return fmt.Errorf("event %s: want an SQS event: %w", a.file, err)
+		}
+	}
+	return nil
 }
 
 type demo struct {
@@ -119,11 +161,63 @@ type demo struct {
 	*local
 	runner *runtimeapi.Runner
 	logs   lockedBuffer // the function's output for the current act
+
+	// The function's metrics lines (CloudWatch Embedded Metric Format,
+	// one per invocation), added up over the demo.
+	metrics     map[string]float64
+	invocations int
+}
+
+// tally adds up the counts of the metrics lines among lines.
+func (d *demo) tally(lines []map[string]any) {
+	for _, l := range lines {
+		aws, ok := l["_aws"].(map[string]any)
+		if !ok {
+			continue
+		}
+		d.invocations++
+		if d.metrics == nil {
+			d.metrics = map[string]float64{}
+		}
+		directives, _ := aws["CloudWatchMetrics"].([]any)
+		for _, dir := range directives {
+			defs, _ := dir.(map[string]any)["Metrics"].([]any)
+			for _, def := range defs {
+				m, _ := def.(map[string]any)
+				name, _ := m["Name"].(string)
+				if v, ok := l[name].(float64); ok && m["Unit"] == "Count" {
+					d.metrics[name] += v
+				}
+			}
+		}
+	}
+}
+
+// metricsSummary prints the metrics the function reported, added up.
+func (d *demo) metricsSummary() {
+	if d.invocations == 0 {
+		return
+	}
+	m := d.metrics
+	fmt.Fprintf(d.out, "   metrics (%d invocations' EMF lines, namespace lambdakit): %.0f records, %.0f succeeded, %.0f failed\n",
+		d.invocations, m["Records"], m["Succeeded"], m["Failed"])
+	var reasons []string
+	for name, v := range m {
+		if r, ok := strings.CutPrefix(name, "Failed"); ok && r != "" && v > 0 {
+			reasons = append(reasons, fmt.Sprintf("%s %.0f", r, v))
+		}
+	}
+	sort.Strings(reasons)
+	if len(reasons) > 0 {
+		fmt.Fprintf(d.out, "      failed by reason: %s\n", strings.Join(reasons, ", "))
+	}
+	fmt.Fprintf(d.out, "      duplicates skipped: %.0f found in the table, %.0f in the warm container's cache; %.0f results replayed\n",
+		m["DuplicatesFromStore"], m["DuplicatesFromCache"], m["Replayed"])
 }
 
 func (d *demo) start(ctx context.Context, bootstrap, template string, environ []string) error {
 	var err error
-	if d.local, err = startLocal(ctx, template, 0, 0); err != nil {
+	if d.local, err = startLocal(ctx, localConfig{template: template, listen: loopback}); err != nil {
 		return err
 	}
 	d.runner, err = runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
@@ -131,14 +225,14 @@ func (d *demo) start(ctx context.Context, bootstrap, template string, environ []
 		o.Timeout = 60 * time.Second // as template.yaml
 		o.MemoryMB = 256
 		o.LogFormat = "JSON"
-		o.Env = append(append([]string{}, environ...), d.functionEnv()...)
+		o.Env = append(append([]string{}, environ...), d.functionEnv(loopback)...)
 		o.Stdout = &d.logs
 		o.Stderr = &d.logs
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "moto_server (DynamoDB) on %s, sandbox gateway on %s\n", d.moto.URL, d.gatewayURL)
+	fmt.Fprintf(d.out, "moto_server (DynamoDB and SQS) on %s, sandbox gateway on %s\n", d.moto.URL, d.gatewayURL)
 	fmt.Fprintf(d.out, "tables from %s: IdempotencyTable -> %s, PaymentsTable -> %s\n",
 		template, localTables["IdempotencyTable"], localTables["PaymentsTable"])
 	return nil
@@ -192,7 +286,7 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 		if err := json.Unmarshal(res.Payload, &resp); err != nil {
 			return nil, fmt.Errorf("function response %s: %w", res.Payload, err)
 		}
-	case res.Error != nil && strings.HasPrefix(res.Error.Message, lambdakit.ErrAllFailed.Error()):
+	case res.Error != nil && res.Error.Type == reflect.TypeFor[lambdakit.AllFailedError]().Name(): // Lambda names errors by type
 		// Every record failed, so the function failed the invocation and
 		// the event source mapping backs off: the whole batch comes back.
 		for _, m := range event.Records {
@@ -212,6 +306,7 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
 	}
 	lines := parseLogLines(d.logs.String())
+	d.tally(lines)
 	var failed []events.SQSMessage
 	for _, m := range event.Records {
 		fate := recordFate(m.MessageId, failedIDs[m.MessageId], lines)
@@ -228,18 +323,23 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 	return failed, nil
 }
 
-// awaitLines waits, for a second at most, until the function's log line
-// about each record has come through its output pipe, which may lag behind
-// the response it posted.
-func (d *demo) awaitLines(recs []events.SQSMessage) {
-	for range 50 {
+// awaitLines waits, for a second at most, until the batch's closing line
+// about each record ("record done", "record failed"...) has come through
+// the function's output pipe, which may lag behind the response it posted.
+func (d *demo) awaitLines(recs []events.SQSMessage) { d.awaitLinesFor(recs, time.Second) }
+
+// awaitLinesFor is awaitLines waiting up to bound.
+func (d *demo) awaitLinesFor(recs []events.SQSMessage, bound time.Duration) {
+	for range max(int(bound/(20*time.Millisecond)), 1) {
 		told := map[string]bool{}
 		for _, l := range parseLogLines(d.logs.String()) {
-			if id, ok := l["messageId"].(string); ok {
+			msg, _ := l["msg"].(string)
+			if id, ok := l["messageId"].(string); ok && strings.HasPrefix(msg, "record ") {
 				told[id] = true
 			}
 		}
-		all := true
+		// The metrics line comes last, after the records' lines.
+		all := slices.ContainsFunc(parseLogLines(d.logs.String()), func(l map[string]any) bool { return l["_aws"] != nil })
 		for _, m := range recs {
 			all = all && told[m.MessageId]
 		}
@@ -273,8 +373,10 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 			return "charged    " + fmt.Sprint(l["charge_id"])
 		case "payment declined":
 			return "declined   " + fmt.Sprint(l["reason"])
-		case "idempotency: duplicate skipped":
-			return "skipped    duplicate, gateway not called"
+		case "record done":
+			if o := l["outcome"]; o == "duplicate" || o == "replayed" {
+				return "skipped    duplicate, gateway not called"
+			}
 		}
 	}
 	if failed {
@@ -283,7 +385,9 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 	return "ok"
 }
 
-func (d *demo) summary(ctx context.Context) bool {
+// summary checks the gateway and the ledger, and the queue act's outcome
+// when it ran.
+func (d *demo) summary(ctx context.Context, queue *queueOutcome) bool {
 	charges := d.gw.Charges()
 	perPayment := map[string]int{}
 	for _, c := range charges {
@@ -307,6 +411,7 @@ func (d *demo) summary(ctx context.Context) bool {
 	}
 	sort.Strings(statuses)
 	fmt.Fprintf(d.out, "   ledger (%s): %d rows: %s\n", localTables["PaymentsTable"], len(out.Items), strings.Join(statuses, ", "))
+	d.metricsSummary()
 	ok := true
 	for id, n := range perPayment {
 		if n > 1 {
@@ -316,6 +421,9 @@ func (d *demo) summary(ctx context.Context) bool {
 	}
 	if byStatus["CHARGED"] != len(perPayment) { // DECLINED rows have no charge
 		fmt.Fprintf(d.out, "   %d CHARGED rows for %d charged payments\n", byStatus["CHARGED"], len(perPayment))
+		ok = false
+	}
+	if queue != nil && !d.queueSummary(*queue) {
 		ok = false
 	}
 	if ok {

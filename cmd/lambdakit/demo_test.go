@@ -50,21 +50,36 @@ func TestDemoStory(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("run %d: exit status %d; want 0\nstdout:\n%s\nstderr:\n%s", run, r.code, r.stdout, r.stderr)
 		}
+		// The acts on event files, then the act through the queue, then the
+		// summary.
+		story, queue, ok := strings.Cut(r.stdout, "\n8. Through the queue")
+		if !ok {
+			t.Fatalf("run %d: no act 8 through the queue:\n%s", run, r.stdout)
+		}
+		queue, summary, _ := strings.Cut(queue, "\nSummary\n")
 		for _, want := range []struct {
-			text  string
-			times int
+			part, text string
+			times      int
 		}{
-			{"skipped    duplicate, gateway not called", 3},
-			{"declined   card_declined", 1},
-			{"FAILED     invalid payment:", 4},
-			{"FAILED     payment gateway unavailable: HTTP 503", 1},
-			{"not attempted after an earlier failure in its FIFO group", 1},
-			{"idempotency key reused with a different payload", 1},
-			{"gateway: 11 requests, 9 charges for 9 payments", 1},
-			{"10 rows: CHARGED 9, DECLINED 1", 1},
-			{"every payment was charged at most once", 1},
+			{story, "skipped    duplicate, gateway not called", 3},
+			{story, "declined   card_declined", 1},
+			{story, "FAILED     invalid payment:", 4},
+			{story, "FAILED     payment gateway unavailable: HTTP 503", 1},
+			{story, "not attempted after an earlier failure in its FIFO group", 1},
+			{story, "idempotency key reused with a different payload", 1},
+			{queue, "published pay_6002 again with another deduplication ID", 1},
+			{queue, "the function was killed after the gateway charged pay_6004, before it answered", 1},
+			{queue, "pay_6004     [cus_G] KILLED     charged ch_", 1},
+			{queue, "again: the gateway's stored answer for the same Idempotency-Key, no new charge", 1},
+			{queue, "FAILED     invalid payment: amount must be a positive integer in minor units, got 12.50", 1},
+			{queue, "DLQ lambdakit-payment-dlq.fifo: pay_6099, moved there by the redrive policy after failing 2 deliveries", 1},
+			{summary, "gateway: 16 requests, 13 charges for 13 payments", 1},
+			{summary, "14 rows: CHARGED 13, DECLINED 1", 1},
+			{summary, "queue: 6 messages published, 5 deleted after success, 1 in the DLQ (pay_6099), 0 left", 1},
+			{summary, "pay_6004 was charged once (ch_", 1},
+			{summary, "every payment was charged at most once", 1},
 		} {
-			if got := strings.Count(r.stdout, want.text); got != want.times {
+			if got := strings.Count(want.part, want.text); got != want.times {
 				t.Errorf("run %d: %q appears %d times; want %d\n%s", run, want.text, got, want.times, r.stdout)
 			}
 		}

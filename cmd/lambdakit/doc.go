@@ -23,4 +23,32 @@
 // (function error, init error, crash or timeout), 2 for a usage error or an
 // unreadable input file, 3 when the bootstrap could not be started, and 130
 // when interrupted. Run 'lambdakit invoke -h' for the details.
+//
+// Run does what Lambda's SQS event source mapping does, against any SQS
+// endpoint: it polls the queue, invokes the bootstrap on each batch through
+// the same local Runtime API, and deletes the records the function did not
+// report failed, until Ctrl-C or, with -until-empty, an empty queue:
+//
+//	lambdakit run [-batch-size 10] [-window 0s] [-concurrency 1] [-until-empty] \
+//	    [-timeout 30s] [-env-file env.json] ... -queue URL BOOTSTRAP
+//
+// Run 'lambdakit run -h' for the flags and exit statuses.
+//
+// Records and redrive are operator tools: records shows, deletes or lists
+// the stuck idempotency records of a function's table, and redrive moves
+// messages from a dead-letter queue back to their queue:
+//
+//	lambdakit records get|delete|stuck -table TABLE -prefix PREFIX [-json] [KEY]
+//	lambdakit redrive [-dry-run] [-max N] -from DLQ_URL -to QUEUE_URL
+//
+// Local starts the payment function's outside world on this machine until
+// Ctrl-C (moto_server, the sandbox gateway, the tables of template.yaml)
+// and writes the function's environment for invoke, run or sam local:
+//
+//	lambdakit local [-listen 127.0.0.1] [-moto-port 5000] [-gateway-port 8080] \
+//	    [-env-file FILE] [-env-host HOST]
+//
+// Every command takes its flags before its arguments, and answers a usage
+// error with the error, the synopsis and where the full usage is, in three
+// lines on standard error, with exit status 2.
 package main

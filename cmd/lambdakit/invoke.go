@@ -69,8 +69,9 @@ Exit status:
 // file has several: the sample function's logical ID in template.yaml.
 const defaultLogicalID = "PaymentFunction"
 
-// invokeFlags holds the parsed command line of invoke.
-type invokeFlags struct {
+// functionFlags describe the function and its environment: the flags that
+// invoke and run share.
+type functionFlags struct {
 	timeout      time.Duration
 	memory       int
 	functionName string
@@ -79,15 +80,11 @@ type invokeFlags struct {
 	logicalID    string
 	logFormat    string
 	logLevel     string
-	bootstrap    string
-	events       []string
 }
 
-func parseInvokeFlags(std stdio, args []string) (*invokeFlags, int) {
-	f := &invokeFlags{}
-	fs := flag.NewFlagSet("invoke", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "the function's `timeout`: each event's deadline is its start plus this (template.yaml says 60s)")
+// define defines the flags on fs; timeoutHelp ends the -timeout line.
+func (f *functionFlags) define(fs *flag.FlagSet, timeout time.Duration, timeoutHelp string) {
+	fs.DurationVar(&f.timeout, "timeout", timeout, "the function's `timeout`: "+timeoutHelp)
 	fs.IntVar(&f.memory, "memory", 256, "the function's memory in `MB`, as AWS_LAMBDA_FUNCTION_MEMORY_SIZE (not enforced)")
 	fs.StringVar(&f.functionName, "function-name", "payment", "the function's `name`, as AWS_LAMBDA_FUNCTION_NAME and in its ARN")
 	fs.StringVar(&f.region, "region", "", "the `region` the function runs in (default: AWS_REGION from the env file, else AWS_REGION or AWS_DEFAULT_REGION, else us-east-1)")
@@ -95,38 +92,89 @@ func parseInvokeFlags(std stdio, args []string) (*invokeFlags, int) {
 	fs.StringVar(&f.logicalID, "logical-id", "", "the function's logical `ID`: which section of -env-file to use (default: the only one, else "+defaultLogicalID+")")
 	fs.StringVar(&f.logFormat, "log-format", "json", "the function's log `format`: json (as template.yaml) or text; json sets AWS_LAMBDA_LOG_FORMAT=JSON")
 	fs.StringVar(&f.logLevel, "log-level", "", "with -log-format json, the application log `level` in AWS_LAMBDA_LOG_LEVEL (DEBUG, INFO, WARN, ERROR)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), invokeUsage)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), invokeExitStatus)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK
-		}
-		return nil, exitUsage // flag has printed the error and the usage
-	}
-	fail := func(format string, args ...any) (*invokeFlags, int) {
-		fmt.Fprintf(std.stderr, "lambdakit invoke: "+format+"\nRun 'lambdakit invoke -h' for usage.\n", args...)
-		return nil, exitUsage
-	}
-	if fs.NArg() < 2 {
-		return fail("need a BOOTSTRAP and at least one EVENT_FILE")
-	}
-	f.bootstrap, f.events = fs.Arg(0), fs.Args()[1:]
+}
+
+// check validates the flags, normalizing -log-format, and returns what is
+// wrong in a line, or "".
+func (f *functionFlags) check() string {
 	switch f.logFormat = strings.ToLower(f.logFormat); f.logFormat {
 	case "text", "json":
 	default:
-		return fail("-log-format %q: want text or json", f.logFormat)
+		return fmt.Sprintf("-log-format %q: want text or json", f.logFormat)
 	}
 	if f.timeout <= 0 {
-		return fail("-timeout %v: want a positive duration", f.timeout)
+		return fmt.Sprintf("-timeout %v: want a positive duration", f.timeout)
 	}
 	if f.memory <= 0 {
-		return fail("-memory %d: want a positive number of MB", f.memory)
+		return fmt.Sprintf("-memory %d: want a positive number of MB", f.memory)
 	}
 	if f.functionName == "" {
-		return fail("-function-name: want a name")
+		return "-function-name: want a name"
+	}
+	return ""
+}
+
+// environment reads -env-file, if given, and returns its variables and the
+// function's region: -region, else AWS_REGION or AWS_DEFAULT_REGION from the
+// env file, then from environ, else fallback.
+func (f *functionFlags) environment(environ []string, fallback string) (extra []string, region string, err error) {
+	if f.envFile != "" {
+		if extra, err = readEnvFile(f.envFile, f.logicalID); err != nil {
+			return nil, "", err
+		}
+	}
+	region = firstNonEmpty(f.region, lookup(extra, "AWS_REGION"), lookup(extra, "AWS_DEFAULT_REGION"),
+		lookup(environ, "AWS_REGION"), lookup(environ, "AWS_DEFAULT_REGION"), fallback)
+	return extra, region, nil
+}
+
+// newRunner prepares a Runner of bootstrap with the function's settings, the
+// caller's environment plus extra, and its output on standard error.
+func (f *functionFlags) newRunner(std stdio, bootstrap, region string, extra []string) (*runtimeapi.Runner, error) {
+	return runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
+		o.FunctionName = f.functionName
+		o.Region = region
+		o.Timeout = f.timeout
+		o.MemoryMB = f.memory
+		o.Env = append(slices.Clip(std.environ), extra...)
+		o.Stdout, o.Stderr = std.stderr, std.stderr
+		o.LogFormat = f.logFormat
+		o.LogLevel = f.logLevel
+	})
+}
+
+// startFailure explains an error that kept the bootstrap from starting.
+func startFailure(err error, bootstrap string) string {
+	switch {
+	case errors.Is(err, syscall.ENOEXEC):
+		return fmt.Sprintf("%v\nThe bootstrap is not a program for this machine: build it with GOOS=%s GOARCH=%s (a bootstrap built for Lambda's arm64 will not run here otherwise).", err, runtime.GOOS, runtime.GOARCH)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Sprintf("%v\nThe bootstrap is not executable: chmod +x %s", err, bootstrap)
+	}
+	return err.Error()
+}
+
+// invokeFlags holds the parsed command line of invoke.
+type invokeFlags struct {
+	functionFlags
+	bootstrap string
+	events    []string
+}
+
+func parseInvokeFlags(std stdio, args []string) (*invokeFlags, int) {
+	f := &invokeFlags{}
+	fs := newFlags("invoke", invokeUsage, invokeExitStatus)
+	f.define(fs.FlagSet, 60*time.Second, "each event's deadline is its start plus this (template.yaml says 60s)")
+	rest, code, ok := fs.parse(std, args)
+	if !ok {
+		return nil, code
+	}
+	if len(rest) < 2 {
+		return nil, fs.usageError(std, "need a BOOTSTRAP and at least one EVENT_FILE")
+	}
+	f.bootstrap, f.events = rest[0], rest[1:]
+	if msg := f.check(); msg != "" {
+		return nil, fs.usageError(std, "%s", msg)
 	}
 	return f, exitOK
 }
@@ -166,27 +214,11 @@ func runInvoke(ctx context.Context, std stdio, args []string) int {
 		}
 		events = append(events, event{name, body})
 	}
-	var extra []string
-	if f.envFile != "" {
-		vars, err := readEnvFile(f.envFile, f.logicalID)
-		if err != nil {
-			return fail(exitUsage, "%v", err)
-		}
-		extra = vars
+	extra, region, err := f.environment(std.environ, "us-east-1")
+	if err != nil {
+		return fail(exitUsage, "%v", err)
 	}
-	region := firstNonEmpty(f.region, lookup(extra, "AWS_REGION"), lookup(extra, "AWS_DEFAULT_REGION"),
-		lookup(std.environ, "AWS_REGION"), lookup(std.environ, "AWS_DEFAULT_REGION"), "us-east-1")
-
-	runner, err := runtimeapi.NewRunner(f.bootstrap, func(o *runtimeapi.RunnerOptions) {
-		o.FunctionName = f.functionName
-		o.Region = region
-		o.Timeout = f.timeout
-		o.MemoryMB = f.memory
-		o.Env = append(slices.Clip(std.environ), extra...)
-		o.Stdout, o.Stderr = std.stderr, std.stderr
-		o.LogFormat = f.logFormat
-		o.LogLevel = f.logLevel
-	})
+	runner, err := f.newRunner(std, f.bootstrap, region, extra)
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -196,17 +228,12 @@ func runInvoke(ctx context.Context, std stdio, args []string) int {
 	for _, ev := range events {
 		res, err := runner.Invoke(ctx, ev.body)
 		if err != nil {
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return fail(exitInterrupted, "interrupted during %s", ev.name)
-			case errors.Is(err, syscall.ENOEXEC):
-				return fail(exitCannotRun, "%v\nThe bootstrap is not a program for this machine: build it with GOOS=%s GOARCH=%s (a bootstrap built for Lambda's arm64 will not run here otherwise).", err, runtime.GOOS, runtime.GOARCH)
-			case errors.Is(err, os.ErrPermission):
-				return fail(exitCannotRun, "%v\nThe bootstrap is not executable: chmod +x %s", err, f.bootstrap)
 			}
-			return fail(exitCannotRun, "%s: %v", ev.name, err)
+			return fail(exitCannotRun, "%s: %s", ev.name, startFailure(err, f.bootstrap))
 		}
-		report(std.stderr, f, res)
+		report(std.stderr, &f.functionFlags, res)
 		if res.Outcome != runtimeapi.OutcomeSuccess {
 			failed = true
 			fmt.Fprintf(std.stderr, "lambdakit invoke: %s: %s\n", ev.name, describe(res, f.timeout))
@@ -278,7 +305,7 @@ func printResult(w io.Writer, name string, res runtimeapi.Result) error {
 
 // report writes Lambda's REPORT line for the invocation, in the log format
 // the function uses, so that durations can be read as on CloudWatch.
-func report(w io.Writer, f *invokeFlags, res runtimeapi.Result) {
+func report(w io.Writer, f *functionFlags, res runtimeapi.Result) {
 	ms := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*100) / 100 }
 	billed := int64(math.Ceil(float64(res.Duration+res.InitDuration) / float64(time.Millisecond)))
 	status := "success"

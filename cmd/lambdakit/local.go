@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,12 +24,29 @@ import (
 const localUsage = `Usage: lambdakit local [flags]
 
 Starts what the payment function needs on this machine and keeps it running
-until Ctrl-C: moto_server (DynamoDB) on 127.0.0.1:MOTO_PORT, the sandbox
-payment gateway on 127.0.0.1:GATEWAY_PORT, and the two tables created as
-template.yaml declares them (lambdakit-idempotency, lambdakit-payments).
-The default ports are the ones events/env.json points 'sam local invoke' at.
-It prints the environment that points a function at them, for
-'lambdakit invoke -env-file'.
+until Ctrl-C: moto_server (DynamoDB and SQS) on -listen:-moto-port, the
+sandbox payment gateway on -listen:-gateway-port, and the two tables created
+as template.yaml declares them (lambdakit-idempotency, lambdakit-payments).
+Every port and address is checked before anything starts.
+
+The function's environment, in the JSON of 'sam local invoke --env-vars'
+and 'lambdakit invoke -env-file', goes to the file named by -env-file, or
+else to standard output; messages go to standard error. Its endpoints name
+-env-host, which must be how the function reaches this machine:
+
+  lambdakit invoke, lambdakit run (on this machine): the defaults
+      lambdakit local -env-file local-env.json
+  sam local invoke, Docker Desktop (macOS, Windows): host.docker.internal
+  reaches the host's loopback, so the servers stay on 127.0.0.1
+      lambdakit local -env-host host.docker.internal -env-file sam-env.json
+  sam local invoke, Linux: a container reaches the host through the Docker
+  bridge's gateway address (usually 172.17.0.1; 'docker network inspect
+  bridge' shows it), not its loopback, so listen there
+      lambdakit local -listen 172.17.0.1 -env-file sam-env.json
+
+events/env.json is the file for sam local with the default ports and
+host.docker.internal; on Linux add --add-host host.docker.internal:172.17.0.1
+to 'sam local invoke' and start this with -listen 172.17.0.1.
 
 Flags:
 `
@@ -37,100 +57,252 @@ var localTables = map[string]string{
 	"PaymentsTable":    "lambdakit-payments",
 }
 
-func runLocal(ctx context.Context, std stdio, args []string) int {
-	fs := flag.NewFlagSet("local", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	fs.Usage = func() { fmt.Fprint(std.stderr, localUsage); fs.PrintDefaults() }
-	motoPort := fs.Int("moto-port", 5000, "moto_server's port")
-	gatewayPort := fs.Int("gateway-port", 8080, "the sandbox gateway's port")
-	template := fs.String("template", "template.yaml", "the SAM template whose tables to create")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+// localFlags holds the parsed command line of local.
+type localFlags struct {
+	localConfig
+	envFile string
+	envHost string
+}
+
+func parseLocalFlags(std stdio, args []string) (*localFlags, int) {
+	f := &localFlags{}
+	fs := newFlags("local", localUsage, "")
+	fs.StringVar(&f.listen, "listen", loopback, "the IP `address` moto_server and the gateway listen on: 127.0.0.1 for this machine only, the Docker bridge's address (172.17.0.1) for sam local on Linux, 0.0.0.0 for every interface")
+	fs.IntVar(&f.motoPort, "moto-port", 5000, "moto_server's `port` (0: a free one)")
+	fs.IntVar(&f.gatewayPort, "gateway-port", 8080, "the sandbox gateway's `port` (0: a free one)")
+	fs.StringVar(&f.template, "template", "template.yaml", "the SAM template whose tables to create")
+	fs.StringVar(&f.envFile, "env-file", "", "write the function's environment to `FILE` instead of standard output")
+	fs.StringVar(&f.envHost, "env-host", "", "the `host` the environment's endpoints name (default: the -listen address, or 127.0.0.1 with 0.0.0.0)")
+	rest, code, ok := fs.parse(std, args)
+	if !ok {
+		return nil, code
+	}
+	if len(rest) > 0 {
+		return nil, fs.usageError(std, "unexpected arguments %q", rest)
+	}
+	if msg := f.check(); msg != "" {
+		return nil, fs.usageError(std, "%s", msg)
+	}
+	return f, exitOK
+}
+
+// check validates the flags, filling in -env-host's default, and returns
+// what is wrong in a line, or "".
+func (f *localFlags) check() string {
+	for _, p := range []struct {
+		flag string
+		port int
+	}{{"-moto-port", f.motoPort}, {"-gateway-port", f.gatewayPort}} {
+		if p.port < 0 || p.port > 65535 {
+			return fmt.Sprintf("%s %d: want a port from 1 to 65535, or 0 for a free one", p.flag, p.port)
 		}
-		return exitUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(std.stderr, "lambdakit local: unexpected arguments %q\n", fs.Args())
-		return exitUsage
+	if f.motoPort != 0 && f.motoPort == f.gatewayPort {
+		return fmt.Sprintf("-moto-port and -gateway-port are both %d: want two ports", f.motoPort)
 	}
-	l, err := startLocal(ctx, *template, *motoPort, *gatewayPort)
+	ip := net.ParseIP(f.listen)
+	if ip == nil {
+		return fmt.Sprintf("-listen %q: want an IP address, such as 127.0.0.1, 172.17.0.1 or 0.0.0.0", f.listen)
+	}
+	if f.envHost == "" {
+		f.envHost = dialHost(ip)
+	}
+	if !validHost(f.envHost) {
+		return fmt.Sprintf("-env-host %q: want a host name or IP address, without scheme or port (host.docker.internal, 172.17.0.1)", f.envHost)
+	}
+	if f.envFile != "" {
+		if info, err := os.Stat(filepath.Dir(f.envFile)); err != nil || !info.IsDir() {
+			return fmt.Sprintf("-env-file %s: its folder does not exist", f.envFile)
+		}
+	}
+	return ""
+}
+
+// loopback is where the servers listen unless -listen says otherwise.
+const loopback = "127.0.0.1"
+
+// dialHost is how this machine reaches a server listening on ip: through
+// loopback when it listens on every interface.
+func dialHost(ip net.IP) string {
+	switch {
+	case ip.IsUnspecified() && ip.To4() != nil:
+		return loopback
+	case ip.IsUnspecified():
+		return "::1"
+	}
+	return ip.String()
+}
+
+// validHost accepts an IP address or a DNS name.
+func validHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, r := range h {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func runLocal(ctx context.Context, std stdio, args []string) int {
+	f, code := parseLocalFlags(std, args)
+	if f == nil {
+		return code
+	}
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(std.stderr, "lambdakit local: "+format+"\n", args...)
+		return code
+	}
+	l, err := startLocal(ctx, f.localConfig)
 	defer l.stop()
 	if err != nil {
-		fmt.Fprintf(std.stderr, "lambdakit local: %v\n", err)
-		return exitCannotRun
+		return fail(exitCannotRun, "%v", err)
 	}
-	fmt.Fprintf(std.stdout, "moto_server (DynamoDB) on %s, sandbox gateway on %s\n", l.moto.URL, l.gatewayURL)
-	fmt.Fprintln(std.stdout, "environment for the function:")
-	fmt.Fprintln(std.stdout, `{"PaymentFunction": {`)
-	env := l.functionEnv()
-	for i, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		sep := ","
-		if i == len(env)-1 {
-			sep = ""
+	env, err := json.MarshalIndent(map[string]map[string]string{"PaymentFunction": envMap(l.functionEnv(f.envHost))}, "", "  ")
+	if err != nil {
+		return fail(exitCannotRun, "%v", err)
+	}
+	env = append(env, '\n')
+
+	fmt.Fprintf(std.stderr, "lambdakit local: moto_server (DynamoDB, SQS) on %s, sandbox gateway on %s\n", l.moto.URL, l.gatewayURL)
+	fmt.Fprintf(std.stderr, "lambdakit local: tables %s and %s created from %s\n",
+		localTables["IdempotencyTable"], localTables["PaymentsTable"], f.template)
+	if ip := net.ParseIP(f.listen); ip.IsUnspecified() {
+		fmt.Fprintf(std.stderr, "lambdakit local: listening on every interface (-listen %s): other machines that reach this one reach them too\n", f.listen)
+	}
+	if f.envFile != "" {
+		if err := os.WriteFile(f.envFile, env, 0o644); err != nil {
+			return fail(exitCannotRun, "%v", err)
 		}
-		fmt.Fprintf(std.stdout, "  %s: %s%s\n", strconv.Quote(k), strconv.Quote(v), sep)
+		fmt.Fprintf(std.stderr, "lambdakit local: wrote the function's environment (endpoints on %s) to %s, for 'lambdakit invoke -env-file %[2]s' or 'sam local invoke --env-vars %[2]s'\n",
+			f.envHost, f.envFile)
+	} else {
+		std.stdout.Write(env)
+		fmt.Fprintf(std.stderr, "lambdakit local: the function's environment (endpoints on %s) is on standard output; -env-file FILE writes it to a file\n", f.envHost)
 	}
-	fmt.Fprintln(std.stdout, "}}\nCtrl-C stops everything.")
+	fmt.Fprintln(std.stderr, "lambdakit local: Ctrl-C stops everything.")
 	<-ctx.Done()
 	return exitOK
 }
 
-// local is moto_server, the sandbox gateway and the tables: the outside
-// world of the payment function, on loopback.
-type local struct {
-	moto       *motoserver.Server
-	db         *dynamodb.Client
-	gw         *gateway.Gateway
-	gwSrv      *http.Server
-	gatewayURL string
+// envMap turns KEY=value pairs into a map, for the env file's JSON.
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
 }
 
-// startLocal starts it all; port 0 picks a free port. On error, what was
-// started is stopped by stop, which the caller must call either way.
-func startLocal(ctx context.Context, template string, motoPort, gatewayPort int) (*local, error) {
+// localConfig says where the local world runs.
+type localConfig struct {
+	template    string
+	listen      string // an IP address
+	motoPort    int    // 0: a free port
+	gatewayPort int    // 0: a free port
+}
+
+// local is moto_server, the sandbox gateway and the tables: the outside
+// world of the payment function.
+type local struct {
+	moto        *motoserver.Server
+	db          *dynamodb.Client
+	gw          *gateway.Gateway
+	gwSrv       *http.Server
+	gatewayURL  string // as this machine reaches it
+	motoPort    int
+	gatewayPort int
+}
+
+// portBusyError is a port that something else listens on already.
+type portBusyError struct {
+	addr string // host:port
+	flag string // the flag that changes it
+	err  error
+}
+
+func (e *portBusyError) Error() string {
+	return fmt.Sprintf("%s is in use (by another 'lambdakit local'?); choose another port with %s", e.addr, e.flag)
+}
+
+func (e *portBusyError) Unwrap() error { return e.err }
+
+// listenOn listens on host:port, naming flag when the port is taken.
+func listenOn(host string, port int, flag string) (net.Listener, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, &portBusyError{addr: addr, flag: flag, err: err}
+	case err != nil:
+		return nil, fmt.Errorf("listen on %s (%s): %w", addr, flag, err)
+	}
+	return ln, nil
+}
+
+// startLocal starts it all. Everything that can be checked without
+// starting moto_server is checked first: the template, the tables in it,
+// and both ports (the gateway's listener is kept; moto's port is probed
+// and freed for moto to take). On error, what was started is stopped by
+// stop, which the caller must call either way.
+func startLocal(ctx context.Context, c localConfig) (*local, error) {
 	l := &local{}
-	tables, err := samtemplate.Tables(template)
+	tables, err := samtemplate.Tables(c.template)
 	if err != nil {
 		return l, err
 	}
-	if motoPort == 0 {
-		l.moto, err = motoserver.Start()
-	} else {
-		l.moto, err = motoserver.StartOn(motoPort)
-	}
-	if err != nil {
-		return l, err
-	}
-	l.db = dynamodb.NewFromConfig(l.moto.AWSConfig())
+	var defs []samtemplate.Table
 	for _, logical := range []string{"IdempotencyTable", "PaymentsTable"} {
 		t, err := samtemplate.Find(tables, logical)
 		if err != nil {
 			return l, err
 		}
-		if err := t.Create(ctx, l.db, localTables[logical]); err != nil {
-			return l, err
-		}
+		defs = append(defs, t)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(gatewayPort)))
+	gwLn, err := listenOn(c.listen, c.gatewayPort, "-gateway-port")
 	if err != nil {
 		return l, fmt.Errorf("sandbox gateway: %w", err)
 	}
+	l.gatewayPort = gwLn.Addr().(*net.TCPAddr).Port
 	l.gw = &gateway.Gateway{}
 	l.gwSrv = &http.Server{Handler: l.gw, ReadHeaderTimeout: 5 * time.Second}
-	go l.gwSrv.Serve(ln)
-	l.gatewayURL = "http://" + ln.Addr().String()
+	go l.gwSrv.Serve(gwLn)
+	l.gatewayURL = "http://" + net.JoinHostPort(dialHost(net.ParseIP(c.listen)), strconv.Itoa(l.gatewayPort))
+
+	// The probe frees the port at once; something else could take it
+	// before moto does, which moto then reports.
+	probe, err := listenOn(c.listen, c.motoPort, "-moto-port")
+	if err != nil {
+		return l, fmt.Errorf("moto_server: %w", err)
+	}
+	l.motoPort = probe.Addr().(*net.TCPAddr).Port
+	probe.Close()
+	if l.moto, err = motoserver.StartAt(c.listen, l.motoPort); err != nil {
+		return l, err
+	}
+	l.db = dynamodb.NewFromConfig(l.moto.AWSConfig())
+	for i, logical := range []string{"IdempotencyTable", "PaymentsTable"} {
+		if err := defs[i].Create(ctx, l.db, localTables[logical]); err != nil {
+			return l, err
+		}
+	}
 	return l, nil
 }
 
-// functionEnv points the payment function at the local world, with static
-// test credentials and no instance metadata lookups.
-func (l *local) functionEnv() []string {
-	return append(motoserver.Env(l.moto.URL),
+// functionEnv points the payment function at the local world through host,
+// with static test credentials and no instance metadata lookups.
+func (l *local) functionEnv(host string) []string {
+	url := func(port int) string { return "http://" + net.JoinHostPort(host, strconv.Itoa(port)) }
+	return append(motoserver.Env(url(l.motoPort)),
 		"IDEMPOTENCY_TABLE="+localTables["IdempotencyTable"],
 		"PAYMENTS_TABLE="+localTables["PaymentsTable"],
-		"PAYMENT_GATEWAY_URL="+l.gatewayURL,
+		"PAYMENT_GATEWAY_URL="+url(l.gatewayPort),
 	)
 }
 

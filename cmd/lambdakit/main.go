@@ -37,8 +37,12 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"invoke", "run a bootstrap binary on event files through a local Lambda Runtime API", runInvoke},
+		{"run", "run a bootstrap on the messages of an SQS queue, as Lambda's event source mapping does", runRun},
 		{"local", "start local DynamoDB, the sandbox gateway and the tables, until Ctrl-C", runLocal},
 		{"demo", "run the payment function on the sample events against local DynamoDB and a sandbox gateway", runDemo},
+		{"publish", "send JSON lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", runPublish},
+		{"records", "show, delete or list stuck idempotency records in DynamoDB", runRecords},
+		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", runRedrive},
 	}
 }
 

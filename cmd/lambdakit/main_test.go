@@ -66,7 +66,7 @@ type cliResult struct {
 func lambdakit(t testing.TB, env []string, args ...string) cliResult {
 	t.Helper()
 	cli, _ := binaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cli, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -81,7 +81,7 @@ func lambdakit(t testing.TB, env []string, args ...string) cliResult {
 		t.Fatalf("lambdakit %v: %v", args, err)
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("lambdakit %v did not finish within 30s; stderr:\n%s", args, stderr.String())
+		t.Fatalf("lambdakit %v did not finish within 60s; stderr:\n%s", args, stderr.String())
 	}
 	return cliResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
 }

@@ -48,7 +48,7 @@ func TestPaymentChaos(t *testing.T) {
 	cfg.GatewayURL = srv.URL
 	instances := make([]func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), 3)
 	for i := range instances {
-		instances[i] = newHandler(cfg, faulty, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+		instances[i] = mustHandler(t, cfg, faulty, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
 	}
 
 	const payments = 20

@@ -9,6 +9,10 @@
 //	PAYMENT_GATEWAY_URL  base URL of the gateway; POST {url}/charges (required)
 //	IDEMPOTENCY_TTL      how long a payment is remembered, as a Go duration
 //	                     (default 360h: longer than the DLQ's 14 days)
+//	DEAD_LETTER_QUEUE_URL  the DLQ's URL: an invalid payment is sent there on
+//	                     its first delivery (optional; without it, an invalid
+//	                     payment fails until the queue's maxReceiveCount
+//	                     moves it there)
 //
 // The AWS SDK's own AWS_ENDPOINT_URL selects a local DynamoDB endpoint.
 package main
@@ -21,13 +25,16 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
 // config is what the function reads from its environment at start.
@@ -36,6 +43,8 @@ type config struct {
 	PaymentsTable    string
 	GatewayURL       string
 	TTL              time.Duration
+	// DeadLetterQueueURL, if set, is where invalid payments go at once.
+	DeadLetterQueueURL string
 }
 
 // defaultTTL outlives the dead-letter queue's 14-day retention, so a payment
@@ -44,10 +53,11 @@ const defaultTTL = 360 * time.Hour
 
 func configFromEnv(getenv func(string) string) (config, error) {
 	c := config{
-		IdempotencyTable: getenv("IDEMPOTENCY_TABLE"),
-		PaymentsTable:    getenv("PAYMENTS_TABLE"),
-		GatewayURL:       getenv("PAYMENT_GATEWAY_URL"),
-		TTL:              defaultTTL,
+		IdempotencyTable:   getenv("IDEMPOTENCY_TABLE"),
+		PaymentsTable:      getenv("PAYMENTS_TABLE"),
+		GatewayURL:         getenv("PAYMENT_GATEWAY_URL"),
+		TTL:                defaultTTL,
+		DeadLetterQueueURL: getenv("DEAD_LETTER_QUEUE_URL"),
 	}
 	var errs []error
 	for name, v := range map[string]string{"IDEMPOTENCY_TABLE": c.IdempotencyTable, "PAYMENTS_TABLE": c.PaymentsTable, "PAYMENT_GATEWAY_URL": c.GatewayURL} {
@@ -58,6 +68,11 @@ func configFromEnv(getenv func(string) string) (config, error) {
 	if c.GatewayURL != "" {
 		if u, err := url.Parse(c.GatewayURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("PAYMENT_GATEWAY_URL %q is not an http(s) URL", c.GatewayURL))
+		}
+	}
+	if c.DeadLetterQueueURL != "" {
+		if u, err := url.Parse(c.DeadLetterQueueURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			errs = append(errs, fmt.Errorf("DEAD_LETTER_QUEUE_URL %q is not a queue URL", c.DeadLetterQueueURL))
 		}
 	}
 	if v := getenv("IDEMPOTENCY_TTL"); v != "" {
@@ -76,15 +91,20 @@ func configFromEnv(getenv func(string) string) (config, error) {
 const idempotencyPrefix = "payment"
 
 // newHandler wires the function: validation, then idempotency on
-// payment_id, then the charge.
-func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.Logger) lambdakit.BatchFunc {
+// payment_id, then the charge. batchOpts come after the function's own
+// batch options (main sets the dead-letter queue there).
+func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, error) {
 	p := &payments{
 		gateway: &gatewayClient{base: c.GatewayURL, http: client},
 		table:   c.PaymentsTable,
 		now:     time.Now,
 		logger:  logger,
 	}
-	idem := lambdakit.Idempotent(dynamostore.New(db, c.IdempotencyTable), lambdakit.KeyFromField("payment_id"),
+	store, err := dynamostore.New(db, c.IdempotencyTable)
+	if err != nil {
+		return nil, err
+	}
+	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
 		func(o *lambdakit.IdempotencyOptions) {
 			o.Prefix = idempotencyPrefix
 			o.TTL = c.TTL
@@ -93,13 +113,24 @@ func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.
 			o.CacheSize = 1000
 			o.Logger = logger
 		})
-	return lambdakit.Batch(lambdakit.Chain(p, validate, idem), func(o *lambdakit.BatchOptions) {
+	opts := append([]func(*lambdakit.BatchOptions){func(o *lambdakit.BatchOptions) {
 		o.Logger = logger
-	})
+	}}, batchOpts...)
+	return lambdakit.Batch(lambdakit.Chain(p, validate, idem), opts...), nil
+}
+
+// withDeadLetterQueue sends the messages of invalid payments (permanent
+// failures) to the queue at url through client, on their first delivery.
+func withDeadLetterQueue(client producer.MessageSender, url string) func(*lambdakit.BatchOptions) {
+	return func(o *lambdakit.BatchOptions) {
+		o.DeadLetters = producer.NewDeadLetterQueue(client, url)
+	}
 }
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	// lambdakit's own lines and the function's alike: JSON, the request
+	// ID on each, the level from AWS_LAMBDA_LOG_LEVEL.
+	logger := lambdakit.NewLogger(os.Stdout)
 	c, err := configFromEnv(os.Getenv)
 	if err != nil {
 		logger.Error("payment: configuration", "error", err.Error())
@@ -113,5 +144,21 @@ func main() {
 	// 5 s per gateway call: a FIFO batch of 10 runs them one after another
 	// within the function's 60 s timeout.
 	client := &http.Client{Timeout: 5 * time.Second}
-	lambda.Start(newHandler(c, dynamodb.NewFromConfig(awsCfg), client, logger))
+	// Bounded retries with short backoff, a timeout per attempt and a
+	// bounded connection pool (see dynamostore.WithLambdaDefaults): a
+	// throttled or stuck DynamoDB fails its record with a clear reason
+	// instead of eating the invocation.
+	db := dynamodb.NewFromConfig(awsCfg, dynamostore.WithLambdaDefaults())
+	var batchOpts []func(*lambdakit.BatchOptions)
+	if c.DeadLetterQueueURL != "" {
+		// The SDK's default retries; the batch's deadline guard bounds
+		// them, and a send that fails leaves the record to come back.
+		batchOpts = append(batchOpts, withDeadLetterQueue(sqs.NewFromConfig(awsCfg), c.DeadLetterQueueURL))
+	}
+	handler, err := newHandler(c, db, client, logger, batchOpts...)
+	if err != nil {
+		logger.Error("payment: idempotency store", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(handler)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,7 +46,9 @@ const (
 )
 
 // ErrInvalidPayment means the body breaks a rule of the message format. It
-// will never succeed, so it ends in the dead-letter queue.
+// will never succeed: validate marks it permanent (lambdakit.Permanent), so
+// that it goes to the dead-letter queue on its first delivery when one is
+// configured, and after maxReceiveCount deliveries otherwise.
 var ErrInvalidPayment = errors.New("invalid payment")
 
 var (
@@ -70,12 +73,29 @@ func parsePayment(body string) (Payment, int64, error) {
 	}
 	amount, err := strconv.ParseInt(string(p.Amount), 10, 64)
 	if err != nil || amount <= 0 {
-		return p, 0, fmt.Errorf("%w: amount must be a positive integer in minor units, got %s", ErrInvalidPayment, orMissing(p.Amount))
+		return p, 0, fmt.Errorf("%w: amount must be a positive integer in minor units, got %s", ErrInvalidPayment, clip(orMissing(p.Amount)))
 	}
 	if !currencyPattern.MatchString(p.Currency) {
-		return p, 0, fmt.Errorf("%w: currency must be three upper-case letters, got %q", ErrInvalidPayment, p.Currency)
+		return p, 0, fmt.Errorf("%w: currency must be three upper-case letters, got %q", ErrInvalidPayment, clip(p.Currency))
 	}
 	return p, amount, nil
+}
+
+// maxEcho bounds how much of a field's value a validation error repeats,
+// and so logs: enough to recognise the mistake, too little to copy a
+// payload into the logs (an amount can be any JSON value, a whole object).
+const maxEcho = 32
+
+// clip cuts v to maxEcho bytes, at a character boundary, marking the cut.
+func clip(v string) string {
+	if len(v) <= maxEcho {
+		return v
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + "…"
 }
 
 func orMissing(raw json.RawMessage) string {
@@ -151,12 +171,13 @@ type valid struct {
 type validKey struct{}
 
 // validate fails records whose body breaks the message rules before they
-// take an idempotency lock: they can never succeed.
+// take an idempotency lock: they can never succeed, so the failure is
+// permanent.
 func validate(next lambdakit.Handler) lambdakit.Handler {
 	return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		p, amount, err := parsePayment(msg.Body)
 		if err != nil {
-			return nil, err
+			return nil, lambdakit.Permanent(err)
 		}
 		return next.Handle(context.WithValue(ctx, validKey{}, valid{p, amount}), msg)
 	})

@@ -16,15 +16,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/internal/gateway"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
 var moto testenv.Moto
 
 func TestMain(m *testing.M) { moto.Run(m) }
+
+// mustHandler is newHandler for a configuration that must be valid.
+func mustHandler(tb testing.TB, c config, db dynamostore.API, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) lambdakit.BatchFunc {
+	tb.Helper()
+	h, err := newHandler(c, db, client, logger, batchOpts...)
+	if err != nil {
+		tb.Fatalf("newHandler: %v", err)
+	}
+	return h
+}
 
 // fixture is one function instance with its own tables (created from
 // template.yaml) and gateway.
@@ -64,7 +76,7 @@ func setup(tb testing.TB, gatewayHandler http.Handler) *fixture {
 		}
 	}
 	client := &http.Client{Timeout: 300 * time.Millisecond}
-	f.handler = newHandler(f.cfg, f.db, client, slog.New(slog.NewJSONHandler(f.logs, nil)))
+	f.handler = mustHandler(tb, f.cfg, f.db, client, slog.New(slog.NewJSONHandler(f.logs, nil)))
 	f.calls.Reset()
 	return f
 }
@@ -333,7 +345,7 @@ func TestPaymentConcurrentDuplicatesChargeOnce(t *testing.T) {
 	f := setup(t, nil)
 	instances := make([]func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), 10)
 	for i := range instances {
-		instances[i] = newHandler(f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
+		instances[i] = mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.DiscardHandler))
 	}
 	msg := lambdakittest.Message(body("pay_c", "cus_1", 700))
 	pending := instances

@@ -5,18 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
-
-	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
-// The function's log messages the run counts, as lambdakit and the sample
-// write them.
+// The function's log lines the run reads, as lambdakit's batch writes
+// them: one line per record, "record done" with its outcome, or "record
+// failed" with a reason code; a failure for a lost lease also carries a
+// LeaseLost count (the Embedded Metric Format), once per lost lease.
 const (
-	msgLeaseLost = "idempotency: lease lost"
-	msgFailed    = "record failed"
-	msgDuplicate = "idempotency: duplicate skipped"
+	msgDone   = "record done"
+	msgFailed = "record failed"
 )
 
 // logStats is what the function processes said, read from their JSON log
@@ -47,23 +45,27 @@ func (l *logStats) line(proc int, line []byte) {
 		fmt.Fprintf(l.out, "p%d %s\n", proc, line)
 	}
 	var rec struct {
-		Msg       string `json:"msg"`
-		MessageID string `json:"messageId"`
-		Reason    string `json:"reason"`
+		Msg        string `json:"msg"`
+		MessageID  string `json:"messageId"`
+		Outcome    string `json:"outcome"`
+		Reason     string `json:"reason"`
+		ReasonCode string `json:"reasonCode"`
+		LeaseLost  int    `json:"LeaseLost"`
 	}
 	if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &rec) != nil {
 		l.other++
 		return
 	}
+	l.leaseLost += rec.LeaseLost
 	switch rec.Msg {
-	case msgLeaseLost:
-		l.leaseLost++
-	case msgDuplicate:
-		l.duplicates++
+	case msgDone:
+		if rec.Outcome == "duplicate" || rec.Outcome == "replayed" {
+			l.duplicates++
+		}
 	case msgFailed:
 		l.failed++
 		l.reasons[rec.MessageID] = rec.Reason
-		kind := reasonKind(rec.Reason)
+		kind := reasonKind(rec.ReasonCode)
 		l.byReason[kind]++
 		if kind == kindMismatch {
 			l.mismatches++
@@ -80,32 +82,28 @@ func (l *logStats) reason(messageID string) (string, bool) {
 
 const kindMismatch = "payload mismatch"
 
-// reasonKind sorts a failure reason from a log line, for the report. The
-// reasons are another process's text, so the kinds are told apart by the
-// texts of the sentinel errors they carry.
-func reasonKind(reason string) string {
-	for _, k := range []struct {
-		err  error
-		kind string
-	}{
-		{lambdakit.ErrPayloadMismatch, kindMismatch},
-		{lambdakit.ErrInProgress, "in progress elsewhere"},
-		{lambdakit.ErrSkipped, "skipped after an earlier failure in its group"},
-		{lambdakit.ErrNotStarted, "not started before the deadline"},
-		{lambdakit.ErrStillRunning, "still running at the deadline"},
-		{lambdakit.ErrLeaseLost, "lease lost"},
-	} {
-		if strings.Contains(reason, k.err.Error()) {
-			return k.kind
-		}
-	}
-	switch {
-	case strings.Contains(reason, "payment gateway"):
-		return "gateway error"
-	case strings.Contains(reason, "dynamostore"):
+// reasonKind names a failure's reason code (lambdakit's reasonCode log
+// attribute) for the report.
+func reasonKind(code string) string {
+	switch code {
+	case "PayloadMismatch":
+		return kindMismatch
+	case "InProgress":
+		return "in progress elsewhere"
+	case "Skipped":
+		return "skipped after an earlier failure in its group"
+	case "Deadline":
+		return "deadline"
+	case "LeaseLost":
+		return "lease lost"
+	case "StoreError":
 		return "DynamoDB error"
+	case "HandlerError":
+		return "handler error (the gateway)"
+	case "":
+		return "other"
 	}
-	return "other"
+	return code
 }
 
 // logSink splits a process's output into lines. os/exec calls Write from

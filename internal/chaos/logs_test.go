@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -14,62 +13,69 @@ import (
 )
 
 // The log reader counts the lines lambdakit itself writes: a lost lease
-// (an owner completing after another took its expired lease over), a
-// duplicate, and failed records with their reasons.
+// (an owner completing after another took its lease over), a duplicate,
+// and failed records with their reasons.
 func TestLogStatsReadsLambdakitLines(t *testing.T) {
 	stats := newLogStats(nil)
 	logger := slog.New(slog.NewJSONHandler(stats.sink(0), nil))
 	store := &lambdakittest.MemoryStore{}
-	// Each call makes a container of its own: within one, a second
-	// message with the key would wait for the first instead.
-	idem := func(h lambdakit.Handler) lambdakit.Handler {
-		return lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+	// Each call makes a container of its own, with its own clock: within
+	// one, a second message with the key would wait for the first.
+	container := func(h lambdakit.Handler, now func() time.Time) lambdakit.BatchFunc {
+		idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
 			o.Prefix = "t"
 			o.Logger = logger
-		})(h)
+			o.Now = now
+		})
+		return lambdakit.Batch(idem(h), func(o *lambdakit.BatchOptions) {
+			o.Logger = logger
+			o.AllowAllFailed = true
+		})
 	}
 	ok := lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return nil, nil })
-	release := make(chan struct{})
+	started, release := make(chan struct{}), make(chan struct{})
 	slow := lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+		close(started)
 		<-release
 		return nil, nil
 	})
+	later := func() time.Time { return time.Now().Add(time.Hour) } // every lease taken now has ended
 
-	// The first owner's lease ends after 50 ms, while it still runs.
 	msg := lambdakittest.Message(`{"id":"k"}`)
 	firstDone := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, err := idem(slow).Handle(ctx, &msg)
+		_, err := container(slow, time.Now)(ctx, lambdakittest.Event(msg))
 		firstDone <- err
 	}()
-	time.Sleep(150 * time.Millisecond)
-	if _, err := idem(ok).Handle(context.Background(), &msg); err != nil { // takes the lease over
-		t.Fatalf("second owner: %v", err)
+	<-started
+	if resp, err := container(ok, later)(context.Background(), lambdakittest.Event(msg)); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("second owner: %+v, %v; want it to take the lease over and succeed", resp, err)
 	}
 	close(release)
-	if err := <-firstDone; !errors.Is(err, lambdakit.ErrLeaseLost) {
-		t.Fatalf("first owner: %v; want ErrLeaseLost", err)
+	if err := <-firstDone; err != nil {
+		t.Fatalf("first owner's batch: %v", err)
 	}
-	if _, err := idem(ok).Handle(context.Background(), &msg); err != nil { // a duplicate
-		t.Fatalf("duplicate: %v", err)
+	if resp, err := container(ok, time.Now)(context.Background(), lambdakittest.Event(msg)); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("duplicate: %+v, %v", resp, err)
 	}
-	// A payload mismatch, through the batch, which logs each failure.
-	other := lambdakittest.Message(`{"id":"k","x":1}`)
-	batch := lambdakit.Batch(idem(ok), func(o *lambdakit.BatchOptions) { o.Logger = logger })
-	if _, err := batch(context.Background(), lambdakittest.Event(other)); !errors.Is(err, lambdakit.ErrAllFailed) {
-		t.Fatalf("batch: %v; want every record failed", err)
+	other := lambdakittest.Message(`{"id":"k","x":1}`) // same key, other payload
+	if resp, err := container(ok, time.Now)(context.Background(), lambdakittest.Event(other)); err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("mismatch: %+v, %v; want the record failed", resp, err)
 	}
 
 	stats.mu.Lock()
 	defer stats.mu.Unlock()
-	if stats.leaseLost != 1 || stats.duplicates != 1 || stats.failed != 1 || stats.mismatches != 1 {
-		t.Errorf("lease lost %d, duplicates %d, failed %d, mismatches %d; want 1 each",
+	if stats.leaseLost != 1 || stats.duplicates != 1 || stats.failed != 2 || stats.mismatches != 1 {
+		t.Errorf("lease lost %d, duplicates %d, failed %d, mismatches %d; want 1, 1, 2, 1",
 			stats.leaseLost, stats.duplicates, stats.failed, stats.mismatches)
 	}
-	if r := stats.reasons[other.MessageId]; reasonKind(r) != kindMismatch {
-		t.Errorf("reason of %s = %q; want a payload mismatch", other.MessageId, r)
+	if r := stats.reasons[other.MessageId]; r == "" {
+		t.Errorf("no reason logged for %s", other.MessageId)
+	}
+	if n := stats.byReason["lease lost"]; n != 1 {
+		t.Errorf("failures for a lost lease: %d; want 1 (kinds %v)", n, stats.byReason)
 	}
 	if stats.other != 0 {
 		t.Errorf("%d lines not read as the function's JSON; want 0", stats.other)
@@ -80,12 +86,12 @@ func TestLogStatsReadsLambdakitLines(t *testing.T) {
 func TestLogSinkSplitsLines(t *testing.T) {
 	stats := newLogStats(nil)
 	sink := stats.sink(1)
-	for _, piece := range []string{`{"msg":"idempotency: lease`, ` lost"}` + "\n" + `{"msg":"record failed","messageId":"m","reason":"x"}`, "\r\nplain text\n"} {
+	for _, piece := range []string{`{"msg":"record failed","reasonCode":"LeaseLost",`, `"LeaseLost":1,"messageId":"a","reason":"y"}` + "\n" + `{"msg":"record failed","messageId":"m","reason":"x"}`, "\r\nplain text\n"} {
 		if _, err := sink.Write([]byte(piece)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if stats.leaseLost != 1 || stats.failed != 1 || stats.reasons["m"] != "x" || stats.other != 1 {
-		t.Errorf("lease lost %d, failed %d, reason %q, other %d; want 1, 1, x, 1", stats.leaseLost, stats.failed, stats.reasons["m"], stats.other)
+	if stats.leaseLost != 1 || stats.failed != 2 || stats.reasons["m"] != "x" || stats.other != 1 {
+		t.Errorf("lease lost %d, failed %d, reason %q, other %d; want 1, 2, x, 1", stats.leaseLost, stats.failed, stats.reasons["m"], stats.other)
 	}
 }

@@ -185,7 +185,7 @@ func (r *run) account(ctx context.Context) (*Report, error) {
 			rep.Disagreements = append(rep.Disagreements, rid+": an idempotency record for no payment of the run")
 			continue
 		}
-		switch lambdakit.Status(status) {
+		switch lambdakit.IdempotencyStatus(status) {
 		case lambdakit.StatusInProgress:
 			rep.StuckLocks = append(rep.StuckLocks, id)
 		case lambdakit.StatusCompleted:

@@ -40,12 +40,28 @@ type Gateway struct {
 	// SetFaults); rng draws them.
 	faultRate float64
 	rng       *rand.Rand
+	// onCharge is told of each new charge; see OnCharge.
+	onCharge func(c Charge, chargeID string)
 }
 
 type answer struct {
 	request []byte
 	status  int
 	body    []byte
+}
+
+// reply is what ServeHTTP writes, decided under the lock and written
+// outside it.
+type reply struct {
+	status   int
+	body     []byte
+	replayed bool // a stored answer, sent again
+}
+
+// newCharge is a charge that a request has just made.
+type newCharge struct {
+	charge Charge
+	id     string
 }
 
 // FailNext makes the next n requests fail with 503 without charging, as an
@@ -78,6 +94,19 @@ func (g *Gateway) drawFault() (before, after bool) {
 	return false, true
 }
 
+// OnCharge sets fn to be called after each new charge is recorded and
+// before its answer is written, outside the gateway's lock, with the charge
+// and its ID; nil removes it. A caller that dies while fn runs has paid
+// without knowing it, the costliest moment for a crash: tests use fn to kill
+// the function there and check that its retry is not charged again. A
+// replayed answer (same Idempotency-Key) and a decline are not new charges
+// and do not call fn. The answer waits for fn to return.
+func (g *Gateway) OnCharge(fn func(c Charge, chargeID string)) {
+	g.mu.Lock()
+	g.onCharge = fn
+	g.mu.Unlock()
+}
+
 // Charges returns every charge made, in order. A retry answered from the
 // Idempotency-Key store is not a new charge.
 func (g *Gateway) Charges() []Charge {
@@ -108,8 +137,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	key := r.Header.Get("Idempotency-Key")
+	rep, charged, hook := g.decide(r.Header.Get("Idempotency-Key"), body)
+	if charged != nil && hook != nil {
+		hook(charged.charge, charged.id)
+	}
+	if rep.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	writeRaw(w, rep.status, rep.body)
+}
 
+// decide answers a request, under the lock. It returns the new charge the
+// request made, if any, and the OnCharge hook to tell.
+func (g *Gateway) decide(key string, body []byte) (reply, *newCharge, func(Charge, string)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.requests++
@@ -118,33 +158,40 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if g.failNext > 0 {
 			g.failNext--
 		}
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "gateway overloaded, retry later"})
-		return
+		return jsonReply(http.StatusServiceUnavailable, "gateway overloaded, retry later"), nil, nil
 	}
 	if key == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "Idempotency-Key header is required"})
-		return
+		return jsonReply(http.StatusBadRequest, "Idempotency-Key header is required"), nil, nil
 	}
 	if prev, ok := g.byKey[key]; ok {
 		if !bytes.Equal(prev.request, body) {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "Idempotency-Key reused with different parameters"})
-			return
+			return jsonReply(http.StatusBadRequest, "Idempotency-Key reused with different parameters"), nil, nil
 		}
-		w.Header().Set("Idempotent-Replayed", "true")
-		writeRaw(w, prev.status, prev.body)
-		return
+		return reply{status: prev.status, body: prev.body, replayed: true}, nil, nil
 	}
+	made := len(g.charges)
 	a := g.charge(body)
 	if g.byKey == nil {
 		g.byKey = map[string]answer{}
 	}
 	g.byKey[key] = a
-	if lost {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "upstream timeout"})
-		return
+	var charged *newCharge
+	if len(g.charges) > made {
+		charged = &newCharge{charge: g.charges[made], id: chargeID(len(g.charges))}
 	}
-	writeRaw(w, a.status, a.body)
+	if lost {
+		return jsonReply(http.StatusServiceUnavailable, "upstream timeout"), charged, g.onCharge
+	}
+	return reply{status: a.status, body: a.body}, charged, g.onCharge
 }
+
+func jsonReply(status int, msg string) reply {
+	out, _ := json.Marshal(map[string]string{"error": msg})
+	return reply{status: status, body: out}
+}
+
+// chargeID names the n-th charge (from 1).
+func chargeID(n int) string { return fmt.Sprintf("ch_%06d", n) }
 
 // charge decides the answer to a new request. Callers hold g.mu.
 func (g *Gateway) charge(body []byte) answer {
@@ -164,7 +211,7 @@ func (g *Gateway) charge(body []byte) answer {
 		return errorAnswer(body, http.StatusPaymentRequired, "card_declined")
 	}
 	g.charges = append(g.charges, c)
-	out, _ := json.Marshal(map[string]any{"charge_id": fmt.Sprintf("ch_%06d", len(g.charges)), "amount": c.Amount, "currency": c.Currency})
+	out, _ := json.Marshal(map[string]any{"charge_id": chargeID(len(g.charges)), "amount": c.Amount, "currency": c.Currency})
 	return answer{request: body, status: http.StatusCreated, body: out}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -94,5 +95,88 @@ func TestGatewayFaults(t *testing.T) {
 	}
 	if n := len(g.Charges()); n != 50 || failures == 0 {
 		t.Errorf("got %d charges after %d failures; want 50 and some failures", n, failures)
+	}
+}
+
+// writeWatcher records whether anything was written to the response.
+type writeWatcher struct {
+	*httptest.ResponseRecorder
+	wrote bool
+}
+
+func (w *writeWatcher) WriteHeader(code int) { w.wrote = true; w.ResponseRecorder.WriteHeader(code) }
+
+func (w *writeWatcher) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseRecorder.Write(b)
+}
+
+func TestGatewayOnCharge(t *testing.T) {
+	g := &gateway.Gateway{}
+	type call struct {
+		c           gateway.Charge
+		id          string
+		wroteBefore bool
+		recorded    int
+	}
+	var calls []call
+	var w *writeWatcher
+	g.OnCharge(func(c gateway.Charge, id string) {
+		// Charges takes the gateway's lock: the hook runs outside it, after
+		// the charge was recorded and before the answer is written.
+		calls = append(calls, call{c, id, w.wrote, len(g.Charges())})
+	})
+	send := func(key, body string) (int, map[string]any) {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(body))
+		r.Header.Set("Idempotency-Key", key)
+		w = &writeWatcher{ResponseRecorder: httptest.NewRecorder()}
+		g.ServeHTTP(w, r)
+		var m map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil {
+			t.Fatalf("answer %q is not JSON: %v", w.Body.String(), err)
+		}
+		return w.Code, m
+	}
+
+	code, first := send("k1", charge)
+	if code != http.StatusCreated {
+		t.Fatalf("got %d %v; want 201", code, first)
+	}
+	if len(calls) != 1 {
+		t.Fatalf("hook called %d times after one charge; want once", len(calls))
+	}
+	c := calls[0]
+	if c.c.PaymentID != "p1" || c.c.Amount != 100 || c.id != first["charge_id"] {
+		t.Errorf("hook got %+v, %q; want payment p1 of 100 and the answer's charge ID %v", c.c, c.id, first["charge_id"])
+	}
+	if c.wroteBefore || c.recorded != 1 {
+		t.Errorf("hook saw written=%v, %d charges recorded; want nothing written yet and the charge recorded", c.wroteBefore, c.recorded)
+	}
+
+	// Neither a replay nor a decline nor a refusal is a new charge.
+	send("k1", charge)
+	send("k2", strings.Replace(charge, `"c1"`, `"`+gateway.DeclinedCustomerPrefix+`_1"`, 1))
+	send("k3", strings.Replace(charge, "100", "0", 1))
+	if len(calls) != 1 {
+		t.Errorf("hook called %d times; want once: replays, declines and refusals are no new charges", len(calls))
+	}
+
+	// A charge whose answer is lost still calls the hook: the money is
+	// taken all the same.
+	g.SetFaults(1, 1)
+	for i := 0; len(calls) == 1; i++ {
+		if i == 100 {
+			t.Fatal("no charge with a lost answer in 100 requests at a fault rate of 1")
+		}
+		if code, _ := send("lost-"+strconv.Itoa(i), strings.Replace(charge, `"p1"`, `"p-lost"`, 1)); code != http.StatusServiceUnavailable {
+			t.Fatalf("got %d; want 503 at a fault rate of 1", code)
+		}
+	}
+	g.SetFaults(0, 1)
+
+	g.OnCharge(nil)
+	if code, _ := send("k4", strings.Replace(charge, `"p1"`, `"p4"`, 1)); code != http.StatusCreated || len(calls) != 2 {
+		t.Errorf("after OnCharge(nil): got %d and %d hook calls; want 201 and no new call", code, len(calls))
 	}
 }

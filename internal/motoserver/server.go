@@ -1,18 +1,27 @@
 // Package motoserver starts and stops a local moto_server, which plays
 // DynamoDB and SQS on one loopback port, for the tests (through
 // internal/testenv) and the local demo.
+//
+// moto's server runs through a small launcher (launcher.py, embedded) that
+// keeps the cost of TransactWriteItems independent of table size; with a
+// moto version it was not written for, it runs plain moto and says so in
+// one line on standard error.
 package motoserver
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,9 +33,87 @@ import (
 	"github.com/lambdakit/lambdakit/internal/childproc"
 )
 
-// ErrNotInstalled means moto_server is not on PATH. Test runs skip
-// integration tests on it, except under CI.
-var ErrNotInstalled = errors.New("motoserver: moto_server not found on PATH (install it with: pip install 'moto[server]')")
+// ErrNotInstalled means moto_server is neither on PATH nor in the project's
+// virtual environment. Test runs skip integration tests on it, except under
+// CI.
+var ErrNotInstalled = errors.New("motoserver: moto_server not found on PATH or in .venv (run 'make deps', or: pip install 'moto[server]')")
+
+// venvDir is the virtual environment, under the module's root, into which
+// `make deps` installs moto when the machine has none.
+const venvDir = ".venv"
+
+// installation is the moto that Start runs.
+type installation struct {
+	server string // the moto_server program
+	// python is the interpreter of that installation: a launcher that
+	// imports moto must use this one, not whichever python3 is first on
+	// PATH, or it would not find the moto that server belongs to.
+	python string
+}
+
+// findMoto decides which moto runs: moto_server on PATH, else the one in
+// the virtual environment `make deps` makes (.venv/bin under the root of
+// the module holding the working directory, so that a plain `go test`
+// after `make deps` finds it too). Its Python is the python3 beside
+// moto_server (a virtual environment's bin, or pyenv's shims), else python3
+// on PATH. It is the one place that makes this choice.
+func findMoto() (installation, error) {
+	server, err := exec.LookPath("moto_server")
+	if err != nil {
+		server = venvProgram("moto_server")
+	}
+	if server == "" {
+		return installation{}, ErrNotInstalled
+	}
+	return installationOf(server), nil
+}
+
+// installationOf is the moto installation whose server is at server. Its
+// Python is the one the moto_server script names in its #! line (pip
+// writes an absolute path there), else the python3 beside it, else python3
+// on PATH (where a pyenv or asdf shim, a shell script, leads too).
+func installationOf(server string) installation {
+	python := shebangPython(server)
+	if python == "" {
+		python = filepath.Join(filepath.Dir(server), "python3")
+		if _, err := exec.LookPath(python); err != nil {
+			if python, err = exec.LookPath("python3"); err != nil {
+				python = ""
+			}
+		}
+	}
+	return installation{server: server, python: python}
+}
+
+// Installed returns ErrNotInstalled when Start would find no moto_server,
+// so that callers can skip what needs one before starting anything.
+func Installed() error {
+	_, err := findMoto()
+	return err
+}
+
+// venvProgram returns the path of name in venvDir/bin under the module
+// root above the working directory, or "" when there is none.
+func venvProgram(name string) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, venvDir, "bin", name)
+			if _, err := exec.LookPath(p); err != nil {
+				return ""
+			}
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
 
 // How long Start waits for a fresh moto_server to answer, and how long Stop
 // waits for it to exit politely before killing it. Both are bounds, not
@@ -55,13 +142,17 @@ type Server struct {
 }
 
 // Start starts moto_server on a free loopback port and waits until it
-// answers HTTP. The caller must Stop it. Start wraps ErrNotInstalled when
-// moto_server is not on PATH.
+// answers HTTP. The caller must Stop it. Start returns ErrNotInstalled when
+// there is no moto_server (see findMoto).
+//
+// The server is moto_server's own, started through the launcher with the
+// Python of that installation (see launcher.py).
 func Start() (*Server, error) {
-	bin, err := exec.LookPath("moto_server")
+	moto, err := findMoto()
 	if err != nil {
-		return nil, ErrNotInstalled
+		return nil, err
 	}
+	c := newCommand(moto)
 	// The free port is only free when we look: another process may take it
 	// before moto binds it. moto then exits at once, and a new port is
 	// worth a try. A server that hangs is not retried, so that the whole
@@ -72,7 +163,7 @@ func Start() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, early, err := start(bin, port)
+		s, early, err := start(c, loopback, port)
 		if err == nil {
 			return s, nil
 		}
@@ -87,18 +178,31 @@ func Start() (*Server, error) {
 // StartOn starts moto_server on the given loopback port, for a fixed
 // address that other tools are configured with (events/env.json says 5000).
 func StartOn(port int) (*Server, error) {
-	bin, err := exec.LookPath("moto_server")
+	return StartAt(loopback, port)
+}
+
+// StartAt starts moto_server listening on host (an IP address) and port,
+// for a server that containers must reach too. Its URL is on loopback when
+// host is an unspecified address (0.0.0.0, ::), on host otherwise.
+func StartAt(host string, port int) (*Server, error) {
+	moto, err := findMoto()
 	if err != nil {
-		return nil, ErrNotInstalled
+		return nil, err
 	}
-	s, _, err := start(bin, port)
+	s, _, err := start(newCommand(moto), host, port)
 	return s, err
 }
 
+// loopback is the address servers listen on unless told otherwise.
+const loopback = "127.0.0.1"
+
 // start makes one attempt; early reports that moto exited before it
 // answered (likely a port taken in the meantime).
-func start(bin string, port int) (s *Server, early bool, err error) {
-	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+func start(c command, host string, port int) (s *Server, early bool, err error) {
+	cmd := exec.Command(c.path, append(slices.Clone(c.args), "-H", host, "-p", strconv.Itoa(port))...)
+	if c.script != "" {
+		cmd.Stdin = strings.NewReader(c.script)
+	}
 	out := &tail{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	// moto's output is copied through pipes; without a bound, Wait would
@@ -106,7 +210,7 @@ func start(bin string, port int) (s *Server, early bool, err error) {
 	cmd.WaitDelay = time.Second
 	childproc.Setup(cmd)
 	s = &Server{
-		URL:    "http://127.0.0.1:" + strconv.Itoa(port),
+		URL:    "http://" + net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
 		cmd:    cmd,
 		exited: make(chan struct{}),
 		out:    out,
@@ -133,9 +237,24 @@ func start(bin string, port int) (s *Server, early bool, err error) {
 	if err := s.waitReady(startTimeout); err != nil {
 		early = s.hasExited()
 		s.Stop()
-		return nil, early, fmt.Errorf("motoserver: moto_server on %s: %w; its output:\n%s", s.URL, err, out.String())
+		return nil, early, fmt.Errorf("motoserver: %s %s on %s: %w; its output:\n%s", c.path, strings.Join(c.args, " "), s.URL, err, out.String())
+	}
+	if line := cmp.Or(c.notice, fallbackLine(out.String())); line != "" {
+		fmt.Fprintln(os.Stderr, line)
 	}
 	return s, false, nil
+}
+
+// dialHost is the address to reach a server listening on host: loopback
+// for an unspecified address, which listens on every interface.
+func dialHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ip.To4() != nil {
+			return loopback
+		}
+		return "::1"
+	}
+	return host
 }
 
 func freePort() (int, error) {
@@ -247,16 +366,20 @@ func Env(endpoint string) []string {
 	}
 }
 
-// AWSConfig returns an AWS config that talks to s only: static test
-// credentials, Region, s.URL as the endpoint of every service, no shared
-// config files or environment read, bounded requests and retries.
-func (s *Server) AWSConfig() aws.Config {
+// AWSConfig returns an AWS config that talks to s only; see Config.
+func (s *Server) AWSConfig() aws.Config { return Config(s.URL) }
+
+// Config returns an AWS config that talks to endpoint only: static test
+// credentials, Region, endpoint as the endpoint of every service, no
+// shared config files or environment read (so no credential chain and no
+// EC2 metadata lookup), bounded requests and retries.
+func Config(endpoint string) aws.Config {
 	// Built by hand rather than with config.LoadDefaultConfig, so that
 	// nothing from the developer's environment or ~/.aws can creep in.
 	return aws.Config{
 		Region:       Region,
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
-		BaseEndpoint: aws.String(s.URL),
+		BaseEndpoint: aws.String(endpoint),
 		HTTPClient: awshttp.NewBuildableClient().
 			WithTimeout(10 * time.Second).
 			WithTransportOptions(func(t *http.Transport) { t.Proxy = nil }),

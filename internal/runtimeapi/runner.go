@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lambdakit/lambdakit/internal/childproc"
@@ -69,11 +70,9 @@ type Runner struct {
 	turn      chan struct{} // holds a token while an Invoke or Close runs
 	env       *environment  // the live process, or nil; guarded by turn
 	idleBy    time.Time     // when the process should be idle again; guarded by turn
-
-	// live is env again, for Kill, which must not wait for the turn of
-	// the invocation it interrupts.
-	liveMu sync.Mutex
-	live   *environment
+	// live is env, for Kill, which must not wait for the turn that a
+	// running Invoke holds.
+	live atomic.Pointer[environment]
 }
 
 // environment is one process and the Server it talks to, Lambda's execution
@@ -217,6 +216,13 @@ func (r *Runner) waitIdle(ctx context.Context) (bool, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
+		select {
+		case <-r.env.exited:
+			// Gone while it waited for an event (killed, say): a server
+			// that has not noticed yet still counts it as waiting.
+			return false, nil
+		default:
+		}
 		idle, _, changed := r.env.srv.state()
 		if idle {
 			return true, nil
@@ -257,7 +263,7 @@ func (r *Runner) startEnv(ctx context.Context) (Result, error) {
 		close(env.exited)
 	}()
 	r.env = env
-	r.setLive(env)
+	r.live.Store(env)
 
 	id := newRequestID()
 	timer := time.NewTimer(r.opts.InitTimeout)
@@ -304,7 +310,7 @@ func (r *Runner) stopEnv(graceful bool) {
 		return
 	}
 	r.env = nil
-	r.setLive(nil)
+	r.live.Store(nil)
 	if graceful && env.srv.hasExtensions() {
 		env.srv.shutdownExtensions(time.Now().Add(shutdownGrace))
 		childproc.Signal(env.cmd, false)
@@ -323,35 +329,25 @@ func (r *Runner) stopEnv(graceful bool) {
 	_ = env.srv.Close()
 }
 
-// Kill ends the running process and its process group at once with
-// SIGKILL, the way a host failure or an out-of-memory kill ends a Lambda
-// execution environment: no signal handler, no flushing, no answer. Unlike
-// Close it does not wait for the turn of an Invoke in progress: that Invoke
-// sees the process exit and returns an OutcomeCrash Result, and the next
-// Invoke starts a new process (a cold start). It is for fault injection,
-// so that a test can end the function at a point of its choosing in the
-// middle of an invocation. Kill reports whether it signalled a process; it
-// does nothing when none is running or the process has exited already.
+// Kill ends the running process and whatever it started with SIGKILL, as
+// when an execution environment dies under a function (the host fails, the
+// process runs out of memory), and waits for it to be gone. An Invoke in
+// progress then reports OutcomeCrash, and the next Invoke starts a new
+// process. Kill does not wait for an Invoke to finish: it may be called
+// from anywhere, at any time, for instance from a test's fake dependency
+// while the function waits for it. It reports whether there was a process
+// to kill.
 func (r *Runner) Kill() bool {
-	r.liveMu.Lock()
-	defer r.liveMu.Unlock()
-	env := r.live
+	env := r.live.Load()
 	if env == nil {
 		return false
 	}
+	childproc.Signal(env.cmd, true)
 	select {
 	case <-env.exited:
-		return false
-	default:
+	case <-time.After(10 * time.Second): // SIGKILL cannot be ignored; this is a guard, not a path
 	}
-	childproc.Signal(env.cmd, true)
 	return true
-}
-
-func (r *Runner) setLive(env *environment) {
-	r.liveMu.Lock()
-	r.live = env
-	r.liveMu.Unlock()
 }
 
 // Close stops the process, waiting for it to be gone. An Invoke in progress

@@ -356,59 +356,6 @@ func TestRunnerCrash(t *testing.T) {
 	}
 }
 
-func TestRunnerKill(t *testing.T) {
-	r, out := newRunner(t, func(o *runtimeapi.RunnerOptions) { o.Timeout = 30 * time.Second })
-	if r.Kill() {
-		t.Error("Kill before the first Invoke = true; want false: no process yet")
-	}
-	_, before := invokeEcho(t, r, `0`)
-
-	type result struct {
-		res runtimeapi.Result
-		err error
-	}
-	done := make(chan result, 1)
-	start := time.Now()
-	go func() {
-		res, err := r.Invoke(context.Background(), []byte(`{"action":"sleep","ms":60000}`))
-		done <- result{res, err}
-	}()
-	// Kill once the function is inside the handler, mid-invocation.
-	for !strings.Contains(out.String(), "testfn: sleep") {
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("the function never started the sleep; output %q", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !r.Kill() {
-		t.Fatal("Kill during an invocation = false; want true")
-	}
-	var got result
-	select {
-	case got = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Invoke did not return within 10s of Kill")
-	}
-	if got.err != nil {
-		t.Fatalf("Invoke error = %v; want a crash Result", got.err)
-	}
-	if got.res.Outcome != runtimeapi.OutcomeCrash || got.res.ExitCode != -1 {
-		t.Errorf("outcome = %v, exit code %d; want a crash by signal (-1)", got.res.Outcome, got.res.ExitCode)
-	}
-	if got.res.Error == nil || got.res.Error.Type != "Runtime.ExitError" || !strings.Contains(got.res.Error.Message, "killed") {
-		t.Errorf("Error = %+v; want Runtime.ExitError saying the process was killed", got.res.Error)
-	}
-	assertGone(t, "killed function", before.PID)
-	if r.Kill() {
-		t.Error("Kill after the process is gone = true; want false")
-	}
-
-	res, after := invokeEcho(t, r, `1`)
-	if after.PID == before.PID || res.InitDuration == 0 {
-		t.Errorf("after Kill: pid %d (was %d), InitDuration %v; want a cold start", after.PID, before.PID, res.InitDuration)
-	}
-}
-
 func TestRunnerInitFailure(t *testing.T) {
 	tests := []struct {
 		init        string
@@ -521,6 +468,64 @@ func TestRunnerCloseDuringInvoke(t *testing.T) {
 		t.Fatal("Invoke did not return within 10s of Close")
 	}
 	assertGone(t, "function", e.PID)
+}
+
+func TestRunnerKill(t *testing.T) {
+	r, out := newRunner(t, func(o *runtimeapi.RunnerOptions) { o.Timeout = 30 * time.Second })
+	if r.Kill() {
+		t.Error("Kill before any process started reported a process")
+	}
+
+	t.Run("during an invocation, the invocation is a crash", func(t *testing.T) {
+		_, before := invokeEcho(t, r, `0`)
+		type outcome struct {
+			res runtimeapi.Result
+			err error
+		}
+		done := make(chan outcome, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := r.Invoke(ctx, []byte(`{"action":"sleep","ms":60000}`))
+			done <- outcome{res, err}
+		}()
+		// Kill once the function is inside its handler.
+		for i := 0; !strings.Contains(out.String(), "testfn: sleep"); i++ {
+			if i == 500 {
+				t.Fatalf("the function never started the event; output:\n%s", out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !r.Kill() {
+			t.Fatal("Kill during an invocation reported no process")
+		}
+		assertGone(t, "killed function", before.PID)
+		var got outcome
+		select {
+		case got = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Invoke did not return within 10s of Kill")
+		}
+		if got.err != nil || got.res.Outcome != runtimeapi.OutcomeCrash || !strings.Contains(got.res.Error.Message, "signal: killed") {
+			t.Fatalf("Invoke = %v, %v (%+v); want a crash by signal: killed", got.res.Outcome, got.err, got.res.Error)
+		}
+		res, after := invokeEcho(t, r, `1`)
+		if after.PID == before.PID || res.InitDuration == 0 {
+			t.Errorf("after Kill: pid %d (was %d), InitDuration %v; want a cold start", after.PID, before.PID, res.InitDuration)
+		}
+	})
+
+	t.Run("while idle, the next invocation starts a new process", func(t *testing.T) {
+		_, before := invokeEcho(t, r, `2`)
+		if !r.Kill() {
+			t.Fatal("Kill of a warm process reported no process")
+		}
+		assertGone(t, "killed function", before.PID)
+		res, after := invokeEcho(t, r, `3`)
+		if after.PID == before.PID || res.InitDuration == 0 {
+			t.Errorf("after Kill: pid %d (was %d), InitDuration %v; want a cold start", after.PID, before.PID, res.InitDuration)
+		}
+	})
 }
 
 func TestNewRunnerRejects(t *testing.T) {

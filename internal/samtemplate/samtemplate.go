@@ -1,6 +1,6 @@
-// Package samtemplate reads the DynamoDB tables that template.yaml declares,
-// so that local runs and tests create exactly those tables and never drift
-// from what SAM deploys.
+// Package samtemplate reads the DynamoDB tables, SQS queues and SQS events
+// that template.yaml declares, so that local runs and tests create exactly
+// those tables and queues and never drift from what SAM deploys.
 package samtemplate
 
 import (

@@ -1,6 +1,8 @@
 package samtemplate_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -30,5 +32,84 @@ func TestTablesReadsTheProjectTemplate(t *testing.T) {
 	}
 	if _, err := samtemplate.Find(tables, "Nope"); err == nil {
 		t.Error("Find of a missing table: got nil error")
+	}
+}
+
+func TestQueuesReadsTheProjectTemplate(t *testing.T) {
+	queues, err := samtemplate.Queues("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := samtemplate.FindQueue(queues, "PaymentQueue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := samtemplate.Queue{LogicalID: "PaymentQueue", FifoQueue: true, VisibilityTimeout: 360, DeadLetterQueue: "PaymentDLQ", MaxReceiveCount: 5}
+	if q != want {
+		t.Errorf("got %+v; want %+v", q, want)
+	}
+	dlq, err := samtemplate.FindQueue(queues, "PaymentDLQ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (samtemplate.Queue{LogicalID: "PaymentDLQ", FifoQueue: true}); dlq != want {
+		t.Errorf("got %+v; want %+v", dlq, want)
+	}
+	if _, err := samtemplate.FindQueue(queues, "Nope"); err == nil {
+		t.Error("FindQueue of a missing queue: got nil error")
+	}
+
+	attrs := q.Attributes("arn:aws:sqs:us-east-1:123456789012:dlq.fifo")
+	wantAttrs := map[string]string{
+		"FifoQueue": "true", "ContentBasedDeduplication": "false", "VisibilityTimeout": "360",
+		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:123456789012:dlq.fifo","maxReceiveCount":"5"}`,
+	}
+	if len(attrs) != len(wantAttrs) {
+		t.Errorf("got attributes %v; want %v", attrs, wantAttrs)
+	}
+	for k, v := range wantAttrs {
+		if attrs[k] != v {
+			t.Errorf("attribute %s = %q; want %q", k, attrs[k], v)
+		}
+	}
+	// Scaled down, as a test or the demo does.
+	q.VisibilityTimeout, q.MaxReceiveCount = 6, 2
+	attrs = q.Attributes("arn:x")
+	if attrs["VisibilityTimeout"] != "6" || attrs["RedrivePolicy"] != `{"deadLetterTargetArn":"arn:x","maxReceiveCount":"2"}` {
+		t.Errorf("scaled down: got %v; want VisibilityTimeout 6 and maxReceiveCount 2", attrs)
+	}
+	if _, err := q.Create(t.Context(), nil, "q.fifo", ""); err == nil {
+		t.Error("Create without the DLQ's ARN: got nil error")
+	}
+}
+
+func TestSQSEventsReadsTheProjectTemplate(t *testing.T) {
+	evs, err := samtemplate.SQSEvents("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := samtemplate.SQSEvent{Function: "PaymentFunction", Name: "PaymentQueueEvent", Queue: "PaymentQueue",
+		BatchSize: 10, MaximumConcurrency: 5, ReportBatchItemFailures: true, Timeout: 60}
+	if len(evs) != 1 || evs[0] != want {
+		t.Errorf("got %+v; want [%+v]", evs, want)
+	}
+}
+
+func TestQueuesRefusesARedrivePolicyItCannotFollow(t *testing.T) {
+	for name, policy := range map[string]string{
+		"no GetAtt":           "deadLetterTargetArn: arn:aws:sqs:us-east-1:123456789012:dlq\n        maxReceiveCount: 3",
+		"no maxReceiveCount":  "deadLetterTargetArn: !GetAtt DLQ.Arn",
+		"GetAtt of something": "deadLetterTargetArn: !GetAtt DLQ.QueueName\n        maxReceiveCount: 3",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "template.yaml")
+			tpl := "Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n      RedrivePolicy:\n        " + policy + "\n"
+			if err := os.WriteFile(path, []byte(tpl), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if qs, err := samtemplate.Queues(path); err == nil {
+				t.Errorf("got %+v; want an error", qs)
+			}
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -118,11 +117,12 @@ func setEnv(endpoint string) error {
 }
 
 // RequireMotoServer is for tests that start moto_server themselves (through
-// a command under test): it skips tb when moto_server is not on PATH, or
-// fails it when the CI environment variable is set.
+// a command under test): it skips tb when there is no moto_server (on PATH
+// or in the project's .venv), or fails it when the CI environment variable
+// is set.
 func RequireMotoServer(tb testing.TB) {
 	tb.Helper()
-	if _, err := exec.LookPath("moto_server"); err != nil {
+	if err := motoserver.Installed(); err != nil {
 		if os.Getenv("CI") != "" {
 			tb.Fatalf("%v; failing, because CI is set", motoserver.ErrNotInstalled)
 		}

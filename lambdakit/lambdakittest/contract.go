@@ -23,8 +23,8 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 	// seconds and milliseconds compare exactly.
 	base := time.Now().Truncate(time.Second)
 
-	newRecord := func(t *testing.T, leaseEnd time.Time) lambdakit.Record {
-		return lambdakit.Record{
+	newRecord := func(t *testing.T, leaseEnd time.Time) lambdakit.IdempotencyRecord {
+		return lambdakit.IdempotencyRecord{
 			ID:                   fmt.Sprintf("contract#%s#%d", t.Name(), contractSeq.Add(1)),
 			Status:               lambdakit.StatusInProgress,
 			Expiration:           base.Add(time.Hour),
@@ -33,7 +33,7 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 			Lease:                fmt.Sprintf("lease-%d", contractSeq.Add(1)),
 		}
 	}
-	acquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool) {
+	acquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool) {
 		t.Helper()
 		old, ok, err := s.Acquire(t.Context(), rec, now)
 		if err != nil {
@@ -41,18 +41,18 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		}
 		return old, ok
 	}
-	mustAcquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, now time.Time) {
+	mustAcquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord, now time.Time) {
 		t.Helper()
 		if old, ok := acquire(t, s, rec, now); !ok {
 			t.Fatalf("Acquire(%s) = not acquired, held by %+v; want acquired", rec.ID, old)
 		}
 	}
-	other := func(rec lambdakit.Record, lease string, leaseEnd time.Time) lambdakit.Record {
+	other := func(rec lambdakit.IdempotencyRecord, lease string, leaseEnd time.Time) lambdakit.IdempotencyRecord {
 		rec.Lease = lease
 		rec.InProgressExpiration = leaseEnd
 		return rec
 	}
-	complete := func(t *testing.T, s lambdakit.Store, rec lambdakit.Record, data []byte) lambdakit.Record {
+	complete := func(t *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord, data []byte) lambdakit.IdempotencyRecord {
 		t.Helper()
 		rec.Status = lambdakit.StatusCompleted
 		rec.Data = data
@@ -117,6 +117,49 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		rec := newRecord(t, base.Add(time.Second))
 		mustAcquire(t, s, rec, base)
 		mustAcquire(t, s, other(rec, "taker", base.Add(time.Minute)), base.Add(2*time.Second))
+	})
+
+	// A lease ending at x.9 s must hold at x.1 s and until x.9 s exactly,
+	// in every store: a store that keeps whole seconds must not round the
+	// lease's end down (a second owner would run while the first still
+	// may), and one that keeps more precision must agree with it to the
+	// millisecond. Here the record's expiration ends with its lease, as it
+	// does when the TTL is shorter than the time left in the invocation.
+	t.Run("lease ending at x.9 s is held until x.9 s, to the millisecond", func(t *testing.T) {
+		s := newStore(t)
+		end := base.Add(900 * time.Millisecond)
+		rec := newRecord(t, end)
+		rec.Expiration = end
+		mustAcquire(t, s, rec, base)
+		for _, at := range []time.Duration{100 * time.Millisecond, 899 * time.Millisecond} {
+			if old, ok := acquire(t, s, other(rec, fmt.Sprintf("early-%v", at), base.Add(time.Minute)), base.Add(at)); ok {
+				t.Fatalf("Acquire at +%v = acquired; want refused: the lease ends at +900ms", at)
+			} else if old.Lease != rec.Lease {
+				t.Errorf("at +%v: got holder %q; want %q", at, old.Lease, rec.Lease)
+			}
+		}
+		mustAcquire(t, s, other(rec, "on-time", base.Add(time.Minute)), end)
+	})
+
+	// Expiration is kept in whole seconds (the table's TTL attribute), so a
+	// store rounds it up, never down: a completed record whose expiration
+	// is asked for x.9 s counts until x+1 s in every store alike.
+	t.Run("completed record expiring at x.9 s counts until x+1 s", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(100*time.Millisecond))
+		rec.Expiration = base.Add(900 * time.Millisecond)
+		mustAcquire(t, s, rec, base)
+		complete(t, s, rec, []byte(`"done"`))
+		for _, at := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 999 * time.Millisecond} {
+			old, ok := acquire(t, s, other(rec, fmt.Sprintf("late-%v", at), base.Add(time.Minute)), base.Add(at))
+			if ok || old.Status != lambdakit.StatusCompleted {
+				t.Fatalf("Acquire at +%v: got %+v, acquired=%v; want the completed record", at, old, ok)
+			}
+			if want := base.Add(time.Second); !old.Expiration.Equal(want) {
+				t.Errorf("at +%v: got expiration %v; want %v (rounded up to the second)", at, old.Expiration, want)
+			}
+		}
+		mustAcquire(t, s, other(rec, "after", base.Add(time.Minute)), base.Add(time.Second))
 	})
 
 	t.Run("expired completed record counts as absent", func(t *testing.T) {
@@ -219,6 +262,33 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		rec.Status = lambdakit.StatusCompleted
 		if err := s.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrLeaseLost) {
 			t.Errorf("got %v; want ErrLeaseLost", err)
+		}
+	})
+
+	t.Run("GetRecords returns what is stored and leaves out what is not", func(t *testing.T) {
+		s := newStore(t)
+		getter, ok := s.(lambdakit.BatchGetter)
+		if !ok {
+			t.Skip("the store does not implement lambdakit.BatchGetter")
+		}
+		done := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, done, base)
+		done = complete(t, s, done, []byte(`"r"`))
+		busy := newRecord(t, base.Add(1500*time.Millisecond))
+		mustAcquire(t, s, busy, base)
+		missing := newRecord(t, base.Add(time.Minute))
+		got, err := getter.GetRecords(t.Context(), []string{done.ID, busy.ID, missing.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 {
+			t.Errorf("got %d records; want 2 (the missing one left out)", len(got))
+		}
+		if r := got[done.ID]; r.Status != lambdakit.StatusCompleted || string(r.Data) != `"r"` || r.Validation != "v1" || !r.Expiration.Equal(done.Expiration) {
+			t.Errorf("completed record: got %+v", r)
+		}
+		if r := got[busy.ID]; r.Status != lambdakit.StatusInProgress || r.Lease != busy.Lease || !r.InProgressExpiration.Equal(busy.InProgressExpiration) {
+			t.Errorf("in-progress record: got %+v", r)
 		}
 	})
 

@@ -56,20 +56,20 @@ func (s *FaultyStore) fault() (before, after bool) {
 }
 
 // Acquire implements lambdakit.Store.
-func (s *FaultyStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s *FaultyStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	before, after := s.fault()
 	if before {
-		return lambdakit.Record{}, false, ErrInjected
+		return lambdakit.IdempotencyRecord{}, false, ErrInjected
 	}
 	old, ok, err := s.Store.Acquire(ctx, rec, now)
 	if after && err == nil {
-		return lambdakit.Record{}, false, ErrInjected
+		return lambdakit.IdempotencyRecord{}, false, ErrInjected
 	}
 	return old, ok, err
 }
 
 // Complete implements lambdakit.Store.
-func (s *FaultyStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s *FaultyStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	before, after := s.fault()
 	if before {
 		return ErrInjected

@@ -10,29 +10,51 @@ import (
 )
 
 // MemoryStore is a lambdakit.Store in memory. The zero value is ready to use
-// and it is safe for concurrent use. Staged writes must be of type func():
+// and it is safe for concurrent use. It keeps times at the precision
+// DynamoDB does (see lambdakit.IdempotencyRecord.Rounded), so that it agrees with
+// dynamostore, to the millisecond, on when a record stops counting. Staged writes must be of type func():
 // they run under the store's lock, right after the completion, and only if
 // the completion succeeds.
 type MemoryStore struct {
 	mu    sync.Mutex
-	recs  map[string]lambdakit.Record
+	recs  map[string]lambdakit.IdempotencyRecord
 	calls Calls
 }
 
 // Calls counts the requests a Store received, per method.
 type Calls struct {
-	Acquire, Complete, Release int
+	Acquire, Complete, Release, GetRecords int
 }
 
 // Total is the number of requests of every kind.
-func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release }
+func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release + c.GetRecords }
 
-var _ lambdakit.Store = (*MemoryStore)(nil)
+var (
+	_ lambdakit.Store       = (*MemoryStore)(nil)
+	_ lambdakit.BatchGetter = (*MemoryStore)(nil)
+)
+
+// GetRecords implements lambdakit.BatchGetter.
+func (s *MemoryStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls.GetRecords++
+	out := make(map[string]lambdakit.IdempotencyRecord, len(ids))
+	for _, id := range ids {
+		if r, ok := s.recs[id]; ok {
+			out[id] = clone(r)
+		}
+	}
+	return out, nil
+}
 
 // Acquire implements lambdakit.Store.
-func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.Record, now time.Time) (lambdakit.Record, bool, error) {
+func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return lambdakit.Record{}, false, err
+		return lambdakit.IdempotencyRecord{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -41,15 +63,15 @@ func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.Record, now tim
 		return clone(old), false, nil
 	}
 	if s.recs == nil {
-		s.recs = make(map[string]lambdakit.Record)
+		s.recs = make(map[string]lambdakit.IdempotencyRecord)
 	}
 	rec.Staged = nil
-	s.recs[rec.ID] = clone(rec)
-	return lambdakit.Record{}, true, nil
+	s.recs[rec.ID] = clone(rec.Rounded())
+	return lambdakit.IdempotencyRecord{}, true, nil
 }
 
 // Complete implements lambdakit.Store.
-func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.Record) error {
+func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -69,7 +91,7 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.Record) error 
 		return fmt.Errorf("complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	}
 	old.Status = lambdakit.StatusCompleted
-	old.Expiration = rec.Expiration
+	old.Expiration = rec.Rounded().Expiration
 	old.Validation = rec.Validation
 	old.Data = append([]byte(nil), rec.Data...)
 	if rec.Data == nil {
@@ -109,17 +131,17 @@ func (s *MemoryStore) Calls() Calls {
 }
 
 // Records returns a copy of every record held, live or not, by ID.
-func (s *MemoryStore) Records() map[string]lambdakit.Record {
+func (s *MemoryStore) Records() map[string]lambdakit.IdempotencyRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]lambdakit.Record, len(s.recs))
+	out := make(map[string]lambdakit.IdempotencyRecord, len(s.recs))
 	for id, r := range s.recs {
 		out[id] = clone(r)
 	}
 	return out
 }
 
-func clone(r lambdakit.Record) lambdakit.Record {
+func clone(r lambdakit.IdempotencyRecord) lambdakit.IdempotencyRecord {
 	if r.Data != nil {
 		r.Data = append([]byte(nil), r.Data...)
 	}

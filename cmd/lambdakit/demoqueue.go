@@ -1,0 +1,422 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/producer"
+)
+
+// The demo's last act sends payments the way they come in AWS: a producer
+// publishes them to the FIFO queue, the event source mapping (what
+// `lambdakit run` runs) feeds them to the function, and a crash kills the
+// function once, after the gateway took the money and before it answered.
+//
+// The template's timings are scaled down so that the act takes seconds:
+// function timeout 2 s (60 s), visibility timeout 4 s (360 s: longer than
+// the function's timeout, so that a crashed invocation's lease has ended when
+// its messages come back), maxReceiveCount 2 (5).
+const (
+	queueFile            = "payments-queue.jsonl"
+	queueName            = "lambdakit-payment-queue.fifo" // as SAM names them for the stack lambdakit-payment
+	dlqName              = "lambdakit-payment-dlq.fifo"
+	queueFunctionTimeout = 2 * time.Second
+	queueVisibility      = 4
+	queueMaxReceiveCount = 2
+	// queueResent is published a second time by a producer whose key
+	// differs, so with another deduplication ID: SQS takes it, as it takes a
+	// producer's retry after its 5-minute window.
+	queueResent = "pay_6002"
+	// queueCrash is the payment whose invocation is killed. It is the last
+	// of its group: moto hands a FIFO group's messages that come back
+	// together last one first (real SQS keeps their order), so the crash
+	// should leave no earlier payment of the group unfinished.
+	queueCrash = "pay_6004"
+	// queueRunBound bounds the run; it takes about 2 visibility timeouts.
+	queueRunBound = time.Minute
+)
+
+// queueOutcome is what the queue act found, for the summary.
+type queueOutcome struct {
+	published   int
+	deleted     int
+	inDLQ       []string // payment IDs
+	chargedDLQ  []string // payment IDs in the DLQ that the gateway charged all the same
+	leftInQ     int
+	crashed     bool   // the crash happened where intended
+	crashCharge string // the charge made just before the crash
+	chargesOf   int    // charges of queueCrash at the gateway
+}
+
+// crashSlot runs the function and remembers the records of the event in
+// flight, so that the crash hook knows the batch it interrupts.
+type crashSlot struct {
+	runner *runtimeapi.Runner
+	mu     sync.Mutex
+	recs   []events.SQSMessage
+}
+
+func (s *crashSlot) Invoke(ctx context.Context, event []byte, optFns ...func(*runtimeapi.InvokeOptions)) (runtimeapi.Result, error) {
+	var ev events.SQSEvent
+	_ = json.Unmarshal(event, &ev) // an event that does not decode holds no records
+	s.mu.Lock()
+	s.recs = ev.Records
+	s.mu.Unlock()
+	return s.runner.Invoke(ctx, event, optFns...)
+}
+
+func (s *crashSlot) records() []events.SQSMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.recs)
+}
+
+// crashLog is what the crash hook and the batches saw, written from their
+// goroutines.
+type crashLog struct {
+	mu      sync.Mutex
+	charge  string // the charge of queueCrash made just before the kill
+	crashed bool   // a batch holding queueCrash ended in a crash
+}
+
+func (c *crashLog) get() (charge string, crashed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.charge, c.crashed
+}
+
+// playQueue is the queue act: number n of the story.
+func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file string, environ []string) (queueOutcome, error) {
+	var out queueOutcome
+	fmt.Fprintf(d.out, "\n%d. Through the queue: publish, then Lambda's event source mapping, with a crash after a charge\n", n)
+
+	// The queues, as template.yaml declares them, scaled down.
+	queues, err := samtemplate.Queues(template)
+	if err != nil {
+		return out, err
+	}
+	evs, err := samtemplate.SQSEvents(template)
+	if err != nil {
+		return out, err
+	}
+	if len(evs) != 1 {
+		return out, fmt.Errorf("%s: want one SQS event, got %d", template, len(evs))
+	}
+	ev := evs[0]
+	q, err := samtemplate.FindQueue(queues, ev.Queue)
+	if err != nil {
+		return out, err
+	}
+	dlq, err := samtemplate.FindQueue(queues, q.DeadLetterQueue)
+	if err != nil {
+		return out, err
+	}
+	fmt.Fprintf(d.out, "   %s -> %s, %s -> %s (as in %s, with timings scaled down):\n", q.LogicalID, queueName, dlq.LogicalID, dlqName, template)
+	fmt.Fprintf(d.out, "   visibility timeout %ds (template %ds), maxReceiveCount %d (%d), function timeout %v (%ds)\n",
+		queueVisibility, q.VisibilityTimeout, queueMaxReceiveCount, q.MaxReceiveCount, queueFunctionTimeout, ev.Timeout)
+	q.VisibilityTimeout, q.MaxReceiveCount = queueVisibility, queueMaxReceiveCount
+	sqsc := sqs.NewFromConfig(d.moto.AWSConfig())
+	dlqURL, err := dlq.Create(ctx, sqsc, dlqName, "")
+	if err != nil {
+		return out, err
+	}
+	attrs, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlqURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return out, err
+	}
+	queueURL, err := q.Create(ctx, sqsc, queueName, attrs.Attributes["QueueArn"])
+	if err != nil {
+		return out, err
+	}
+
+	// Publish, as `lambdakit publish -key-field payment_id -group-field
+	// customer_id` does, then queueResent again with another key.
+	bodies, err := jsonLines(file)
+	if err != nil {
+		return out, err
+	}
+	key := lambdakit.KeyFromField("payment_id")
+	group := producer.GroupFromField("customer_id")
+	first, err := producer.NewFromQueue(ctx, sqsc, queueURL, func(o *producer.Options) { o.Key, o.Group = key, group })
+	if err != nil {
+		return out, err
+	}
+	later, err := producer.NewFromQueue(ctx, sqsc, queueURL, func(o *producer.Options) {
+		o.Key = func(m *events.SQSMessage) (string, error) {
+			k, err := key(m)
+			return k + "|after the window", err
+		}
+		o.Group = group
+	})
+	if err != nil {
+		return out, err
+	}
+	var msgs []producer.Message
+	resend := -1
+	for i, b := range bodies {
+		msgs = append(msgs, producer.Message{Body: b})
+		if paymentID(b) == queueResent {
+			resend = i
+		}
+	}
+	if resend < 0 {
+		return out, fmt.Errorf("%s: no %s to send twice", file, queueResent)
+	}
+	results, err := first.Send(ctx, msgs)
+	if err != nil {
+		return out, err
+	}
+	again, err := later.Send(ctx, msgs[resend:resend+1])
+	if err != nil {
+		return out, err
+	}
+	published := map[string]string{} // message ID → payment ID
+	for i, r := range results {
+		published[r.MessageID] = paymentID(bodies[i])
+	}
+	published[again[0].MessageID] = queueResent
+	out.published = len(published)
+	fmt.Fprintf(d.out, "   published %s: %s, deduplication ID = sha256(payment_id), group = customer_id\n", file, plural(len(results), "message"))
+	fmt.Fprintf(d.out, "   published %s again with another deduplication ID (%.12s… instead of %.12s…), as a producer's retry after SQS's 5-minute window\n",
+		queueResent, again[0].DedupID, results[resend].DedupID)
+
+	// The function, behind one batch slot with a short timeout.
+	runner, err := runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
+		o.FunctionName = "lambdakit-payment-PaymentFunction"
+		o.Timeout = queueFunctionTimeout
+		o.MemoryMB = 256
+		o.LogFormat = "JSON"
+		o.Env = append(append([]string{}, environ...), d.functionEnv(loopback)...)
+		o.Stdout = &d.logs
+		o.Stderr = &d.logs
+	})
+	if err != nil {
+		return out, err
+	}
+	defer runner.Close()
+	slot := &crashSlot{runner: runner}
+
+	// The crash: when the gateway has charged queueCrash, and before it
+	// answers, kill the function. The whole batch comes back; moto would
+	// hand a group's unfinished records back in reverse, so first the
+	// function is given a moment to finish the records of every group with
+	// more than one record in the batch.
+	crash := &crashLog{}
+	d.gw.OnCharge(func(c gateway.Charge, chargeID string) {
+		if c.PaymentID != queueCrash {
+			return
+		}
+		crash.mu.Lock()
+		crash.charge = chargeID
+		crash.mu.Unlock()
+		recs := slot.records()
+		inGroup := map[string]int{}
+		for _, m := range recs {
+			inGroup[m.Attributes["MessageGroupId"]]++
+		}
+		var others []events.SQSMessage
+		for _, m := range recs {
+			if paymentID(m.Body) != queueCrash && inGroup[m.Attributes["MessageGroupId"]] > 1 {
+				others = append(others, m)
+			}
+		}
+		d.awaitLinesFor(others, queueFunctionTimeout/4)
+		runner.Kill()
+	})
+	defer d.gw.OnCharge(nil)
+
+	fmt.Fprintf(d.out, "   running the event source mapping until the queue is empty (batch size %d, one batch at a time)\n", ev.BatchSize)
+	d.logs.Reset()
+	batch := 0
+	mapping, err := esm.New(sqsc, queueURL, slot, func(o *esm.Options) {
+		o.BatchSize = ev.BatchSize
+		o.ReportBatchItemFailures = ev.ReportBatchItemFailures
+		o.UntilEmpty = true
+		o.OnBatch = func(b esm.BatchResult) {
+			batch++
+			charge, _ := crash.get()
+			if b.Result.Outcome == runtimeapi.OutcomeCrash && slices.ContainsFunc(b.Records, func(m events.SQSMessage) bool { return paymentID(m.Body) == queueCrash }) {
+				crash.mu.Lock()
+				crash.crashed = true
+				crash.mu.Unlock()
+			}
+			d.printBatch(batch, b, charge)
+		}
+	})
+	if err != nil {
+		return out, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, queueRunBound)
+	defer cancel()
+	summary, err := mapping.Run(runCtx)
+	switch {
+	case err != nil:
+		return out, err
+	case ctx.Err() != nil:
+		return out, ctx.Err()
+	case !summary.Empty:
+		return out, fmt.Errorf("the queue was not empty after %v", queueRunBound)
+	}
+	out.deleted = summary.Deleted
+
+	// Where everything went.
+	dead, err := peekAll(ctx, sqsc, dlqURL)
+	if err != nil {
+		return out, err
+	}
+	for _, m := range dead {
+		out.inDLQ = append(out.inDLQ, paymentID(aws.ToString(m.Body)))
+	}
+	left, err := peekAll(ctx, sqsc, queueURL)
+	if err != nil {
+		return out, err
+	}
+	out.leftInQ = len(left)
+	out.crashCharge, out.crashed = crash.get()
+	for _, c := range d.gw.Charges() {
+		if c.PaymentID == queueCrash {
+			out.chargesOf++
+		}
+		if slices.Contains(out.inDLQ, c.PaymentID) {
+			out.chargedDLQ = append(out.chargedDLQ, c.PaymentID)
+		}
+	}
+	fmt.Fprintf(d.out, "   queue empty after %s: %s received in all, %d deleted, %d moved to the DLQ\n",
+		plural(summary.Invocations, "invocation"), plural(summary.Records, "record"), summary.Deleted, len(dead))
+	for _, m := range dead {
+		fmt.Fprintf(d.out, "   DLQ %s: %s, moved there by the redrive policy after failing %d deliveries\n", dlqName, paymentID(aws.ToString(m.Body)), queueMaxReceiveCount)
+	}
+	return out, nil
+}
+
+// printBatch prints one batch of the queue act and each record's fate.
+func (d *demo) printBatch(n int, b esm.BatchResult, crashCharge string) {
+	receive := "first delivery"
+	if len(b.Records) > 0 && b.Records[0].Attributes["ApproximateReceiveCount"] != "1" {
+		receive = "back after the visibility timeout"
+	}
+	crashed := b.Result.Outcome == runtimeapi.OutcomeCrash
+	switch {
+	case crashed:
+		fmt.Fprintf(d.out, "   batch %d: %s, %s: the function was killed after the gateway charged %s, before it answered; the whole batch stays\n",
+			n, plural(len(b.Records), "record"), receive, queueCrash)
+	case b.Err != nil:
+		fmt.Fprintf(d.out, "   batch %d: %s, %s: the invocation failed (%s); the whole batch stays\n", n, plural(len(b.Records), "record"), receive, b.Result.Outcome)
+	default:
+		fmt.Fprintf(d.out, "   batch %d: %s, %s: %d deleted, %d left for redelivery\n", n, plural(len(b.Records), "record"), receive, len(b.Deleted), len(b.Left))
+	}
+	var told []events.SQSMessage
+	for _, m := range b.Records {
+		if !(crashed && paymentID(m.Body) == queueCrash) {
+			told = append(told, m)
+		}
+	}
+	d.awaitLines(told)
+	if d.verbose {
+		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
+	}
+	lines := parseLogLines(d.logs.String())
+	d.tally(lines)
+	d.logs.Reset()
+	for _, m := range b.Records {
+		id := paymentID(m.Body)
+		fate := recordFate(m.MessageId, slices.Contains(b.Left, m.MessageId), lines)
+		switch {
+		case crashed && id == queueCrash:
+			fate = "KILLED     charged " + crashCharge + " at the gateway; the answer never came back"
+		case crashed && fate == "FAILED":
+			fate = "no answer  the process died before the batch was answered"
+		case id == queueCrash && strings.HasSuffix(fate, " "+crashCharge) && crashCharge != "":
+			fate += " again: the gateway's stored answer for the same Idempotency-Key, no new charge"
+		}
+		fmt.Fprintf(d.out, "   %-12s%-8s %s\n", id, " ["+m.Attributes["MessageGroupId"]+"]", fate)
+	}
+}
+
+// peekAll receives every message of a queue without deleting it, hiding
+// them for a minute.
+func peekAll(ctx context.Context, client *sqs.Client, url string) ([]sqstypes.Message, error) {
+	var all []sqstypes.Message
+	for range 10 {
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 60,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(out.Messages) == 0 {
+			return all, nil
+		}
+		all = append(all, out.Messages...)
+	}
+	return nil, errors.New(url + ": still messages after 10 receives")
+}
+
+// jsonLines returns the non-blank lines of a file of JSON lines.
+func jsonLines(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines, sc.Err()
+}
+
+// queueSummary prints the queue act's lines of the summary and reports
+// whether they are as they must be.
+func (d *demo) queueSummary(q queueOutcome) bool {
+	ok := true
+	accounted := q.deleted + len(q.inDLQ)
+	fmt.Fprintf(d.out, "   queue: %d messages published, %d deleted after success, %d in the DLQ (%s), %d left\n",
+		q.published, q.deleted, len(q.inDLQ), strings.Join(q.inDLQ, ", "), q.leftInQ)
+	if accounted != q.published || q.leftInQ != 0 {
+		fmt.Fprintf(d.out, "   %d of %d published messages are accounted for\n", accounted, q.published)
+		ok = false
+	}
+	if len(q.chargedDLQ) > 0 {
+		// A payment that was charged must not need a redrive.
+		fmt.Fprintf(d.out, "   charged, yet in the DLQ: %s\n", strings.Join(q.chargedDLQ, ", "))
+		ok = false
+	}
+	switch {
+	case !q.crashed:
+		fmt.Fprintf(d.out, "   the function was never killed after charging %s\n", queueCrash)
+		ok = false
+	case q.chargesOf != 1:
+		fmt.Fprintf(d.out, "   %s was charged %d times\n", queueCrash, q.chargesOf)
+		ok = false
+	case slices.Contains(q.inDLQ, queueCrash):
+		// Its redeliveries found the dead invocation's lock still held: the
+		// visibility timeout must outlast the function's timeout.
+		fmt.Fprintf(d.out, "   %s was charged once, but its redeliveries could not complete it before it went to the DLQ\n", queueCrash)
+		ok = false
+	default:
+		fmt.Fprintf(d.out, "   %s was charged once (%s), though the function was killed after the charge: its redelivery took over the lapsed lock and got the gateway's stored answer\n", queueCrash, q.crashCharge)
+	}
+	return ok
+}

@@ -1,0 +1,387 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/motoserver"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	lk "github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/producer"
+)
+
+// cli runs the CLI with stdin as its standard input, bounded in time, with
+// env added to this process's environment.
+func cli(t *testing.T, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
+	bin, _ := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatalf("lambdakit %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("lambdakit %v did not finish within 60s; stderr:\n%s", args, stderr.String())
+	}
+	return cliResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+// recordsEnv points the CLI's SDK at moto through
+// AWS_ENDPOINT_URL_DYNAMODB only: the general AWS_ENDPOINT_URL leads
+// nowhere, so a CLI that ignored the DynamoDB variable would fail. It
+// leaves IDEMPOTENCY_TABLE unset.
+func recordsEnv(srv *motoserver.Server) []string {
+	return append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_DYNAMODB="+srv.URL, "IDEMPOTENCY_TABLE=")
+}
+
+// recordJSON is what records -json prints for a record.
+type recordJSON struct {
+	ID          string `json:"id"`
+	Status      string `json:"status"`
+	State       string `json:"state"`
+	Expiration  string `json:"expiration"`
+	LeaseHolder string `json:"leaseHolder"`
+	LeaseEnd    string `json:"leaseEnd"`
+	Validation  string `json:"validation"`
+	ResultBytes int    `json:"resultBytes"`
+	Deleted     *bool  `json:"deleted"`
+}
+
+func recordLines(t *testing.T, stdout string) []recordJSON {
+	t.Helper()
+	var out []recordJSON
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var r recordJSON
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("stdout line %q is not a JSON record: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// cachedResult is what the handler returns, and the record caches.
+const cachedResult = `{"status":"CHARGED","charge_id":"ch_1"}`
+
+// recordsTable is a table of records written by the real middleware and
+// store, under the prefix "payment", keyed on payment_id.
+type recordsTable struct {
+	name  string
+	store *dynamostore.Store
+	runs  map[string]int // handler runs per body
+	batch lk.BatchFunc
+}
+
+func newRecordsTable(t *testing.T, db *dynamodb.Client) *recordsTable {
+	t.Helper()
+	rt := &recordsTable{name: testenv.Name(t), runs: map[string]int{}}
+	if err := dynamostore.CreateTable(t.Context(), db, rt.name); err != nil {
+		t.Fatal(err)
+	}
+	store, err := dynamostore.New(db, rt.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.store = store
+	h := lk.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		rt.runs[msg.Body]++
+		return []byte(cachedResult), nil
+	})
+	idem := lk.Idempotent(rt.store, lk.KeyFromField("payment_id"), func(o *lk.IdempotencyOptions) {
+		o.Prefix = "payment"
+		o.Logger = slog.New(slog.DiscardHandler)
+	})
+	rt.batch = lk.Batch(idem(h), func(o *lk.BatchOptions) { o.Logger = slog.New(slog.DiscardHandler) })
+	return rt
+}
+
+// complete runs the handler on a payment, completing its record.
+func (rt *recordsTable) complete(t *testing.T, body string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := rt.batch(ctx, lambdakittest.Event(lambdakittest.Message(body)))
+	if err != nil || len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("batch: %v, %v", err, resp.BatchItemFailures)
+	}
+}
+
+// inProgress takes the lock of key as an owner whose lease ends at
+// leaseEnd (in the past: one that crashed), as the middleware would.
+func (rt *recordsTable) inProgress(t *testing.T, key string, leaseEnd time.Time) lk.IdempotencyRecord {
+	t.Helper()
+	rec := lk.IdempotencyRecord{
+		ID: "payment#" + producer.DedupID(key), Status: lk.StatusInProgress,
+		Expiration: time.Now().Add(time.Hour), InProgressExpiration: leaseEnd,
+		Validation: "v-" + key, Lease: "lease-" + key,
+	}
+	_, acquired, err := rt.store.Acquire(t.Context(), rec, leaseEnd.Add(-time.Minute))
+	if err != nil || !acquired {
+		t.Fatalf("Acquire %s: %v, acquired %v", key, err, acquired)
+	}
+	return rec
+}
+
+func TestRecords(t *testing.T) {
+	testenv.RequireMotoServer(t)
+	binaries(t)
+	srv, err := motoserver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	db := dynamodb.NewFromConfig(srv.AWSConfig())
+	env := recordsEnv(srv)
+	rt := newRecordsTable(t, db)
+	paid := `{"payment_id":"pay_1","amount":100}`
+	rt.complete(t, paid)
+	now := time.Now()
+	crashed := rt.inProgress(t, "pay_crashed", now.Add(-10*time.Minute))
+	rt.inProgress(t, "pay_crashed_recently", now.Add(-30*time.Second))
+	running := rt.inProgress(t, "pay_running", now.Add(10*time.Minute))
+	base := []string{"-table", rt.name, "-prefix", "payment"}
+	args := func(action string, more ...string) []string {
+		return append(append([]string{"records", action}, base...), more...)
+	}
+
+	t.Run("get: a completed record, as text: exit 0", func(t *testing.T) {
+		r := cli(t, env, "", args("get", "pay_1")...)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		for _, want := range []string{
+			"id          payment#" + producer.DedupID("pay_1") + "\n",
+			"status      COMPLETED\n",
+			"state       completed: the next message with this key is skipped as a duplicate",
+			fmt.Sprintf("result      %d bytes\n", len(cachedResult)),
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		if !regexp.MustCompile(`\nvalidation  [0-9a-f]{64}\n`).MatchString(r.stdout) {
+			t.Errorf("stdout lacks the validation hash:\n%s", r.stdout)
+		}
+		if strings.Contains(r.stdout, "ch_1") {
+			t.Errorf("stdout shows the cached result; want its size only:\n%s", r.stdout)
+		}
+	})
+
+	t.Run("get -json: one object with every field: exit 0", func(t *testing.T) {
+		r := cli(t, env, "", args("get", "-json", "pay_running")...)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		got := recordLines(t, r.stdout)
+		if len(got) != 1 {
+			t.Fatalf("%d records on stdout; want 1", len(got))
+		}
+		g := got[0]
+		lease, _ := time.Parse(time.RFC3339, g.LeaseEnd)
+		if g.ID != running.ID || g.Status != "INPROGRESS" || g.State != "in progress" || g.LeaseHolder != running.Lease ||
+			!lease.Equal(running.Rounded().InProgressExpiration) || g.Validation != running.Validation || g.ResultBytes != 0 || g.Expiration == "" {
+			t.Errorf("got %+v; want the running record %+v", g, running)
+		}
+	})
+
+	t.Run("get: no record for the key: exit 1", func(t *testing.T) {
+		r := cli(t, env, "", args("get", "pay_unknown")...)
+		if r.code != 1 || !strings.Contains(r.stderr, `no record for key "pay_unknown" (id payment#`+producer.DedupID("pay_unknown")+")") {
+			t.Errorf("exit status %d; want 1 and the id looked for\n%s", r.code, r.stderr)
+		}
+		if strings.Contains(r.stderr, "has the prefix") || r.stdout != "" {
+			t.Errorf("stdout %q, stderr %q; want nothing printed, and no doubt about a prefix that has records", r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("get: a prefix without records says so: exit 1", func(t *testing.T) {
+		r := cli(t, env, "", "records", "get", "-table", rt.name, "-prefix", "paymnet", "pay_1")
+		if r.code != 1 || !strings.Contains(r.stderr, `has the prefix "paymnet"`) {
+			t.Errorf("exit status %d; want 1 and the prefix named\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("a missing table: exit 3", func(t *testing.T) {
+		for _, action := range []string{"get", "stuck"} {
+			a := []string{"records", action, "-table", "no-such-table", "-prefix", "payment"}
+			if action == "get" {
+				a = append(a, "pay_1")
+			}
+			r := cli(t, env, "", a...)
+			if r.code != 3 || !strings.Contains(r.stderr, `table "no-such-table" does not exist at `+srv.URL) {
+				t.Errorf("%s: exit status %d; want 3 and the table named\n%s", action, r.code, r.stderr)
+			}
+		}
+	})
+
+	t.Run("-table from IDEMPOTENCY_TABLE", func(t *testing.T) {
+		r := cli(t, append(env, "IDEMPOTENCY_TABLE="+rt.name), "", "records", "get", "-prefix", "payment", "pay_1")
+		if r.code != 0 {
+			t.Errorf("exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("stuck: in-progress records whose lease ended, by age: exit 0", func(t *testing.T) {
+		r := cli(t, env, "", args("stuck", "-json")...)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		got := map[string]string{}
+		for _, rec := range recordLines(t, r.stdout) {
+			got[rec.ID] = rec.State
+		}
+		want := map[string]string{crashed.ID: "lease ended", "payment#" + producer.DedupID("pay_crashed_recently"): "lease ended"}
+		if len(got) != len(want) || got[crashed.ID] != want[crashed.ID] {
+			t.Errorf("stuck -json listed %v; want %v", got, want)
+		}
+		r = cli(t, env, "", args("stuck", "-older-than", "5m")...)
+		if r.code != 0 || strings.Count(r.stdout, "\n") != 1 || !strings.HasPrefix(r.stdout, crashed.ID+"  lease ended ") {
+			t.Errorf("stuck -older-than 5m: exit status %d, stdout:\n%s\nwant the record whose lease ended 10 minutes ago only", r.code, r.stdout)
+		}
+		if !strings.Contains(r.stderr, "1 in progress with a lease that ended more than 5m0s ago") {
+			t.Errorf("stderr lacks the count:\n%s", r.stderr)
+		}
+		r = cli(t, env, "", args("stuck", "-older-than", "1h")...)
+		if r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "0 in progress") {
+			t.Errorf("stuck -older-than 1h: exit status %d, stdout %q, stderr %q; want 0, nothing listed, and the count", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("stuck: a prefix without records: exit 1", func(t *testing.T) {
+		r := cli(t, env, "", "records", "stuck", "-table", rt.name, "-prefix", "refund")
+		if r.code != 1 || !strings.Contains(r.stderr, `has the prefix "refund"`) {
+			t.Errorf("exit status %d; want 1 and the prefix named\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("delete: declined at the prompt, the record stays: exit 1", func(t *testing.T) {
+		for _, answer := range []string{"n\n", "", "maybe\n"} {
+			r := cli(t, env, answer, args("delete", "pay_1")...)
+			if r.code != 1 || !strings.Contains(r.stderr, "[y/N]") || !strings.Contains(r.stderr, "not deleted") {
+				t.Errorf("answer %q: exit status %d; want 1, the prompt and 'not deleted'\n%s", answer, r.code, r.stderr)
+			}
+		}
+		if r := cli(t, env, "", args("get", "pay_1")...); r.code != 0 {
+			t.Errorf("the record is gone after declined deletes:\n%s", r.stderr)
+		}
+	})
+
+	t.Run("delete: confirmed, and the payment runs again: exit 0", func(t *testing.T) {
+		rt.complete(t, paid) // a duplicate: skipped
+		if n := rt.runs[paid]; n != 1 {
+			t.Fatalf("handler ran %d times before the delete; want 1", n)
+		}
+		r := cli(t, env, "y\n", args("delete", "pay_1")...)
+		if r.code != 0 || !strings.Contains(r.stderr, "deleted payment#"+producer.DedupID("pay_1")) {
+			t.Fatalf("exit status %d; want 0 and the deletion reported\n%s", r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "status      COMPLETED") {
+			t.Errorf("stdout does not show the record before deleting it:\n%s", r.stdout)
+		}
+		if r := cli(t, env, "", args("get", "pay_1")...); r.code != 1 {
+			t.Errorf("get after delete: exit status %d; want 1", r.code)
+		}
+		rt.complete(t, paid)
+		if n := rt.runs[paid]; n != 2 {
+			t.Errorf("handler ran %d times after the delete; want 2", n)
+		}
+	})
+
+	t.Run("delete: a live lease is refused without -force: exit 1", func(t *testing.T) {
+		r := cli(t, env, "", args("delete", "-yes", "pay_running")...)
+		if r.code != 1 || !strings.Contains(r.stderr, "its owner may still be running") {
+			t.Errorf("exit status %d; want 1 and the reason\n%s", r.code, r.stderr)
+		}
+		r = cli(t, env, "", args("delete", "-yes", "-force", "-json", "pay_running")...)
+		if r.code != 0 {
+			t.Fatalf("-force: exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		got := recordLines(t, r.stdout)
+		if len(got) != 1 || got[0].ID != running.ID || got[0].Deleted == nil || !*got[0].Deleted {
+			t.Errorf("-json printed %+v; want the record with deleted: true", got)
+		}
+	})
+
+	t.Run("delete: a stuck record goes with -yes: exit 0", func(t *testing.T) {
+		r := cli(t, env, "", args("delete", "-yes", "-json", "pay_crashed")...)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		if got := recordLines(t, r.stdout); len(got) != 1 || got[0].State != "lease ended" || got[0].Deleted == nil || !*got[0].Deleted {
+			t.Errorf("-json printed %+v; want the stuck record with deleted: true", got)
+		}
+	})
+
+	t.Run("usage errors exit 2 and touch nothing", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"no action", []string{"records"}, "want get, delete or stuck"},
+			{"unknown action", []string{"records", "list"}, `unknown action "list"`},
+			{"no key", []string{"records", "get", "-table", rt.name, "-prefix", "payment"}, "get needs a KEY"},
+			{"two keys", []string{"records", "get", "-table", rt.name, "-prefix", "payment", "a", "b"}, "want one KEY"},
+			{"flags after the key", []string{"records", "get", "-table", rt.name, "pay_1", "-prefix", "payment"}, "flags come before KEY"},
+			{"no prefix", []string{"records", "get", "-table", rt.name, "pay_1"}, "-prefix is required"},
+			{"no table", []string{"records", "get", "-prefix", "payment", "pay_1"}, "-table is required"},
+			{"prefix with its #", []string{"records", "get", "-table", rt.name, "-prefix", "payment#", "pay_1"}, "without its '#'"},
+			{"-yes with get", []string{"records", "get", "-yes", "-table", rt.name, "-prefix", "payment", "pay_1"}, "-yes is for delete only"},
+			{"-older-than with delete", []string{"records", "delete", "-older-than", "1m", "-table", rt.name, "-prefix", "payment", "pay_1"}, "-older-than is for stuck only"},
+			{"stuck with a key", []string{"records", "stuck", "-table", rt.name, "-prefix", "payment", "pay_1"}, "stuck takes no KEY"},
+			{"negative age", []string{"records", "stuck", "-older-than", "-1m", "-table", rt.name, "-prefix", "payment"}, "-older-than -1m0s"},
+			{"unknown flag", []string{"records", "get", "-key", "pay_1"}, "flag provided but not defined"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				r := cli(t, env, "y\n", tc.args...)
+				if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+					t.Errorf("exit status %d; want 2 and %q\n%s", r.code, tc.want, r.stderr)
+				}
+				if !strings.Contains(r.stderr, "lambdakit records -h") && !strings.Contains(r.stderr, "Usage: lambdakit records") {
+					t.Errorf("no pointer to the usage:\n%s", r.stderr)
+				}
+			})
+		}
+		if r := cli(t, env, "", args("get", "pay_crashed_recently")...); r.code != 0 {
+			t.Errorf("a record is gone after usage errors:\n%s", r.stderr)
+		}
+	})
+
+	t.Run("-h documents the command: exit 0", func(t *testing.T) {
+		r := cli(t, nil, "", "records", "-h")
+		if r.code != 0 {
+			t.Errorf("exit status %d; want 0", r.code)
+		}
+		for _, want := range []string{"Usage: lambdakit records get", "<prefix>#<sha256 hex of the key>", "-table table", "IDEMPOTENCY_TABLE",
+			"-prefix prefix", "-json", "-yes", "-older-than duration", "AWS_ENDPOINT_URL_DYNAMODB", "scans the whole table", "CacheSize", "Exit status", "  3    the table does not exist"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("-h lacks %q", want)
+			}
+		}
+	})
+}

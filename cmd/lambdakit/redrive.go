@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+const redriveUsage = `Usage: lambdakit redrive [flags] -from DLQ_URL -to QUEUE_URL
+
+Moves messages from a dead-letter queue back to a queue (usually the one they
+came from), once the cause of their failure is fixed. Each message is sent as
+it was: the body, every message attribute and the AWSTraceHeader, and between
+FIFO queues its MessageGroupId and MessageDeduplicationId. A message is
+deleted from -from only after -to accepted it; one that could not be sent
+stays in -from and is visible again when the command ends. Both queues must
+be FIFO queues, or both standard queues, as SQS requires of a queue and its
+dead-letter queue.
+
+The messages of one FIFO message group go in the order received. After one
+of them fails to send, the group's later messages are held back in -from,
+so that the order is kept for the next run.
+
+A replayed message whose work was completed before, within the consumer's
+idempotency TTL, is recognised by the consumer as a duplicate and skipped:
+that is why the TTL must outlive the DLQ's retention. SQS drops a FIFO message
+whose deduplication ID -to has seen in the last 5 minutes, and still answers
+that it was sent: a message sent, moved to the DLQ and redriven all within 5
+minutes would be lost that way. The redrive policy's receives (5 x the
+visibility timeout, in the sample) make that unlikely, and messages that
+lambdakit's permanent-failure path put in the DLQ carry a deduplication ID
+that -to never saw.
+
+-dry-run lists what would move, and sends and deletes nothing: it receives
+the messages (a receive counts towards ApproximateReceiveCount) and makes
+them visible again at the end. On a FIFO queue it sees, of each message
+group, only what one receive returns: SQS hands out no more of a group while
+some of it is in flight.
+
+The endpoint, region and credentials come from the AWS SDK's usual sources:
+AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE and so on.
+It needs sqs:ReceiveMessage, sqs:DeleteMessage, sqs:ChangeMessageVisibility
+and sqs:GetQueueAttributes on -from, and sqs:SendMessage and
+sqs:GetQueueAttributes on -to.
+
+Standard output gets a line per message moved (or that would move):
+  moved ID as NEW_ID (group G, dedup D, N bytes, K attributes)
+Standard error gets a line per message that failed or was held back, and the
+summary at the end:
+  lambdakit redrive: received R: moved M, failed F, held back H, not deleted D
+
+Flags:
+`
+
+const redriveExitStatus = `
+Exit status:
+  0    every message received was moved (or, with -dry-run, listed)
+  1    a message failed to send, was held back, or was sent but could not be
+       deleted from -from (it will be sent again by the next run)
+  2    usage error
+  3    a queue cannot be read
+  130  interrupted (the message in flight is finished or left in -from)
+`
+
+// redriveVisibility hides the messages of one receive from other readers
+// while they are sent and deleted; those left are made visible again at the
+// end.
+const redriveVisibility = 120
+
+type redriveFlags struct {
+	from, to string
+	dryRun   bool
+	max      int
+}
+
+func parseRedriveFlags(std stdio, args []string) (*redriveFlags, int) {
+	f := &redriveFlags{}
+	fs := flag.NewFlagSet("redrive", flag.ContinueOnError)
+	fs.SetOutput(std.stderr)
+	fs.StringVar(&f.from, "from", "", "the dead-letter queue's `URL` (required)")
+	fs.StringVar(&f.to, "to", "", "the `URL` of the queue to move the messages to (required)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "list what would move; send and delete nothing")
+	fs.IntVar(&f.max, "max", 0, "take at most this many `messages` from -from (0: all)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), redriveUsage)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), redriveExitStatus)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK
+		}
+		return nil, exitUsage // flag has printed the error and the usage
+	}
+	fail := func(format string, args ...any) (*redriveFlags, int) {
+		fmt.Fprintf(std.stderr, "lambdakit redrive: "+format+"\nRun 'lambdakit redrive -h' for usage.\n", args...)
+		return nil, exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail("no arguments besides the flags; got %q", fs.Args())
+	case f.from == "":
+		return fail("-from is required: the dead-letter queue's URL")
+	case f.to == "":
+		return fail("-to is required: the URL of the queue to move the messages to")
+	case f.max < 0:
+		return fail("-max %d: want 0 (all) or more", f.max)
+	}
+	for name, u := range map[string]string{"-from": f.from, "-to": f.to} {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || strings.Trim(p.Path, "/") == "" {
+			return fail("%s %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/payments-dlq.fifo", name, u)
+		}
+	}
+	switch {
+	case f.from == f.to:
+		return fail("-from and -to are the same queue")
+	case isFIFOURL(f.from) != isFIFOURL(f.to):
+		return fail("-from and -to must both be FIFO queues (names ending in .fifo) or both standard queues")
+	}
+	return f, exitOK
+}
+
+func isFIFOURL(u string) bool { return strings.HasSuffix(u, ".fifo") }
+
+// redriver is one run of the redrive command.
+type redriver struct {
+	std    stdio
+	f      *redriveFlags
+	client *sqs.Client
+	fifo   bool
+
+	seen    map[string]bool // message IDs received in this run
+	blocked map[string]bool // FIFO groups with a message that failed to send
+	left    []types.Message // received, not deleted: made visible again at the end
+
+	received, moved, failed, held, notDeleted int
+}
+
+func runRedrive(ctx context.Context, std stdio, args []string) int {
+	f, code := parseRedriveFlags(std, args)
+	if f == nil {
+		return code
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		fmt.Fprintf(std.stderr, "lambdakit redrive: AWS configuration: %v\n", err)
+		return exitCannotRun
+	}
+	r := &redriver{std: std, f: f, client: sqs.NewFromConfig(cfg), fifo: isFIFOURL(f.from), seen: map[string]bool{}, blocked: map[string]bool{}}
+	// Both queues are read first, so that a wrong URL stops the command
+	// before any message is touched.
+	for _, q := range []string{f.from, f.to} {
+		if err := r.checkQueue(ctx, q); err != nil {
+			return r.stop(ctx, exitCannotRun, "%v", err)
+		}
+	}
+	for ctx.Err() == nil {
+		more, err := r.round(ctx)
+		if err != nil {
+			return r.stop(ctx, exitCannotRun, "%v", err)
+		}
+		if !more {
+			break
+		}
+	}
+	return r.stop(ctx, exitOK, "")
+}
+
+// checkQueue reads a queue's FifoQueue attribute, which also tells that it
+// exists and can be read.
+func (r *redriver) checkQueue(ctx context.Context, queueURL string) error {
+	out, err := r.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(queueURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue},
+	})
+	if err != nil {
+		return fmt.Errorf("cannot read the queue %s: %w", queueURL, err)
+	}
+	if fifo := out.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true"; fifo != r.fifo {
+		return fmt.Errorf("the queue %s says FifoQueue=%v, but its URL says otherwise", queueURL, fifo)
+	}
+	return nil
+}
+
+// round receives one batch from -from and handles it. It reports whether
+// there may be more to do.
+func (r *redriver) round(ctx context.Context) (more bool, err error) {
+	want := int32(10)
+	if r.f.max > 0 {
+		want = int32(min(10, r.f.max-r.received))
+		if want <= 0 {
+			return false, nil
+		}
+	}
+	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(r.f.from),
+		MaxNumberOfMessages:         want,
+		VisibilityTimeout:           redriveVisibility,
+		WaitTimeSeconds:             1, // a long poll asks every server, so that an empty answer means empty
+		MessageAttributeNames:       []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		return false, fmt.Errorf("receiving from %s: %w", r.f.from, err)
+	}
+	var fresh []types.Message
+	for _, m := range out.Messages {
+		id := aws.ToString(m.MessageId)
+		if r.seen[id] {
+			// Left earlier in this run and visible again: it is in
+			// left already; this receipt handle is the valid one.
+			r.replaceLeft(m)
+			continue
+		}
+		r.seen[id] = true
+		fresh = append(fresh, m)
+	}
+	if len(fresh) == 0 {
+		return false, nil
+	}
+	var sent []types.Message
+	for _, m := range fresh {
+		r.received++
+		if ctx.Err() != nil {
+			r.left = append(r.left, m)
+			continue
+		}
+		if r.handle(ctx, m) {
+			sent = append(sent, m)
+		} else {
+			r.left = append(r.left, m)
+		}
+	}
+	r.delete(sent)
+	return true, nil
+}
+
+// handle sends one message to -to, or lists it with -dry-run, and reports
+// whether it was sent.
+func (r *redriver) handle(ctx context.Context, m types.Message) bool {
+	id, group, dedup := aws.ToString(m.MessageId), m.Attributes["MessageGroupId"], m.Attributes["MessageDeduplicationId"]
+	describe := func() string {
+		var parts []string
+		if r.fifo {
+			parts = append(parts, "group "+group, "dedup "+dedup)
+		}
+		parts = append(parts, strconv.Itoa(len(aws.ToString(m.Body)))+" bytes", strconv.Itoa(len(m.MessageAttributes))+" attributes")
+		return strings.Join(parts, ", ")
+	}
+	switch {
+	case r.f.dryRun:
+		r.moved++
+		fmt.Fprintf(r.std.stdout, "would move %s (%s)\n", id, describe())
+		return false
+	case r.fifo && r.blocked[group]:
+		r.held++
+		fmt.Fprintf(r.std.stderr, "lambdakit redrive: held back %s: an earlier message of group %s failed to send\n", id, group)
+		return false
+	}
+	in := &sqs.SendMessageInput{
+		QueueUrl:          aws.String(r.f.to),
+		MessageBody:       m.Body,
+		MessageAttributes: m.MessageAttributes,
+	}
+	if trace := m.Attributes[string(types.MessageSystemAttributeNameAWSTraceHeader)]; trace != "" {
+		in.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
+			string(types.MessageSystemAttributeNameAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(trace)},
+		}
+	}
+	if r.fifo {
+		in.MessageGroupId = aws.String(group)
+		if dedup != "" {
+			in.MessageDeduplicationId = aws.String(dedup)
+		}
+	}
+	out, err := r.client.SendMessage(ctx, in)
+	if err != nil {
+		r.failed++
+		if r.fifo {
+			r.blocked[group] = true
+		}
+		fmt.Fprintf(r.std.stderr, "lambdakit redrive: failed %s: %v\n", id, err)
+		return false
+	}
+	r.moved++
+	fmt.Fprintf(r.std.stdout, "moved %s as %s (%s)\n", id, aws.ToString(out.MessageId), describe())
+	return true
+}
+
+// delete deletes the messages sent from -from. It runs on a context of its
+// own: a message sent is deleted even when the command is being
+// interrupted. A message it cannot delete is left, visible again at the
+// end, to be sent again by the next run.
+func (r *redriver) delete(sent []types.Message) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for chunk := range slices.Chunk(sent, 10) {
+		in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(r.f.from)}
+		for i, m := range chunk {
+			in.Entries = append(in.Entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		out, err := r.client.DeleteMessageBatch(ctx, in)
+		if err != nil {
+			r.notDeleted += len(chunk)
+			r.left = append(r.left, chunk...)
+			for _, m := range chunk {
+				fmt.Fprintf(r.std.stderr, "lambdakit redrive: not deleted %s from the DLQ after it was sent: %v\n", aws.ToString(m.MessageId), err)
+			}
+			continue
+		}
+		for _, f := range out.Failed {
+			i, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || i < 0 || i >= len(chunk) {
+				continue
+			}
+			r.notDeleted++
+			r.left = append(r.left, chunk[i])
+			fmt.Fprintf(r.std.stderr, "lambdakit redrive: not deleted %s from the DLQ after it was sent: %s: %s\n",
+				aws.ToString(chunk[i].MessageId), aws.ToString(f.Code), aws.ToString(f.Message))
+		}
+	}
+}
+
+// replaceLeft keeps the newest receipt handle of a message that is left.
+func (r *redriver) replaceLeft(m types.Message) {
+	for i := range r.left {
+		if aws.ToString(r.left[i].MessageId) == aws.ToString(m.MessageId) {
+			r.left[i] = m
+		}
+	}
+}
+
+// release makes the messages left visible again at once, rather than after
+// redriveVisibility, on a context of its own.
+func (r *redriver) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for chunk := range slices.Chunk(r.left, 10) {
+		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(r.f.from)}
+		for i, m := range chunk {
+			in.Entries = append(in.Entries, types.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
+			})
+		}
+		out, err := r.client.ChangeMessageVisibilityBatch(ctx, in)
+		switch {
+		case err != nil:
+			fmt.Fprintf(r.std.stderr, "lambdakit redrive: warning: %d messages left in the DLQ stay invisible for up to %ds: %v\n", len(chunk), redriveVisibility, err)
+		case len(out.Failed) > 0:
+			fmt.Fprintf(r.std.stderr, "lambdakit redrive: warning: %d messages left in the DLQ stay invisible for up to %ds\n", len(out.Failed), redriveVisibility)
+		}
+	}
+}
+
+// stop makes the messages left visible, prints the summary, and returns
+// the exit status: code for a failure of the command itself, the outcome
+// of the messages otherwise.
+func (r *redriver) stop(ctx context.Context, code int, format string, args ...any) int {
+	r.release()
+	r.summary(r.std.stderr)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(r.std.stderr, "lambdakit redrive: interrupted")
+		return exitInterrupted
+	case code != exitOK:
+		fmt.Fprintf(r.std.stderr, "lambdakit redrive: "+format+"\n", args...)
+		return code
+	case r.failed+r.held+r.notDeleted > 0:
+		return exitFailed
+	}
+	return exitOK
+}
+
+func (r *redriver) summary(w io.Writer) {
+	if r.f.dryRun {
+		fmt.Fprintf(w, "lambdakit redrive: dry run: received %d: would move %d\n", r.received, r.moved)
+		return
+	}
+	fmt.Fprintf(w, "lambdakit redrive: received %d: moved %d, failed %d, held back %d, not deleted %d\n", r.received, r.moved, r.failed, r.held, r.notDeleted)
+}

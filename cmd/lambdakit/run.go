@@ -1,0 +1,371 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+)
+
+const runUsage = `Usage: lambdakit run [flags] -queue URL BOOTSTRAP
+
+Does locally what Lambda's SQS event source mapping does, against any SQS
+endpoint (moto_server, or a real queue): it long-polls the queue, builds each
+batch's event as Lambda does, runs BOOTSTRAP on it through the same local
+Runtime API as 'lambdakit invoke', and deletes the records the function did
+not name in batchItemFailures. Named records, and the whole batch after a
+function error, a crash, a timeout or a response that breaks the partial
+batch response rules, stay in the queue and come back after its visibility
+timeout. Flags come before BOOTSTRAP.
+
+Each batch slot (-concurrency) has one warm process, restarted after a crash,
+a timeout or a failed init. Two batches holding messages of one FIFO message
+group never run at once. Ctrl-C (SIGINT) or SIGTERM stops it after the
+batches in flight; -until-empty stops it once the queue has no visible,
+in-flight or delayed messages.
+
+The SQS client takes its credentials, region and endpoint from this shell as
+the AWS SDK resolves them (AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL for
+moto_server); -region, if given, sets its region too. The function gets this
+shell's environment plus the -env-file variables, as with 'lambdakit invoke',
+and the variables Lambda sets; its region, failing -region, the env file and
+this shell, is the one in an AWS queue URL.
+
+Standard output gets one JSON object per batch, one per line:
+  {"requestId": ID, "outcome": "success", "records": N, "deleted": [...], "left": [...], "batchItemFailures": [...]}
+where outcome is "success", "function error", "init error", "crash",
+"timeout", or "not invoked", and "reason" says why the whole batch was left.
+Standard error gets the function's output, a REPORT line per invocation, a
+line per batch, and a summary at the end.
+
+Flags:
+`
+
+const runExitStatus = `
+Exit status:
+  0    stopped as asked (Ctrl-C, SIGTERM or -until-empty) and every invocation
+       succeeded; records the function named in batchItemFailures do not count
+       as failures: that is the partial batch response at work
+  1    stopped as asked, but an invocation failed as a whole (function error,
+       init error, crash, timeout, or a response that fails the whole batch),
+       or a delete failed
+  2    usage error, or an env file that cannot be read
+  3    the queue cannot be read, or the bootstrap could not be started
+`
+
+// runFlags holds the parsed command line of run.
+type runFlags struct {
+	functionFlags
+	queue       string
+	batchSize   int
+	window      time.Duration
+	concurrency int
+	untilEmpty  bool
+	partial     bool
+	bootstrap   string
+}
+
+// optionFlags names the flag behind each esm option, for messages.
+var optionFlags = map[string]string{
+	"queueURL":    "-queue",
+	"BatchSize":   "-batch-size",
+	"Window":      "-window",
+	"Concurrency": "-concurrency",
+}
+
+func parseRunFlags(std stdio, args []string) (*runFlags, int) {
+	f := &runFlags{}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(std.stderr)
+	fs.StringVar(&f.queue, "queue", "", "the queue's `URL` (required), as SQS returns it: http://127.0.0.1:5000/123456789012/payments.fifo")
+	fs.IntVar(&f.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more")
+	fs.DurationVar(&f.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): 0 to 5m")
+	fs.IntVar(&f.concurrency, "concurrency", 1, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency)")
+	fs.BoolVar(&f.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
+	fs.BoolVar(&f.partial, "report-batch-item-failures", true, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]); false deletes every batch the function answers")
+	f.define(fs, 30*time.Second, "each invocation's deadline is its start plus this")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), runUsage)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), runExitStatus)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK
+		}
+		return nil, exitUsage // flag has printed the error and the usage
+	}
+	fail := func(format string, args ...any) (*runFlags, int) {
+		fmt.Fprintf(std.stderr, "lambdakit run: "+format+"\nRun 'lambdakit run -h' for usage.\n", args...)
+		return nil, exitUsage
+	}
+	switch {
+	case fs.NArg() == 0:
+		return fail("need a BOOTSTRAP")
+	case fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-"):
+		return fail("flags come before BOOTSTRAP: %s", strings.Join(fs.Args()[1:], " "))
+	case fs.NArg() > 1:
+		return fail("want one BOOTSTRAP, got %s", strings.Join(fs.Args(), " "))
+	case f.queue == "":
+		return fail("-queue: want the queue's URL")
+	}
+	f.bootstrap = fs.Arg(0)
+	if msg := f.check(); msg != "" {
+		return fail("%s", msg)
+	}
+	// Zero would mean esm's default; on the command line it is a mistake.
+	// esm.New checks the rest of the range.
+	switch {
+	case f.batchSize == 0:
+		return fail("-batch-size 0: want 1 or more")
+	case f.concurrency == 0:
+		return fail("-concurrency 0: want 1 or more")
+	}
+	return f, exitOK
+}
+
+// queueRegion returns the region in a queue URL of the forms
+// https://sqs.REGION.amazonaws.com/... and https://REGION.queue.amazonaws.com/...,
+// or "".
+func queueRegion(queueURL string) string {
+	u, err := url.Parse(queueURL)
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(u.Hostname(), ".")
+	switch {
+	case len(parts) >= 4 && parts[0] == "sqs":
+		return parts[1]
+	case len(parts) >= 4 && parts[1] == "queue":
+		return parts[0]
+	}
+	return ""
+}
+
+// lockedWriter serializes writes from the batches, the function's output and
+// the signal notice.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func runRun(ctx context.Context, std stdio, args []string) int {
+	f, code := parseRunFlags(std, args)
+	if f == nil {
+		return code
+	}
+	stderr := &lockedWriter{w: std.stderr}
+	std.stderr = stderr
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "lambdakit run: "+format+"\n", args...)
+		return code
+	}
+
+	// Everything is checked before anything starts: flags, env file,
+	// bootstrap, the AWS configuration, the mapping's options.
+	extra, region, err := f.environment(std.environ, firstNonEmpty(queueRegion(f.queue), "us-east-1"))
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	// One Runner, one warm process, per batch in flight, as Lambda has an
+	// execution environment per concurrent invocation. Out of range,
+	// -concurrency is refused by esm.New below.
+	var runners []*runtimeapi.Runner
+	var invokers []esm.Invoker
+	defer func() {
+		for _, r := range runners {
+			r.Close()
+		}
+	}()
+	for range min(max(f.concurrency, 1), esm.MaxConcurrency) {
+		r, err := f.newRunner(std, f.bootstrap, region, extra)
+		if err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		runners, invokers = append(runners, r), append(invokers, r)
+	}
+	var invoker esm.Invoker = esm.NewPool(invokers...)
+	if len(runners) == 1 {
+		invoker = runners[0]
+	}
+
+	var cfgOpts []func(*config.LoadOptions) error
+	if f.region != "" {
+		cfgOpts = append(cfgOpts, config.WithRegion(f.region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, cfgOpts...)
+	if err != nil {
+		return fail(exitUsage, "AWS configuration: %v", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = firstNonEmpty(queueRegion(f.queue), "us-east-1")
+	}
+
+	out := &batchPrinter{f: f, stdout: std.stdout, stderr: stderr}
+	mapping, err := esm.New(sqs.NewFromConfig(cfg), f.queue, invoker, func(o *esm.Options) {
+		o.BatchSize = f.batchSize
+		o.Window = f.window
+		o.Concurrency = f.concurrency
+		o.UntilEmpty = f.untilEmpty
+		o.ReportBatchItemFailures = f.partial
+		o.OnBatch = out.batch
+		o.OnWarning = func(err error) { fmt.Fprintf(stderr, "lambdakit run: warning: %v\n", err) }
+	})
+	var optErr *esm.OptionError
+	switch {
+	case errors.As(err, &optErr):
+		return fail(exitUsage, "%s %s\nRun 'lambdakit run -h' for usage.", firstNonEmpty(optionFlags[optErr.Option], optErr.Option), optErr.Reason)
+	case err != nil:
+		return fail(exitUsage, "%v", err)
+	}
+
+	finished, noticed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(noticed)
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stderr, "lambdakit run: stopping after the batches in flight")
+		case <-finished:
+		}
+	}()
+	summary, runErr := mapping.Run(ctx)
+	close(finished)
+	<-noticed // the notice, if any, comes before the summary
+	for _, r := range runners {
+		if err := r.Close(); err != nil && runErr == nil {
+			runErr = fmt.Errorf("stop the function: %w", err)
+		}
+	}
+	printSummary(stderr, summary, ctx.Err() != nil, runErr)
+	if out.err != nil {
+		return fail(exitCannotRun, "write: %v", out.err)
+	}
+	switch {
+	case errors.Is(runErr, esm.ErrQueue):
+		return fail(exitCannotRun, "%v", runErr)
+	case runErr != nil:
+		return fail(exitCannotRun, "%s", startFailure(runErr, f.bootstrap))
+	case summary.FunctionErrors+summary.InvalidResponses+summary.DeleteFailures > 0:
+		return exitFailed
+	}
+	return exitOK
+}
+
+// batchPrinter reports each batch: a JSON line on standard output, a REPORT
+// line and a line in words on standard error. esm calls it one batch at a
+// time.
+type batchPrinter struct {
+	f      *runFlags
+	stdout io.Writer
+	stderr io.Writer
+	err    error // the first failed write to stdout
+}
+
+// runOutput is what run prints on standard output for one batch.
+type runOutput struct {
+	RequestID    string   `json:"requestId,omitempty"`
+	Outcome      string   `json:"outcome"`
+	Records      int      `json:"records"`
+	Deleted      []string `json:"deleted"`
+	Left         []string `json:"left"`
+	ItemFailures []string `json:"batchItemFailures,omitempty"`
+	Reason       string   `json:"reason,omitempty"`
+}
+
+func (p *batchPrinter) batch(b esm.BatchResult) {
+	o := runOutput{RequestID: b.Result.RequestID, Outcome: b.Result.Outcome.String(), Records: len(b.Records),
+		Deleted: nonNil(b.Deleted), Left: nonNil(b.Left), ItemFailures: b.Failed}
+	var line string
+	switch {
+	case errors.Is(b.Err, esm.ErrNotInvoked):
+		o.Outcome, o.Reason = "not invoked", "an earlier record of its FIFO group in the same receive was left"
+		line = fmt.Sprintf("%d records left without an invocation: %s", len(b.Records), o.Reason)
+	case errors.Is(b.Err, esm.ErrInvocationFailed):
+		o.Reason = describe(b.Result, p.f.timeout)
+		line = fmt.Sprintf("batch of %d records left whole: %s", len(b.Records), o.Reason)
+	case b.Err != nil:
+		o.Reason = b.Err.Error()
+		line = fmt.Sprintf("batch of %d records left whole: %v", len(b.Records), b.Err)
+	default:
+		line = fmt.Sprintf("batch of %d records: %d deleted, %d left for redelivery", len(b.Records), len(b.Deleted), len(b.Left))
+		if len(b.Failed) > 0 {
+			line += fmt.Sprintf(" (%d named in batchItemFailures)", len(b.Failed))
+		}
+	}
+	if b.DeleteErr != nil {
+		o.Reason = strings.TrimPrefix(o.Reason+"; ", "; ") + b.DeleteErr.Error()
+	}
+	if b.Result.Outcome != runtimeapi.OutcomeNone {
+		report(p.stderr, &p.f.functionFlags, b.Result)
+	}
+	fmt.Fprintf(p.stderr, "lambdakit run: %s\n", line)
+	if p.err == nil {
+		enc, _ := json.Marshal(o) // strings and string slices only
+		_, p.err = p.stdout.Write(append(enc, '\n'))
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// printSummary writes what a run did, and why it stopped.
+func printSummary(w io.Writer, s esm.Summary, interrupted bool, err error) {
+	why := "stopped"
+	switch {
+	case err != nil:
+		why = "stopped on an error"
+	case s.Empty:
+		why = "stopped: the queue is empty"
+	case interrupted:
+		why = "stopped on a signal"
+	}
+	fmt.Fprintf(w, "lambdakit run: %s\n", why)
+	type row struct {
+		name string
+		n    int
+		note string
+	}
+	rows := []row{
+		{"invocations", s.Invocations, ""},
+		{"records", s.Records, "received, each delivery counted"},
+		{"deleted", s.Deleted, ""},
+		{"left for redelivery", s.Left, ""},
+		{"function errors", s.FunctionErrors, "function error, init error, crash or timeout: the whole batch left"},
+		{"invalid responses", s.InvalidResponses, "responses that fail the whole batch"},
+		{"batchItemFailures", s.ItemFailures, "records the function reported failed"},
+	}
+	if s.NotInvoked > 0 {
+		rows = append(rows, row{"not invoked", s.NotInvoked, "FIFO records held back behind an earlier failure of their group"})
+	}
+	if s.DeleteFailures > 0 {
+		rows = append(rows, row{"delete failures", s.DeleteFailures, "records left because DeleteMessageBatch failed"})
+	}
+	for _, r := range rows {
+		if r.note != "" {
+			fmt.Fprintf(w, "  %-20s %6d   %s\n", r.name, r.n, r.note)
+		} else {
+			fmt.Fprintf(w, "  %-20s %6d\n", r.name, r.n)
+		}
+	}
+}

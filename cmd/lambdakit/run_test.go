@@ -1,0 +1,248 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/lambdakit/lambdakit/internal/motoserver"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+)
+
+var (
+	esmfnOnce sync.Once
+	esmfnErr  error
+)
+
+// esmfn builds the esm package's test function once, next to the CLI: a
+// bootstrap whose records say whether to succeed, fail or crash.
+func esmfn(t testing.TB) string {
+	t.Helper()
+	binaries(t) // makes buildDir
+	path := filepath.Join(buildDir, "esmfn")
+	esmfnOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", path, "../../internal/esm/testdata/esmfn").CombinedOutput()
+		if err != nil {
+			esmfnErr = &buildError{err, string(out)}
+		}
+	})
+	if esmfnErr != nil {
+		t.Fatal(esmfnErr)
+	}
+	return path
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	_, echo := binaries(t)
+	// None of these gets as far as a request; if one did, it would meet a
+	// dead loopback port with test credentials, and nothing else.
+	env := append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1", "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
+	const (
+		queue = "http://127.0.0.1:1/123456789012/orders"
+		fifo  = "http://127.0.0.1:1/123456789012/orders.fifo"
+	)
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"no bootstrap", []string{"run", "-queue", queue}, "need a BOOTSTRAP"},
+		{"no queue", []string{"run", echo}, "-queue: want the queue's URL"},
+		{"flags after the bootstrap", []string{"run", "-queue", queue, echo, "-until-empty"}, "flags come before BOOTSTRAP: -until-empty"},
+		{"two bootstraps", []string{"run", "-queue", queue, echo, echo}, "want one BOOTSTRAP"},
+		{"unknown flag", []string{"run", "-batch", "5", "-queue", queue, echo}, "flag provided but not defined: -batch"},
+		{"queue not a URL", []string{"run", "-queue", "orders", echo}, `-queue "orders": want http(s)://host/account/name`},
+		{"FIFO batch above 10", []string{"run", "-queue", fifo, "-batch-size", "11", echo}, "-batch-size 11: a FIFO queue takes 1 to 10"},
+		{"window on a FIFO queue", []string{"run", "-queue", fifo, "-window", "1s", echo}, "-window 1s: FIFO queues take no batching window"},
+		{"big batch without a window", []string{"run", "-queue", queue, "-batch-size", "100", echo}, "-batch-size 100: above 10 records"},
+		{"no concurrency", []string{"run", "-queue", queue, "-concurrency", "0", echo}, "-concurrency 0: want 1 or more"},
+		{"too much concurrency", []string{"run", "-queue", queue, "-concurrency", "1001", echo}, "-concurrency 1001: want 1 to 1000"},
+		{"no batch", []string{"run", "-queue", queue, "-batch-size", "0", echo}, "-batch-size 0: want 1 or more"},
+		{"bad timeout", []string{"run", "-queue", queue, "-timeout", "-1s", echo}, "-timeout -1s"},
+		{"missing bootstrap", []string{"run", "-queue", queue, filepath.Join(t.TempDir(), "nope")}, "nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := lambdakit(t, env, tt.args...)
+			if r.code != 2 || !strings.Contains(r.stderr, tt.wantErr) {
+				t.Errorf("exit status %d, stderr:\n%s\nwant 2 and %q", r.code, r.stderr, tt.wantErr)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout = %q; want nothing", r.stdout)
+			}
+		})
+	}
+
+	r := lambdakit(t, env, "run", "-h")
+	for _, want := range []string{"Usage: lambdakit run", "-queue URL", "-batch-size", "-window", "-concurrency", "-until-empty", "-env-file FILE", "Exit status:"} {
+		if r.code != 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("run -h: exit status %d, does not mention %q:\n%s", r.code, want, r.stderr)
+		}
+	}
+}
+
+// runOutput is a line of run's standard output.
+type runOutput struct {
+	RequestID    string   `json:"requestId"`
+	Outcome      string   `json:"outcome"`
+	Records      int      `json:"records"`
+	Deleted      []string `json:"deleted"`
+	Left         []string `json:"left"`
+	ItemFailures []string `json:"batchItemFailures"`
+	Reason       string   `json:"reason"`
+}
+
+func runOutputs(t *testing.T, stdout string) []runOutput {
+	t.Helper()
+	var outs []runOutput
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var o runOutput
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatalf("stdout line %q: %v", line, err)
+		}
+		outs = append(outs, o)
+	}
+	return outs
+}
+
+// TestRunQueue runs the command on queues on one moto_server.
+func TestRunQueue(t *testing.T) {
+	testenv.RequireMotoServer(t)
+	fn := esmfn(t)
+	srv, err := motoserver.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	client := sqs.NewFromConfig(srv.AWSConfig())
+	// The command finds moto through the SDK's own endpoint variables.
+	env := append(motoserver.Env(srv.URL), "AWS_ENDPOINT_URL_SQS="+srv.URL, "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
+
+	queue := func(t *testing.T, bodies ...string) string {
+		t.Helper()
+		out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+			QueueName: aws.String(testenv.Name(t)), Attributes: map[string]string{"VisibilityTimeout": "1"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bodies {
+			if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: out.QueueUrl, MessageBody: aws.String(b)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return aws.ToString(out.QueueUrl)
+	}
+
+	t.Run("until empty, a named record comes back", func(t *testing.T) {
+		t.Parallel()
+		url := queue(t, "a", "b fail@1", "c")
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-timeout", "5s", "-log-format", "text", fn)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+		}
+		outs := runOutputs(t, r.stdout)
+		if len(outs) != 2 || outs[0].Records != 3 || len(outs[0].Deleted) != 2 || len(outs[0].ItemFailures) != 1 ||
+			outs[1].Records != 1 || len(outs[1].Deleted) != 1 || outs[1].Deleted[0] != outs[0].ItemFailures[0] {
+			t.Errorf("stdout:\n%s\nwant a batch of 3 with 2 deleted and 1 named, then that one deleted", r.stdout)
+		}
+		for _, want := range []string{
+			"lambdakit run: batch of 3 records: 2 deleted, 1 left for redelivery (1 named in batchItemFailures)",
+			"lambdakit run: stopped: the queue is empty",
+			"invocations               2", "records                   4", "deleted                   3",
+			"left for redelivery       1", "function errors           0", "batchItemFailures         1",
+			"REPORT RequestId: " + outs[0].RequestID,
+		} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+			}
+		}
+	})
+
+	t.Run("a failed invocation makes status 1", func(t *testing.T) {
+		t.Parallel()
+		url := queue(t, "a", "b error@1")
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-timeout", "5s", fn)
+		if r.code != 1 {
+			t.Fatalf("exit status %d; want 1\nstderr:\n%s", r.code, r.stderr)
+		}
+		outs := runOutputs(t, r.stdout)
+		if len(outs) != 2 || outs[0].Outcome != "function error" || len(outs[0].Left) != 2 || !strings.Contains(outs[0].Reason, "esmfn: error asked by") ||
+			outs[1].Outcome != "success" || len(outs[1].Deleted) != 2 {
+			t.Errorf("stdout:\n%s\nwant the batch left whole on a function error, then deleted", r.stdout)
+		}
+		if !strings.Contains(r.stderr, "function errors           1") {
+			t.Errorf("stderr:\n%s\nwant 1 function error in the summary", r.stderr)
+		}
+	})
+
+	t.Run("a missing queue makes status 3", func(t *testing.T) {
+		t.Parallel()
+		r := lambdakit(t, env, "run", "-queue", srv.URL+"/123456789012/no-such-queue", fn)
+		if r.code != 3 || !strings.Contains(r.stderr, "no-such-queue") {
+			t.Errorf("exit status %d, stderr:\n%s\nwant 3 and the queue named", r.code, r.stderr)
+		}
+	})
+
+	t.Run("SIGINT stops after the batch in flight", func(t *testing.T) {
+		t.Parallel()
+		url := queue(t, "s1 sleep=1500", "s2", "s3")
+		cli, _ := binaries(t)
+		log := filepath.Join(t.TempDir(), "esmfn.log")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, cli, "run", "-queue", url, "-batch-size", "1", fn)
+		cmd.Env = append(append(os.Environ(), env...), "ESMFN_LOG="+log)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the first invocation to start, then interrupt.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if b, _ := os.ReadFile(log); bytes.Contains(b, []byte(`"kind":"start"`)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("the function never started; stderr:\n%s", stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		var exitErr *exec.ExitError
+		if err != nil && !errors.As(err, &exitErr) {
+			t.Fatal(err)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("exit status %d; want 0\nstderr:\n%s", code, stderr.String())
+		}
+		outs := runOutputs(t, stdout.String())
+		if len(outs) != 1 || outs[0].Outcome != "success" || len(outs[0].Deleted) != 1 {
+			t.Errorf("stdout:\n%s\nwant the batch in flight finished and deleted, and no other", stdout.String())
+		}
+		for _, want := range []string{"stopping after the batches in flight", "stopped on a signal", "invocations               1"} {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
+			}
+		}
+	})
+}

@@ -1,0 +1,206 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// RecordsAPI is the part of the DynamoDB client that Records uses.
+// *dynamodb.Client satisfies it.
+type RecordsAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// Errors of Records.
+var (
+	// ErrNoTable means the table does not exist (in the client's region
+	// and account, or at its endpoint).
+	ErrNoTable = errors.New("dynamostore: table not found")
+	// ErrNotFound means there is no record with the ID.
+	ErrNotFound = errors.New("dynamostore: no such record")
+	// ErrRecordChanged means Delete found the record changed since it was
+	// read (another status or lease), and left it.
+	ErrRecordChanged = errors.New("dynamostore: record changed since it was read")
+)
+
+// Records reads and deletes the records of a table for an operator: a
+// command-line tool, not a function. Store is what functions use; they need
+// none of this, and their roles need not allow it (dynamodb:GetItem,
+// dynamodb:Scan, dynamodb:DeleteItem).
+//
+// Items are read with the same decoding as Store's, and Options names their
+// attributes as for Store.
+type Records struct {
+	client RecordsAPI
+	table  string
+	o      Options
+	optErr error
+	codec  *Store // decodes items and names attributes, as the Store of the table does
+}
+
+// NewRecords returns Records for table through client. Options with two
+// attributes of the same name make every method return an error.
+func NewRecords(client RecordsAPI, table string, optFns ...func(*Options)) *Records {
+	o, err := newOptions(optFns)
+	return &Records{client: client, table: table, o: o, optErr: err, codec: &Store{table: table, o: o}}
+}
+
+// Get reads the record with the given ID, with a strongly consistent read.
+// It returns an error wrapping ErrNotFound when there is none, and one
+// wrapping ErrNoTable when the table does not exist. An expired record that
+// DynamoDB has not deleted yet is returned as it is: see lambdakit.IdempotencyRecord.Live.
+func (r *Records) Get(ctx context.Context, id string) (lambdakit.IdempotencyRecord, error) {
+	if r.optErr != nil {
+		return lambdakit.IdempotencyRecord{}, r.optErr
+	}
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(r.table),
+		Key:            map[string]types.AttributeValue{r.o.KeyAttr: str(id)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return lambdakit.IdempotencyRecord{}, r.fail("get "+id, err)
+	}
+	if len(out.Item) == 0 {
+		return lambdakit.IdempotencyRecord{}, fmt.Errorf("dynamostore: get %s: %w", id, ErrNotFound)
+	}
+	rec, err := r.codec.decode(out.Item)
+	if err != nil {
+		return lambdakit.IdempotencyRecord{}, fmt.Errorf("dynamostore: get %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// Delete deletes rec's record, provided it is still as read: same status,
+// same lease (none, for a record without one). Otherwise it deletes nothing
+// and returns an error wrapping ErrRecordChanged, or ErrNotFound when the
+// record is gone. A record deleted this way is forgotten: the next message
+// with its key runs the handler again.
+func (r *Records) Delete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
+	if r.optErr != nil {
+		return r.optErr
+	}
+	cond := "attribute_exists(" + nKey + ") AND " + nStatus + " = :status AND "
+	values := map[string]types.AttributeValue{":status": str(string(rec.Status))}
+	if rec.Lease == "" {
+		cond += "attribute_not_exists(" + nLease + ")"
+	} else {
+		cond += nLease + " = :lease"
+		values[":lease"] = str(rec.Lease)
+	}
+	_, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                           aws.String(r.table),
+		Key:                                 map[string]types.AttributeValue{r.o.KeyAttr: str(rec.ID)},
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            r.codec.attrNames(nKey, nStatus, nLease),
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &failed) && len(failed.Item) == 0:
+		return fmt.Errorf("dynamostore: delete %s: %w", rec.ID, ErrNotFound)
+	case errors.As(err, &failed):
+		return fmt.Errorf("dynamostore: delete %s: %w", rec.ID, ErrRecordChanged)
+	default:
+		return r.fail("delete "+rec.ID, err)
+	}
+}
+
+// ScanFilter selects the records Scan returns.
+type ScanFilter struct {
+	// Prefix keeps the records whose IDs are "<Prefix>#...". Required.
+	Prefix string
+	// InProgress keeps only records in progress.
+	InProgress bool
+	// LeaseEndedBefore, if not zero, keeps only records whose lease ended
+	// before it (in_progress_expiration earlier than it).
+	LeaseEndedBefore time.Time
+}
+
+// Scan returns the records that match f, page after page, through a Scan
+// with a filter: it reads the whole table (and is billed for all of it),
+// which suits an operator's occasional look, not a function. An error ends
+// the sequence; an empty Prefix is an error.
+func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.IdempotencyRecord, error] {
+	return func(yield func(lambdakit.IdempotencyRecord, error) bool) {
+		if r.optErr != nil {
+			yield(lambdakit.IdempotencyRecord{}, r.optErr)
+			return
+		}
+		if f.Prefix == "" {
+			yield(lambdakit.IdempotencyRecord{}, errors.New("dynamostore: scan: empty prefix"))
+			return
+		}
+		filter := "begins_with(" + nKey + ", :prefix)"
+		names := []string{nKey}
+		values := map[string]types.AttributeValue{":prefix": str(f.Prefix + "#")}
+		if f.InProgress {
+			filter += " AND " + nStatus + " = :inprogress"
+			names = append(names, nStatus)
+			values[":inprogress"] = str(string(lambdakit.StatusInProgress))
+		}
+		if !f.LeaseEndedBefore.IsZero() {
+			filter += " AND " + nInProgress + " < :before_ms"
+			names = append(names, nInProgress)
+			values[":before_ms"] = num(f.LeaseEndedBefore.UnixMilli())
+		}
+		in := &dynamodb.ScanInput{
+			TableName:                 aws.String(r.table),
+			FilterExpression:          aws.String(filter),
+			ExpressionAttributeNames:  r.codec.attrNames(names...),
+			ExpressionAttributeValues: values,
+		}
+		for {
+			out, err := r.client.Scan(ctx, in)
+			if err != nil {
+				yield(lambdakit.IdempotencyRecord{}, r.fail("scan", err))
+				return
+			}
+			for _, item := range out.Items {
+				rec, err := r.codec.decode(item)
+				if err != nil {
+					err = fmt.Errorf("dynamostore: scan: %w", err)
+				}
+				if !yield(rec, err) || err != nil {
+					return
+				}
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				return
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	}
+}
+
+// HasPrefix reports whether any record's ID is "<prefix>#...". It scans
+// until it finds one, so the whole table when there is none.
+func (r *Records) HasPrefix(ctx context.Context, prefix string) (bool, error) {
+	for _, err := range r.Scan(ctx, ScanFilter{Prefix: prefix}) {
+		return err == nil, err
+	}
+	return false, nil
+}
+
+// fail wraps a client error, as ErrNoTable when the table does not exist.
+func (r *Records) fail(op string, err error) error {
+	var missing *types.ResourceNotFoundException
+	if errors.As(err, &missing) {
+		return fmt.Errorf("dynamostore: %s: %w %q: %w", op, ErrNoTable, r.table, err)
+	}
+	return fmt.Errorf("dynamostore: %s: %w", op, err)
+}

@@ -1,0 +1,243 @@
+package dynamostore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+func TestRecordsGet(t *testing.T) {
+	f := setup(t)
+	records := dynamostore.NewRecords(f.db, f.table)
+	at := now()
+	rec := record("payment#abc", at)
+	f.acquire(t, rec, at)
+
+	t.Run("in progress: as stored", func(t *testing.T) {
+		got, err := records.Get(t.Context(), rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := stored(rec); !sameRecord(got, want) {
+			t.Errorf("Get = %+v; want %+v", got, want)
+		}
+	})
+
+	t.Run("completed: status, expiration and result", func(t *testing.T) {
+		done := rec
+		done.Status, done.Data, done.Expiration = lambdakit.StatusCompleted, []byte(`{"status":"CHARGED"}`), at.Add(2*time.Hour)
+		if err := f.store.Complete(t.Context(), done); err != nil {
+			t.Fatal(err)
+		}
+		got, err := records.Get(t.Context(), rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := stored(done); !sameRecord(got, want) {
+			t.Errorf("Get = %+v; want %+v", got, want)
+		}
+	})
+
+	t.Run("absent: ErrNotFound", func(t *testing.T) {
+		if _, err := records.Get(t.Context(), "payment#nothing"); !errors.Is(err, dynamostore.ErrNotFound) {
+			t.Errorf("Get of an absent ID: %v; want ErrNotFound", err)
+		}
+	})
+
+	t.Run("no table: ErrNoTable", func(t *testing.T) {
+		missing := dynamostore.NewRecords(f.db, testenv.Name(t))
+		if _, err := missing.Get(t.Context(), rec.ID); !errors.Is(err, dynamostore.ErrNoTable) {
+			t.Errorf("Get on a missing table: %v; want ErrNoTable", err)
+		}
+		for _, err := range missing.Scan(t.Context(), dynamostore.ScanFilter{Prefix: "payment"}) {
+			if !errors.Is(err, dynamostore.ErrNoTable) {
+				t.Errorf("Scan on a missing table: %v; want ErrNoTable", err)
+			}
+		}
+	})
+}
+
+func sameRecord(a, b lambdakit.IdempotencyRecord) bool {
+	return a.ID == b.ID && a.Status == b.Status && a.Expiration.Equal(b.Expiration) &&
+		a.InProgressExpiration.Equal(b.InProgressExpiration) && a.Validation == b.Validation &&
+		a.Lease == b.Lease && string(a.Data) == string(b.Data)
+}
+
+func TestRecordsDelete(t *testing.T) {
+	f := setup(t)
+	records := dynamostore.NewRecords(f.db, f.table)
+	at := now()
+
+	t.Run("as read: deleted, and the key can be taken again", func(t *testing.T) {
+		rec := record("payment#del1", at)
+		f.acquire(t, rec, at)
+		got, err := records.Get(t.Context(), rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := records.Delete(t.Context(), got); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		if _, err := records.Get(t.Context(), rec.ID); !errors.Is(err, dynamostore.ErrNotFound) {
+			t.Errorf("Get after Delete: %v; want ErrNotFound", err)
+		}
+		if _, acquired := f.acquire(t, record(rec.ID, at), at); !acquired {
+			t.Errorf("Acquire after Delete: not acquired; want the key free")
+		}
+	})
+
+	t.Run("changed since it was read: ErrRecordChanged, kept", func(t *testing.T) {
+		rec := record("payment#del2", at)
+		f.acquire(t, rec, at)
+		read, err := records.Get(t.Context(), rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := rec
+		done.Status = lambdakit.StatusCompleted
+		if err := f.store.Complete(t.Context(), done); err != nil {
+			t.Fatal(err)
+		}
+		if err := records.Delete(t.Context(), read); !errors.Is(err, dynamostore.ErrRecordChanged) {
+			t.Errorf("Delete of a record completed since: %v; want ErrRecordChanged", err)
+		}
+		if got, err := records.Get(t.Context(), rec.ID); err != nil || got.Status != lambdakit.StatusCompleted {
+			t.Errorf("record after a refused Delete: %+v, %v; want it completed, still there", got, err)
+		}
+	})
+
+	t.Run("gone: ErrNotFound", func(t *testing.T) {
+		rec := stored(record("payment#del3", at))
+		if err := records.Delete(t.Context(), rec); !errors.Is(err, dynamostore.ErrNotFound) {
+			t.Errorf("Delete of an absent record: %v; want ErrNotFound", err)
+		}
+	})
+}
+
+func TestRecordsScan(t *testing.T) {
+	f := setup(t)
+	records := dynamostore.NewRecords(f.db, f.table)
+	at := now()
+	// In progress, lease ended 10 minutes ago, 1 minute ago, or still on;
+	// completed; and another prefix.
+	ended10 := record("payment#ended10", at.Add(-40*time.Minute))
+	ended10.InProgressExpiration = at.Add(-10 * time.Minute)
+	ended1 := record("payment#ended1", at.Add(-40*time.Minute))
+	ended1.InProgressExpiration = at.Add(-time.Minute)
+	running := record("payment#running", at)
+	completed := record("payment#completed", at.Add(-40*time.Minute))
+	completed.InProgressExpiration = at.Add(-20 * time.Minute)
+	other := record("refund#ended", at.Add(-40*time.Minute))
+	other.InProgressExpiration = at.Add(-10 * time.Minute)
+	for _, r := range []lambdakit.IdempotencyRecord{ended10, ended1, running, completed, other} {
+		f.acquire(t, r, at.Add(-40*time.Minute))
+	}
+	done := completed
+	done.Status = lambdakit.StatusCompleted
+	if err := f.store.Complete(t.Context(), done); err != nil {
+		t.Fatal(err)
+	}
+
+	scan := func(filter dynamostore.ScanFilter) []string {
+		t.Helper()
+		var ids []string
+		for rec, err := range records.Scan(t.Context(), filter) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, rec.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	for _, tc := range []struct {
+		name   string
+		filter dynamostore.ScanFilter
+		want   []string
+	}{
+		{"a prefix: its records only", dynamostore.ScanFilter{Prefix: "payment"}, []string{completed.ID, ended1.ID, ended10.ID, running.ID}},
+		{"in progress", dynamostore.ScanFilter{Prefix: "payment", InProgress: true}, []string{ended1.ID, ended10.ID, running.ID}},
+		{"lease ended before now", dynamostore.ScanFilter{Prefix: "payment", InProgress: true, LeaseEndedBefore: at}, []string{ended1.ID, ended10.ID}},
+		{"lease ended more than 5 minutes ago", dynamostore.ScanFilter{Prefix: "payment", InProgress: true, LeaseEndedBefore: at.Add(-5 * time.Minute)}, []string{ended10.ID}},
+		{"a prefix that is the start of another's is not it", dynamostore.ScanFilter{Prefix: "pay"}, nil},
+		{"no such prefix", dynamostore.ScanFilter{Prefix: "nothing"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := scan(tc.filter); !slices.Equal(got, tc.want) {
+				t.Errorf("Scan(%+v) = %q; want %q", tc.filter, got, tc.want)
+			}
+		})
+	}
+
+	t.Run("HasPrefix", func(t *testing.T) {
+		for prefix, want := range map[string]bool{"payment": true, "refund": true, "pay": false, "nothing": false} {
+			if got, err := records.HasPrefix(t.Context(), prefix); err != nil || got != want {
+				t.Errorf("HasPrefix(%q) = %v, %v; want %v", prefix, got, err, want)
+			}
+		}
+	})
+
+	t.Run("an empty prefix is an error", func(t *testing.T) {
+		for _, err := range records.Scan(t.Context(), dynamostore.ScanFilter{}) {
+			if err == nil {
+				t.Error("Scan with no prefix: no error; want one")
+			}
+		}
+	})
+}
+
+// Scan follows LastEvaluatedKey: with pages of a few items, it still finds
+// every record, and stops when the caller stops.
+func TestRecordsScanPages(t *testing.T) {
+	f := setup(t)
+	var pages testenv.Counter
+	paged := local(t).Client(func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, pages.APIOption, limitScan(3))
+	})
+	records := dynamostore.NewRecords(paged, f.table)
+	at := now()
+	for i := range 10 {
+		f.acquire(t, record(fmt.Sprintf("payment#%02d", i), at), at)
+	}
+	n := 0
+	for _, err := range records.Scan(t.Context(), dynamostore.ScanFilter{Prefix: "payment"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 10 || pages.Count("Scan") < 4 {
+		t.Errorf("Scan found %d records in %d pages; want 10 in at least 4", n, pages.Count("Scan"))
+	}
+	pages.Reset()
+	for range records.Scan(t.Context(), dynamostore.ScanFilter{Prefix: "payment"}) {
+		break
+	}
+	if got := pages.Count("Scan"); got != 1 {
+		t.Errorf("Scan stopped after the first record made %d calls; want 1", got)
+	}
+}
+
+// limitScan makes every Scan of a client return at most n items a page.
+func limitScan(n int32) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("limitScan",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if s, ok := in.Parameters.(*dynamodb.ScanInput); ok {
+					s.Limit = aws.Int32(n)
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	}
+}

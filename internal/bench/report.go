@@ -1,0 +1,262 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The report is Markdown, so that a run's output can go into the README
+// as it is.
+
+// PrintHeader prints when, where and how the run happened.
+func PrintHeader(w io.Writer, m Machine, command, moto string) {
+	fmt.Fprintf(w, "## lambdakit bench, %s\n\n", m.Date.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- machine: %d CPUs (%s), %.1f GiB memory, Linux %s\n", m.CPUs, orUnknown(m.CPUModel), m.MemGiB, orUnknown(m.Kernel))
+	fmt.Fprintf(w, "- load average (1, 5, 15 min) at the start: %s\n", m.Load)
+	fmt.Fprintf(w, "- toolchain: %s\n", m.Go)
+	fmt.Fprintf(w, "- local stack: %s\n", moto)
+	fmt.Fprintf(w, "- command: `%s`\n\n", command)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// microNames explains each benchmark of lambdakit/bench_test.go, and how
+// many records one op is.
+var microNames = map[string]struct {
+	label   string
+	records int
+}{
+	"IdempotentNewKey":             {"idempotent path, new key: lock, handler, completion", 1},
+	"IdempotentDuplicate":          {"idempotent path, duplicate: the store answers", 1},
+	"IdempotentDuplicateWarmCache": {"idempotent path, duplicate: the container's cache answers", 1},
+	"Batch10NewKeys":               {"batch adapter + idempotent path, new key (batch of 10)", 10},
+	"Batch10Duplicates":            {"batch adapter + idempotent path, duplicate (batch of 10)", 10},
+}
+
+// PrintMicro prints the micro benchmarks per record.
+func PrintMicro(w io.Writer, ms []Micro, count int) {
+	fmt.Fprintf(w, "### Micro: per record, in-memory store, a handler that does nothing\n\n")
+	fmt.Fprintf(w, "`go test -run '^$' -bench . -benchmem -count %d ./lambdakit/`; ns/record is the median of the runs, with their range.\n\n", count)
+	fmt.Fprintln(w, "| benchmark | ns/record (range) | B/record | allocs/record |")
+	fmt.Fprintln(w, "|---|---|---|---|")
+	for _, m := range ms {
+		info, ok := microNames[m.Name]
+		if !ok {
+			info.label, info.records = m.Name, 1
+		}
+		per := float64(info.records)
+		fmt.Fprintf(w, "| `%s`: %s | %s (%s – %s) | %s | %s |\n", m.Name, info.label,
+			num(m.Median()/per, 0), num(m.NsPerOp[0]/per, 0), num(m.NsPerOp[len(m.NsPerOp)-1]/per, 0),
+			num(float64(m.BytesPerOp)/per, 0), num(float64(m.AllocsPerOp)/per, 1))
+	}
+	fmt.Fprintln(w)
+}
+
+// E2EConfig is what the end-to-end rows share, for the table's caption.
+type E2EConfig struct {
+	Records, Concurrency, BatchSize int
+	Timeout                         time.Duration
+}
+
+// PrintE2E prints the end-to-end rows: for each scenario the payment
+// function, the bare floor, and their ratio.
+func PrintE2E(w io.Writer, cfg E2EConfig, rows []Row) {
+	fmt.Fprintf(w, "### End to end: the real bootstrap, local Runtime API, moto_server\n\n")
+	fmt.Fprintf(w, "%d records per row in batches of %d, %d containers invoked at once (records of a batch run concurrently), function timeout %v. "+
+		"`lambdakit` is functions/payment; `bare` is internal/bench/bare, aws-lambda-go and the SDK making exactly the requests the design needs; "+
+		"`ratio` is lambdakit / bare. DynamoDB requests are counted at a proxy in front of moto, retries included. "+
+		"Request units are computed from the requests and item sizes by DynamoDB's documented on-demand rules (1 WRU per KB written, twice in a transaction; "+
+		"1 RRU per 4 KB read strongly consistent), not measured by moto. Latency is the invocation's duration as the Runtime API saw it; "+
+		"CPU is the function processes' CPU time over the row (/proc/<pid>/task/*/schedstat); peak RSS is their largest VmHWM; "+
+		"moto CPU is moto_server's, the local stack's own cost.\n\n",
+		cfg.Records, cfg.BatchSize, cfg.Concurrency, cfg.Timeout)
+	fmt.Fprintln(w, "| scenario | function | records/s | DynamoDB req/record | WRU/record | RRU/record | gateway calls/record | p50 ms | p99 ms | CPU µs/record | peak RSS MiB | moto CPU ms/record | failed |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	byScenario := map[string][]Row{}
+	var order []string
+	for _, r := range rows {
+		if _, ok := byScenario[r.Scenario]; !ok {
+			order = append(order, r.Scenario)
+		}
+		byScenario[r.Scenario] = append(byScenario[r.Scenario], r)
+	}
+	for _, sc := range order {
+		rs := byScenario[sc]
+		for i, r := range rs {
+			name := ""
+			if i == 0 {
+				name = sc
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", name, r.Impl,
+				num(r.RecordsPerSecond(), 0),
+				num(r.PerRecord(float64(r.Usage.Total())), 2),
+				num(r.PerRecord(r.Usage.WriteUnits), 2),
+				num(r.PerRecord(r.Usage.ReadUnits), 2),
+				num(r.PerRecord(float64(r.Gateway)), 2),
+				ms(r.Percentile(50)), ms(r.Percentile(99)),
+				num(r.PerRecord(float64(r.CPU.Microseconds())), 0),
+				num(float64(r.PeakRSS)/1024, 1),
+				num(r.PerRecord(float64(r.MotoCPU.Microseconds()))/1000, 2),
+				r.Failed)
+		}
+		if len(rs) == 2 && rs[0].Impl == "lambdakit" && rs[1].Impl == "bare" {
+			a, b := rs[0], rs[1]
+			fmt.Fprintf(w, "| | ratio | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | |\n",
+				ratio(a.RecordsPerSecond(), b.RecordsPerSecond()),
+				ratio(float64(a.Usage.Total()), float64(b.Usage.Total())),
+				ratio(a.Usage.WriteUnits, b.Usage.WriteUnits),
+				ratio(a.Usage.ReadUnits, b.Usage.ReadUnits),
+				ratio(float64(a.Gateway), float64(b.Gateway)),
+				ratio(float64(a.Percentile(50)), float64(b.Percentile(50))),
+				ratio(float64(a.Percentile(99)), float64(b.Percentile(99))),
+				ratio(float64(a.CPU), float64(b.CPU)),
+				ratio(float64(a.PeakRSS), float64(b.PeakRSS)),
+				ratio(float64(a.MotoCPU), float64(b.MotoCPU)))
+		}
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		if r.Failed > 0 {
+			fmt.Fprintf(w, "- %s, %s: %d records failed, e.g. %s\n", r.Scenario, r.Impl, r.Failed, strings.Join(r.Failures, "; "))
+		}
+	}
+	var ops []string
+	for _, r := range rows {
+		ops = append(ops, fmt.Sprintf("%s/%s: %s", r.Scenario, r.Impl, opsPerRecord(r)))
+	}
+	fmt.Fprintf(w, "DynamoDB operations per record: %s.\n\n", strings.Join(ops, "; "))
+}
+
+func opsPerRecord(r Row) string {
+	if len(r.Usage.Requests) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(r.Usage.Requests))
+	for op := range r.Usage.Requests {
+		names = append(names, op)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, op := range names {
+		parts[i] = op + " " + num(r.PerRecord(float64(r.Usage.Requests[op])), 2)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// PrintColdStarts prints the cold-start table, medians over the starts.
+func PrintColdStarts(w io.Writer, cs []ColdStart) {
+	if len(cs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Cold start: a fresh process and its first batch (10 new payments)\n\n")
+	fmt.Fprintf(w, "Medians of %d starts each. Init runs from the process's start to its first `invocation/next`. "+
+		"Binaries built as `make build-PaymentFunction` builds them (`-tags lambda.norpc -trimpath -ldflags='-s -w'`), for this machine.\n\n", len(cs[0].Init))
+	fmt.Fprintln(w, "| function | binary MiB | init ms | first batch ms | RSS after first batch MiB |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, c := range cs {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", c.Impl,
+			num(float64(c.BinaryBytes)/(1<<20), 1), ms(median(c.Init)), ms(median(c.FirstBatch)),
+			num(float64(medianInt(c.RSS))/1024, 1))
+	}
+	if len(cs) == 2 {
+		a, b := cs[0], cs[1]
+		fmt.Fprintf(w, "| ratio | %s | %s | %s | %s |\n",
+			ratio(float64(a.BinaryBytes), float64(b.BinaryBytes)), ratio(float64(median(a.Init)), float64(median(b.Init))),
+			ratio(float64(median(a.FirstBatch)), float64(median(b.FirstBatch))), ratio(float64(medianInt(a.RSS)), float64(medianInt(b.RSS))))
+	}
+	fmt.Fprintln(w)
+}
+
+// PrintFlat prints a long run thousand by thousand.
+func PrintFlat(w io.Writer, moto string, concurrency, batchSize int, run FlatRun) {
+	ts := run.Thousands
+	total := 0
+	for _, t := range ts {
+		total += t.Records
+	}
+	fmt.Fprintf(w, "### Flat cost: %d payments through the payment bootstrap, one thousand at a time\n\n", total)
+	fmt.Fprintf(w, "Fresh tables, batches of %d, %d containers at once, as fast as they go; %s. "+
+		"records/s counts every record answered, failed or not; a thousand's time runs from its first batch's start to its last one's end.\n\n",
+		batchSize, concurrency, moto)
+	fmt.Fprintln(w, "| payments | records/s | p50 ms | p99 ms | failed |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	done := 0
+	for _, t := range ts {
+		fmt.Fprintf(w, "| %d – %d | %s | %s | %s | %d |\n", done+1, done+t.Records,
+			num(float64(t.Records)/t.Wall.Seconds(), 0), ms(t.P50), ms(t.P99), t.Failed)
+		done += t.Records
+	}
+	fmt.Fprintln(w)
+	if len(ts) >= 2 {
+		first, last := ts[0], ts[len(ts)-1]
+		fmt.Fprintf(w, "Last thousand / first thousand, records/s: %s. ",
+			ratio(float64(last.Records)/last.Wall.Seconds(), float64(first.Records)/first.Wall.Seconds()))
+	}
+	fmt.Fprintf(w, "moto_server's peak RSS: %s MiB.\n", num(float64(run.MotoRSS)/1024, 0))
+	if run.Stopped != "" {
+		fmt.Fprintf(w, "The run %s.\n", run.Stopped)
+	}
+	fmt.Fprintln(w)
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func medianInt(xs []int64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) string { return num(float64(d)/float64(time.Millisecond), 1) }
+
+// ratio prints a/b as "1.23×"; "=" when both are zero, "–" when only b is.
+func ratio(a, b float64) string {
+	switch {
+	case a == 0 && b == 0:
+		return "="
+	case b == 0:
+		return "–"
+	}
+	return num(a/b, 2) + "×"
+}
+
+// num prints v with prec decimals and thousands separators.
+func num(v float64, prec int) string {
+	s := fmt.Sprintf("%.*f", prec, v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	intPart, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, r := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	out := b.String()
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/internal/motoserver"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
+)
+
+// Stack is the local world the functions run against: moto_server behind a
+// metering proxy, and the sandbox payment gateway, all on loopback.
+type Stack struct {
+	Moto    *motoserver.Server
+	Proxy   *Proxy
+	Meter   *Meter
+	Gateway *gateway.Gateway
+	// GatewayURL is the gateway's base URL.
+	GatewayURL string
+	// DB talks to moto through the proxy.
+	DB *dynamodb.Client
+
+	gwSrv       *http.Server
+	motoVersion string
+}
+
+// StartStack starts moto_server (through motoserver.Start, so patched as
+// every local run is, unless the environment says LAMBDAKIT_MOTO_PATCH=0),
+// the proxy and the gateway. Close stops them.
+func StartStack() (*Stack, error) {
+	s := &Stack{Meter: NewMeter(), Gateway: &gateway.Gateway{}}
+	var err error
+	if s.Moto, err = motoserver.Start(); err != nil {
+		return nil, err
+	}
+	// Read now: moto's request log soon pushes the line out of its tail.
+	s.motoVersion = "moto (no launcher line in its output)"
+	for line := range strings.Lines(s.Moto.Output()) {
+		if rest, ok := strings.CutPrefix(line, "lambdakit-moto: "); ok {
+			s.motoVersion = strings.TrimSpace(rest)
+			break
+		}
+	}
+	if s.Proxy, err = NewProxy(s.Moto.URL, s.Meter); err != nil {
+		s.Close()
+		return nil, err
+	}
+	cfg := s.Moto.AWSConfig()
+	cfg.BaseEndpoint = aws.String(s.Proxy.URL)
+	s.DB = dynamodb.NewFromConfig(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("bench: gateway: %w", err)
+	}
+	s.gwSrv = &http.Server{Handler: s.Gateway, ReadHeaderTimeout: 5 * time.Second}
+	go s.gwSrv.Serve(ln)
+	s.GatewayURL = "http://" + ln.Addr().String()
+	return s, nil
+}
+
+// MotoVersion describes the moto that runs, from the launcher's own line:
+// "moto 5.2.1 patched: ..." or the line saying it runs plain moto.
+func (s *Stack) MotoVersion() string { return s.motoVersion }
+
+// Tables creates the idempotency and payments tables as template.yaml
+// declares them, named prefix-idempotency and prefix-payments, through the
+// proxy so that the meter learns their keys.
+func (s *Stack) Tables(ctx context.Context, template, prefix string) (idem, payments string, err error) {
+	tables, err := samtemplate.Tables(template)
+	if err != nil {
+		return "", "", err
+	}
+	idem, payments = prefix+"-idempotency", prefix+"-payments"
+	for logical, name := range map[string]string{"IdempotencyTable": idem, "PaymentsTable": payments} {
+		t, err := samtemplate.Find(tables, logical)
+		if err != nil {
+			return "", "", err
+		}
+		if err := t.Create(ctx, s.DB, name); err != nil {
+			return "", "", err
+		}
+	}
+	return idem, payments, nil
+}
+
+// FunctionEnv is the environment of a payment function (or the bare floor)
+// on this stack, DynamoDB through the proxy.
+func (s *Stack) FunctionEnv(idem, payments string) []string {
+	return append(motoserver.Env(s.Proxy.URL),
+		"IDEMPOTENCY_TABLE="+idem,
+		"PAYMENTS_TABLE="+payments,
+		"PAYMENT_GATEWAY_URL="+s.GatewayURL,
+	)
+}
+
+// Close stops the gateway, the proxy and moto.
+func (s *Stack) Close() error {
+	var errs []error
+	if s.gwSrv != nil {
+		errs = append(errs, s.gwSrv.Close())
+	}
+	if s.Proxy != nil {
+		errs = append(errs, s.Proxy.Close())
+	}
+	s.Moto.Stop()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,249 @@
+"""Start moto's server with transactions whose cost does not grow with the tables.
+
+moto 5.2.1 rolls back a failed TransactWriteItems by deep-copying, before
+every transaction, each whole table the transaction names. A local stack that
+runs for days (lambdakit local, make demo, long test runs) then gets slower
+with every item it stores: a few thousand payments in, each transaction takes
+tens of milliseconds, and batches hit the function's deadline guard. Real
+DynamoDB's cost per transaction does not depend on table size.
+
+This launcher imports moto, replaces that rollback with one that snapshots
+only the items the transaction writes (a Put, Update or Delete names exactly
+one key), and then runs the same server moto_server runs, with the same
+flags:
+
+    python3 launcher.py -H 127.0.0.1 -p 5000
+
+The semantics stay moto's: the transaction itself is moto's own code, run
+unchanged; only the copy it takes for its rollback is narrower. Any failure,
+whether a condition that does not hold in one item, a validation error or
+anything else, puts every item the transaction named back as it was, so a
+transaction still writes all or nothing. A transaction on a table with a
+stream, or one whose keys cannot be read up front, keeps moto's whole-table
+copy, since its rollback must also cover what those touch. Like moto's own
+rollback, it does not isolate transactions from concurrent writes to the
+same items (DynamoDB would cancel one of them); unlike it, rolling back no
+longer undoes concurrent writes to other items of the same tables.
+
+The patch is written for, and tested against, the moto versions in
+SUPPORTED_MOTO. With any other version, or when the code it patches is not
+where it expects, the launcher runs plain moto and says so in one line on
+standard error (starting with "lambdakit-moto:"). LAMBDAKIT_MOTO_PATCH=0 asks
+for plain moto on purpose (to compare). Without moto importable from this
+Python, it runs moto_server from PATH instead.
+
+internal/motoserver embeds this file and feeds it to the Python that runs
+moto_server; it is a file of its own so that it can be read, and run by
+hand, as plain Python.
+"""
+
+import copy
+import os
+import sys
+import threading
+
+# The moto versions whose TransactWriteItems this patch was written for and
+# tested against (go test ./internal/motoserver/). Add a version only after
+# reading its transact_write_items and running those tests.
+SUPPORTED_MOTO = ("5.2.1",)
+
+# Every line this launcher prints starts with this, so that the Go side can
+# tell it from moto's own output.
+PREFIX = "lambdakit-moto:"
+
+# The start of the line that announces plain moto; the Go side echoes that
+# line to its own standard error.
+FALLBACK = PREFIX + " running plain moto"
+
+
+class Unsupported(Exception):
+    """Why the patch cannot be applied to the moto at hand."""
+
+
+class _WholeTables(Exception):
+    """A transaction that needs moto's whole-table copy for its rollback."""
+
+
+def _say(line):
+    print(line, file=sys.stderr, flush=True)
+
+
+class _CopyModule:
+    """Stands in for the copy module inside moto.dynamodb.models.
+
+    Outside a patched transaction it is the copy module. Inside one, on that
+    thread, a deep copy of a whole Table returns the table itself: moto takes
+    that copy only to put it back on failure, and the patched transaction
+    restores the items it wrote instead.
+    """
+
+    def __init__(self, real, table_type, state):
+        self._real = real
+        self._table_type = table_type
+        self._state = state
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def deepcopy(self, x, memo=None):
+        if getattr(self._state, "active", False) and isinstance(x, self._table_type):
+            return x
+        return self._real.deepcopy(x, memo)
+
+
+class _Snapshot:
+    """The items a transaction may write, as they were before it ran."""
+
+    def __init__(self):
+        # (id of table, hash key, range key) -> (table, hash, range, item copy
+        # or None when absent, whether a range table already had the hash key)
+        self._entries = {}
+
+    @classmethod
+    def take(cls, backend, dynamo_type, transact_items):
+        snap = cls()
+        for entry in transact_items:
+            if not isinstance(entry, dict) or len(entry) != 1:
+                # moto refuses it before writing this entry; the ones before
+                # it are covered, and nothing after it runs.
+                continue
+            ((op_type, op),) = entry.items()
+            if op_type == "ConditionCheck":
+                continue  # reads only
+            if op_type not in ("Put", "Update", "Delete") or not isinstance(op, dict):
+                continue  # moto fails this entry without writing it
+            try:
+                table = backend.get_table(op["TableName"])
+            except Exception:
+                raise _WholeTables()
+            if table.stream_shard is not None:
+                # A failed transaction must not leave stream records behind;
+                # only the whole-table copy takes them back.
+                raise _WholeTables()
+            attrs = op.get("Item") if op_type == "Put" else op.get("Key")
+            snap._add(table, dynamo_type, attrs)
+        return snap
+
+    def _add(self, table, dynamo_type, attrs):
+        if not isinstance(attrs, dict) or table.hash_key_attr not in attrs:
+            raise _WholeTables()
+        hash_key = dynamo_type(attrs[table.hash_key_attr])
+        range_key = None
+        if table.range_key_attr is not None:
+            if table.range_key_attr not in attrs:
+                raise _WholeTables()
+            range_key = dynamo_type(attrs[table.range_key_attr])
+        ident = (id(table), hash_key, range_key)
+        if ident in self._entries:
+            return  # moto refuses the second write of an item anyway
+        if range_key is None:
+            current = table.items.get(hash_key)
+            had_hash = current is not None
+        else:
+            # .get: table.items is a defaultdict, and a lookup must not
+            # create an empty bucket.
+            bucket = table.items.get(hash_key)
+            had_hash = bucket is not None
+            current = bucket.get(range_key) if bucket is not None else None
+        # Update changes the stored item in place, so keep a copy.
+        saved = copy.deepcopy(current) if current is not None else None
+        self._entries[ident] = (table, hash_key, range_key, saved, had_hash)
+
+    def restore(self):
+        for table, hash_key, range_key, saved, had_hash in self._entries.values():
+            if range_key is None:
+                if saved is None:
+                    table.items.pop(hash_key, None)
+                else:
+                    table.items[hash_key] = saved
+                continue
+            if saved is not None:
+                table.items[hash_key][range_key] = saved
+                continue
+            bucket = table.items.get(hash_key)
+            if bucket is None:
+                continue
+            bucket.pop(range_key, None)
+            if not bucket and not had_hash:
+                del table.items[hash_key]
+
+
+def patch(moto):
+    """Patches moto's TransactWriteItems rollback in place.
+
+    Raises Unsupported, having changed nothing, when moto is not a version
+    this was written for or the code to patch is not where it should be.
+    """
+    version = getattr(moto, "__version__", "unknown")
+    if version not in SUPPORTED_MOTO:
+        raise Unsupported(
+            "moto %s: this launcher was written for moto %s" % (version, ", ".join(SUPPORTED_MOTO))
+        )
+    try:
+        from moto.dynamodb import models
+        from moto.dynamodb.models.dynamo_type import DynamoType
+        from moto.dynamodb.models.table import Table
+    except ImportError as e:
+        raise Unsupported("moto %s: %s" % (version, e))
+    backend = getattr(models, "DynamoDBBackend", None)
+    original = getattr(backend, "transact_write_items", None) if backend else None
+    code = getattr(original, "__code__", None)
+    # The rollback this replaces: copy.deepcopy of each table, put back into
+    # self.tables on failure.
+    if code is None or not {"copy", "deepcopy", "tables"} <= set(code.co_names):
+        raise Unsupported("moto %s: DynamoDBBackend.transact_write_items is not the one this launcher patches" % version)
+    if getattr(models, "copy", None) is not copy:
+        raise Unsupported("moto %s: moto.dynamodb.models does not use the copy module as expected" % version)
+    if not callable(getattr(backend, "get_table", None)):
+        raise Unsupported("moto %s: DynamoDBBackend.get_table is missing" % version)
+
+    state = threading.local()
+
+    def transact_write_items(self, transact_items):
+        try:
+            snap = _Snapshot.take(self, DynamoType, transact_items)
+        except _WholeTables:
+            return original(self, transact_items)
+        state.active = True
+        try:
+            return original(self, transact_items)
+        except BaseException:
+            # moto rolls back by putting the "copies" (the tables themselves)
+            # back; the items it wrote are undone here.
+            snap.restore()
+            raise
+        finally:
+            state.active = False
+
+    transact_write_items.__wrapped__ = original
+    transact_write_items.__doc__ = original.__doc__
+    models.copy = _CopyModule(copy, Table, state)
+    backend.transact_write_items = transact_write_items
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        import moto
+    except ImportError as e:
+        _say(
+            "%s (moto_server from PATH): %s cannot import moto (%s), so transactions copy whole tables"
+            % (FALLBACK, sys.executable, e)
+        )
+        os.execvp("moto_server", ["moto_server"] + list(argv))
+    if os.environ.get("LAMBDAKIT_MOTO_PATCH", "1") == "0":
+        _say("%s %s: LAMBDAKIT_MOTO_PATCH=0, so transactions copy whole tables" % (FALLBACK, moto.__version__))
+    else:
+        try:
+            patch(moto)
+        except Unsupported as e:
+            _say("%s: %s; transactions copy whole tables and slow down as they grow" % (FALLBACK, e))
+        else:
+            _say("%s moto %s patched: transactions snapshot only the items they write" % (PREFIX, moto.__version__))
+    from moto.server import main as serve
+
+    return serve(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+package motoserver
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// program writes an executable file at dir/name and returns its path.
+func program(t *testing.T, dir, name string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The choice of moto, and of the Python that runs it, on machines laid out
+// as files: PATH first, then the module's .venv, the python3 beside
+// moto_server before the one on PATH.
+func TestFindMoto(t *testing.T) {
+	module := func(t *testing.T) string {
+		t.Helper()
+		root := t.TempDir()
+		if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module example.com/m\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Tests run in a package's folder, below the module's root.
+		pkg := filepath.Join(root, "some", "pkg")
+		if err := os.MkdirAll(pkg, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(pkg)
+		return root
+	}
+
+	t.Run("the module's .venv when PATH has none", func(t *testing.T) {
+		root := module(t)
+		t.Setenv("PATH", t.TempDir())
+		server := program(t, filepath.Join(root, ".venv", "bin"), "moto_server")
+		python := program(t, filepath.Join(root, ".venv", "bin"), "python3")
+		got, err := findMoto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.server != server || got.python != python {
+			t.Errorf("got %+v; want server %s, python %s", got, server, python)
+		}
+		if err := Installed(); err != nil {
+			t.Errorf("Installed() = %v; want nil", err)
+		}
+	})
+
+	t.Run("PATH before the .venv", func(t *testing.T) {
+		root := module(t)
+		program(t, filepath.Join(root, ".venv", "bin"), "moto_server")
+		bin := t.TempDir()
+		server := program(t, bin, "moto_server")
+		python := program(t, bin, "python3")
+		t.Setenv("PATH", bin)
+		got, err := findMoto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.server != server || got.python != python {
+			t.Errorf("got %+v; want server %s, python %s", got, server, python)
+		}
+	})
+
+	t.Run("python3 on PATH when none is beside moto_server", func(t *testing.T) {
+		module(t)
+		motoBin, pyBin := t.TempDir(), t.TempDir()
+		server := program(t, motoBin, "moto_server")
+		python := program(t, pyBin, "python3")
+		t.Setenv("PATH", motoBin+string(os.PathListSeparator)+pyBin)
+		got, err := findMoto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.server != server || got.python != python {
+			t.Errorf("got %+v; want server %s, python %s", got, server, python)
+		}
+	})
+
+	t.Run("none anywhere", func(t *testing.T) {
+		module(t)
+		t.Setenv("PATH", t.TempDir())
+		if _, err := findMoto(); !errors.Is(err, ErrNotInstalled) {
+			t.Errorf("findMoto: error %v; want ErrNotInstalled", err)
+		}
+		if _, err := Start(); !errors.Is(err, ErrNotInstalled) {
+			t.Errorf("Start: error %v; want ErrNotInstalled", err)
+		}
+	})
+
+	t.Run("only the module's own .venv", func(t *testing.T) {
+		// A .venv above the module's root belongs to something else.
+		root := module(t)
+		program(t, filepath.Join(filepath.Dir(root), ".venv", "bin"), "moto_server")
+		t.Setenv("PATH", t.TempDir())
+		if _, err := findMoto(); !errors.Is(err, ErrNotInstalled) {
+			t.Errorf("findMoto: error %v; want ErrNotInstalled", err)
+		}
+	})
+}
+
+// dials reports whether something accepts connections on addr, which is
+// always a loopback address here.
+func dials(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// The listen address decides who can connect; 127.0.0.2 (loopback too)
+// reaches a server only when it listens on every interface.
+func TestStartAtListensWhereAsked(t *testing.T) {
+	if err := Installed(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	for _, c := range []struct {
+		host      string
+		wantOther bool
+	}{
+		{"127.0.0.1", false},
+		{"0.0.0.0", true},
+	} {
+		t.Run(c.host, func(t *testing.T) {
+			port, err := freePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := StartAt(c.host, port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Stop)
+			u, err := url.Parse(s.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.Hostname() != "127.0.0.1" {
+				t.Errorf("URL %s; want it on 127.0.0.1", s.URL)
+			}
+			if got := dials(net.JoinHostPort("127.0.0.2", u.Port())); got != c.wantOther {
+				t.Errorf("127.0.0.2:%s reachable = %t; want %t", u.Port(), got, c.wantOther)
+			}
+		})
+	}
+}

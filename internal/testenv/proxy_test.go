@@ -1,0 +1,67 @@
+package testenv_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/internal/testenv"
+)
+
+func TestProxyForwardsAndAnswersChosenRequests(t *testing.T) {
+	proxy := testenv.NewProxy(t, moto.Server(t).URL)
+	// One attempt per call, so that the proxy sees exactly the calls.
+	client := dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(proxy.URL)
+		o.RetryMaxAttempts = 1
+	})
+	proxy.Answer("ListTables", 1, http.StatusBadRequest, testenv.DynamoDBError("ThrottlingException", "slow down"))
+
+	_, err := client.ListTables(t.Context(), &dynamodb.ListTablesInput{})
+	if throttled := (*types.ThrottlingException)(nil); !errors.As(err, &throttled) {
+		t.Errorf("first ListTables: got %v; want the proxy's ThrottlingException", err)
+	}
+	if _, err := client.ListTables(t.Context(), &dynamodb.ListTablesInput{}); err != nil {
+		t.Errorf("second ListTables: got %v; want moto's answer", err)
+	}
+	if got := proxy.Count("ListTables"); got != 2 {
+		t.Errorf("Count(ListTables) = %d; want 2", got)
+	}
+
+	proxy.Answer("DescribeTable", -1, http.StatusBadRequest, testenv.DynamoDBTransactionCanceled("None", "ThrottlingError"))
+	for range 2 {
+		_, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String("any")})
+		canceled := (*types.TransactionCanceledException)(nil)
+		if !errors.As(err, &canceled) || len(canceled.CancellationReasons) != 2 || aws.ToString(canceled.CancellationReasons[1].Code) != "ThrottlingError" {
+			t.Errorf("DescribeTable: got %v; want a TransactionCanceledException with reasons [None ThrottlingError]", err)
+		}
+	}
+
+	proxy.Reset()
+	if got := proxy.Count("ListTables"); got != 0 {
+		t.Errorf("Count after Reset = %d; want 0", got)
+	}
+}
+
+func TestProxyHangsUntilTheClientGivesUp(t *testing.T) {
+	proxy := testenv.NewProxy(t, moto.Server(t).URL)
+	client := dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(proxy.URL)
+		o.RetryMaxAttempts = 1
+	})
+	proxy.Hang("ListTables", 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := client.ListTables(ctx, &dynamodb.ListTablesInput{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("hung ListTables: got %v; want context.DeadlineExceeded", err)
+	}
+	if _, err := client.ListTables(t.Context(), &dynamodb.ListTablesInput{}); err != nil {
+		t.Errorf("next ListTables: got %v; want moto's answer", err)
+	}
+}

@@ -1,0 +1,28 @@
+package lambdakit_test
+
+import (
+	"testing"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// Bad input through Batch and Idempotent on the in-memory store: the rows of
+// the README's "Bad input" table that are not about the payment sample. The
+// same rows run on DynamoDB (moto) in dynamostore's TestBadInput.
+func TestBadInput(t *testing.T) {
+	lambdakittest.RunBadInput(t, func(t *testing.T) lambdakittest.BadInputTarget {
+		store := &lambdakittest.MemoryStore{}
+		return lambdakittest.BadInputTarget{
+			Store: store,
+			Statuses: func(*testing.T) map[string]lambdakit.IdempotencyStatus {
+				out := map[string]lambdakit.IdempotencyStatus{}
+				for id, rec := range store.Records() {
+					out[id] = rec.Status
+				}
+				return out
+			},
+			// The memory store keeps any result.
+		}
+	})
+}

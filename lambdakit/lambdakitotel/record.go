@@ -1,0 +1,124 @@
+package lambdakitotel
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// Failure reasons, as the batch's log lines (reasonCode) and metrics name
+// them. The tests hold the two to agreeing.
+const (
+	reasonInProgress      = "InProgress"
+	reasonPayloadMismatch = "PayloadMismatch"
+	reasonNoKey           = "NoKey"
+	reasonHandlerError    = "HandlerError"
+	reasonDeadline        = "Deadline"
+	reasonLeaseLost       = "LeaseLost"
+	reasonStoreError      = "StoreError"
+)
+
+// Middleware returns a lambdakit.Middleware that makes one span per record:
+// "process <queue>", kind CONSUMER, a child of the invocation span (see
+// WrapBatch), with messaging.message.id, the message group and receive
+// count, a link to the sender when SQS carried one, and OutcomeKey:
+// processed, duplicate, or failed with ReasonKey and error.type naming why
+// (the span's status is then Error).
+//
+// Put it OUTSIDE Idempotent (earlier in lambdakit.Chain): a duplicate is
+// answered inside Idempotent without reaching the handler, so only a
+// middleware around Idempotent sees it, through lambdakit.Replayed. Store
+// spans (WrapStore) are children of the record span. Outside lambdakit.Batch
+// Replayed reports false, so every success counts as processed.
+func Middleware(optFns ...func(*Options)) lambdakit.Middleware {
+	o := newOptions(optFns)
+	tracer := o.tracer()
+	return func(next lambdakit.Handler) lambdakit.Handler {
+		return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) (result []byte, err error) {
+			spanName := valueOperationProcess
+			attrs := make([]attribute.KeyValue, 0, 12)
+			attrs = append(attrs,
+				semconv.MessagingSystemAWSSQS,
+				semconv.MessagingOperationTypeProcess,
+				semconv.MessagingOperationName(valueOperationProcess),
+				semconv.FaaSTriggerPubSub,
+				semconv.MessagingMessageID(msg.MessageId),
+				semconv.MessagingMessageBodySize(len(msg.Body)))
+			if arn := msg.EventSourceARN; arn != "" {
+				name := queueName(arn)
+				spanName += " " + name
+				attrs = append(attrs, semconv.MessagingDestinationName(name), QueueARNKey.String(arn))
+			}
+			if g := msg.Attributes["MessageGroupId"]; g != "" {
+				attrs = append(attrs, MessageGroupKey.String(g))
+			}
+			if n, err := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"]); err == nil {
+				attrs = append(attrs, ReceiveCountKey.Int(n))
+			}
+			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+			if l, ok := senderLink(msg); ok {
+				opts = append(opts, trace.WithLinks(l))
+			}
+			ctx, span := tracer.Start(ctx, spanName, opts...)
+
+			returned := false
+			defer func() {
+				if !returned {
+					// A panic or runtime.Goexit: Batch fails the
+					// record as a handler error. Not recovered here,
+					// so that Batch logs the panic's own stack.
+					span.SetAttributes(OutcomeKey.String(OutcomeFailed), ReasonKey.String(reasonHandlerError),
+						semconv.ErrorTypeKey.String(reasonHandlerError))
+					span.SetStatus(codes.Error, "handler did not return (panic or runtime.Goexit)")
+				}
+				span.End()
+			}()
+			result, err = next.Handle(ctx, msg)
+			returned = true
+			switch {
+			case err != nil:
+				reason := reasonOf(ctx, err)
+				span.SetAttributes(OutcomeKey.String(OutcomeFailed), ReasonKey.String(reason), semconv.ErrorTypeKey.String(reason))
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			case lambdakit.Replayed(ctx):
+				span.SetAttributes(OutcomeKey.String(OutcomeDuplicate))
+			default:
+				span.SetAttributes(OutcomeKey.String(OutcomeProcessed))
+			}
+			return result, err
+		})
+	}
+}
+
+// reasonOf names why a record failed, as lambdakit's batch does in its log
+// line, in the same order: a lost lease may come joined with the handler's
+// error. A record that fails after its context ended failed for the
+// deadline.
+func reasonOf(ctx context.Context, err error) string {
+	var storeErr *lambdakit.StoreError
+	switch {
+	case errors.Is(err, lambdakit.ErrLeaseLost):
+		return reasonLeaseLost
+	case errors.Is(err, lambdakit.ErrInProgress):
+		return reasonInProgress
+	case errors.Is(err, lambdakit.ErrPayloadMismatch):
+		return reasonPayloadMismatch
+	case errors.Is(err, lambdakit.ErrNoKey), errors.Is(err, lambdakit.ErrInvalidKey):
+		return reasonNoKey
+	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
+		return reasonDeadline
+	case errors.As(err, &storeErr):
+		return reasonStoreError
+	default:
+		return reasonHandlerError
+	}
+}

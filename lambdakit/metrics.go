@@ -1,0 +1,149 @@
+package lambdakit
+
+import (
+	"encoding/json"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// The batch adapter writes one line per invocation in CloudWatch's Embedded
+// Metric Format: a JSON object whose "_aws" member tells CloudWatch Logs
+// which of its other members are metrics, under which namespace and
+// dimensions. CloudWatch extracts them from the function's log without any
+// API call or agent. One line per invocation, not per record, keeps the
+// log and the cost small whatever the batch size.
+//
+// No EMF library for Go is served by the module proxy this project builds
+// with, and the format is small: the writer below follows the
+// specification's required members (_aws.Timestamp in epoch milliseconds;
+// _aws.CloudWatchMetrics, each with Namespace, Dimensions as arrays of
+// member names, and Metrics as {Name, Unit}; every named dimension and
+// metric a top-level member), which the tests check.
+
+// invocationMetrics are the counts of one invocation.
+type invocationMetrics struct {
+	records, succeeded, failed int
+	failedBy                   map[string]int
+	dupStore, dupCache         int
+	replayed                   int
+	store                      []time.Duration
+	duration                   time.Duration
+}
+
+func (m *invocationMetrics) add(note *recordNote, err error) {
+	m.records++
+	note.mu.Lock()
+	defer note.mu.Unlock()
+	m.store = append(m.store, note.store...)
+	if err == nil && note.deadLettered != nil {
+		err = note.deadLettered // reported done to SQS, but a failure
+	}
+	if err != nil {
+		m.failed++
+		if m.failedBy == nil {
+			m.failedBy = map[string]int{}
+		}
+		m.failedBy[reasonOf(err)]++
+		return
+	}
+	m.succeeded++
+	switch note.duplicate {
+	case dupStore:
+		m.dupStore++
+	case dupCache:
+		m.dupCache++
+	}
+	if note.replayed {
+		m.replayed++
+	}
+}
+
+// metric is one metric of the line, in the order it is written.
+type metric struct {
+	name, unit string
+	value      float64
+}
+
+func (m *invocationMetrics) metrics() []metric {
+	out := []metric{
+		{"Records", "Count", float64(m.records)},
+		{"Succeeded", "Count", float64(m.succeeded)},
+		{"Failed", "Count", float64(m.failed)},
+	}
+	for _, r := range failureReasons {
+		out = append(out, metric{"Failed" + r, "Count", float64(m.failedBy[r])})
+	}
+	out = append(out,
+		metric{"DuplicatesFromStore", "Count", float64(m.dupStore)},
+		metric{"DuplicatesFromCache", "Count", float64(m.dupCache)},
+		metric{"Replayed", "Count", float64(m.replayed)},
+	)
+	if len(m.store) > 0 {
+		lat := slices.Clone(m.store)
+		slices.Sort(lat)
+		out = append(out,
+			metric{"StoreLatencyP50", "Milliseconds", ms(lat[(len(lat)-1)/2])},
+			metric{"StoreLatencyMax", "Milliseconds", ms(lat[len(lat)-1])},
+		)
+	}
+	return append(out, metric{"BatchDuration", "Milliseconds", ms(m.duration)})
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// writeEMF writes the metrics as one EMF line, with the dimensions
+// FunctionName and QueueName. The line is built by hand in one buffer: it
+// is written on every invocation, and its names are fixed.
+func writeEMF(w io.Writer, namespace, function, queue string, at time.Time, m *invocationMetrics) error {
+	metrics := m.metrics()
+	b := make([]byte, 0, 1536)
+	b = append(b, `{"_aws":{"Timestamp":`...)
+	b = strconv.AppendInt(b, at.UnixMilli(), 10)
+	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)
+	b = appendJSONString(b, namespace)
+	b = append(b, `,"Dimensions":[["FunctionName","QueueName"]],"Metrics":[`...)
+	for i, mt := range metrics {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"Name":"`...)
+		b = append(b, mt.name...)
+		b = append(b, `","Unit":"`...)
+		b = append(b, mt.unit...)
+		b = append(b, `"}`...)
+	}
+	b = append(b, `]}]},"FunctionName":`...)
+	b = appendJSONString(b, function)
+	b = append(b, `,"QueueName":`...)
+	b = appendJSONString(b, queue)
+	for _, mt := range metrics {
+		b = append(b, `,"`...)
+		b = append(b, mt.name...)
+		b = append(b, `":`...)
+		b = strconv.AppendFloat(b, mt.value, 'f', -1, 64)
+	}
+	b = append(b, "}\n"...)
+	_, err := w.Write(b)
+	return err
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// queueName is the queue's name from the batch's event source ARN
+// ("arn:aws:sqs:region:account:name").
+func queueName(recs []events.SQSMessage) string {
+	if len(recs) == 0 {
+		return ""
+	}
+	arn := recs[0].EventSourceARN
+	return arn[strings.LastIndexByte(arn, ':')+1:]
+}

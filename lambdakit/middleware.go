@@ -1,0 +1,68 @@
+package lambdakit
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Idempotent returns a Middleware that runs the handler at most once to
+// completion per idempotency key, using store for the records and key to
+// derive the key of each message:
+//
+//   - a new key is locked (conditional write), the handler runs, and the
+//     record is completed with the handler's result;
+//   - a key completed before skips the handler and returns the cached
+//     result;
+//   - a key in progress in another invocation fails with ErrInProgress, so
+//     the message is redelivered later; the lock ends at the owner's
+//     invocation deadline, so a crashed owner blocks no longer than that;
+//   - a handler error releases the lock, so a retry can run at once;
+//   - messages with one key in this container wait for each other instead
+//     of failing with ErrInProgress, and replay the first one's outcome;
+//   - under Batch, a re-driven batch's completed records are read ahead in
+//     one request (see PrefetchPolicy).
+//
+// It is the Idempotency engine (see NewIdempotency) with the key and
+// payload taken from each message.
+func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) Middleware {
+	// One engine per middleware: its cache and flights live as long as
+	// the warm container.
+	e := NewIdempotency(store, optFns...)
+	return func(next Handler) Handler {
+		return &idempotent{Idempotency: e, next: next, key: key}
+	}
+}
+
+type idempotent struct {
+	*Idempotency
+	next Handler
+	key  KeyFunc
+}
+
+// Handle implements Handler.
+func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+	key, err := m.key(msg)
+	if err != nil {
+		// Only a message that truly has no key may run without
+		// idempotency; ErrInvalidKey never does.
+		if m.opts.ProcessWithoutKey && errors.Is(err, ErrNoKey) && !errors.Is(err, ErrInvalidKey) {
+			return m.next.Handle(ctx, msg)
+		}
+		return nil, err
+	}
+	id := m.recordID(key)
+	var validation string
+	if m.opts.Payload != nil {
+		p, err := m.opts.Payload(msg)
+		if err != nil {
+			return nil, err
+		}
+		validation = hashHex(p)
+	}
+	return m.do(ctx, id, validation,
+		func(now time.Time) (IdempotencyRecord, bool) { return m.prefetched(ctx, msg, id, now) },
+		func(ctx context.Context) ([]byte, error) { return m.next.Handle(ctx, msg) })
+}

@@ -1,0 +1,175 @@
+package lambdakit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// A record's outcome is noted as it runs, so that the batch adapter can log
+// one line per record and one metrics line per invocation, and so that
+// middleware outside Idempotent can tell a replayed result from a fresh one.
+// Batch gives each record a note in its context; Idempotent fills it.
+
+// Duplicate sources, for the metrics: a duplicate found in the store (by
+// the lock's failed condition, or by the batch's read ahead) costs a
+// request, one found in the container's cache costs none.
+const (
+	dupNone = iota
+	dupStore
+	dupCache
+)
+
+// recordNote is what became of one record. The record's goroutine writes
+// it; Batch reads it after the record's handler returned, or under mu when
+// the batch had to answer first.
+type recordNote struct {
+	mu        sync.Mutex
+	messageID string // the SQS message's, set by Batch before the record runs
+	id        string // the idempotency record's ID, once known
+	duplicate int    // dupNone, dupStore or dupCache
+	replayed  bool   // a cached result was handed back
+	// deadLettered is the permanent failure of a record the batch sent to
+	// the dead-letter queue, and reports succeeded.
+	deadLettered error
+	start        time.Time
+	elapsed      time.Duration
+	store        []time.Duration  // each store request's latency
+	storeBuf     [4]time.Duration // room for a record's usual requests
+}
+
+type noteKey struct{}
+
+func noteFrom(ctx context.Context) *recordNote {
+	n, _ := ctx.Value(noteKey{}).(*recordNote)
+	return n
+}
+
+// setID records the record's ID; nil-safe, like every recordNote method, so
+// that Idempotent works the same outside Batch.
+func (n *recordNote) setID(id string) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.id = id
+	n.mu.Unlock()
+}
+
+func (n *recordNote) setDuplicate(source int, replayed bool) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.duplicate, n.replayed = source, replayed
+	n.mu.Unlock()
+}
+
+// storeCall times one store request: defer note.storeCall(time.Now()).
+func (n *recordNote) storeCall(start time.Time) {
+	if n == nil {
+		return
+	}
+	d := time.Since(start)
+	n.mu.Lock()
+	if n.store == nil {
+		n.store = n.storeBuf[:0]
+	}
+	n.store = append(n.store, d)
+	n.mu.Unlock()
+}
+
+// Replayed reports whether the result Idempotent returned for the record
+// whose context is ctx was replayed from an earlier run of its key (a
+// duplicate), rather than produced by the handler just now. Middleware
+// outside Idempotent calls it, with the context its Handle was given, after
+// the inner handler returned; it reports false outside Batch.
+func Replayed(ctx context.Context) bool {
+	n := noteFrom(ctx)
+	if n == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.duplicate != dupNone
+}
+
+// Failure reasons, as the metrics and the per-record log lines name them.
+const (
+	reasonInProgress      = "InProgress"
+	reasonPayloadMismatch = "PayloadMismatch"
+	reasonNoKey           = "NoKey"
+	reasonHandlerError    = "HandlerError"
+	reasonDeadline        = "Deadline"
+	reasonLeaseLost       = "LeaseLost"
+	reasonStoreError      = "StoreError"
+	reasonSkipped         = "Skipped"
+	reasonPermanent       = "Permanent"
+)
+
+// failureReasons lists them in the order the metrics line writes them.
+var failureReasons = []string{
+	reasonInProgress, reasonPayloadMismatch, reasonNoKey, reasonHandlerError,
+	reasonDeadline, reasonLeaseLost, reasonStoreError, reasonSkipped, reasonPermanent,
+}
+
+// StoreError is a failure of a Store request (other than a lost lease):
+// the record failed because its idempotency record could not be read or
+// written, not because of its handler.
+type StoreError struct {
+	Op  string // "acquire", "complete" or "release"
+	Err error
+}
+
+// Error implements error.
+func (e *StoreError) Error() string { return "lambdakit: store " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the store's error.
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// storeErr wraps a store's error in a *StoreError, leaving a lost lease,
+// which has a reason of its own, as it is.
+func storeErr(op string, err error) error {
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		return err
+	}
+	return &StoreError{Op: op, Err: err}
+}
+
+// reasonOf names why a record failed. The order matters: a lost lease
+// during cleanup may come joined with the handler's error.
+func reasonOf(err error) string {
+	var storeErr *StoreError
+	switch {
+	case errors.Is(err, ErrSkipped):
+		return reasonSkipped
+	case errors.Is(err, ErrPermanent):
+		return reasonPermanent
+	case errors.Is(err, ErrLeaseLost):
+		return reasonLeaseLost
+	case errors.Is(err, ErrInProgress):
+		return reasonInProgress
+	case errors.Is(err, ErrPayloadMismatch):
+		return reasonPayloadMismatch
+	case errors.Is(err, ErrNoKey), errors.Is(err, ErrInvalidKey):
+		return reasonNoKey
+	case errors.Is(err, ErrNotStarted), errors.Is(err, ErrStillRunning),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, errCancelledAtGuard):
+		return reasonDeadline
+	case errors.As(err, &storeErr):
+		return reasonStoreError
+	default:
+		return reasonHandlerError
+	}
+}
+
+// messageAttr is the record's SQS message ID as a log attribute, for the
+// engine's own lines, which know no message: empty outside Batch.
+func messageAttr(ctx context.Context) slog.Attr {
+	if n := noteFrom(ctx); n != nil {
+		return slog.String("messageId", n.messageID)
+	}
+	return slog.Attr{}
+}

@@ -1,0 +1,95 @@
+package lambdakit
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// ErrPermanent marks a record's failure as permanent: the message will never
+// succeed however often it comes back (a body that breaks the message
+// format, say). Wrap an error with Permanent; errors.Is(err, ErrPermanent)
+// then reports true.
+//
+// With BatchOptions.DeadLetters set, the batch adapter sends such a message
+// to the dead-letter queue at once and reports the record succeeded, instead
+// of letting it come back until the queue's maxReceiveCount moves it there.
+var ErrPermanent = errors.New("lambdakit: permanent failure")
+
+// Permanent wraps err so that errors.Is(err, ErrPermanent) reports true,
+// while errors.Is and errors.As still see err and its chain. Its message is
+// err's. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() []error { return []error{ErrPermanent, e.err} }
+
+// IsPermanent reports whether err is marked permanent with Permanent (or
+// wraps ErrPermanent otherwise). It is the default of
+// BatchOptions.IsPermanent.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+
+// DeadLetterSender sends a message that failed permanently to a dead-letter
+// queue. The batch adapter calls it with the message as received and the
+// record's error, and reports the record succeeded only when it returns nil;
+// otherwise the record fails as usual and the message comes back, so nothing
+// is lost.
+//
+// lambdakit itself sends nothing: producer.DeadLetterQueue is the SQS
+// implementation, in a package of its own so that functions that do not use
+// it do not link the SQS client.
+type DeadLetterSender interface {
+	SendDeadLetter(ctx context.Context, msg *events.SQSMessage, reason error) error
+}
+
+// deadLetter is the batch's hook for a record whose handler returned err: a
+// permanent failure is sent to the dead-letter queue, and then counts as
+// handled. It returns the record's outcome: nil once the message is in the
+// dead-letter queue, else err (joined with the sender's error, if sending
+// failed).
+func (b *batch) deadLetter(ctx context.Context, msg *events.SQSMessage, err error) error {
+	if err == nil || b.opts.DeadLetters == nil || ctx.Err() != nil || !b.opts.IsPermanent(err) {
+		// Past the deadline guard there is no time left to send; the
+		// record comes back and is sent on its next delivery.
+		return err
+	}
+	if serr := b.sendDeadLetter(ctx, msg, err); serr != nil {
+		return &DeadLetterError{Err: err, SendErr: serr}
+	}
+	return nil
+}
+
+// sendDeadLetter calls the sender, turning a panic into a failed send, so
+// that a broken sender fails only its record, as a broken handler does.
+func (b *batch) sendDeadLetter(ctx context.Context, msg *events.SQSMessage, reason error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = newPanicError(p)
+		}
+	}()
+	return b.opts.DeadLetters.SendDeadLetter(ctx, msg, reason)
+}
+
+// DeadLetterError is the failure of a record that failed permanently and
+// could not be sent to the dead-letter queue: it fails as usual, and comes
+// back. errors.Is and errors.As see both errors.
+type DeadLetterError struct {
+	Err     error // the record's own, permanent, failure
+	SendErr error // why the dead-letter queue did not take the message
+}
+
+// Error implements error.
+func (e *DeadLetterError) Error() string {
+	return e.Err.Error() + " (sending it to the dead-letter queue failed: " + e.SendErr.Error() + ")"
+}
+
+// Unwrap returns both errors.
+func (e *DeadLetterError) Unwrap() []error { return []error{e.Err, e.SendErr} }

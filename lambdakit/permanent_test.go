@@ -1,0 +1,311 @@
+package lambdakit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// deadLetters is a DeadLetterSender that keeps what it was given in
+// memory, and fails while fail is set. The SQS one, producer.DeadLetterQueue,
+// is tested against moto in its own package.
+type deadLetters struct {
+	mu      sync.Mutex
+	fail    error
+	sent    []string // message IDs, in order
+	reasons []error
+}
+
+func (d *deadLetters) SendDeadLetter(ctx context.Context, msg *events.SQSMessage, reason error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fail != nil {
+		return d.fail
+	}
+	d.sent = append(d.sent, msg.MessageId)
+	d.reasons = append(d.reasons, reason)
+	return nil
+}
+
+func (d *deadLetters) ids() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.sent)
+}
+
+var errBadFormat = errors.New("bad format")
+
+type panicSender struct{}
+
+func (panicSender) SendDeadLetter(context.Context, *events.SQSMessage, error) error {
+	panic("sender broke")
+}
+
+// failPoison fails bodies starting with "poison" permanently, and "flaky"
+// ones normally.
+var failPoison = lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+	switch {
+	case strings.HasPrefix(msg.Body, "poison"):
+		return nil, lambdakit.Permanent(fmt.Errorf("%w: %s", errBadFormat, msg.Body))
+	case strings.HasPrefix(msg.Body, "flaky"):
+		return nil, errors.New("try again")
+	}
+	return nil, nil
+})
+
+func TestPermanentWraps(t *testing.T) {
+	err := lambdakit.Permanent(errBadFormat)
+	if !errors.Is(err, lambdakit.ErrPermanent) || !lambdakit.IsPermanent(err) {
+		t.Errorf("Permanent(err): errors.Is(ErrPermanent) = false; want true")
+	}
+	if !errors.Is(err, errBadFormat) {
+		t.Errorf("Permanent(err): errors.Is(err) = false; want true")
+	}
+	if got := err.Error(); got != errBadFormat.Error() {
+		t.Errorf("Permanent(err).Error() = %q; want %q", got, errBadFormat.Error())
+	}
+	if wrapped := fmt.Errorf("context: %w", err); !lambdakit.IsPermanent(wrapped) {
+		t.Errorf("IsPermanent of a wrapped Permanent error = false; want true")
+	}
+	if lambdakit.Permanent(nil) != nil {
+		t.Errorf("Permanent(nil) = non-nil; want nil")
+	}
+	if lambdakit.IsPermanent(errBadFormat) {
+		t.Errorf("IsPermanent(plain error) = true; want false")
+	}
+}
+
+func TestBatchSendsPermanentFailuresToTheDeadLetterQueue(t *testing.T) {
+	t.Run("sent: the record succeeds, others fail as usual", func(t *testing.T) {
+		dlq := &deadLetters{}
+		batch, log := newBatch(failPoison, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+		ok, poison, flaky := lambdakittest.Message("ok"), lambdakittest.Message("poison 1"), lambdakittest.Message("flaky")
+		resp, err := batch(batchCtx(t), lambdakittest.Event(ok, poison, flaky))
+		if err != nil {
+			t.Fatalf("batch error %v; want none", err)
+		}
+		wantFailed(t, resp, flaky.MessageId)
+		if got := dlq.ids(); !slices.Equal(got, []string{poison.MessageId}) {
+			t.Errorf("dead letters %q; want %q", got, poison.MessageId)
+		}
+		if !errors.Is(dlq.reasons[0], errBadFormat) {
+			t.Errorf("reason %v; want the handler's error", dlq.reasons[0])
+		}
+		lines := log.byMessageID(t)
+		if line := lines[poison.MessageId]; line == nil || !strings.Contains(line["msg"].(string), "dead-letter queue") || line["reason"] != "bad format: poison 1" {
+			t.Errorf("log line for the poison message %v; want one saying it went to the dead-letter queue, with the reason", line)
+		}
+		if lines[flaky.MessageId] == nil {
+			t.Errorf("no log line for the failed record")
+		}
+	})
+
+	t.Run("send fails: the record fails and comes back", func(t *testing.T) {
+		dlq := &deadLetters{fail: errors.New("queue unreachable")}
+		batch, log := newBatch(failPoison, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+		ok, poison := lambdakittest.Message("ok"), lambdakittest.Message("poison 2")
+		resp, err := batch(batchCtx(t), lambdakittest.Event(ok, poison))
+		if err != nil {
+			t.Fatalf("batch error %v; want none", err)
+		}
+		wantFailed(t, resp, poison.MessageId)
+		reason := log.reason(t, poison.MessageId)
+		if !strings.Contains(reason, "bad format: poison 2") || !strings.Contains(reason, "queue unreachable") {
+			t.Errorf("reason %q; want the handler's error and the send's", reason)
+		}
+
+		// Redelivered, once the queue is back: now it goes.
+		dlq.mu.Lock()
+		dlq.fail = nil
+		dlq.mu.Unlock()
+		again := lambdakittest.Redelivery(poison)
+		resp, err = batch(batchCtx(t), lambdakittest.Event(again))
+		if err != nil {
+			t.Fatalf("batch error %v on the redelivery; want none", err)
+		}
+		wantFailed(t, resp)
+		if got := dlq.ids(); !slices.Equal(got, []string{poison.MessageId}) {
+			t.Errorf("dead letters %q; want %q", got, poison.MessageId)
+		}
+	})
+
+	t.Run("a failed send is a DeadLetterError that keeps both errors", func(t *testing.T) {
+		sendErr := errors.New("access denied")
+		dlq := &deadLetters{fail: sendErr}
+		batch, log := newBatch(failPoison, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+		m := lambdakittest.Message("poison 5")
+		if _, err := batch(batchCtx(t), lambdakittest.Event(m)); !errors.Is(err, lambdakit.ErrAllFailed) {
+			t.Fatalf("batch error %v; want ErrAllFailed", err)
+		}
+		want := &lambdakit.DeadLetterError{Err: lambdakit.Permanent(fmt.Errorf("%w: poison 5", errBadFormat)), SendErr: sendErr}
+		if got := log.reason(t, m.MessageId); got != want.Error() {
+			t.Errorf("logged reason %q; want %q", got, want.Error())
+		}
+		if !errors.Is(want, sendErr) || !errors.Is(want, errBadFormat) || !errors.Is(want, lambdakit.ErrPermanent) {
+			t.Errorf("DeadLetterError does not unwrap to both errors")
+		}
+	})
+
+	t.Run("a sender that panics fails only the record", func(t *testing.T) {
+		batch, log := newBatch(failPoison, func(o *lambdakit.BatchOptions) { o.DeadLetters = panicSender{} })
+		ok, poison := lambdakittest.Message("ok"), lambdakittest.Message("poison 6")
+		resp, err := batch(batchCtx(t), lambdakittest.Event(ok, poison))
+		if err != nil {
+			t.Fatalf("batch error %v; want none", err)
+		}
+		wantFailed(t, resp, poison.MessageId)
+		if reason := log.reason(t, poison.MessageId); !strings.Contains(reason, "sender broke") {
+			t.Errorf("reason %q; want the panic", reason)
+		}
+	})
+
+	t.Run("without a sender, a permanent failure fails as usual", func(t *testing.T) {
+		batch, _ := newBatch(failPoison)
+		ok, poison := lambdakittest.Message("ok"), lambdakittest.Message("poison 3")
+		resp, _ := batch(batchCtx(t), lambdakittest.Event(ok, poison))
+		wantFailed(t, resp, poison.MessageId)
+	})
+
+	t.Run("a plain failure is not sent", func(t *testing.T) {
+		dlq := &deadLetters{}
+		batch, _ := newBatch(failPoison, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+		flaky := lambdakittest.Message("flaky")
+		resp, _ := batch(batchCtx(t), lambdakittest.Event(flaky))
+		wantFailed(t, resp, flaky.MessageId)
+		if got := dlq.ids(); len(got) != 0 {
+			t.Errorf("dead letters %q; want none", got)
+		}
+	})
+
+	t.Run("IsPermanent chooses which errors are permanent", func(t *testing.T) {
+		dlq := &deadLetters{}
+		batch, _ := newBatch(failPoison, func(o *lambdakit.BatchOptions) {
+			o.DeadLetters = dlq
+			o.IsPermanent = func(err error) bool { return err.Error() == "try again" }
+		})
+		poison, flaky := lambdakittest.Message("poison 4"), lambdakittest.Message("flaky")
+		resp, _ := batch(batchCtx(t), lambdakittest.Event(poison, flaky))
+		wantFailed(t, resp, poison.MessageId)
+		if got := dlq.ids(); !slices.Equal(got, []string{flaky.MessageId}) {
+			t.Errorf("dead letters %q; want %q", got, flaky.MessageId)
+		}
+	})
+
+	t.Run("FIFO: the group goes on after a message sent to the dead-letter queue", func(t *testing.T) {
+		dlq := &deadLetters{}
+		var c calls
+		h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			c.add(msg.Body)
+			return failPoison.Handle(ctx, msg)
+		})
+		batch, _ := newBatch(h, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+		a1, a2, a3 := lambdakittest.Message("a1", lambdakittest.InGroup("A")), lambdakittest.Message("poison a2", lambdakittest.InGroup("A")), lambdakittest.Message("a3", lambdakittest.InGroup("A"))
+		resp, err := batch(batchCtx(t), lambdakittest.Event(a1, a2, a3))
+		if err != nil {
+			t.Fatalf("batch error %v; want none", err)
+		}
+		wantFailed(t, resp)
+		if got, want := c.list(), []string{"a1", "poison a2", "a3"}; !slices.Equal(got, want) {
+			t.Errorf("handled %q; want %q, in order", got, want)
+		}
+	})
+
+	t.Run("FIFO: a failed send holds the rest of the group back", func(t *testing.T) {
+		dlq := &deadLetters{fail: errors.New("down")}
+		batch, _ := newBatch(failPoison, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+		a1, a2 := lambdakittest.Message("poison a1", lambdakittest.InGroup("A")), lambdakittest.Message("a2", lambdakittest.InGroup("A"))
+		resp, _ := batch(batchCtx(t), lambdakittest.Event(a1, a2))
+		wantFailed(t, resp, a1.MessageId, a2.MessageId)
+	})
+}
+
+// The idempotency middleware releases the lock after a permanent failure,
+// as after any other, and leaves the error permanent.
+func TestIdempotentReleasesAfterPermanentFailure(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	dlq := &deadLetters{}
+	runs := 0
+	h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		runs++
+		if runs == 1 {
+			return nil, lambdakit.Permanent(errBadFormat)
+		}
+		return []byte("done"), nil
+	})
+	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"))(h)
+	var seen error
+	spy := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		out, err := idem.Handle(ctx, msg)
+		seen = err
+		return out, err
+	})
+	batch, _ := newBatch(spy, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+	m := lambdakittest.Message(`{"id":"k1"}`)
+	resp, err := batch(batchCtx(t), lambdakittest.Event(m))
+	if err != nil {
+		t.Fatalf("batch error %v; want none", err)
+	}
+	wantFailed(t, resp)
+	if !lambdakit.IsPermanent(seen) {
+		t.Errorf("the middleware returned %v; want the permanent error", seen)
+	}
+	if n := len(store.Records()); n != 0 {
+		t.Errorf("store holds %d records after the permanent failure; want 0 (released)", n)
+	}
+	// A redrive of the same message runs it at once.
+	resp, err = batch(batchCtx(t), lambdakittest.Event(lambdakittest.Redelivery(m)))
+	if err != nil || len(resp.BatchItemFailures) != 0 || runs != 2 {
+		t.Errorf("redriven message: error %v, failures %v, %d runs; want it to run and succeed", err, resp.BatchItemFailures, runs)
+	}
+}
+
+// A message that waited for an earlier one with its key in the container
+// did not run: the earlier one's permanent failure is not its own, so it
+// must come back rather than follow it into the dead-letter queue.
+func TestWaiterOfAPermanentFailureIsNotPermanent(t *testing.T) {
+	// In a bubble, synctest.Wait tells when the second message is
+	// waiting for the first.
+	synctest.Test(t, func(t *testing.T) {
+		store := &lambdakittest.MemoryStore{}
+		dlq := &deadLetters{}
+		release := make(chan struct{})
+		var runs atomic.Int32
+		h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			runs.Add(1)
+			<-release
+			return nil, lambdakit.Permanent(errBadFormat)
+		})
+		idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) { o.DisableValidation = true })(h)
+		batch, _ := newBatch(idem, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+		first, second := lambdakittest.Message(`{"id":"k2","n":1}`), lambdakittest.Message(`{"id":"k2","n":2}`)
+		var firstResp, secondResp events.SQSEventResponse
+		var firstErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { firstResp, firstErr = batch(batchCtx(t), lambdakittest.Event(first)) })
+		synctest.Wait() // the first runs its handler
+		wg.Go(func() { secondResp, _ = batch(batchCtx(t), lambdakittest.Event(second)) })
+		synctest.Wait() // the second waits for the first
+		close(release)
+		wg.Wait()
+		if firstErr != nil || len(firstResp.BatchItemFailures) != 0 {
+			t.Errorf("first message: error %v, failures %v; want it sent to the dead-letter queue", firstErr, firstResp.BatchItemFailures)
+		}
+		wantFailed(t, secondResp, second.MessageId)
+		if got := dlq.ids(); !slices.Equal(got, []string{first.MessageId}) {
+			t.Errorf("dead letters %q; want only the first message %q", got, first.MessageId)
+		}
+		if n := runs.Load(); n != 1 {
+			t.Errorf("handler ran %d times; want 1 (the second message waited)", n)
+		}
+	})
+}

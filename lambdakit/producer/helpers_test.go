@@ -1,0 +1,143 @@
+package producer_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit/producer"
+)
+
+var moto testenv.Moto
+
+func TestMain(m *testing.M) { moto.Run(m) }
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// sqsClient returns a client for moto, or for endpoint when it is not "".
+func sqsClient(t *testing.T, endpoint string) *sqs.Client {
+	cfg := moto.Config(t)
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	})
+}
+
+// newQueue creates a queue named for the test and returns its URL.
+func newQueue(t *testing.T, client *sqs.Client, fifo bool, attrs map[string]string) string {
+	t.Helper()
+	name := testenv.Name(t)
+	all := map[string]string{}
+	if fifo {
+		name += ".fifo"
+		all["FifoQueue"] = "true"
+		all["ContentBasedDeduplication"] = "false"
+	}
+	for k, v := range attrs {
+		all[k] = v
+	}
+	out, err := client.CreateQueue(ctxFor(t), &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: all})
+	if err != nil {
+		t.Fatalf("CreateQueue %s: %v", name, err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
+// receiveAll takes every message off the queue, deleting each batch so
+// that a FIFO group's next messages become visible, in the order SQS
+// hands them out.
+func receiveAll(t *testing.T, client *sqs.Client, queueURL string) []types.Message {
+	t.Helper()
+	ctx := ctxFor(t)
+	var all []types.Message
+	for range 200 {
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(queueURL),
+			MaxNumberOfMessages:         10,
+			VisibilityTimeout:           300,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			t.Fatalf("ReceiveMessage: %v", err)
+		}
+		if len(out.Messages) == 0 {
+			return all
+		}
+		all = append(all, out.Messages...)
+		del := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(queueURL)}
+		for i, m := range out.Messages {
+			del.Entries = append(del.Entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		if _, err := client.DeleteMessageBatch(ctx, del); err != nil {
+			t.Fatalf("DeleteMessageBatch: %v", err)
+		}
+	}
+	t.Fatalf("the queue still had messages after 200 receives")
+	return nil
+}
+
+func bodies(msgs []types.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = aws.ToString(m.Body)
+	}
+	return out
+}
+
+// asEvent is the message as Lambda hands it to the consumer.
+func asEvent(m types.Message, queueARN string) *events.SQSMessage {
+	ev := &events.SQSMessage{
+		MessageId:      aws.ToString(m.MessageId),
+		Body:           aws.ToString(m.Body),
+		Attributes:     m.Attributes,
+		EventSource:    "aws:sqs",
+		EventSourceARN: queueARN,
+	}
+	return ev
+}
+
+func payment(id, group string) producer.Message {
+	return producer.Message{Body: fmt.Sprintf(`{"payment_id":%q,"customer_id":%q,"amount":100}`, id, group)}
+}
+
+// fifoOptions are the options of the sample: key payment_id, group
+// customer_id.
+func fifoOptions(o *producer.Options) {
+	o.Key = lambdakitKey
+	o.Group = producer.GroupFromField("customer_id")
+}
+
+// sleeps records the waits a producer asked for, without waiting.
+type sleeps struct{ got []time.Duration }
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.got = append(s.got, d)
+	return ctx.Err()
+}
+
+func mustSend(t *testing.T, p *producer.Producer, msgs ...producer.Message) []producer.Result {
+	t.Helper()
+	res, err := p.Send(ctxFor(t), msgs)
+	if err != nil {
+		for i, r := range res {
+			if r.Err != nil {
+				t.Errorf("message %d: %v", i, r.Err)
+			}
+		}
+		t.Fatalf("Send: %v", err)
+	}
+	return res
+}

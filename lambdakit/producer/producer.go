@@ -1,0 +1,600 @@
+package producer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// SQS's limits, as of 2025.
+const (
+	// DefaultMaxMessageSize is the largest message SQS accepts: 1 MiB, the
+	// ceiling of a queue's MaximumMessageSize since SQS raised it from
+	// 256 KiB in 2025. A queue may be set lower; NewFromQueue reads the
+	// queue's own value.
+	DefaultMaxMessageSize = 1 << 20
+	// MaxBatchBytes bounds the sum of the sizes of the messages of one
+	// SendMessageBatch call.
+	MaxBatchBytes = 1 << 20
+	// MaxBatchEntries is the most entries one SendMessageBatch call takes.
+	MaxBatchEntries = 10
+	// maxAttributes is the most message attributes one message carries.
+	maxAttributes = 10
+	// maxGroupIDLen is the longest MessageGroupId (and deduplication ID).
+	maxGroupIDLen = 128
+)
+
+// Client is the part of *sqs.Client the producer calls.
+type Client interface {
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+var _ Client = (*sqs.Client)(nil)
+
+// GroupFunc derives the MessageGroupId of a message from the message, as a
+// lambdakit.KeyFunc derives its key.
+type GroupFunc func(msg *events.SQSMessage) (string, error)
+
+// GroupFromField returns a GroupFunc that reads the field at path in the
+// JSON body, with the syntax and rules of lambdakit.KeyFromField.
+func GroupFromField(path string) GroupFunc {
+	return GroupFunc(lambdakit.KeyFromField(path))
+}
+
+// DedupID returns the MessageDeduplicationId of a message whose idempotency
+// key is key: the hex SHA-256 of the key, 64 characters. The consumer's
+// idempotency record of the message has the ID "<prefix>#" + DedupID(key).
+func DedupID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// Message is one message to publish.
+type Message struct {
+	// Body is the message body: 1 or more characters that SQS allows
+	// (XML's character set), sent byte for byte.
+	Body string
+	// Attributes are the message attributes, if any (at most 10). They
+	// count towards the message's size, and the KeyFunc and GroupFunc see
+	// them (lambdakit.KeyFromAttribute).
+	Attributes map[string]types.MessageAttributeValue
+}
+
+// Size returns the message's size as SQS counts it against its limits:
+// the body's bytes plus, for each attribute, the bytes of its name, data
+// type and value.
+func (m Message) Size() int {
+	n := len(m.Body)
+	for name, a := range m.Attributes {
+		n += len(name) + len(aws.ToString(a.DataType)) + len(aws.ToString(a.StringValue)) + len(a.BinaryValue)
+	}
+	return n
+}
+
+// Result is the outcome of one message.
+type Result struct {
+	// Key is the idempotency key, when Options.Key is set and found it.
+	Key string
+	// DedupID is the MessageDeduplicationId sent (FIFO queues only).
+	DedupID string
+	// GroupID is the MessageGroupId sent, if any.
+	GroupID string
+	// Size is the message's size as SQS counts it (Message.Size).
+	Size int
+	// MessageID and SequenceNumber are what SQS answered for a sent
+	// message. SequenceNumber is set on FIFO queues only.
+	MessageID, SequenceNumber string
+	// Attempts is how many SendMessageBatch calls carried the message.
+	Attempts int
+	// Err is nil when SQS accepted the message. Otherwise it says why the
+	// message was not sent: refused before sending (no key, too large ...:
+	// Attempts is 0), rejected by SQS (*EntryError), or the call failed.
+	Err error
+}
+
+// Sent reports whether SQS accepted the message.
+func (r Result) Sent() bool { return r.Err == nil }
+
+// Errors of New and of refused messages.
+var (
+	// ErrNoKeyFunc means a FIFO queue was given no Options.Key.
+	ErrNoKeyFunc = errors.New("producer: a FIFO queue needs Options.Key, the consumer's KeyFunc, for deduplication IDs")
+	// ErrNoGroupFunc means a FIFO queue was given no Options.Group.
+	ErrNoGroupFunc = errors.New("producer: a FIFO queue needs Options.Group for message group IDs")
+	// ErrEmptyKey means the KeyFunc returned an empty key for a FIFO queue.
+	ErrEmptyKey = errors.New("producer: empty idempotency key")
+	// ErrInvalidGroupID means a group ID breaks SQS's rule: 1 to 128
+	// letters, digits and punctuation.
+	ErrInvalidGroupID = errors.New("producer: message group ID must be 1 to 128 letters, digits and punctuation")
+	// ErrInvalidBody means the body is empty, not UTF-8, or holds a
+	// character SQS refuses.
+	ErrInvalidBody = errors.New("producer: invalid message body")
+	// ErrInvalidAttribute means a message attribute breaks SQS's rules.
+	ErrInvalidAttribute = errors.New("producer: invalid message attribute")
+	// ErrNoOutcome means SQS answered a call without naming the entry as
+	// sent or failed. The message may or may not be on the queue.
+	ErrNoOutcome = errors.New("producer: SQS's answer does not mention the message")
+	// ErrFailed is what Send returns when at least one message was not sent.
+	ErrFailed = errors.New("producer: not every message was sent")
+)
+
+// TooLargeError refuses a message larger than the queue accepts.
+type TooLargeError struct {
+	Size int // the message's size (Message.Size)
+	Max  int // Options.MaxMessageSize
+}
+
+// Error implements error.
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("producer: message is %d bytes; the queue accepts at most %d", e.Size, e.Max)
+}
+
+// EntryError is SQS's failure of one entry of a SendMessageBatch call.
+type EntryError struct {
+	Code, Message string
+	// SenderFault is SQS's verdict: true means the entry is invalid and
+	// was not retried.
+	SenderFault bool
+	// Attempts is how many calls carried the entry.
+	Attempts int
+}
+
+// Error implements error.
+func (e *EntryError) Error() string {
+	what := "failed the message"
+	if e.SenderFault {
+		what = "rejected the message as invalid"
+	}
+	s := fmt.Sprintf("producer: SQS %s (%s: %s)", what, e.Code, e.Message)
+	if e.Attempts > 1 {
+		s += " after " + strconv.Itoa(e.Attempts) + " attempts"
+	}
+	return s
+}
+
+// Options configures a Producer. New fills in the defaults first, then
+// applies the option functions; a zero field afterwards means its default.
+type Options struct {
+	// Key derives each message's idempotency key: pass the consumer's
+	// KeyFunc. Required for FIFO queues, whose deduplication ID is
+	// DedupID(key). Optional on standard queues, which take no
+	// deduplication ID; Result.Key still reports the key.
+	Key lambdakit.KeyFunc
+	// Group derives each message's MessageGroupId. Required for FIFO
+	// queues. On a standard queue a group turns on fair queueing.
+	Group GroupFunc
+	// FIFO says whether the queue is a FIFO queue. New sets it from the
+	// URL (a FIFO queue's name ends in ".fifo"), NewFromQueue from the
+	// queue's FifoQueue attribute.
+	FIFO bool
+	// MaxMessageSize is the largest message, in bytes as Message.Size
+	// counts them, that is sent; larger ones are refused with a
+	// *TooLargeError. Default DefaultMaxMessageSize; NewFromQueue sets the
+	// queue's MaximumMessageSize.
+	MaxMessageSize int
+	// MaxAttempts bounds the calls that carry one message, when SQS fails
+	// it without blaming the sender. Default 3.
+	MaxAttempts int
+	// Backoff bounds the wait before the first retry; the bound doubles
+	// with each attempt up to MaxBackoff, and each wait is drawn at random
+	// up to its bound (full jitter). Defaults 100ms and 5s.
+	Backoff, MaxBackoff time.Duration
+	// Sleep waits d, or less when ctx ends (returning ctx's error).
+	// Default: a timer. Tests may count the waits instead.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Producer publishes to one queue. It is safe for concurrent use.
+type Producer struct {
+	client   Client
+	queueURL string
+	opts     Options
+}
+
+// New returns a Producer for the queue at queueURL. It makes no call to
+// SQS; a FIFO queue (URL ending in ".fifo") needs Options.Key and
+// Options.Group, or New fails with ErrNoKeyFunc or ErrNoGroupFunc.
+func New(client Client, queueURL string, optFns ...func(*Options)) (*Producer, error) {
+	o := Options{FIFO: strings.HasSuffix(queueURL, ".fifo")}
+	return newProducer(client, queueURL, o, optFns)
+}
+
+// NewFromQueue is New, but first reads the queue's FifoQueue and
+// MaximumMessageSize attributes with one GetQueueAttributes call (which
+// needs sqs:GetQueueAttributes), so that messages the queue would refuse
+// are refused before sending. optFns may still override both.
+func NewFromQueue(ctx context.Context, client Client, queueURL string, optFns ...func(*Options)) (*Producer, error) {
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(queueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue, types.QueueAttributeNameMaximumMessageSize},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("producer: reading the queue's attributes: %w", err)
+	}
+	o := Options{FIFO: out.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true"}
+	if s, ok := out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("producer: the queue's MaximumMessageSize %q is not a size", s)
+		}
+		o.MaxMessageSize = n
+	}
+	return newProducer(client, queueURL, o, optFns)
+}
+
+func newProducer(client Client, queueURL string, o Options, optFns []func(*Options)) (*Producer, error) {
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 3
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
+	if o.FIFO && o.Key == nil {
+		return nil, ErrNoKeyFunc
+	}
+	if o.FIFO && o.Group == nil {
+		return nil, ErrNoGroupFunc
+	}
+	return &Producer{client: client, queueURL: queueURL, opts: o}, nil
+}
+
+// FIFO reports whether the producer treats its queue as a FIFO queue.
+func (p *Producer) FIFO() bool { return p.opts.FIFO }
+
+// MaxMessageSize is the size above which messages are refused.
+func (p *Producer) MaxMessageSize() int { return p.opts.MaxMessageSize }
+
+// Check derives msg's key, deduplication ID and group ID and checks msg
+// against SQS's rules, as Send does before sending, without sending it:
+// Err is set when Send would refuse the message.
+func (p *Producer) Check(msg Message) Result {
+	r, _ := p.prepare(msg)
+	return r
+}
+
+// prepare checks msg and builds its batch entry, without an Id.
+func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEntry) {
+	r := Result{Size: msg.Size()}
+	var entry types.SendMessageBatchRequestEntry
+	if err := checkAttributes(msg.Attributes); err != nil {
+		r.Err = err
+		return r, entry
+	}
+	if msg.Body == "" {
+		r.Err = fmt.Errorf("%w: empty", ErrInvalidBody)
+		return r, entry
+	}
+	if off, ok := validText(msg.Body); !ok {
+		r.Err = fmt.Errorf("%w: byte %d is not UTF-8 or a character SQS allows", ErrInvalidBody, off)
+		return r, entry
+	}
+	// The functions see the message as the consumer will.
+	ev := &events.SQSMessage{Body: msg.Body, MessageAttributes: eventAttributes(msg.Attributes)}
+	if p.opts.Key != nil {
+		key, err := p.opts.Key(ev)
+		switch {
+		case err != nil:
+			r.Err = fmt.Errorf("producer: idempotency key: %w", err)
+			return r, entry
+		case key == "" && p.opts.FIFO:
+			r.Err = ErrEmptyKey
+			return r, entry
+		}
+		r.Key = key
+		if p.opts.FIFO {
+			r.DedupID = DedupID(key)
+			entry.MessageDeduplicationId = aws.String(r.DedupID)
+		}
+	}
+	if p.opts.Group != nil {
+		g, err := p.opts.Group(ev)
+		if err != nil {
+			r.Err = fmt.Errorf("producer: message group: %w", err)
+			return r, entry
+		}
+		if !validGroupID(g) {
+			r.Err = fmt.Errorf("%w: got %q", ErrInvalidGroupID, g)
+			return r, entry
+		}
+		r.GroupID = g
+		entry.MessageGroupId = aws.String(g)
+	}
+	if r.Size > p.opts.MaxMessageSize {
+		r.Err = &TooLargeError{Size: r.Size, Max: p.opts.MaxMessageSize}
+		return r, entry
+	}
+	entry.MessageBody = aws.String(msg.Body)
+	entry.MessageAttributes = msg.Attributes
+	return r, entry
+}
+
+// Send publishes msgs in order and returns one Result per message, in the
+// same order. The error is nil when every message was sent; otherwise it
+// wraps ErrFailed, and the Results say which messages failed and why.
+//
+// On a FIFO queue, while a message waits to be sent again, the later
+// messages of its group that were not yet sent wait with it, so that they
+// stay behind it. Messages of its group that SQS accepted in the same call
+// are not undone: the retry lands after them. A message that fails for
+// good holds nothing back; sent again later, it lands after the rest of
+// its group.
+func (p *Producer) Send(ctx context.Context, msgs []Message) ([]Result, error) {
+	results := make([]Result, len(msgs))
+	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
+	pending := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		results[i], entries[i] = p.prepare(m)
+		if results[i].Err == nil {
+			pending = append(pending, i)
+		}
+	}
+	s := &sending{p: p, results: results, entries: entries}
+	for round := 0; len(pending) > 0; round++ {
+		if round > 0 {
+			if err := p.opts.Sleep(ctx, p.backoff(s.mostAttempts(pending))); err != nil {
+				s.abandon(pending, err)
+				break
+			}
+		}
+		pending = s.round(ctx, pending)
+	}
+	failed := 0
+	for _, r := range results {
+		if r.Err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return results, fmt.Errorf("%w: %d of %d failed", ErrFailed, failed, len(msgs))
+	}
+	return results, nil
+}
+
+// sending is the state of one Send.
+type sending struct {
+	p       *Producer
+	results []Result
+	entries []types.SendMessageBatchRequestEntry
+}
+
+// round sends pending (indices, in order) once, in batches, and returns
+// what must go again, in order.
+func (s *sending) round(ctx context.Context, pending []int) (next []int) {
+	// FIFO groups with a message to retry: their later messages wait.
+	blocked := map[string]bool{}
+	batch := make([]int, 0, MaxBatchEntries)
+	for len(pending) > 0 {
+		if err := ctx.Err(); err != nil {
+			s.abandon(pending, err)
+			break
+		}
+		batch = batch[:0]
+		bytes, taken := 0, len(pending)
+		for j, i := range pending {
+			if s.p.opts.FIFO && blocked[s.results[i].GroupID] {
+				next = append(next, i)
+				continue
+			}
+			// A message larger than a whole batch still goes, alone.
+			size := s.results[i].Size
+			if len(batch) == MaxBatchEntries || (len(batch) > 0 && bytes+size > MaxBatchBytes) {
+				taken = j
+				break
+			}
+			batch = append(batch, i)
+			bytes += size
+		}
+		pending = pending[taken:]
+		if len(batch) == 0 {
+			break
+		}
+		for _, i := range s.send(ctx, batch) {
+			next = append(next, i)
+			blocked[s.results[i].GroupID] = true
+		}
+	}
+	slices.Sort(next)
+	return next
+}
+
+// send makes one SendMessageBatch call and records its outcome; it returns
+// the messages to retry.
+func (s *sending) send(ctx context.Context, batch []int) (retry []int) {
+	in := &sqs.SendMessageBatchInput{
+		QueueUrl: aws.String(s.p.queueURL),
+		Entries:  make([]types.SendMessageBatchRequestEntry, len(batch)),
+	}
+	for j, i := range batch {
+		in.Entries[j] = s.entries[i]
+		in.Entries[j].Id = aws.String(strconv.Itoa(j))
+		s.results[i].Attempts++
+	}
+	out, err := s.p.client.SendMessageBatch(ctx, in)
+	if err != nil {
+		err = fmt.Errorf("producer: SendMessageBatch: %w", err)
+		for _, i := range batch {
+			s.results[i].Err = err
+		}
+		return nil
+	}
+	answered := make([]bool, len(batch))
+	entryOf := func(id *string) (int, bool) {
+		j, err := strconv.Atoi(aws.ToString(id))
+		if err != nil || j < 0 || j >= len(batch) || answered[j] {
+			return 0, false
+		}
+		answered[j] = true
+		return batch[j], true
+	}
+	for _, ok := range out.Successful {
+		i, found := entryOf(ok.Id)
+		if !found {
+			continue
+		}
+		r := &s.results[i]
+		r.MessageID, r.SequenceNumber, r.Err = aws.ToString(ok.MessageId), aws.ToString(ok.SequenceNumber), nil
+	}
+	for _, f := range out.Failed {
+		i, found := entryOf(f.Id)
+		if !found {
+			continue
+		}
+		r := &s.results[i]
+		r.Err = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault, Attempts: r.Attempts}
+		if !f.SenderFault && r.Attempts < s.p.opts.MaxAttempts {
+			retry = append(retry, i)
+		}
+	}
+	for j, i := range batch {
+		if !answered[j] {
+			s.results[i].Err = ErrNoOutcome
+		}
+	}
+	return retry
+}
+
+// abandon fails the messages that will not be sent because ctx ended. A
+// message that already failed keeps that failure.
+func (s *sending) abandon(idx []int, err error) {
+	for _, i := range idx {
+		if s.results[i].Err == nil {
+			s.results[i].Err = fmt.Errorf("producer: not sent: %w", err)
+		}
+	}
+}
+
+func (s *sending) mostAttempts(idx []int) int {
+	n := 0
+	for _, i := range idx {
+		n = max(n, s.results[i].Attempts)
+	}
+	return n
+}
+
+// backoff draws the wait before the next attempt of a message tried
+// attempts times.
+func (p *Producer) backoff(attempts int) time.Duration {
+	bound := p.opts.Backoff
+	for k := 1; k < attempts && bound < p.opts.MaxBackoff; k++ {
+		bound *= 2
+	}
+	bound = min(bound, p.opts.MaxBackoff)
+	return rand.N(bound + 1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// validText reports whether s is UTF-8 made only of the characters SQS
+// allows (#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to
+// #x10FFFF), and otherwise the offset of the first bad byte.
+func validText(s string) (int, bool) {
+	for off := 0; off < len(s); {
+		r, n := utf8.DecodeRuneInString(s[off:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			return off, false
+		case r == 0x9, r == 0xA, r == 0xD,
+			0x20 <= r && r <= 0xD7FF,
+			0xE000 <= r && r <= 0xFFFD,
+			0x10000 <= r && r <= 0x10FFFF:
+		default:
+			return off, false
+		}
+		off += n
+	}
+	return 0, true
+}
+
+// validGroupID: 1 to 128 characters, each a letter, digit or punctuation,
+// which in ASCII is everything printable but the space.
+func validGroupID(g string) bool {
+	if g == "" || len(g) > maxGroupIDLen {
+		return false
+	}
+	for i := 0; i < len(g); i++ {
+		if g[i] < 0x21 || g[i] > 0x7E {
+			return false
+		}
+	}
+	return true
+}
+
+// checkAttributes applies the rules SQS applies to each message alone, so
+// that one bad message does not fail the whole call it would share.
+func checkAttributes(attrs map[string]types.MessageAttributeValue) error {
+	if len(attrs) > maxAttributes {
+		return fmt.Errorf("%w: %d attributes; at most %d", ErrInvalidAttribute, len(attrs), maxAttributes)
+	}
+	for name, a := range attrs {
+		dt := aws.ToString(a.DataType)
+		base, _, _ := strings.Cut(dt, ".")
+		switch {
+		case name == "":
+			return fmt.Errorf("%w: empty name", ErrInvalidAttribute)
+		case base == "String" || base == "Number":
+			if aws.ToString(a.StringValue) == "" {
+				return fmt.Errorf("%w: %q of type %s has no StringValue", ErrInvalidAttribute, name, dt)
+			}
+			if off, ok := validText(*a.StringValue); !ok {
+				return fmt.Errorf("%w: %q: byte %d is not UTF-8 or a character SQS allows", ErrInvalidAttribute, name, off)
+			}
+		case base == "Binary":
+			if len(a.BinaryValue) == 0 {
+				return fmt.Errorf("%w: %q of type %s has no BinaryValue", ErrInvalidAttribute, name, dt)
+			}
+		default:
+			return fmt.Errorf("%w: %q has data type %q; want String, Number or Binary", ErrInvalidAttribute, name, dt)
+		}
+	}
+	return nil
+}
+
+// eventAttributes converts message attributes to what a consumer's
+// KeyFunc sees.
+func eventAttributes(attrs map[string]types.MessageAttributeValue) map[string]events.SQSMessageAttribute {
+	if len(attrs) == 0 {
+		return nil
+	}
+	out := make(map[string]events.SQSMessageAttribute, len(attrs))
+	for name, a := range attrs {
+		out[name] = events.SQSMessageAttribute{StringValue: a.StringValue, BinaryValue: a.BinaryValue, DataType: aws.ToString(a.DataType)}
+	}
+	return out
+}

@@ -1,0 +1,52 @@
+package lambdakit
+
+// The idempotency engine suppresses duplicates within one process before
+// asking the store: calls with the same record ID wait for the first one
+// (the leader) and share its outcome, instead of failing with ErrInProgress
+// against their own container's lock. That is a singleflight.
+//
+// Why not golang.org/x/sync/singleflight: a waiter must check its own
+// payload against the leader's record (a key reused with another payload
+// is a mismatch, not a duplicate); a waiter must give up when its own
+// context ends (its batch's deadline), which x/sync's Do does not allow;
+// the leader's panic and runtime.Goexit must become an error for the
+// waiters rather than be re-raised in them; and the common case, no
+// duplicate in flight, must cost no channel. It is 40 lines.
+
+// A flight is one record being processed in this process; later calls with
+// the same ID wait on done and then replay rec or fail with err. The first
+// waiter makes done (under the state's mutex), so the common case of no
+// duplicate in flight costs no channel.
+type flight struct {
+	done chan struct{}
+	rec  IdempotencyRecord
+	err  error
+}
+
+// join registers the caller as the one processing id and returns its flight,
+// or returns a channel that is closed when the flight already processing id
+// ends.
+func (e *Idempotency) join(id string) (f *flight, wait <-chan struct{}) {
+	e.state.mu.Lock()
+	defer e.state.mu.Unlock()
+	if f, ok := e.state.flights[id]; ok {
+		if f.done == nil {
+			f.done = make(chan struct{})
+		}
+		return f, f.done
+	}
+	f = &flight{}
+	e.state.flights[id] = f
+	return f, nil
+}
+
+// leave ends the flight with its outcome and wakes its waiters.
+func (e *Idempotency) leave(id string, f *flight, rec IdempotencyRecord, err error) {
+	e.state.mu.Lock()
+	defer e.state.mu.Unlock()
+	f.rec, f.err = rec, err
+	delete(e.state.flights, id)
+	if f.done != nil {
+		close(f.done)
+	}
+}
