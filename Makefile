@@ -4,7 +4,7 @@
 GO        ?= go
 BIN       := bin
 EVENT     ?= events/payments-new.json
-# Flags for `make chaos`, e.g. CHAOS_FLAGS="-payments 2000 -seed 3" (go run ./internal/chaos/cmd/chaos -h)
+# Flags for `make chaos`, e.g. CHAOS_FLAGS="-payments 5000 -seed 3" (go run ./internal/chaos/cmd/chaos -h)
 CHAOS_FLAGS ?=
 # Integration tests and the demo need moto_server (DynamoDB and SQS on one
 # loopback port), `make lint` needs cfn-lint: Python programs. They come from

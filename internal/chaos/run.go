@@ -33,7 +33,7 @@ type Options struct {
 	// Template is the SAM template whose tables are created. Default
 	// "template.yaml".
 	Template string
-	// Payments is how many unique payments there are. Default 1500.
+	// Payments is how many unique payments there are. Default 2000.
 	Payments int
 	// Deliveries is how many messages carry each payment: the original,
 	// then copies from producers (some re-encoded, some at the same moment
@@ -118,7 +118,7 @@ func (o *Options) finish() error {
 	for _, d := range []struct {
 		v   *int
 		def int
-	}{{&o.Payments, 1500}, {&o.Deliveries, 3}, {&o.Processes, 6}, {&o.MaxReceives, 8}} {
+	}{{&o.Payments, 2000}, {&o.Deliveries, 3}, {&o.Processes, 6}, {&o.MaxReceives, 8}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}

@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	bootstrap := fs.String("bootstrap", "bin/bootstrap", "the payment function, built for this machine")
 	fs.StringVar(&o.Template, "template", "template.yaml", "the SAM template whose tables are created")
-	fs.IntVar(&o.Payments, "payments", 1500, "unique payments")
+	fs.IntVar(&o.Payments, "payments", 2000, "unique payments")
 	fs.IntVar(&o.Deliveries, "deliveries", 3, "messages per payment (the original and copies), before retries")
 	fs.IntVar(&o.Processes, "processes", 6, "function processes running at once")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the payments, the schedule and the faults")
