@@ -219,6 +219,34 @@ def patch(moto):
     transact_write_items.__doc__ = original.__doc__
     models.copy = _CopyModule(copy, Table, state)
     backend.transact_write_items = transact_write_items
+    _serialize_dynamodb()
+
+
+def _serialize_dynamodb():
+    """Serves DynamoDB requests one at a time.
+
+    moto's server runs each request on a thread of its own, and its DynamoDB
+    backend has no lock: a conditional write checks its condition and then
+    writes, so two racing conditional writes on one key can both succeed,
+    which DynamoDB never allows. One lock around each DynamoDB action makes
+    every request atomic, as a conditional write must be. moto does its work
+    under Python's global interpreter lock anyway, so little is lost.
+    """
+    try:
+        from moto.dynamodb.responses import DynamoHandler
+    except ImportError:
+        return
+    original = getattr(DynamoHandler, "call_action", None)
+    if original is None:
+        return
+    lock = threading.Lock()
+
+    def call_action(self):
+        with lock:
+            return original(self)
+
+    call_action.__wrapped__ = original
+    DynamoHandler.call_action = call_action
 
 
 def main(argv=None):
@@ -239,7 +267,7 @@ def main(argv=None):
         except Unsupported as e:
             _say("%s: %s; transactions copy whole tables and slow down as they grow" % (FALLBACK, e))
         else:
-            _say("%s moto %s patched: transactions snapshot only the items they write" % (PREFIX, moto.__version__))
+            _say("%s moto %s patched: transactions snapshot only the items they write, and DynamoDB requests run one at a time" % (PREFIX, moto.__version__))
     from moto.server import main as serve
 
     return serve(argv)
