@@ -9,8 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -73,4 +77,65 @@ func TestReview2ReadAheadPanicOfAnotherRecordsKeyFailsAGoodRecord(t *testing.T) 
 	for id, line := range logs.byMessageID(t) {
 		t.Logf("message %s failed: %v", id, line["reason"])
 	}
+}
+
+// Found by review 2: a message that waited in the container for an earlier
+// one with its key, which then failed with an error the batch's own
+// BatchOptions.IsPermanent calls permanent, follows it into the
+// dead-letter queue and is reported succeeded, though it never ran. The
+// waiter's error is kept permanent-free only for lambdakit.IsPermanent
+// (ErrPermanent); for any other error it wraps the earlier one with %w,
+// so a custom IsPermanent sees the same error in both. The README promises
+// the opposite: such a message "is not sent along when that one fails
+// permanently (it did not run), but comes back to run on its own".
+//
+// A natural setting shows it: IsPermanent counting lambdakit.ErrDecode
+// (a body that does not decode never will), and a producer that sent a
+// payment with a string amount, then the corrected payment with the same
+// payment_id. The corrected payment goes to the DLQ, never charged.
+func TestReview2WaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lambdakittest.MemoryStore{}
+		dlq := &deadLetters{}
+		fx := &effects{}
+		entered := make(chan struct{})
+		release := make(chan struct{})
+		var runs atomic.Int32
+		typed := charger(fx) // lambdakit.TypedResult: fails with ErrDecode on a string amount
+		slow := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			if runs.Add(1) == 1 {
+				close(entered)
+				<-release
+			}
+			return typed.Handle(ctx, msg)
+		})
+		idem := idempotent(store, slow)
+		batch, _ := newBatch(idem, func(o *lambdakit.BatchOptions) {
+			o.DeadLetters = dlq
+			o.IsPermanent = func(err error) bool {
+				return errors.Is(err, lambdakit.ErrDecode) || lambdakit.IsPermanent(err)
+			}
+		})
+		bad := lambdakittest.Message(`{"payment_id":"pay-9","amount":"100"}`)
+		fixed := lambdakittest.Message(`{"payment_id":"pay-9","amount":100}`)
+		var badResp, fixedResp events.SQSEventResponse
+		var wg sync.WaitGroup
+		wg.Go(func() { badResp, _ = batch(batchCtx(t), lambdakittest.Event(bad)) })
+		<-entered
+		wg.Go(func() { fixedResp, _ = batch(batchCtx(t), lambdakittest.Event(fixed)) })
+		synctest.Wait() // the fixed payment waits for the bad one
+		close(release)
+		wg.Wait()
+
+		wantFailed(t, badResp) // in the DLQ: reported succeeded
+		if got := dlq.ids(); !slices.Equal(got, []string{bad.MessageId}) {
+			t.Errorf("dead letters %q; want only the undecodable message %q", got, bad.MessageId)
+		}
+		// The fixed payment did not run: it must come back, not be
+		// deleted from the queue.
+		wantFailed(t, fixedResp, fixed.MessageId)
+		if n := fx.count("pay-9"); n != 0 {
+			t.Logf("payment charged %d times", n)
+		}
+	})
 }
