@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -139,3 +141,52 @@ func TestReview2WaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
 		}
 	})
 }
+
+// Found by review 2: BatchOptions.IsPermanent is the function's own code,
+// like a handler or a dead-letter sender, but a panic in it is not
+// recovered: it runs in the record's goroutine outside runRecord's and
+// sendDeadLetter's recovers, so it kills the whole process. A handler's
+// panic fails only its record and so does a sender's; an IsPermanent that
+// dereferences a nil *HTTPError for an error of another kind crashes the
+// function instead, on every batch holding such a record, and every record
+// of those batches comes back (on a FIFO queue, until maxReceiveCount moves
+// them all to the dead-letter queue).
+//
+// The batch runs in a child process, since the panic would end this one.
+func TestReview2PanickingIsPermanentCrashesTheProcess(t *testing.T) {
+	if os.Getenv("REVIEW2_ISPERMANENT_CHILD") == "1" {
+		dlq := &deadLetters{}
+		batch, _ := newBatch(failPoison, func(o *lambdakit.BatchOptions) {
+			o.DeadLetters = dlq
+			o.IsPermanent = func(err error) bool {
+				var he *review2HTTPError
+				errors.As(err, &he)
+				return he.Code == 400 // nil for other errors: panics
+			}
+		})
+		ok, flaky := lambdakittest.Message("fine"), lambdakittest.Message("flaky")
+		resp, _ := batch(batchCtx(t), lambdakittest.Event(ok, flaky))
+		wantFailed(t, resp, flaky.MessageId)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReview2PanickingIsPermanentCrashesTheProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "REVIEW2_ISPERMANENT_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("the batch with a panicking IsPermanent: got %v; want the flaky record failed and the process alive\n%s", err, firstLines(string(out), 12))
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// review2HTTPError is an error type a function might mark permanent by its
+// status code.
+type review2HTTPError struct{ Code int }
+
+func (e *review2HTTPError) Error() string { return "HTTP error" }
