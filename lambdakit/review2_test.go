@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -190,3 +191,89 @@ func firstLines(s string, n int) string {
 type review2HTTPError struct{ Code int }
 
 func (e *review2HTTPError) Error() string { return "HTTP error" }
+
+// swappingStore is a MemoryStore whose batch read answers every ID with the
+// record of another ID (a broken BatchGetter, or one keyed by something
+// else): the read ahead must not replay one payment's result for another.
+type swappingStore struct{ *lambdakittest.MemoryStore }
+
+func (s swappingStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.Record, error) {
+	all := s.Records()
+	out := map[string]lambdakit.Record{}
+	for _, id := range ids {
+		for other, rec := range all {
+			if other != id {
+				out[id] = rec // the map key is id, the record another's
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Attacks on the read ahead that did not get through: they pass.
+func TestReview2ReadAheadRegressions(t *testing.T) {
+	t.Run("records under other IDs are not replayed", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		a, b := lambdakittest.Message(paymentBody("swap-a", 100)), lambdakittest.Message(paymentBody("swap-b", 200))
+		completeAll(t, mem, []events.SQSMessage{a})
+		fx := &effects{}
+		h := idempotent(swappingStore{mem}, charger(fx))
+		batch, _ := newBatch(h)
+		resp, err := batch(batchCtx(t), lambdakittest.Event(lambdakittest.Redelivery(a), lambdakittest.Redelivery(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFailed(t, resp)
+		if fx.count("swap-b") != 1 || fx.count("swap-a") != 0 {
+			t.Errorf("got %d runs of swap-a and %d of swap-b; want 0 and 1", fx.count("swap-a"), fx.count("swap-b"))
+		}
+	})
+
+	t.Run("an expired completed record is run again, once", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		now := time.Now()
+		clock := func() time.Time { return now }
+		msg := lambdakittest.Message(paymentBody("expired-1", 100))
+		first := idempotent(mem, charger(&effects{}), func(o *lambdakit.IdempotencyOptions) { o.Now = clock; o.TTL = time.Minute })
+		if _, err := handle(t, first, msg); err != nil {
+			t.Fatal(err)
+		}
+		later := func() time.Time { return now.Add(2 * time.Minute) }
+		fx := &effects{}
+		h := idempotent(mem, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.Now = later; o.TTL = time.Minute })
+		batch, _ := newBatch(h)
+		again := lambdakittest.Redelivery(msg)
+		resp, err := batch(batchCtx(t), lambdakittest.Event(again, lambdakittest.Redelivery(again)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFailed(t, resp)
+		if n := fx.count("expired-1"); n != 1 {
+			t.Errorf("handler ran %d times; want 1", n)
+		}
+	})
+
+	t.Run("a batch read that fails leaves every record to the lock", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		done := payments("readfail", 3)
+		completeAll(t, mem, done)
+		fx := &effects{}
+		h := idempotent(failingGetter{mem}, charger(fx))
+		batch, _ := newBatch(h)
+		resp, err := batch(batchCtx(t), lambdakittest.Event(redelivered(done)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFailed(t, resp)
+		if n := fx.total(); n != 0 {
+			t.Errorf("handler ran %d times; want 0 (duplicates found by the lock)", n)
+		}
+	})
+}
+
+type failingGetter struct{ *lambdakittest.MemoryStore }
+
+func (failingGetter) GetRecords(context.Context, []string) (map[string]lambdakit.Record, error) {
+	return nil, errors.New("read failed")
+}
