@@ -96,8 +96,9 @@ func TestIdempotentGoexitInHandlerStrandsNothing(t *testing.T) {
 
 	select {
 	case err := <-waiter:
-		if !errors.Is(err, lambdakit.ErrHandlerExited) {
-			t.Errorf("waiting message: got %v; want ErrHandlerExited from the first", err)
+		// The first's failure is not the waiter's: it runs on its own.
+		if err != nil {
+			t.Errorf("waiting message: got %v; want it run on its own after the first exited", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a message with the same key still waits 5 s after the handler called runtime.Goexit")

@@ -123,8 +123,8 @@ func NewIdempotency(store Store, optFns ...func(*IdempotencyOptions)) *Idempoten
 //     the deadline of ctx (LeaseWithoutDeadline without one), so a crashed
 //     owner blocks no longer than that;
 //   - an error from fn releases the lock, so a retry can run at once;
-//   - calls with one key in this process wait for each other and share the
-//     first one's outcome.
+//   - calls with one key in this process wait for each other: they share
+//     the first one's result, or run on their own if it failed.
 //
 // payload is what must be the same for every call with the key, usually
 // the request: JSON is compared by value (escapes, spacing, member order
@@ -193,29 +193,30 @@ func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched 
 		}
 	}
 
-	f, done := e.join(id)
-	if done != nil {
+	for {
+		f, done := e.join(id)
+		if done == nil {
+			result, rec, duplicate, err := e.lead(ctx, f, id, validation, now, fn)
+			if duplicate {
+				return e.replay(ctx, rec, validation, dupStore)
+			}
+			return result, err
+		}
 		select {
 		case <-done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		if f.err != nil && IsPermanent(f.err) {
-			// This call did not run, so it is not known to fail for
-			// good: it must not follow the earlier one into the
-			// dead-letter queue, but come back and run on its own.
-			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed permanently: %v", f.err)
+		if f.err == nil {
+			return e.replay(ctx, f.rec, validation, dupCache)
 		}
-		if f.err != nil {
-			return nil, fmt.Errorf("lambdakit: an earlier message with the same key failed: %w", f.err)
-		}
-		return e.replay(ctx, f.rec, validation, dupCache)
+		// The earlier call failed, and released its lock: its failure
+		// is not this call's (another payload may be fine, a permanent
+		// failure must not send this one to the dead-letter queue
+		// unrun). Go again, as if this call had come alone: lead, or
+		// wait for whoever leads now.
+		now = e.opts.Now()
 	}
-	result, rec, duplicate, err := e.lead(ctx, f, id, validation, now, fn)
-	if duplicate {
-		return e.replay(ctx, rec, validation, dupStore)
-	}
-	return result, err
 }
 
 // lead processes the message as the flight's leader. Whatever way run ends,

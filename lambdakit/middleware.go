@@ -21,7 +21,8 @@ import (
 //     invocation deadline, so a crashed owner blocks no longer than that;
 //   - a handler error releases the lock, so a retry can run at once;
 //   - messages with one key in this container wait for each other instead
-//     of failing with ErrInProgress, and replay the first one's outcome;
+//     of failing with ErrInProgress: they replay the first one's result, or
+//     run on their own if it failed;
 //   - under Batch, a re-driven batch's completed records are read ahead in
 //     one request (see PrefetchPolicy).
 //

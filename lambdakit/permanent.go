@@ -56,15 +56,29 @@ type DeadLetterSender interface {
 // dead-letter queue, else err (joined with the sender's error, if sending
 // failed).
 func (b *batch) deadLetter(ctx context.Context, msg *events.SQSMessage, err error) error {
-	if err == nil || b.opts.DeadLetters == nil || ctx.Err() != nil || !b.opts.IsPermanent(err) {
+	if err == nil || b.opts.DeadLetters == nil || ctx.Err() != nil {
 		// Past the deadline guard there is no time left to send; the
 		// record comes back and is sent on its next delivery.
 		return err
+	}
+	if permanent, perr := b.permanent(err); perr != nil || !permanent {
+		return errors.Join(err, perr) // a panicking IsPermanent fails the record as usual
 	}
 	if serr := b.sendDeadLetter(ctx, msg, err); serr != nil {
 		return &DeadLetterError{Err: err, SendErr: serr}
 	}
 	return nil
+}
+
+// permanent calls IsPermanent, turning a panic into an error, so that a
+// broken predicate fails only its record, as a broken handler does.
+func (b *batch) permanent(err error) (permanent bool, perr error) {
+	defer func() {
+		if p := recover(); p != nil {
+			permanent, perr = false, newPanicError(p)
+		}
+	}()
+	return b.opts.IsPermanent(err), nil
 }
 
 // sendDeadLetter calls the sender, turning a panic into a failed send, so

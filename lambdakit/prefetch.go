@@ -119,7 +119,18 @@ func (m *idempotent) prefetched(ctx context.Context, msg *events.SQSMessage, id 
 // readAhead reads the records of the batch's likely duplicates that this
 // container has not cached. A failed read only costs the fast path: every
 // record then takes the lock as usual.
-func (m *idempotent) readAhead(ctx context.Context, msgs []events.SQSMessage, now time.Time) map[string]IdempotencyRecord {
+func (m *idempotent) readAhead(ctx context.Context, msgs []events.SQSMessage, now time.Time) (found map[string]IdempotencyRecord) {
+	// It runs the key function on other records of the batch, and the
+	// store's read, in the goroutine of whichever record asked first: a
+	// panic of either must not fail that record. It only costs the fast
+	// path.
+	defer func() {
+		if p := recover(); p != nil {
+			m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: read ahead failed; every record takes the lock",
+				slog.String("reason", newPanicError(p).Error()))
+			found = nil
+		}
+	}()
 	seen := map[string]bool{}
 	var ids []string
 	for i := range msgs {
