@@ -115,8 +115,18 @@ func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.
 		})
 	opts := append([]func(*lambdakit.BatchOptions){func(o *lambdakit.BatchOptions) {
 		o.Logger = logger
+		o.IsPermanent = isPermanent
 	}}, batchOpts...)
 	return lambdakit.Batch(lambdakit.Chain(p, validate, idem), opts...), nil
+}
+
+// isPermanent tells the failures no redelivery can mend: an invalid payment
+// (marked Permanent by validate), a payment_id that cannot be read safely
+// (named twice, or in other case), and a payment_id reused for another
+// payment. Retrying them would only hold their customer's FIFO group back
+// until maxReceiveCount.
+func isPermanent(err error) bool {
+	return lambdakit.IsPermanent(err) || errors.Is(err, lambdakit.ErrInvalidKey) || errors.Is(err, lambdakit.ErrPayloadMismatch)
 }
 
 // withDeadLetterQueue sends the messages of invalid payments (permanent
