@@ -46,9 +46,13 @@ build:
 	$(GO) build -o $(BIN)/bootstrap ./functions/payment
 	$(GO) build -o $(BIN)/lambdakit ./cmd/lambdakit
 
-## test: every test, with the race detector, integration tests included
+## test: every test, with the race detector, integration tests included;
+## one package at a time (-p 1): several start moto_server and real
+## bootstraps with short function timeouts, and two such packages at once on
+## 2 cores can starve each other into timeouts
+
 test: deps
-	$(WITH_MOTO) $(GO) test -race -count=1 -timeout 15m ./...
+	$(WITH_MOTO) $(GO) test -race -count=1 -p 1 -timeout 15m ./...
 
 ## lint: go vet, gofmt, staticcheck and cfn-lint on the SAM template
 lint: $(STATICCHECK) $(CFN_LINT)
