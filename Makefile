@@ -50,7 +50,6 @@ build:
 ## one package at a time (-p 1): several start moto_server and real
 ## bootstraps with short function timeouts, and two such packages at once on
 ## 2 cores can starve each other into timeouts
-
 test: deps
 	$(WITH_MOTO) $(GO) test -race -count=1 -p 1 -timeout 15m ./...
 
