@@ -47,7 +47,7 @@ func main() {
 	flag.StringVar(&firstSizes, "sizes", "10,100,1000", "batch sizes of the first-delivery rows of the batch-size section")
 	flag.StringVar(&redeliverySizes, "redelivery-sizes", "10,100,1000,10000", "batch sizes of its cold-redelivery rows")
 	flag.IntVar(&c.bodyBytes, "body-bytes", 1024, "message body size in the batch-size section")
-	flag.IntVar(&c.sizeMinRecords, "size-min-records", 100, "a smaller batch size runs as many invocations as make this many records")
+	flag.IntVar(&c.sizeMinRecords, "size-min-records", 1000, "a smaller batch size runs as many invocations as make this many records")
 	flag.DurationVar(&c.sizeTimeout, "size-timeout", 5*time.Minute, "the function's timeout in the batch-size section")
 	flag.DurationVar(&c.sizeGatewayDelay, "size-gateway-delay", 0, "if set, the gateway answers each charge of the batch-size section's first deliveries after this long")
 	flag.DurationVar(&c.gatewayDelay, "gateway-delay", 300*time.Millisecond, "how long the gateway takes per charge in the delay section")
