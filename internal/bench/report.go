@@ -282,14 +282,14 @@ func PrintBatchSizes(w io.Writer, cfg SizesConfig, rows []SizeRow) {
 		"the read ahead answers them (one BatchGetItem per 100 records), what Lambda re-drives after a timeout. "+
 		"A size under %d runs as many invocations as make %d records, one after another; larger sizes are one invocation. "+
 		"Wall is the invocations' time as the Runtime API saw it; CPU and peak RSS (VmHWM) are the function process's; "+
-		"connections are counted at the proxy in front of moto (DynamoDB) and at the gateway: the most open at once during the row (idle ones from the warm-up included), and how many were opened. "+
+		"connections are counted at the proxy in front of moto (DynamoDB) and at the gateway: the most open at once during the row (idle ones from the warm-up included), and how many new ones were opened. "+
 		"In parentheses: the ratio to the batches of 10 of the same delivery and function. "+
 		"The records of a batch run %d at a time (lambdakit.DefaultConcurrency; the floor bounds itself alike).\n\n",
 		cfg.BodyBytes, cfg.Timeout, cfg.MinRecords, cfg.MinRecords, lambdakit.DefaultConcurrency)
 	if cfg.GatewayDelay > 0 {
 		fmt.Fprintf(w, "The gateway answered each charge of the first deliveries after %v.\n\n", cfg.GatewayDelay)
 	}
-	fmt.Fprintln(w, "| delivery | function | batch size | invocations | event MiB | failed | wall µs/record | CPU µs/record | peak RSS MiB | DynamoDB req/record | DynamoDB conns max open (opened) | gateway conns max open (opened) |")
+	fmt.Fprintln(w, "| delivery | function | batch size | invocations | event MiB | failed | wall µs/record | CPU µs/record | peak RSS MiB | DynamoDB req/record | DynamoDB conns: max open, new | gateway conns: max open, new |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	base := map[[2]string]SizeRow{}
 	for _, r := range rows {
@@ -309,7 +309,7 @@ func PrintBatchSizes(w io.Writer, cfg SizesConfig, rows []SizeRow) {
 		wall := r.PerRecord(float64(r.InvocationTime().Microseconds()))
 		cpu := r.PerRecord(float64(r.CPU.Microseconds()))
 		req := r.PerRecord(float64(r.Usage.Total()))
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s%s | %s%s | %s%s | %s%s | %d%s (%s) | %d (%s) |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s%s | %s%s | %s%s | %s%s | %d%s, %s new | %d, %s new |\n",
 			r.Delivery, r.Impl, num(float64(r.Size), 0), r.Invocations, num(float64(r.EventBytes)/(1<<20), 2), r.Failed,
 			num(wall, 0), rel(wall, b.PerRecord(float64(b.InvocationTime().Microseconds()))),
 			num(cpu, 0), rel(cpu, b.PerRecord(float64(b.CPU.Microseconds()))),
