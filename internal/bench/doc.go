@@ -1,15 +1,18 @@
 // Package bench is the harness behind `make bench`: one command that prints,
 // in one run so that ratios hold on a noisy machine, the micro benchmarks of
 // the idempotent path, the payment function end to end against the local
-// stack next to a bare floor doing the same job, cold starts, and a long run
-// showing that the local stack's cost does not grow with its tables.
+// stack next to a bare floor doing the same job, batches from 10 to 10,000
+// records (BatchSizes), batches against a slow gateway (GatewayDelay),
+// cold starts, and a long run showing that the local stack's cost does not
+// grow with its tables.
 //
 // End to end, the real bootstrap (functions/payment, built as SAM builds
 // it) runs under the local Runtime API (internal/runtimeapi) against
 // moto_server, started as every local run starts it (internal/motoserver),
 // behind a Proxy that counts DynamoDB requests and computes their request
-// units, and the sandbox gateway. Each row is a Scenario: batches delivered
-// to containers, fresh or warm from an earlier row. The floor is
+// units and counts the connections to it (ConnCounter), and the sandbox
+// gateway, whose connections are counted too. Each row is a Scenario:
+// batches delivered to containers, fresh or warm from an earlier row. The floor is
 // internal/bench/bare, run through the same Runtime API with the same
 // batches and concurrency.
 //

@@ -2,26 +2,35 @@ package bench_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/internal/bench"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
-// The harness, end to end on a small run: both bootstraps against moto,
-// every row's requests, units and gateway calls per record are what the
-// design says, and nothing fails. This is what makes `make bench`'s table
-// trustworthy; it asserts counts, never speed.
-func TestEndToEndRowsCountWhatTheDesignSays(t *testing.T) {
+// world is both bootstraps built and running against a local stack, each
+// with tables of its own.
+type world struct {
+	repo  string
+	stack *bench.Stack
+	impls []bench.Impl
+	pays  []*bench.Payments
+	idem  []string // each Impl's idempotency table
+}
+
+const testBatch = 10
+
+func newWorld(t *testing.T, ctx context.Context) *world {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds two bootstraps and runs them against moto")
 	}
 	testenv.RequireMotoServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -38,25 +47,35 @@ func TestEndToEndRowsCountWhatTheDesignSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stack.Close()
-
-	const records, batch = 20, 10
-	var impls []bench.Impl
-	var pays []*bench.Payments
+	t.Cleanup(func() { stack.Close() })
+	w := &world{repo: repo, stack: stack}
 	for _, im := range []struct{ name, bin, prefix string }{{"lambdakit", lkBin, "L"}, {"bare", bareBin, "B"}} {
 		idem, ledger, err := stack.Tables(ctx, filepath.Join(repo, "template.yaml"), "test-"+im.name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		warm := bench.NewPayments(im.prefix + "w")
-		impls = append(impls, bench.Impl{
+		w.impls = append(w.impls, bench.Impl{
 			Name: im.name, Path: im.bin, Env: stack.FunctionEnv(idem, ledger),
-			Warmup: func() []events.SQSMessage { return warm.Take(batch) },
+			Warmup: func() []events.SQSMessage { return warm.Take(testBatch) },
 		})
-		pays = append(pays, bench.NewPayments(im.prefix+"p"))
+		w.pays = append(w.pays, bench.NewPayments(im.prefix+"p"))
+		w.idem = append(w.idem, idem)
 	}
-	h := &bench.Harness{Stack: stack, Concurrency: 2, Timeout: 30 * time.Second}
-	rows, err := h.EndToEnd(ctx, impls, pays, records, batch)
+	return w
+}
+
+// The harness, end to end on a small run: both bootstraps against moto,
+// every row's requests, units and gateway calls per record are what the
+// design says, and nothing fails. This is what makes `make bench`'s table
+// trustworthy; it asserts counts, never speed.
+func TestEndToEndRowsCountWhatTheDesignSays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w := newWorld(t, ctx)
+	const records, batch = 20, testBatch
+	h := &bench.Harness{Stack: w.stack, Concurrency: 2, Timeout: 30 * time.Second}
+	rows, err := h.EndToEnd(ctx, w.impls, w.pays, records, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +112,118 @@ func TestEndToEndRowsCountWhatTheDesignSays(t *testing.T) {
 		}
 	}
 
-	cs, err := h.ColdStarts(ctx, impls[0], 1, func() []events.SQSMessage { return pays[0].Take(batch) })
+	cs, err := h.ColdStarts(ctx, w.impls[0], 1, func() []events.SQSMessage { return w.pays[0].Take(batch) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cs.Init) != 1 || cs.Init[0] <= 0 || len(cs.RSS) != 1 || cs.RSS[0] <= 0 {
 		t.Fatalf("cold start measured init %v, RSS %v; want one of each", cs.Init, cs.RSS)
 	}
+}
+
+// The batch-size rows and the slow-gateway row on small sizes: what each
+// row sends is what the design says, the records the harness writes for a
+// cold redelivery are the ones the payment function leaves, and the
+// connection counts see the function's connections.
+func TestBatchSizeAndDelayRowsCountWhatTheDesignSays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w := newWorld(t, ctx)
+	h := &bench.Harness{Stack: w.stack, Concurrency: 2, Timeout: 30 * time.Second}
+
+	t.Run("seeded records are the ones the function leaves", func(t *testing.T) {
+		msgs := bench.NewPayments("Sx").Padded(1024).Take(3)
+		row, c, err := h.Run(ctx, w.impls[0], bench.Scenario{Name: "seed check", Batches: [][]events.SQSMessage{msgs}})
+		c.Close()
+		if err != nil || row.Failed != 0 {
+			t.Fatalf("first delivery: %v, %d failed %v", err, row.Failed, row.Failures)
+		}
+		seeded, err := bench.CompletedRecords(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seeded) != len(msgs) {
+			t.Fatalf("got %d seeded records for %d payments", len(seeded), len(msgs))
+		}
+		records := dynamostore.NewRecords(w.stack.DB, w.idem[0])
+		for id, s := range seeded {
+			real, err := records.Get(ctx, id)
+			if err != nil {
+				t.Fatalf("the function left no record %s: %v", id, err)
+			}
+			var sd, rd struct{ Status, ChargeID string }
+			_ = json.Unmarshal(s.Data, &sd)
+			_ = json.Unmarshal(real.Data, &rd)
+			if s.Status != real.Status || s.Validation != real.Validation || sd.Status != rd.Status || sd.Status == "" ||
+				s.Expiration.Sub(real.Expiration).Abs() > time.Minute {
+				t.Errorf("record %s: seeded %+v, data %s; the function's %+v, data %s; want the same status, validation, result shape and expiration",
+					id, s, s.Data, real, real.Data)
+			}
+		}
+	})
+
+	t.Run("batch sizes", func(t *testing.T) {
+		cfg := bench.SizesConfig{
+			Template: filepath.Join(w.repo, "template.yaml"), First: []int{10, 30}, Redelivered: []int{10, 150},
+			BodyBytes: 1024, MinRecords: 20, Timeout: time.Minute,
+		}
+		rows, err := h.BatchSizes(ctx, w.impls, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 8 {
+			t.Fatalf("got %d rows; want 8", len(rows))
+		}
+		for _, r := range rows {
+			invocations := max(1, (cfg.MinRecords+r.Size-1)/r.Size)
+			name := r.Delivery + " of " + r.Impl
+			if r.Failed != 0 || r.Invocations != invocations || r.Records != r.Size*invocations || len(r.Latency) != invocations {
+				t.Errorf("%s, %d: %d failed %v, %d invocations, %d records; want none failed, %d invocations of %d",
+					name, r.Size, r.Failed, r.Failures, r.Invocations, r.Records, invocations, r.Size)
+			}
+			if r.EventBytes < r.Size*cfg.BodyBytes || r.CPU <= 0 || r.PeakRSS <= 0 {
+				t.Errorf("%s, %d: event of %d bytes, CPU %v, RSS %d KiB; want the bodies in the event, CPU and RSS measured",
+					name, r.Size, r.EventBytes, r.CPU, r.PeakRSS)
+			}
+			// The function keeps connections open from its warm-up, and
+			// never more than it runs records at once.
+			if r.DBConns.MaxOpen < 1 || r.DBConns.MaxOpen > 64 {
+				t.Errorf("%s, %d: %d connections to DynamoDB open at most; want between 1 and 64", name, r.Size, r.DBConns.MaxOpen)
+			}
+			switch r.Delivery {
+			case bench.FirstDelivery:
+				if r.Usage.Requests["PutItem"] != r.Records || r.Usage.Requests["TransactWriteItems"] != r.Records || r.Usage.Total() != 2*r.Records || r.Gateway != r.Records {
+					t.Errorf("%s, %d: requests %v, %d gateway calls; want a PutItem, a TransactWriteItems and a charge per record", name, r.Size, r.Usage.Requests, r.Gateway)
+				}
+				if r.Size == 30 && r.DBConns.MaxOpen < 11 {
+					t.Errorf("%s, 30: %d connections open at most; want more than the warm-up's 10", name, r.DBConns.MaxOpen)
+				}
+			case bench.ColdRedelivery:
+				// One BatchGetItem per 100 records of each invocation.
+				reads := invocations * ((r.Size + 99) / 100)
+				if r.Usage.Requests["BatchGetItem"] != reads || r.Usage.Total() != reads || r.Gateway != 0 {
+					t.Errorf("%s, %d: requests %v, %d gateway calls; want %d BatchGetItem and nothing else", name, r.Size, r.Usage.Requests, r.Gateway, reads)
+				}
+			}
+		}
+	})
+
+	t.Run("slow gateway", func(t *testing.T) {
+		const delay = 100 * time.Millisecond
+		gw0 := w.stack.Gateway.Requests()
+		rows, err := h.GatewayDelay(ctx, w.impls, w.pays, delay, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if len(r.One) != 1 || len(r.Ten) != 1 || r.Failed != 0 || r.One[0] < delay || r.Ten[0] < delay {
+				t.Errorf("%s: batches of 1 took %v, of 10 %v, %d failed %v; want one of each, at least %v, none failed",
+					r.Impl, r.One, r.Ten, r.Failed, r.Failures, delay)
+			}
+		}
+		// Each function: its warm-up batch, then 1 + 10 charges.
+		if got, want := w.stack.Gateway.Requests()-gw0, 2*(testBatch+11); got != want {
+			t.Errorf("the gateway got %d requests; want %d", got, want)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -12,6 +13,7 @@ import (
 type Payments struct {
 	prefix string
 	next   int
+	size   int // bodies padded to this many bytes; 0: not padded
 }
 
 // NewPayments returns payments whose IDs start with prefix. Give each Impl
@@ -19,15 +21,29 @@ type Payments struct {
 // size and the gateway sees new keys from both.
 func NewPayments(prefix string) *Payments { return &Payments{prefix: prefix} }
 
+// Padded makes the bodies of the payments p hands out from now on size
+// bytes long, about 1 KB for the batch-size rows, with a "note" field of
+// filler: the payment function ignores fields it does not know, and its
+// idempotency payload is only the payment's own fields. A size shorter
+// than the payment leaves it unpadded. It returns p.
+func (p *Payments) Padded(size int) *Payments {
+	p.size = size
+	return p
+}
+
 // Take returns n new payments, delivered for the first time from a
 // standard queue.
 func (p *Payments) Take(n int) []events.SQSMessage {
 	msgs := make([]events.SQSMessage, n)
 	for i := range msgs {
 		p.next++
-		msgs[i] = lambdakittest.Message(fmt.Sprintf(
-			`{"payment_id":"%s-%07d","order_id":"ord_%07d","customer_id":"cus_%05d","amount":%d,"currency":"EUR"}`,
-			p.prefix, p.next, p.next, p.next%10000, 1000+p.next%9000))
+		body := fmt.Sprintf(`{"payment_id":"%s-%07d","order_id":"ord_%07d","customer_id":"cus_%05d","amount":%d,"currency":"EUR"}`,
+			p.prefix, p.next, p.next, p.next%10000, 1000+p.next%9000)
+		const note = `,"note":""`
+		if fill := p.size - len(body) - len(note); fill > 0 {
+			body = body[:len(body)-1] + `,"note":"` + strings.Repeat("x", fill) + `"}`
+		}
+		msgs[i] = lambdakittest.Message(body)
 	}
 	return msgs
 }

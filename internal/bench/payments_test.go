@@ -73,3 +73,22 @@ func TestBatches(t *testing.T) {
 		}
 	})
 }
+
+func TestPaddedPaymentsHaveTheSizeAsked(t *testing.T) {
+	p := bench.NewPayments("P").Padded(1024)
+	for _, m := range p.Take(3) {
+		if len(m.Body) != 1024 {
+			t.Fatalf("padded body is %d bytes; want 1024", len(m.Body))
+		}
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(m.Body), &fields); err != nil {
+			t.Fatalf("padded body is not JSON: %v", err)
+		}
+		if fields["payment_id"] == "" || fields["currency"] != "EUR" || fields["amount"] == nil {
+			t.Fatalf("padded body lost the payment's fields: %s", m.Body[:120])
+		}
+	}
+	if short := bench.NewPayments("P").Padded(10).Take(1)[0].Body; len(short) < 100 {
+		t.Fatalf("a size below the payment's cut the body to %d bytes", len(short))
+	}
+}

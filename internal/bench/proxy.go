@@ -19,6 +19,9 @@ import (
 type Proxy struct {
 	// URL is the proxy's endpoint, "http://127.0.0.1:port".
 	URL string
+	// Conns counts the connections clients open to the proxy: to
+	// DynamoDB, as the functions see it.
+	Conns ConnCounter
 
 	meter  *Meter
 	target *url.URL
@@ -47,7 +50,7 @@ func NewProxy(target string, meter *Meter) (*Proxy, error) {
 			DisableCompression:  true,
 		}},
 	}
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second, ConnState: p.Conns.Track}
 	go p.srv.Serve(ln)
 	return p, nil
 }

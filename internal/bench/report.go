@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
 // The report is Markdown, so that a run's output can go into the README
@@ -38,6 +40,7 @@ var microNames = map[string]struct {
 	"IdempotentDuplicate":          {"idempotent path, duplicate: the store answers", 1},
 	"IdempotentDuplicateWarmCache": {"idempotent path, duplicate: the container's cache answers", 1},
 	"Batch10NewKeys":               {"batch adapter + idempotent path, new key (batch of 10)", 10},
+	"Batch10NewKeysNoMetrics":      {"the same without the metrics line: Batch10NewKeys − this is the metrics' cost per record", 10},
 	"Batch10Duplicates":            {"batch adapter + idempotent path, duplicate (batch of 10)", 10},
 }
 
@@ -259,4 +262,110 @@ func num(v float64, prec int) string {
 		out = "-" + out
 	}
 	return out
+}
+
+// lambdaPayloadLimit is Lambda's limit on a synchronous invocation's
+// payload, which bounds the events an SQS event source mapping builds: 6
+// MB, as Lambda counts it.
+const lambdaPayloadLimit = 6291456
+
+// PrintBatchSizes prints the batch-size rows, each with its ratios to the
+// row of batches of 10 of the same delivery and function.
+func PrintBatchSizes(w io.Writer, cfg SizesConfig, rows []SizeRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Batch sizes: the real bootstrap, one container, fresh tables\n\n")
+	fmt.Fprintf(w, "Bodies of %d bytes (payments padded with a field the function ignores), function timeout %v, one fresh container per row (warmed up with one batch of 10 small payments first). "+
+		"`first delivery`: new payments, each charged at the gateway (a conditional PutItem, the charge, a TransactWriteItems). "+
+		"`cold redelivery`: payments completed beforehand (their records written into the table as the function leaves them), delivered again (receive count 2) to a container that has not seen them: "+
+		"the read ahead answers them (one BatchGetItem per 100 records), what Lambda re-drives after a timeout. "+
+		"A size under %d runs as many invocations as make %d records, one after another; larger sizes are one invocation. "+
+		"Wall is the invocations' time as the Runtime API saw it; CPU and peak RSS (VmHWM) are the function process's; "+
+		"connections are counted at the proxy in front of moto (DynamoDB) and at the gateway: the most open at once during the row (idle ones from the warm-up included), and how many new ones were opened. "+
+		"In parentheses: the ratio to the batches of 10 of the same delivery and function. "+
+		"The records of a batch run %d at a time (lambdakit.DefaultConcurrency; the floor bounds itself alike).\n\n",
+		cfg.BodyBytes, cfg.Timeout, cfg.MinRecords, cfg.MinRecords, lambdakit.DefaultConcurrency)
+	if cfg.GatewayDelay > 0 {
+		fmt.Fprintf(w, "The gateway answered each charge of the first deliveries after %v.\n\n", cfg.GatewayDelay)
+	}
+	fmt.Fprintln(w, "| delivery | function | batch size | invocations | event MiB | failed | wall µs/record | CPU µs/record | peak RSS MiB | DynamoDB req/record | DynamoDB conns: max open, new | gateway conns: max open, new |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	base := map[[2]string]SizeRow{}
+	for _, r := range rows {
+		if r.Size == 10 {
+			base[[2]string{r.Delivery, r.Impl}] = r
+		}
+	}
+	over := false
+	for _, r := range rows {
+		b, hasBase := base[[2]string{r.Delivery, r.Impl}]
+		rel := func(v, bv float64) string {
+			if !hasBase {
+				return ""
+			}
+			return " (" + ratio(v, bv) + ")"
+		}
+		wall := r.PerRecord(float64(r.InvocationTime().Microseconds()))
+		cpu := r.PerRecord(float64(r.CPU.Microseconds()))
+		req := r.PerRecord(float64(r.Usage.Total()))
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s%s | %s%s | %s%s | %s%s | %d%s, %s new | %d, %s new |\n",
+			r.Delivery, r.Impl, num(float64(r.Size), 0), r.Invocations, num(float64(r.EventBytes)/(1<<20), 2), r.Failed,
+			num(wall, 0), rel(wall, b.PerRecord(float64(b.InvocationTime().Microseconds()))),
+			num(cpu, 0), rel(cpu, b.PerRecord(float64(b.CPU.Microseconds()))),
+			num(float64(r.PeakRSS)/1024, 1), rel(float64(r.PeakRSS), float64(b.PeakRSS)),
+			num(req, 3), rel(req, b.PerRecord(float64(b.Usage.Total()))),
+			r.DBConns.MaxOpen, rel(float64(r.DBConns.MaxOpen), float64(b.DBConns.MaxOpen)), num(float64(r.DBConns.Opened), 0),
+			r.GatewayConns.MaxOpen, num(float64(r.GatewayConns.Opened), 0))
+		over = over || r.EventBytes > lambdaPayloadLimit
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		if r.Failed > 0 {
+			fmt.Fprintf(w, "- %s of %d, %s: %d records failed, e.g. %s\n", r.Delivery, r.Size, r.Impl, r.Failed, strings.Join(r.Failures, "; "))
+		}
+	}
+	if over {
+		fmt.Fprintf(w, "An event over %s MiB is more than Lambda hands a function in one invocation (its 6 MB payload limit): with bodies this size, SQS's event source mapping cuts such a batch short of its batch size. "+
+			"Those rows measure how the function scales, not a batch AWS would deliver.\n", num(float64(lambdaPayloadLimit)/(1<<20), 1))
+	}
+	var ops []string
+	for _, r := range rows {
+		ops = append(ops, fmt.Sprintf("%s of %d/%s: %s", r.Delivery, r.Size, r.Impl, opsPerRecord(r.Row)))
+	}
+	fmt.Fprintf(w, "DynamoDB operations per record: %s.\n\n", strings.Join(ops, "; "))
+}
+
+// PrintGatewayDelay prints the gateway-delay rows: medians of each size's
+// invocations, and their ratio.
+func PrintGatewayDelay(w io.Writer, rows []DelayRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### A slow gateway: every charge answered after %v\n\n", rows[0].Delay)
+	fmt.Fprintf(w, "One warm container per function, tables of the end-to-end rows; %d batches of 1 new payment and %d of 10, alternating; "+
+		"the invocation's duration as the Runtime API saw it, median (range). If a batch's records run concurrently, 10 take about as long as 1.\n\n", len(rows[0].One), len(rows[0].Ten))
+	fmt.Fprintln(w, "| function | batch of 1, ms | batch of 10, ms | 10 / 1 | failed |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d |\n", r.Impl, spread(r.One), spread(r.Ten),
+			ratio(float64(median(r.Ten)), float64(median(r.One))), r.Failed)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		if r.Failed > 0 {
+			fmt.Fprintf(w, "- %s: %d records failed, e.g. %s\n", r.Impl, r.Failed, strings.Join(r.Failures, "; "))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// spread prints "median (min – max)" in ms.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "–"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return fmt.Sprintf("%s (%s – %s)", ms(median(s)), ms(s[0]), ms(s[len(s)-1]))
 }

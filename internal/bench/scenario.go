@@ -82,6 +82,9 @@ type Row struct {
 	MotoCPU  time.Duration   // the same for moto_server
 	PeakRSS  int64           // KiB, the largest VmHWM among the processes
 	Failures []string        // a few reasons, for the report
+	// DBConns and GatewayConns are the connections to DynamoDB (at the
+	// proxy) and to the gateway during the row.
+	DBConns, GatewayConns ConnStats
 }
 
 // RecordsPerSecond is the row's throughput.
@@ -209,6 +212,8 @@ func (h *Harness) Run(ctx context.Context, impl Impl, sc Scenario) (Row, *Contai
 	moto0, _ := statCPU(h.Stack.Moto.PID)
 	gw0 := h.Stack.Gateway.Requests()
 	h.Stack.Meter.Take()
+	h.Stack.Proxy.Conns.Reset()
+	h.Stack.GatewayConns.Reset()
 
 	outs, wall, err := h.drive(ctx, c, sc.Batches, nil)
 	if err != nil {
@@ -218,6 +223,7 @@ func (h *Harness) Run(ctx context.Context, impl Impl, sc Scenario) (Row, *Contai
 	row.Wall = wall
 	row.Usage = h.Stack.Meter.Take()
 	row.Gateway = h.Stack.Gateway.Requests() - gw0
+	row.DBConns, row.GatewayConns = h.Stack.Proxy.Conns.Stats(), h.Stack.GatewayConns.Stats()
 	row.CPU = sumCPU(pids) - cpu0
 	moto1, _ := statCPU(h.Stack.Moto.PID)
 	row.MotoCPU = moto1 - moto0

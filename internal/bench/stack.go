@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambdakit/lambdakit/internal/gateway"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
@@ -25,6 +26,8 @@ type Stack struct {
 	Gateway *gateway.Gateway
 	// GatewayURL is the gateway's base URL.
 	GatewayURL string
+	// GatewayConns counts the connections clients open to the gateway.
+	GatewayConns ConnCounter
 	// DB talks to moto through the proxy.
 	DB *dynamodb.Client
 
@@ -55,13 +58,18 @@ func StartStack() (*Stack, error) {
 	}
 	cfg := s.Moto.AWSConfig()
 	cfg.BaseEndpoint = aws.String(s.Proxy.URL)
+	// A connection per request, closed after it: the harness's own
+	// requests leave no connection open to count with the function's.
+	cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.DisableKeepAlives = true
+	})
 	s.DB = dynamodb.NewFromConfig(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("bench: gateway: %w", err)
 	}
-	s.gwSrv = &http.Server{Handler: s.Gateway, ReadHeaderTimeout: 5 * time.Second}
+	s.gwSrv = &http.Server{Handler: s.Gateway, ReadHeaderTimeout: 5 * time.Second, ConnState: s.GatewayConns.Track}
 	go s.gwSrv.Serve(ln)
 	s.GatewayURL = "http://" + ln.Addr().String()
 	return s, nil

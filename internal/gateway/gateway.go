@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Charge is what a caller asks the gateway to charge.
@@ -42,6 +43,9 @@ type Gateway struct {
 	rng       *rand.Rand
 	// onCharge is told of each new charge; see OnCharge.
 	onCharge func(c Charge, chargeID string)
+	// delay is how long each request to /charges waits before the
+	// gateway looks at it; see SetDelay.
+	delay time.Duration
 }
 
 type answer struct {
@@ -94,6 +98,38 @@ func (g *Gateway) drawFault() (before, after bool) {
 	return false, true
 }
 
+// SetDelay makes every request to POST /charges wait d before the gateway
+// looks at it, as a real gateway takes its time to answer; 0, the default,
+// answers at once. Requests wait side by side, not one after the other, so
+// that n calls made at once take d, not n × d: what the benchmark needs to
+// show whether a batch's records really run concurrently. A request whose
+// caller gives up while it waits is dropped unseen: nothing charged, not
+// counted in Requests.
+func (g *Gateway) SetDelay(d time.Duration) {
+	g.mu.Lock()
+	g.delay = max(d, 0)
+	g.mu.Unlock()
+}
+
+// wait holds a request for the delay SetDelay set, outside the lock. It
+// reports false if the request's context ended first.
+func (g *Gateway) wait(r *http.Request) bool {
+	g.mu.Lock()
+	d := g.delay
+	g.mu.Unlock()
+	if d == 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
 // OnCharge sets fn to be called after each new charge is recorded and
 // before its answer is written, outside the gateway's lock, with the charge
 // and its ID; nil removes it. A caller that dies while fn runs has paid
@@ -136,6 +172,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
+	}
+	if !g.wait(r) {
+		return // the caller is gone: no one to answer, nothing charged
 	}
 	rep, charged, hook := g.decide(r.Header.Get("Idempotency-Key"), body)
 	if charged != nil && hook != nil {

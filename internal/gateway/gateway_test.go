@@ -1,12 +1,15 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lambdakit/lambdakit/internal/gateway"
 )
@@ -179,4 +182,72 @@ func TestGatewayOnCharge(t *testing.T) {
 	if code, _ := send("k4", strings.Replace(charge, `"p1"`, `"p4"`, 1)); code != http.StatusCreated || len(calls) != 2 {
 		t.Errorf("after OnCharge(nil): got %d and %d hook calls; want 201 and no new call", code, len(calls))
 	}
+}
+
+func TestGatewayDelay(t *testing.T) {
+	t.Run("concurrent requests each wait the delay, side by side", func(t *testing.T) {
+		g := &gateway.Gateway{}
+		const delay, n = 200 * time.Millisecond, 20
+		g.SetDelay(delay)
+		srv := httptest.NewServer(g)
+		defer srv.Close()
+		client := &http.Client{Timeout: 30 * time.Second}
+		start := time.Now()
+		var wg sync.WaitGroup
+		codes := make([]int, n)
+		took := make([]time.Duration, n)
+		for i := range n {
+			wg.Go(func() {
+				body := strings.Replace(charge, `"p1"`, `"pd`+strconv.Itoa(i)+`"`, 1)
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/charges", strings.NewReader(body))
+				req.Header.Set("Idempotency-Key", "kd"+strconv.Itoa(i))
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				took[i] = time.Since(t0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				codes[i] = resp.StatusCode
+			})
+		}
+		wg.Wait()
+		total := time.Since(start)
+		for i := range n {
+			if codes[i] != http.StatusCreated || took[i] < delay {
+				t.Errorf("request %d: got %d after %v; want 201 after at least %v", i, codes[i], took[i], delay)
+			}
+		}
+		// One after the other they would take n × delay at the very least.
+		if total >= n*delay {
+			t.Errorf("%d requests took %v together; want less than %v: they must wait side by side", n, total, n*delay)
+		}
+		if got := len(g.Charges()); got != n {
+			t.Errorf("got %d charges; want %d", got, n)
+		}
+	})
+
+	t.Run("a caller that gives up while waiting is not charged", func(t *testing.T) {
+		g := &gateway.Gateway{}
+		g.SetDelay(time.Hour)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		r := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(charge)).WithContext(ctx)
+		r.Header.Set("Idempotency-Key", "k-gone")
+		w := &writeWatcher{ResponseRecorder: httptest.NewRecorder()}
+		g.ServeHTTP(w, r)
+		if w.wrote || len(g.Charges()) != 0 || g.Requests() != 0 {
+			t.Errorf("got answer written %v, %d charges, %d requests counted; want nothing", w.wrote, len(g.Charges()), g.Requests())
+		}
+	})
+
+	t.Run("SetDelay(0) answers at once again", func(t *testing.T) {
+		g := &gateway.Gateway{}
+		g.SetDelay(time.Hour)
+		g.SetDelay(0)
+		if code, _, _ := post(t, g, "k0", charge); code != http.StatusCreated {
+			t.Errorf("got %d; want 201", code)
+		}
+	})
 }

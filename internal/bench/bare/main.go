@@ -9,13 +9,15 @@
 //     record (conditional on the lease) and writes the ledger row;
 //   - payment completed elsewhere, in a batch SQS delivers again
 //     (ApproximateReceiveCount above 1): one strongly consistent
-//     BatchGetItem for the batch's redelivered records finds it completed;
+//     BatchGetItem per 100 of the batch's redelivered records finds it
+//     completed;
 //   - payment completed elsewhere, delivered for the first time: the
 //     conditional PutItem alone, whose failure returns the completed record;
 //   - payment completed in this process: nothing, from memory.
 //
-// Records of a batch run concurrently, as the payment function runs them on
-// a standard queue, and it logs one JSON line per payment charged, as the
+// Records of a batch run concurrently, at most 64 at a time and with as
+// many connections to DynamoDB, as the payment function runs them on a
+// standard queue, and it logs one JSON line per payment charged, as the
 // sample does. Its items have the same attributes as lambdakit's, so that
 // sizes, and so request units, compare. It skips what the floor need not
 // do: validation beyond decoding, payload hashing, releasing a lock after a
@@ -44,6 +46,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -79,8 +82,11 @@ func (f *fn) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventRes
 	var resp events.SQSEventResponse
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxInFlight)
 	for i := range ev.Records {
+		sem <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-sem }()
 			if err := f.record(ctx, &ev.Records[i]); err != nil {
 				f.logger.Error("record failed", "messageId", ev.Records[i].MessageId, "reason", err.Error())
 				mu.Lock()
@@ -93,8 +99,17 @@ func (f *fn) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventRes
 	return resp, nil
 }
 
+// maxInFlight bounds the records running at once, and the connections to
+// DynamoDB, as lambdakit bounds them (its DefaultConcurrency,
+// dynamostore's DefaultMaxConns): a batch of 10 runs whole, one of 10,000
+// does not open 10,000 connections.
+const maxInFlight = 64
+
+// maxBatchGet is how many keys one BatchGetItem may ask for.
+const maxBatchGet = 100
+
 // readAhead finds the batch's redelivered payments that are completed, in
-// one BatchGetItem (a batch holds at most 100 here).
+// one BatchGetItem per 100 of them, one after the other.
 func (f *fn) readAhead(ctx context.Context, recs []events.SQSMessage) {
 	var keys []map[string]types.AttributeValue
 	for i := range recs {
@@ -111,19 +126,18 @@ func (f *fn) readAhead(ctx context.Context, recs []events.SQSMessage) {
 		}
 		keys = append(keys, map[string]types.AttributeValue{"id": s(id)})
 	}
-	if len(keys) == 0 {
-		return
-	}
-	out, err := f.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
-		RequestItems: map[string]types.KeysAndAttributes{f.idemTable: {Keys: keys, ConsistentRead: aws.Bool(true)}},
-	})
-	if err != nil {
-		return // every record takes the lock
-	}
-	for _, item := range out.Responses[f.idemTable] {
-		id, _ := item["id"].(*types.AttributeValueMemberS)
-		if st, ok := item["status"].(*types.AttributeValueMemberS); ok && st.Value == "COMPLETED" && id != nil {
-			f.done.Store(id.Value, item["data"])
+	for start := 0; start < len(keys); start += maxBatchGet {
+		out, err := f.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+			RequestItems: map[string]types.KeysAndAttributes{f.idemTable: {Keys: keys[start:min(start+maxBatchGet, len(keys))], ConsistentRead: aws.Bool(true)}},
+		})
+		if err != nil {
+			return // every record left takes the lock
+		}
+		for _, item := range out.Responses[f.idemTable] {
+			id, _ := item["id"].(*types.AttributeValueMemberS)
+			if st, ok := item["status"].(*types.AttributeValueMemberS); ok && st.Value == "COMPLETED" && id != nil {
+				f.done.Store(id.Value, item["data"])
+			}
 		}
 	}
 }
@@ -228,8 +242,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bare:", err)
 		os.Exit(1)
 	}
+	// The SDK's HTTP client, with as many connections kept as records
+	// run at once, as dynamostore.WithLambdaDefaults keeps them: with the
+	// SDK's 10 idle, a batch of more than 10 records would close and
+	// reopen connections all the time.
+	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxConnsPerHost, t.MaxIdleConnsPerHost, t.MaxIdleConns = maxInFlight, maxInFlight, maxInFlight
+	})
 	f := &fn{
-		db:        dynamodb.NewFromConfig(cfg),
+		db:        dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.HTTPClient = httpClient }),
 		http:      &http.Client{Timeout: 5 * time.Second},
 		idemTable: os.Getenv("IDEMPOTENCY_TABLE"),
 		ledger:    os.Getenv("PAYMENTS_TABLE"),

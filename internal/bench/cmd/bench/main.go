@@ -3,7 +3,7 @@
 //
 //	go run ./internal/bench/cmd/bench [flags]
 //
-// Sections (-only): micro, e2e, cold, flat. -moto-patch=false runs moto
+// Sections (-only): micro, e2e, sizes, delay, cold, flat. -moto-patch=false runs moto
 // unpatched (LAMBDAKIT_MOTO_PATCH=0), to compare the flat-cost run.
 package main
 
@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ import (
 
 type config struct {
 	records, concurrency, batch, flat, cold, microCount int
+	firstSizes, redeliverySizes                         []int
+	bodyBytes, sizeMinRecords, delayReps                int
+	sizeTimeout, gatewayDelay, sizeGatewayDelay         time.Duration
 	maxMotoRSS                                          int // MiB
 	only                                                map[string]bool
 	motoPatch                                           bool
@@ -32,7 +36,7 @@ type config struct {
 
 func main() {
 	var c config
-	var only string
+	var only, firstSizes, redeliverySizes string
 	flag.IntVar(&c.records, "records", 1000, "records per end-to-end row")
 	flag.IntVar(&c.concurrency, "concurrency", 2, "containers invoked at once")
 	flag.IntVar(&c.batch, "batch", 10, "records per batch")
@@ -40,7 +44,15 @@ func main() {
 	flag.IntVar(&c.cold, "cold", 5, "cold starts per function")
 	flag.IntVar(&c.maxMotoRSS, "flat-max-moto-rss", 4096, "stop the flat-cost run once moto_server's RSS passes this many MiB (0: never)")
 	flag.IntVar(&c.microCount, "micro-count", 5, "runs of each micro benchmark")
-	flag.StringVar(&only, "only", "micro,e2e,cold,flat", "sections to run, comma-separated")
+	flag.StringVar(&firstSizes, "sizes", "10,100,1000", "batch sizes of the first-delivery rows of the batch-size section")
+	flag.StringVar(&redeliverySizes, "redelivery-sizes", "10,100,1000,10000", "batch sizes of its cold-redelivery rows")
+	flag.IntVar(&c.bodyBytes, "body-bytes", 1024, "message body size in the batch-size section")
+	flag.IntVar(&c.sizeMinRecords, "size-min-records", 1000, "a smaller batch size runs as many invocations as make this many records")
+	flag.DurationVar(&c.sizeTimeout, "size-timeout", 5*time.Minute, "the function's timeout in the batch-size section")
+	flag.DurationVar(&c.sizeGatewayDelay, "size-gateway-delay", 0, "if set, the gateway answers each charge of the batch-size section's first deliveries after this long")
+	flag.DurationVar(&c.gatewayDelay, "gateway-delay", 300*time.Millisecond, "how long the gateway takes per charge in the delay section")
+	flag.IntVar(&c.delayReps, "delay-reps", 3, "batches of 1 and of 10 each in the delay section")
+	flag.StringVar(&only, "only", "micro,e2e,sizes,delay,cold,flat", "sections to run, comma-separated")
 	flag.BoolVar(&c.motoPatch, "moto-patch", true, "run moto through the launcher's patch (false: LAMBDAKIT_MOTO_PATCH=0)")
 	flag.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
 	flag.StringVar(&c.repo, "repo", ".", "the module's root")
@@ -49,6 +61,14 @@ func main() {
 	c.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
 		c.only[strings.TrimSpace(s)] = true
+	}
+	var err error
+	if c.firstSizes, err = sizes(firstSizes); err == nil {
+		c.redeliverySizes, err = sizes(redeliverySizes)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -77,7 +97,7 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
-	if !c.only["e2e"] && !c.only["cold"] && !c.only["flat"] {
+	if !c.only["e2e"] && !c.only["sizes"] && !c.only["delay"] && !c.only["cold"] && !c.only["flat"] {
 		bench.PrintHeader(out, machine, strings.TrimSpace(command), "not used")
 		bench.PrintMicro(out, micro, c.microCount)
 		return nil
@@ -140,6 +160,26 @@ func run(ctx context.Context, c config) error {
 		}
 		bench.PrintE2E(out, bench.E2EConfig{Records: c.records, Concurrency: c.concurrency, BatchSize: c.batch, Timeout: c.timeout}, rows)
 	}
+	if c.only["sizes"] {
+		fmt.Fprintln(os.Stderr, "bench: batch sizes ...")
+		cfg := bench.SizesConfig{
+			Template: template, First: c.firstSizes, Redelivered: c.redeliverySizes,
+			BodyBytes: c.bodyBytes, MinRecords: c.sizeMinRecords, Timeout: c.sizeTimeout, GatewayDelay: c.sizeGatewayDelay,
+		}
+		rows, err := h.BatchSizes(ctx, []bench.Impl{lk, bare}, cfg)
+		if err != nil {
+			return err
+		}
+		bench.PrintBatchSizes(out, cfg, rows)
+	}
+	if c.only["delay"] {
+		fmt.Fprintln(os.Stderr, "bench: a slow gateway ...")
+		rows, err := h.GatewayDelay(ctx, []bench.Impl{lk, bare}, []*bench.Payments{lkPay, barePay}, c.gatewayDelay, c.delayReps)
+		if err != nil {
+			return err
+		}
+		bench.PrintGatewayDelay(out, rows)
+	}
 	if c.only["cold"] {
 		fmt.Fprintln(os.Stderr, "bench: cold starts ...")
 		var css []bench.ColdStart
@@ -176,4 +216,20 @@ func run(ctx context.Context, c config) error {
 	}
 	fmt.Fprintf(out, "Load average (1, 5, 15 min) at the end: %s.\n", bench.LoadAverage())
 	return nil
+}
+
+// sizes parses a comma-separated list of batch sizes.
+func sizes(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("batch size %q is not a positive number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
