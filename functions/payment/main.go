@@ -153,7 +153,12 @@ func main() {
 	}
 	// 5 s per gateway call: a FIFO batch of 10 runs them one after another
 	// within the function's 60 s timeout.
-	client := &http.Client{Timeout: 5 * time.Second}
+	// Idle connections kept for as many charges as a batch runs at once
+	// (lambdakit.DefaultConcurrency): net/http keeps 2 per host by
+	// default, and a batch would reconnect for nearly every charge.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = lambdakit.DefaultConcurrency
+	client := &http.Client{Timeout: 5 * time.Second, Transport: transport}
 	// Bounded retries with short backoff, a timeout per attempt and a
 	// bounded connection pool (see dynamostore.WithLambdaDefaults): a
 	// throttled or stuck DynamoDB fails its record with a clear reason
