@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,29 +49,6 @@ type SQSEvent struct {
 	Timeout int
 }
 
-// resources reads the template's resources, keeping each one's properties as
-// YAML, whose CloudFormation tags (!Ref, !GetAtt ...) plain decoding would
-// refuse.
-func resources(path string) (map[string]struct {
-	Type       string    `yaml:"Type"`
-	Properties yaml.Node `yaml:"Properties"`
-}, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var doc struct {
-		Resources map[string]struct {
-			Type       string    `yaml:"Type"`
-			Properties yaml.Node `yaml:"Properties"`
-		} `yaml:"Resources"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("samtemplate: %s: %w", path, err)
-	}
-	return doc.Resources, nil
-}
-
 // getAttArn returns ID for a node "!GetAtt ID.Arn" (or the list form), and
 // "" for anything else.
 func getAttArn(n *yaml.Node) string {
@@ -94,12 +70,12 @@ func getAttArn(n *yaml.Node) string {
 // logical ID. A redrive policy must name its dead-letter queue with
 // !GetAtt ID.Arn and give a literal maxReceiveCount.
 func Queues(path string) ([]Queue, error) {
-	res, err := resources(path)
+	doc, err := read(path)
 	if err != nil {
 		return nil, err
 	}
 	var queues []Queue
-	for id, r := range res {
+	for id, r := range doc.Resources {
 		if r.Type != "AWS::SQS::Queue" {
 			continue
 		}
@@ -130,23 +106,18 @@ func Queues(path string) ([]Queue, error) {
 
 // FindQueue returns the queue with the given logical ID.
 func FindQueue(queues []Queue, logicalID string) (Queue, error) {
-	for _, q := range queues {
-		if q.LogicalID == logicalID {
-			return q, nil
-		}
-	}
-	return Queue{}, fmt.Errorf("samtemplate: no queue %s in the template", logicalID)
+	return find(queues, "queue", logicalID, func(q Queue) string { return q.LogicalID })
 }
 
 // SQSEvents returns the SQS events of the template's serverless functions,
 // sorted by function and event name.
 func SQSEvents(path string) ([]SQSEvent, error) {
-	res, err := resources(path)
+	doc, err := read(path)
 	if err != nil {
 		return nil, err
 	}
 	var out []SQSEvent
-	for id, r := range res {
+	for id, r := range doc.Resources {
 		if r.Type != "AWS::Serverless::Function" {
 			continue
 		}

@@ -1,6 +1,7 @@
-// Package samtemplate reads the DynamoDB tables, SQS queues and SQS events
-// that template.yaml declares, so that local runs and tests create exactly
-// those tables and queues and never drift from what SAM deploys.
+// Package samtemplate reads the DynamoDB tables, SQS queues, SQS events and
+// function settings that template.yaml declares, so that local runs and tests
+// create exactly those tables and queues, run the function as it is
+// configured, and never drift from what SAM deploys.
 package samtemplate
 
 import (
@@ -15,6 +16,32 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"gopkg.in/yaml.v3"
 )
+
+// document is what the package reads of a template: its resources, each
+// one's properties kept as YAML, whose CloudFormation tags (!Ref, !GetAtt
+// ...) plain decoding would refuse, and the functions' globals.
+type document struct {
+	Globals struct {
+		Function yaml.Node `yaml:"Function"`
+	} `yaml:"Globals"`
+	Resources map[string]struct {
+		Type       string    `yaml:"Type"`
+		Properties yaml.Node `yaml:"Properties"`
+	} `yaml:"Resources"`
+}
+
+// read reads the template at path.
+func read(path string) (*document, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc document
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("samtemplate: %s: %w", path, err)
+	}
+	return &doc, nil
+}
 
 // Table is one AWS::DynamoDB::Table resource of the template.
 type Table struct {
@@ -38,20 +65,9 @@ type Table struct {
 // logical ID. Only the properties that shape the data are read; a table
 // whose key schema is not literal YAML is an error.
 func Tables(path string) ([]Table, error) {
-	raw, err := os.ReadFile(path)
+	doc, err := read(path)
 	if err != nil {
 		return nil, err
-	}
-	// CloudFormation's short tags (!Ref, !If ...) are not plain YAML; a
-	// yaml.Node keeps them without trying to resolve them.
-	var doc struct {
-		Resources map[string]struct {
-			Type       string    `yaml:"Type"`
-			Properties yaml.Node `yaml:"Properties"`
-		} `yaml:"Resources"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("samtemplate: %s: %w", path, err)
 	}
 	var tables []Table
 	for id, r := range doc.Resources {
@@ -74,12 +90,18 @@ func Tables(path string) ([]Table, error) {
 
 // Find returns the table with the given logical ID.
 func Find(tables []Table, logicalID string) (Table, error) {
-	for _, t := range tables {
-		if t.LogicalID == logicalID {
-			return t, nil
+	return find(tables, "table", logicalID, func(t Table) string { return t.LogicalID })
+}
+
+// find returns the item of the given kind ("table") with the logical ID.
+func find[T any](items []T, kind, logicalID string, id func(T) string) (T, error) {
+	for _, it := range items {
+		if id(it) == logicalID {
+			return it, nil
 		}
 	}
-	return Table{}, fmt.Errorf("samtemplate: no table %s in the template", logicalID)
+	var zero T
+	return zero, fmt.Errorf("samtemplate: no %s %s in the template", kind, logicalID)
 }
 
 // API is the part of the DynamoDB client Create uses.
