@@ -407,9 +407,12 @@ func TestLocalBusyPort(t *testing.T) {
 	}
 }
 
+// Every command tells a usage error in the short form, before it starts
+// anything: none of these reaches an AWS endpoint or starts a server.
 func TestUsageErrorsAreShort(t *testing.T) {
 	_, echo := binaries(t)
 	ev := writeFile(t, t.TempDir(), "event.json", `{}`)
+	const queue = "http://127.0.0.1:1/123456789012/orders"
 	for _, c := range []struct {
 		name    string
 		command string
@@ -421,6 +424,17 @@ func TestUsageErrorsAreShort(t *testing.T) {
 		{"invoke missing value", "invoke", []string{"-timeout"}, "flag needs an argument: -timeout"},
 		{"demo unknown flag", "demo", []string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{"demo flag after the arguments", "demo", []string{ev, "-v"}, "flag -v after the arguments"},
+		{"run unknown flag", "run", []string{"-frobnicate", echo}, "flag provided but not defined: -frobnicate"},
+		{"run flag after the arguments", "run", []string{"-queue", queue, echo, "-until-empty"}, "flag -until-empty after the arguments"},
+		{"local unknown flag", "local", []string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{"local flag after the arguments", "local", []string{"extra", "-listen", "127.0.0.1"}, "flag -listen after the arguments"},
+		{"publish unknown flag", "publish", []string{"-frobnicate", ev}, "flag provided but not defined: -frobnicate"},
+		{"publish flag after the arguments", "publish", []string{"-queue", queue, ev, "-max-size", "5"}, "flag -max-size after the arguments"},
+		{"records unknown flag", "records", []string{"get", "-frobnicate", "k"}, "flag provided but not defined: -frobnicate"},
+		{"records flag after the arguments", "records", []string{"get", "-table", "t", "k", "-prefix", "p"}, "flag -prefix after the arguments"},
+		{"records without an action", "records", nil, "want get, delete or stuck"},
+		{"redrive unknown flag", "redrive", []string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{"redrive flag after the arguments", "redrive", []string{"-from", queue, "extra", "-to", queue + "2"}, "flag -to after the arguments"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := lambdakit(t, nil, append([]string{c.command}, c.args...)...)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -108,12 +109,15 @@ type output struct {
 }
 
 type echoResponse struct {
-	Got      map[string]any `json:"got"`
-	Function string         `json:"function"`
-	Region   string         `json:"region"`
-	Logs     string         `json:"logs"`
-	Var      string         `json:"var"`
-	Global   string         `json:"global"`
+	Got             map[string]any `json:"got"`
+	Function        string         `json:"function"`
+	Region          string         `json:"region"`
+	Logs            string         `json:"logs"`
+	Var             string         `json:"var"`
+	Global          string         `json:"global"`
+	Memory          string         `json:"memory"`
+	Level           string         `json:"level"`
+	DeadlineSeconds int            `json:"deadlineSeconds"`
 }
 
 // outputs decodes the stream of JSON objects on standard output.
@@ -160,8 +164,10 @@ func TestInvokeTwoEvents(t *testing.T) {
 		if err := json.Unmarshal(o.Response, &resp); err != nil {
 			t.Fatalf("object %d response %s: %v", i, o.Response, err)
 		}
-		if resp.Got["n"] != want.n || resp.Function != "payment" || resp.Region != "ap-southeast-2" || resp.Logs != "" {
-			t.Errorf("object %d response = %+v; want n=%v from function payment in ap-southeast-2, text logs", i, resp, want.n)
+		// Without a name, a template or a logical ID, the function gets
+		// Lambda's defaults and a neutral name.
+		if resp.Got["n"] != want.n || resp.Function != "function" || resp.Region != "ap-southeast-2" || resp.Logs != "" || resp.Memory != "128" {
+			t.Errorf("object %d response = %+v; want n=%v from function \"function\" in ap-southeast-2, text logs, 128 MB", i, resp, want.n)
 		}
 	}
 	if outs[0].RequestID == outs[1].RequestID {
@@ -190,6 +196,7 @@ func TestInvokeEnvFile(t *testing.T) {
 	_, echo := binaries(t)
 	dir := t.TempDir()
 	ev := writeFile(t, dir, "event.json", `{}`)
+	oneFunction := writeFile(t, dir, "template.yaml", "Resources:\n  Consumer:\n    Type: AWS::Serverless::Function\n")
 	tests := []struct {
 		name       string
 		file       string
@@ -206,9 +213,10 @@ func TestInvokeEnvFile(t *testing.T) {
 			wantRegion: "eu-north-1",
 		},
 		{
-			name:       "several sections default to PaymentFunction",
-			file:       `{"Other": {"ECHO_VAR": "other"}, "PaymentFunction": {"ECHO_VAR": "payment", "PORT": 8080}}`,
-			wantVar:    "payment",
+			name:       "several sections: the template's function chooses",
+			file:       `{"Other": {"ECHO_VAR": "other"}, "Consumer": {"ECHO_VAR": "consumer", "PORT": 8080}}`,
+			args:       []string{"-template", oneFunction},
+			wantVar:    "consumer",
 			wantRegion: "us-east-1",
 		},
 		{
@@ -246,6 +254,83 @@ func TestInvokeEnvFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The settings no flag gives come from the function's resource in
+// -template; flags win over it.
+func TestInvokeTakesSettingsFromTheTemplate(t *testing.T) {
+	_, echo := binaries(t)
+	dir := t.TempDir()
+	ev := writeFile(t, dir, "event.json", `{}`)
+	tpl := writeFile(t, dir, "template.yaml", `Globals:
+  Function:
+    MemorySize: 512
+Resources:
+  Consumer:
+    Type: AWS::Serverless::Function
+    Properties:
+      FunctionName: orders-consumer
+      Timeout: 7
+      LoggingConfig:
+        LogFormat: JSON
+        ApplicationLogLevel: WARN
+  Other:
+    Type: AWS::Serverless::Function
+    Properties:
+      Timeout: 9
+`)
+	for _, c := range []struct {
+		name    string
+		args    []string
+		want    echoResponse // Function, Memory, Logs, Level
+		timeout int
+	}{
+		{"the function's own settings over Globals", []string{"-logical-id", "Consumer"},
+			echoResponse{Function: "orders-consumer", Memory: "512", Logs: "JSON", Level: "WARN"}, 7},
+		{"without FunctionName, the logical ID names it", []string{"-logical-id", "Other"},
+			echoResponse{Function: "Other", Memory: "512"}, 9},
+		{"flags win", []string{"-logical-id", "Consumer", "-timeout", "4s", "-memory", "256", "-function-name", "mine", "-log-format", "text"},
+			echoResponse{Function: "mine", Memory: "256"}, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := lambdakit(t, nil, append(append([]string{"invoke", "-template", tpl}, c.args...), echo, ev)...)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+			}
+			outs := outputs(t, r.stdout)
+			var got echoResponse
+			if len(outs) != 1 || json.Unmarshal(outs[0].Response, &got) != nil {
+				t.Fatalf("stdout:\n%s\nwant one echo response", r.stdout)
+			}
+			if got.Function != c.want.Function || got.Memory != c.want.Memory || got.Logs != c.want.Logs || got.Level != c.want.Level {
+				t.Errorf("function saw name %q, memory %s, log format %q, level %q; want %q, %s, %q, %q",
+					got.Function, got.Memory, got.Logs, got.Level, c.want.Function, c.want.Memory, c.want.Logs, c.want.Level)
+			}
+			// The deadline is the invocation's start plus the timeout.
+			if got.DeadlineSeconds > c.timeout || got.DeadlineSeconds < c.timeout-2 {
+				t.Errorf("deadline %ds away; want the timeout, %ds", got.DeadlineSeconds, c.timeout)
+			}
+		})
+	}
+	t.Run("usage errors", func(t *testing.T) {
+		for _, c := range []struct {
+			name string
+			args []string
+			code int
+			want string
+		}{
+			{"two functions, no -logical-id", []string{"-template", tpl}, 2, "has functions Consumer, Other: choose one with -logical-id"},
+			{"no such function", []string{"-template", tpl, "-logical-id", "Nope"}, 2, "-logical-id Nope: template " + tpl + " has no such function (it has Consumer, Other)"},
+			{"no template", []string{"-template", filepath.Join(dir, "nope.yaml")}, 2, "nope.yaml"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := lambdakit(t, nil, append(append([]string{"invoke"}, c.args...), echo, ev)...)
+				if r.code != c.code || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+					t.Errorf("exit status %d, stdout %q, stderr:\n%s\nwant %d, nothing on stdout, and %q", r.code, r.stdout, r.stderr, c.code, c.want)
+				}
+			})
+		}
+	})
 }
 
 func TestInvokeFailureExitStatus(t *testing.T) {
@@ -323,9 +408,64 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	r := lambdakit(t, nil, "invoke", "-h")
-	for _, want := range []string{"Exit status:", "-env-file FILE", "-logical-id ID", "-timeout timeout"} {
+	for _, want := range []string{"Exit status:", "-env-file FILE", "-logical-id ID", "-timeout timeout", "-template FILE"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("invoke -h does not mention %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+// Every command answers -h with its full usage, its flags included, and
+// exit status 0; the sample's own tools say that they are.
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		sample bool
+	}{
+		{[]string{"invoke", "-h"}, false},
+		{[]string{"run", "-h"}, false},
+		{[]string{"publish", "-h"}, false},
+		{[]string{"records", "-h"}, false},
+		{[]string{"records", "stuck", "-h"}, false},
+		{[]string{"redrive", "-h"}, false},
+		{[]string{"local", "-h"}, true},
+		{[]string{"demo", "-help"}, true},
+	} {
+		r := lambdakit(t, nil, c.args...)
+		if r.code != 0 || !strings.Contains(r.stderr, "Usage: lambdakit "+c.args[0]) || !strings.Contains(r.stderr, "Flags:\n  -") {
+			t.Errorf("lambdakit %v: exit status %d, stderr:\n%s\nwant 0 and the usage with the flags", c.args, r.code, r.stderr)
+		}
+		if got := strings.Contains(r.stderr, "payment sample"); got != c.sample {
+			t.Errorf("lambdakit %v: says it is a tool of the payment sample: %t; want %t", c.args, got, c.sample)
+		}
+	}
+	r := lambdakit(t, nil, "help")
+	for _, name := range []string{"local", "demo"} {
+		if !regexp.MustCompile(`(?m)^  ` + name + ` +the payment sample: `).MatchString(r.stdout) {
+			t.Errorf("lambdakit help does not say that %s is the payment sample's:\n%s", name, r.stdout)
+		}
+	}
+}
+
+// The generic commands default to nothing of the payment sample: no table,
+// prefix, function name, logical ID or port of it. What the sample needs,
+// flags or its template give.
+func TestGenericCommandsHaveNoSampleDefaults(t *testing.T) {
+	for _, name := range []string{"invoke", "run", "publish", "records", "redrive"} {
+		r := lambdakit(t, []string{"IDEMPOTENCY_TABLE="}, name, "-h")
+		if name == "records" {
+			r = lambdakit(t, []string{"IDEMPOTENCY_TABLE="}, name, "get", "-h")
+		}
+		_, flags, ok := strings.Cut(r.stderr, "Flags:\n")
+		if !ok {
+			t.Fatalf("%s -h has no flags:\n%s", name, r.stderr)
+		}
+		for _, line := range strings.Split(flags, "\n") {
+			lower := strings.ToLower(line)
+			if strings.Contains(lower, "(default") && (strings.Contains(lower, "payment") || strings.Contains(lower, "lambdakit-") ||
+				strings.Contains(lower, "5000") || strings.Contains(lower, "8080")) {
+				t.Errorf("%s -h: a default of the payment sample: %s", name, strings.TrimSpace(line))
+			}
 		}
 	}
 }

@@ -395,7 +395,7 @@ func TestPublish(t *testing.T) {
 			{"not a URL", []string{"-queue", "payments.fifo", file}, "want a queue URL"},
 			{"FIFO without key", []string{"-queue", q.url, "-group-field", "customer_id", file}, "-key-field and -group-field are required"},
 			{"FIFO without group", []string{"-queue", q.url, "-key-field", "payment_id", file}, "-key-field and -group-field are required"},
-			{"flags after the file", []string{"-queue", q.url, "-key-field", "payment_id", file, "-group-field", "customer_id"}, "flags before it"},
+			{"flags after the file", []string{"-queue", q.url, "-key-field", "payment_id", file, "-group-field", "customer_id"}, "flag -group-field after the arguments"},
 			{"two files", []string{"-queue", q.url, "-key-field", "payment_id", "-group-field", "customer_id", file, file}, "one FILE at most"},
 			{"empty path segment", []string{"-queue", q.url, "-key-field", "payment..id", "-group-field", "customer_id", file}, "single dots"},
 			{"negative size", []string{"-queue", q.url, "-key-field", "payment_id", "-group-field", "customer_id", "-max-size", "-1", file}, "-max-size"},

@@ -347,7 +347,7 @@ func TestRecords(t *testing.T) {
 			{"unknown action", []string{"records", "list"}, `unknown action "list"`},
 			{"no key", []string{"records", "get", "-table", rt.name, "-prefix", "payment"}, "get needs a KEY"},
 			{"two keys", []string{"records", "get", "-table", rt.name, "-prefix", "payment", "a", "b"}, "want one KEY"},
-			{"flags after the key", []string{"records", "get", "-table", rt.name, "pay_1", "-prefix", "payment"}, "flags come before KEY"},
+			{"flags after the key", []string{"records", "get", "-table", rt.name, "pay_1", "-prefix", "payment"}, "flag -prefix after the arguments"},
 			{"no prefix", []string{"records", "get", "-table", rt.name, "pay_1"}, "-prefix is required"},
 			{"no table", []string{"records", "get", "-prefix", "payment", "pay_1"}, "-table is required"},
 			{"prefix with its #", []string{"records", "get", "-table", rt.name, "-prefix", "payment#", "pay_1"}, "without its '#'"},

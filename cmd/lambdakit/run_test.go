@@ -59,7 +59,7 @@ func TestRunUsageErrors(t *testing.T) {
 	}{
 		{"no bootstrap", []string{"run", "-queue", queue}, "need a BOOTSTRAP"},
 		{"no queue", []string{"run", echo}, "-queue: want the queue's URL"},
-		{"flags after the bootstrap", []string{"run", "-queue", queue, echo, "-until-empty"}, "flags come before BOOTSTRAP: -until-empty"},
+		{"flags after the bootstrap", []string{"run", "-queue", queue, echo, "-until-empty"}, "flag -until-empty after the arguments"},
 		{"two bootstraps", []string{"run", "-queue", queue, echo, echo}, "want one BOOTSTRAP"},
 		{"unknown flag", []string{"run", "-batch", "5", "-queue", queue, echo}, "flag provided but not defined: -batch"},
 		{"queue not a URL", []string{"run", "-queue", "orders", echo}, `-queue "orders": want http(s)://host/account/name`},
@@ -170,6 +170,42 @@ func TestRunQueue(t *testing.T) {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
 			}
+		}
+	})
+
+	t.Run("the template's SQS event gives the batch size and response types", func(t *testing.T) {
+		t.Parallel()
+		tpl := writeFile(t, t.TempDir(), "template.yaml", `Resources:
+  Q:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Timeout: 5
+      Events:
+        FromQ:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Q.Arn
+            BatchSize: 2
+`)
+		url := queue(t, "a", "b fail@1", "c")
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-template", tpl, fn)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+		}
+		// Without ReportBatchItemFailures in the template, the record the
+		// function names failed is deleted with its batch.
+		outs := runOutputs(t, r.stdout)
+		deleted := 0
+		for _, o := range outs {
+			if o.Records > 2 || len(o.Left) > 0 {
+				t.Errorf("batch %+v; want at most 2 records, none left", o)
+			}
+			deleted += len(o.Deleted)
+		}
+		if len(outs) < 2 || deleted != 3 {
+			t.Errorf("stdout:\n%s\nwant batches of 2 at most, every record deleted", r.stdout)
 		}
 	})
 
