@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,33 +22,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"gopkg.in/yaml.v3"
 
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
-
-// syncBuffer is an output buffer that the test may read while the command
-// still writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
 
 // localRun is a `lambdakit local` running in the background.
 type localRun struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *logline.Buffer
 	exited         chan struct{}
 	code           int
 }
@@ -59,7 +39,7 @@ type localRun struct {
 func startLocalCLI(t *testing.T, args ...string) *localRun {
 	t.Helper()
 	cli, _ := binaries(t)
-	r := &localRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	r := &localRun{stdout: &logline.Buffer{}, stderr: &logline.Buffer{}, exited: make(chan struct{})}
 	r.cmd = exec.Command(cli, append([]string{"local"}, args...)...)
 	r.cmd.Env = append(os.Environ(), "AWS_EC2_METADATA_DISABLED=true")
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
@@ -140,17 +120,6 @@ func endpoint(t *testing.T, raw string) (host string, port int) {
 	return u.Hostname(), port
 }
 
-// reachable reports whether something accepts connections on addr. Tests
-// only ever dial loopback addresses (127.0.0.0/8).
-func reachable(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
 func TestLocalWritesTheEnvFileAndPrintsNothingElse(t *testing.T) {
 	testenv.RequireMotoServer(t)
 	path := filepath.Join(t.TempDir(), "local-env.json")
@@ -211,7 +180,7 @@ func TestLocalWritesTheEnvFileAndPrintsNothingElse(t *testing.T) {
 		t.Errorf("exit status after SIGINT = %d; want 0", r.code)
 	}
 	for _, port := range []int{motoPort, gwPort} {
-		if addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port)); reachable(addr) {
+		if addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port)); testenv.Reachable(addr) {
 			t.Errorf("%s still answers after lambdakit local stopped", addr)
 		}
 	}
@@ -254,10 +223,10 @@ func TestLocalListenAddress(t *testing.T) {
 				if host != c.wantHost {
 					t.Errorf("%s host = %s; want %s", v, host, c.wantHost)
 				}
-				if !reachable(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))) {
+				if !testenv.Reachable(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))) {
 					t.Errorf("%s: nothing answers on 127.0.0.1:%d", v, port)
 				}
-				if got := reachable(net.JoinHostPort("127.0.0.2", strconv.Itoa(port))); got != c.wantOther {
+				if got := testenv.Reachable(net.JoinHostPort("127.0.0.2", strconv.Itoa(port))); got != c.wantOther {
 					t.Errorf("%s: 127.0.0.2:%d reachable = %t; want %t", v, port, got, c.wantOther)
 				}
 			}

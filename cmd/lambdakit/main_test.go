@@ -12,27 +12,20 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/lambdakit/lambdakit/internal/logline"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
 // The tests build the CLI and an echo bootstrap once, and run the CLI as a
-// user would: arguments in, exit status and output out.
+// user would: arguments in, exit status and output out. The tests that
+// need AWS share one moto_server.
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+var moto testenv.Moto
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { moto.Run(m) }
 
 // binaries returns the paths of the lambdakit CLI and the echo bootstrap.
 func binaries(t testing.TB) (cli, echo string) {
@@ -40,21 +33,7 @@ func binaries(t testing.TB) (cli, echo string) {
 	if runtime.GOOS == "windows" {
 		t.Skip("invoke needs a unix")
 	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "lambdakit-test-")
-		if buildErr != nil {
-			return
-		}
-		// One go build for both: it compiles their shared packages once.
-		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), ".", "./testdata/echo")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(buildDir, "lambdakit"), filepath.Join(buildDir, "echo")
+	return testenv.Build(t, "."), testenv.Build(t, "./testdata/echo")
 }
 
 type cliResult struct {
@@ -62,23 +41,27 @@ type cliResult struct {
 	stdout, stderr string
 }
 
-// lambdakit runs the CLI with args, bounded in time, with env added to this
-// process's environment.
+// lambdakit runs the CLI with args and nothing on standard input; see cli.
 func lambdakit(t testing.TB, env []string, args ...string) cliResult {
 	t.Helper()
-	cli, _ := binaries(t)
+	return cli(t, env, "", args...)
+}
+
+// cli runs the CLI with stdin as its standard input, bounded in time, with
+// env added to this process's environment.
+func cli(t testing.TB, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
+	bin, _ := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-	default:
+	if err != nil && !errors.As(err, &exitErr) {
 		t.Fatalf("lambdakit %v: %v", args, err)
 	}
 	if ctx.Err() != nil {
@@ -136,6 +119,20 @@ func outputs(t testing.TB, stdout string) []output {
 		}
 		outs = append(outs, o)
 	}
+}
+
+// jsonLines decodes output of one JSON value per line, blank lines aside.
+func jsonLines[T any](t testing.TB, stdout string) []T {
+	t.Helper()
+	var out []T
+	for l := range logline.Lines(strings.NewReader(stdout)) { // a string reader does not fail
+		var v T
+		if err := json.Unmarshal([]byte(l.Text), &v); err != nil {
+			t.Fatalf("stdout line %d %q: %v", l.N, l.Text, err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func TestInvokeTwoEvents(t *testing.T) {

@@ -3,13 +3,11 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,29 +17,6 @@ import (
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
-
-var (
-	esmfnOnce sync.Once
-	esmfnErr  error
-)
-
-// esmfn builds the esm package's test function once, next to the CLI: a
-// bootstrap whose records say whether to succeed, fail or crash.
-func esmfn(t testing.TB) string {
-	t.Helper()
-	binaries(t) // makes buildDir
-	path := filepath.Join(buildDir, "esmfn")
-	esmfnOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", path, "../../internal/esm/testdata/esmfn").CombinedOutput()
-		if err != nil {
-			esmfnErr = &buildError{err, string(out)}
-		}
-	})
-	if esmfnErr != nil {
-		t.Fatal(esmfnErr)
-	}
-	return path
-}
 
 func TestRunUsageErrors(t *testing.T) {
 	_, echo := binaries(t)
@@ -103,49 +78,23 @@ type runOutput struct {
 	Reason       string   `json:"reason"`
 }
 
-func runOutputs(t *testing.T, stdout string) []runOutput {
-	t.Helper()
-	var outs []runOutput
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		if line == "" {
-			continue
-		}
-		var o runOutput
-		if err := json.Unmarshal([]byte(line), &o); err != nil {
-			t.Fatalf("stdout line %q: %v", line, err)
-		}
-		outs = append(outs, o)
-	}
-	return outs
-}
-
 // TestRunQueue runs the command on queues on one moto_server.
 func TestRunQueue(t *testing.T) {
-	testenv.RequireMotoServer(t)
-	fn := esmfn(t)
-	srv, err := motoserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	client := sqs.NewFromConfig(srv.AWSConfig())
+	srv := moto.Server(t)
+	fn := testenv.Build(t, "../../internal/esm/testdata/esmfn")
+	client := sqs.NewFromConfig(moto.Config(t))
 	// The command finds moto through the SDK's own endpoint variables.
 	env := append(motoserver.Env(srv.URL), "AWS_ENDPOINT_URL_SQS="+srv.URL, "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
 
 	queue := func(t *testing.T, bodies ...string) string {
 		t.Helper()
-		out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-			QueueName: aws.String(testenv.Name(t)), Attributes: map[string]string{"VisibilityTimeout": "1"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		url := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": "1"})
 		for _, b := range bodies {
-			if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: out.QueueUrl, MessageBody: aws.String(b)}); err != nil {
+			if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(b)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return aws.ToString(out.QueueUrl)
+		return url
 	}
 
 	t.Run("until empty, a named record comes back", func(t *testing.T) {
@@ -155,7 +104,7 @@ func TestRunQueue(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
 		}
-		outs := runOutputs(t, r.stdout)
+		outs := jsonLines[runOutput](t, r.stdout)
 		if len(outs) != 2 || outs[0].Records != 3 || len(outs[0].Deleted) != 2 || len(outs[0].ItemFailures) != 1 ||
 			outs[1].Records != 1 || len(outs[1].Deleted) != 1 || outs[1].Deleted[0] != outs[0].ItemFailures[0] {
 			t.Errorf("stdout:\n%s\nwant a batch of 3 with 2 deleted and 1 named, then that one deleted", r.stdout)
@@ -196,7 +145,7 @@ func TestRunQueue(t *testing.T) {
 		}
 		// Without ReportBatchItemFailures in the template, the record the
 		// function names failed is deleted with its batch.
-		outs := runOutputs(t, r.stdout)
+		outs := jsonLines[runOutput](t, r.stdout)
 		deleted := 0
 		for _, o := range outs {
 			if o.Records > 2 || len(o.Left) > 0 {
@@ -216,7 +165,7 @@ func TestRunQueue(t *testing.T) {
 		if r.code != 1 {
 			t.Fatalf("exit status %d; want 1\nstderr:\n%s", r.code, r.stderr)
 		}
-		outs := runOutputs(t, r.stdout)
+		outs := jsonLines[runOutput](t, r.stdout)
 		if len(outs) != 2 || outs[0].Outcome != "function error" || len(outs[0].Left) != 2 || !strings.Contains(outs[0].Reason, "esmfn: error asked by") ||
 			outs[1].Outcome != "success" || len(outs[1].Deleted) != 2 {
 			t.Errorf("stdout:\n%s\nwant the batch left whole on a function error, then deleted", r.stdout)
@@ -271,7 +220,7 @@ func TestRunQueue(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != 0 {
 			t.Fatalf("exit status %d; want 0\nstderr:\n%s", code, stderr.String())
 		}
-		outs := runOutputs(t, stdout.String())
+		outs := jsonLines[runOutput](t, stdout.String())
 		if len(outs) != 1 || outs[0].Outcome != "success" || len(outs[0].Deleted) != 1 {
 			t.Errorf("stdout:\n%s\nwant the batch in flight finished and deleted, and no other", stdout.String())
 		}

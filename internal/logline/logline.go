@@ -76,11 +76,7 @@ type Buffer struct {
 }
 
 // Write implements io.Writer.
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+func (b *Buffer) Write(p []byte) (int, error) { return lockedWrite(&b.mu, &b.buf, p) }
 
 // String returns everything written since the last Reset.
 func (b *Buffer) String() string {
@@ -108,8 +104,11 @@ type lockedWriter struct {
 	w  io.Writer
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+func (l *lockedWriter) Write(p []byte) (int, error) { return lockedWrite(&l.mu, l.w, p) }
+
+// lockedWrite writes p to w under mu.
+func lockedWrite(mu *sync.Mutex, w io.Writer, p []byte) (int, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	return w.Write(p)
 }

@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -80,5 +81,20 @@ func TestQueueAndDrain(t *testing.T) {
 	}
 	if again := testenv.Drain(t, client, url); len(again) != 0 {
 		t.Errorf("a second drain got %d messages; want none", len(again))
+	}
+}
+
+func TestReachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if !testenv.Reachable(addr) {
+		t.Errorf("Reachable(%s) = false with a listener; want true", addr)
+	}
+	l.Close()
+	if testenv.Reachable(addr) {
+		t.Errorf("Reachable(%s) = true after the listener closed; want false", addr)
 	}
 }
