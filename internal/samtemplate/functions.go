@@ -2,7 +2,6 @@ package samtemplate
 
 import (
 	"fmt"
-	"sort"
 
 	"gopkg.in/yaml.v3"
 )
@@ -56,37 +55,38 @@ func (p functionProperties) over(globals functionProperties) functionProperties 
 	return p
 }
 
-// Functions returns the serverless functions declared in the SAM template
-// at path, sorted by logical ID.
-func Functions(path string) ([]Function, error) {
-	doc, err := read(path)
-	if err != nil {
-		return nil, err
-	}
+// functionGlobals returns the template's Globals.Function.
+func (doc *document) functionGlobals(path string) (functionProperties, error) {
 	var globals functionProperties
 	if !doc.Globals.Function.IsZero() {
 		if err := doc.Globals.Function.Decode(&globals); err != nil {
-			return nil, fmt.Errorf("samtemplate: %s: Globals.Function: %w", path, err)
+			return globals, fmt.Errorf("samtemplate: %s: Globals.Function: %w", path, err)
 		}
 	}
-	var out []Function
-	for id, r := range doc.Resources {
-		if r.Type != "AWS::Serverless::Function" {
-			continue
-		}
-		var p functionProperties
-		if err := r.Properties.Decode(&p); err != nil {
-			return nil, fmt.Errorf("samtemplate: %s: function %s: %w", path, id, err)
-		}
-		p = p.over(globals)
-		f := Function{LogicalID: id, Timeout: p.Timeout, MemorySize: p.MemorySize,
+	return globals, nil
+}
+
+// Functions returns the serverless functions declared in the SAM template
+// at path, sorted by logical ID.
+func Functions(path string) ([]Function, error) {
+	res, doc, err := decodeAll[functionProperties](path, "AWS::Serverless::Function", "function")
+	if err != nil {
+		return nil, err
+	}
+	globals, err := doc.functionGlobals(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Function, 0, len(res))
+	for _, r := range res {
+		p := r.p.over(globals)
+		f := Function{LogicalID: r.id, Timeout: p.Timeout, MemorySize: p.MemorySize,
 			LogFormat: p.LoggingConfig.LogFormat, ApplicationLogLevel: p.LoggingConfig.ApplicationLogLevel}
 		if n := p.FunctionName; n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
 			f.FunctionName = n.Value
 		}
 		out = append(out, f)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].LogicalID < out[j].LogicalID })
 	return out, nil
 }
 

@@ -8,8 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -43,6 +44,35 @@ func read(path string) (*document, error) {
 	return &doc, nil
 }
 
+// resource is one resource of a template, its properties decoded into a P.
+type resource[P any] struct {
+	id string
+	p  P
+}
+
+// decodeAll reads the template at path and decodes the properties of each
+// resource of type typ into a P, in the order of their logical IDs; kind
+// names such a resource in errors ("queue").
+func decodeAll[P any](path, typ, kind string) ([]resource[P], *document, error) {
+	doc, err := read(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []resource[P]
+	for _, id := range slices.Sorted(maps.Keys(doc.Resources)) {
+		r := doc.Resources[id]
+		if r.Type != typ {
+			continue
+		}
+		var p P
+		if err := r.Properties.Decode(&p); err != nil {
+			return nil, nil, fmt.Errorf("samtemplate: %s: %s %s: %w", path, kind, id, err)
+		}
+		out = append(out, resource[P]{id, p})
+	}
+	return out, doc, nil
+}
+
 // Table is one AWS::DynamoDB::Table resource of the template.
 type Table struct {
 	LogicalID            string
@@ -65,26 +95,19 @@ type Table struct {
 // logical ID. Only the properties that shape the data are read; a table
 // whose key schema is not literal YAML is an error.
 func Tables(path string) ([]Table, error) {
-	doc, err := read(path)
+	res, _, err := decodeAll[Table](path, "AWS::DynamoDB::Table", "table")
 	if err != nil {
 		return nil, err
 	}
-	var tables []Table
-	for id, r := range doc.Resources {
-		if r.Type != "AWS::DynamoDB::Table" {
-			continue
-		}
-		var t Table
-		if err := r.Properties.Decode(&t); err != nil {
-			return nil, fmt.Errorf("samtemplate: %s: table %s: %w", path, id, err)
-		}
-		t.LogicalID = id
+	tables := make([]Table, 0, len(res))
+	for _, r := range res {
+		t := r.p
+		t.LogicalID = r.id
 		if len(t.KeySchema) == 0 || len(t.AttributeDefinitions) == 0 {
-			return nil, fmt.Errorf("samtemplate: %s: table %s has no literal KeySchema and AttributeDefinitions", path, id)
+			return nil, fmt.Errorf("samtemplate: %s: table %s has no literal KeySchema and AttributeDefinitions", path, r.id)
 		}
 		tables = append(tables, t)
 	}
-	sort.Slice(tables, func(i, j int) bool { return tables[i].LogicalID < tables[j].LogicalID })
 	return tables, nil
 }
 

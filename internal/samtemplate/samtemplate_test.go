@@ -168,3 +168,44 @@ Resources:
 		t.Errorf("got %+v; want %+v", fns, want)
 	}
 }
+
+func TestSQSEventsTakeTheTimeoutFromGlobals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	tpl := `Globals:
+  Function:
+    Timeout: 9
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Events:
+        B:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Q.Arn
+        A:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Q.Arn
+            BatchSize: 3
+            FunctionResponseTypes: [ReportBatchItemFailures]
+        Api:
+          Type: Api
+`
+	if err := os.WriteFile(path, []byte(tpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := samtemplate.SQSEvents(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []samtemplate.SQSEvent{
+		{Function: "Fn", Name: "A", Queue: "Q", BatchSize: 3, ReportBatchItemFailures: true, Timeout: 9},
+		{Function: "Fn", Name: "B", Queue: "Q", Timeout: 9},
+	}
+	if len(evs) != len(want) || evs[0] != want[0] || evs[1] != want[1] {
+		t.Errorf("got %+v; want %+v", evs, want)
+	}
+}
