@@ -23,6 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lambdakit/lambdakit/internal/logline"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
@@ -280,24 +281,21 @@ func TestEventsEnvJSONMatchesLocal(t *testing.T) {
 // declares for the function.
 func templateVariables(t *testing.T, path, function string) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	res, err := samtemplate.Resources(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tpl struct {
-		Resources map[string]struct {
-			Properties struct {
-				Environment struct {
-					Variables map[string]yaml.Node `yaml:"Variables"`
-				} `yaml:"Environment"`
-			} `yaml:"Properties"`
-		} `yaml:"Resources"`
+	var props struct {
+		Environment struct {
+			Variables map[string]yaml.Node `yaml:"Variables"`
+		} `yaml:"Environment"`
 	}
-	if err := yaml.Unmarshal(b, &tpl); err != nil {
+	fn := res[function]
+	if err := fn.Properties.Decode(&props); err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]bool{}
-	for k := range tpl.Resources[function].Properties.Environment.Variables {
+	for k := range props.Environment.Variables {
 		vars[k] = true
 	}
 	if len(vars) == 0 {

@@ -23,6 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -363,21 +364,12 @@ type resource struct {
 
 func loadTemplate(t *testing.T) *template {
 	t.Helper()
-	raw, err := os.ReadFile(templatePath)
+	res, err := samtemplate.Resources(templatePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Resources map[string]struct {
-			Type       string    `yaml:"Type"`
-			Properties yaml.Node `yaml:"Properties"`
-		} `yaml:"Resources"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
 	tpl := &template{resources: map[string]resource{}}
-	for id, r := range doc.Resources {
+	for id, r := range res {
 		props := r.Properties
 		tpl.resources[id] = resource{typ: r.Type, props: &props}
 	}

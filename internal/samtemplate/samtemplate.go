@@ -25,10 +25,24 @@ type document struct {
 	Globals struct {
 		Function yaml.Node `yaml:"Function"`
 	} `yaml:"Globals"`
-	Resources map[string]struct {
-		Type       string    `yaml:"Type"`
-		Properties yaml.Node `yaml:"Properties"`
-	} `yaml:"Resources"`
+	Resources map[string]Resource `yaml:"Resources"`
+}
+
+// Resource is one resource of a template as written: its type, and its
+// properties as YAML, CloudFormation's tags (!Ref, !GetAtt ...) kept.
+type Resource struct {
+	Type       string    `yaml:"Type"`
+	Properties yaml.Node `yaml:"Properties"`
+}
+
+// Resources returns the resources of the SAM template at path by logical
+// ID, for what the typed readers (Tables, Queues, Functions ...) leave out.
+func Resources(path string) (map[string]Resource, error) {
+	doc, err := read(path)
+	if err != nil {
+		return nil, err
+	}
+	return doc.Resources, nil
 }
 
 // read reads the template at path.

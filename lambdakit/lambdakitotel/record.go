@@ -15,6 +15,18 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
+// processAttrs returns the attributes that the invocation's span and each
+// record's share, SQS messages being processed by a function, then more.
+func processAttrs(more ...attribute.KeyValue) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs = append(attrs,
+		semconv.MessagingSystemAWSSQS,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName(valueOperationProcess),
+		semconv.FaaSTriggerPubSub)
+	return append(attrs, more...)
+}
+
 // Middleware returns a lambdakit.Middleware that makes one span per record:
 // "process <queue>", kind CONSUMER, a child of the invocation span (see
 // WrapBatch), with messaging.message.id, the message group and receive
@@ -33,14 +45,7 @@ func Middleware(optFns ...func(*Options)) lambdakit.Middleware {
 	return func(next lambdakit.Handler) lambdakit.Handler {
 		return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) (result []byte, err error) {
 			spanName := valueOperationProcess
-			attrs := make([]attribute.KeyValue, 0, 12)
-			attrs = append(attrs,
-				semconv.MessagingSystemAWSSQS,
-				semconv.MessagingOperationTypeProcess,
-				semconv.MessagingOperationName(valueOperationProcess),
-				semconv.FaaSTriggerPubSub,
-				semconv.MessagingMessageID(msg.MessageId),
-				semconv.MessagingMessageBodySize(len(msg.Body)))
+			attrs := processAttrs(semconv.MessagingMessageID(msg.MessageId), semconv.MessagingMessageBodySize(len(msg.Body)))
 			if arn := msg.EventSourceARN; arn != "" {
 				name := queueName(arn)
 				spanName += " " + name
