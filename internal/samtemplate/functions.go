@@ -69,25 +69,19 @@ func (doc *document) functionGlobals(path string) (functionProperties, error) {
 // Functions returns the serverless functions declared in the SAM template
 // at path, sorted by logical ID.
 func Functions(path string) ([]Function, error) {
-	res, doc, err := decodeAll[functionProperties](path, "AWS::Serverless::Function", "function")
-	if err != nil {
-		return nil, err
-	}
-	globals, err := doc.functionGlobals(path)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Function, 0, len(res))
-	for _, r := range res {
-		p := r.p.over(globals)
-		f := Function{LogicalID: r.id, Timeout: p.Timeout, MemorySize: p.MemorySize,
+	return readAll(path, "AWS::Serverless::Function", "function", func(id string, p functionProperties, doc *document) (Function, error) {
+		globals, err := doc.functionGlobals(path)
+		if err != nil {
+			return Function{}, err
+		}
+		p = p.over(globals)
+		f := Function{LogicalID: id, Timeout: p.Timeout, MemorySize: p.MemorySize,
 			LogFormat: p.LoggingConfig.LogFormat, ApplicationLogLevel: p.LoggingConfig.ApplicationLogLevel}
 		if n := p.FunctionName; n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
 			f.FunctionName = n.Value
 		}
-		out = append(out, f)
-	}
-	return out, nil
+		return f, nil
+	})
 }
 
 // FindFunction returns the function with the given logical ID.

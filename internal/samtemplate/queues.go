@@ -81,23 +81,16 @@ func Queues(path string) ([]Queue, error) {
 			MaxReceiveCount     int       `yaml:"maxReceiveCount"`
 		} `yaml:"RedrivePolicy"`
 	}
-	res, _, err := decodeAll[properties](path, "AWS::SQS::Queue", "queue")
-	if err != nil {
-		return nil, err
-	}
-	queues := make([]Queue, 0, len(res))
-	for _, r := range res {
-		p := r.p
-		q := Queue{LogicalID: r.id, FifoQueue: p.FifoQueue, ContentBasedDeduplication: p.ContentBasedDeduplication, VisibilityTimeout: p.VisibilityTimeout}
+	return readAll(path, "AWS::SQS::Queue", "queue", func(id string, p properties, _ *document) (Queue, error) {
+		q := Queue{LogicalID: id, FifoQueue: p.FifoQueue, ContentBasedDeduplication: p.ContentBasedDeduplication, VisibilityTimeout: p.VisibilityTimeout}
 		if rp := p.RedrivePolicy; rp != nil {
 			q.DeadLetterQueue, q.MaxReceiveCount = getAttArn(&rp.DeadLetterTargetArn), rp.MaxReceiveCount
 			if q.DeadLetterQueue == "" || q.MaxReceiveCount < 1 {
-				return nil, fmt.Errorf("samtemplate: %s: queue %s: want a RedrivePolicy with deadLetterTargetArn: !GetAtt ID.Arn and a literal maxReceiveCount", path, r.id)
+				return q, fmt.Errorf("samtemplate: %s: queue %s: want a RedrivePolicy with deadLetterTargetArn: !GetAtt ID.Arn and a literal maxReceiveCount", path, id)
 			}
 		}
-		queues = append(queues, q)
-	}
-	return queues, nil
+		return q, nil
+	})
 }
 
 // FindQueue returns the queue with the given logical ID.

@@ -87,6 +87,25 @@ func decodeAll[P any](path, typ, kind string) ([]resource[P], *document, error) 
 	return out, doc, nil
 }
 
+// readAll reads the template at path and makes a T of each resource of type
+// typ, from its logical ID and its properties decoded into a P, in the
+// order of their logical IDs; kind names such a resource in errors.
+func readAll[P, T any](path, typ, kind string, makeT func(id string, p P, doc *document) (T, error)) ([]T, error) {
+	res, doc, err := decodeAll[P](path, typ, kind)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(res))
+	for _, r := range res {
+		t, err := makeT(r.id, r.p, doc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
 // Table is one AWS::DynamoDB::Table resource of the template.
 type Table struct {
 	LogicalID            string
@@ -109,20 +128,13 @@ type Table struct {
 // logical ID. Only the properties that shape the data are read; a table
 // whose key schema is not literal YAML is an error.
 func Tables(path string) ([]Table, error) {
-	res, _, err := decodeAll[Table](path, "AWS::DynamoDB::Table", "table")
-	if err != nil {
-		return nil, err
-	}
-	tables := make([]Table, 0, len(res))
-	for _, r := range res {
-		t := r.p
-		t.LogicalID = r.id
+	return readAll(path, "AWS::DynamoDB::Table", "table", func(id string, t Table, _ *document) (Table, error) {
+		t.LogicalID = id
 		if len(t.KeySchema) == 0 || len(t.AttributeDefinitions) == 0 {
-			return nil, fmt.Errorf("samtemplate: %s: table %s has no literal KeySchema and AttributeDefinitions", path, r.id)
+			return t, fmt.Errorf("samtemplate: %s: table %s has no literal KeySchema and AttributeDefinitions", path, id)
 		}
-		tables = append(tables, t)
-	}
-	return tables, nil
+		return t, nil
+	})
 }
 
 // Find returns the table with the given logical ID.
