@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lambdakit/lambdakit/internal/logline"
+	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
@@ -68,6 +69,20 @@ func cli(t testing.TB, env []string, stdin string, args ...string) cliResult {
 		t.Fatalf("lambdakit %v did not finish within 60s; stderr:\n%s", args, stderr.String())
 	}
 	return cliResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+// deadEndpoint leads nowhere: a loopback port nothing listens on.
+const deadEndpoint = "http://127.0.0.1:1"
+
+// awsEnv is the environment of a run of the CLI whose SDK must find AWS at
+// endpoint through the service's own variable (AWS_ENDPOINT_URL_SQS,
+// AWS_ENDPOINT_URL_DYNAMODB) only: the general AWS_ENDPOINT_URL leads
+// nowhere, so a CLI that ignored the service's variable would fail. The
+// credentials are static test ones, with no profile or session token from
+// the shell; more comes last.
+func awsEnv(service, endpoint string, more ...string) []string {
+	env := append(motoserver.Env(deadEndpoint), "AWS_ENDPOINT_URL_"+service+"="+endpoint, "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
+	return append(env, more...)
 }
 
 // writeFile writes content to name in dir and returns its path.

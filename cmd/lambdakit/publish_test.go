@@ -17,17 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
-
-// publishEnv points the CLI's SDK at moto through AWS_ENDPOINT_URL_SQS
-// only: the general AWS_ENDPOINT_URL leads nowhere, so a CLI that ignored
-// the SQS variable would fail.
-func publishEnv(srv *motoserver.Server) []string {
-	return append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_SQS="+srv.URL)
-}
 
 // publish runs 'lambdakit publish args...' with stdin as its standard
 // input.
@@ -88,7 +80,7 @@ func wantSummary(t *testing.T, r cliResult, lines, sent, dups, failed int) {
 func TestPublish(t *testing.T) {
 	srv := moto.Server(t)
 	client := sqs.NewFromConfig(moto.Config(t))
-	env := publishEnv(srv)
+	env := awsEnv("SQS", srv.URL)
 	dir := t.TempDir()
 
 	t.Run("FIFO lines are sent with dedup and group IDs: exit 0", func(t *testing.T) {

@@ -13,20 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	lk "github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
-
-// recordsEnv points the CLI's SDK at moto through
-// AWS_ENDPOINT_URL_DYNAMODB only: the general AWS_ENDPOINT_URL leads
-// nowhere, so a CLI that ignored the DynamoDB variable would fail. It
-// leaves IDEMPOTENCY_TABLE unset.
-func recordsEnv(srv *motoserver.Server) []string {
-	return append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_DYNAMODB="+srv.URL, "IDEMPOTENCY_TABLE=")
-}
 
 // recordJSON is what records -json prints for a record.
 type recordJSON struct {
@@ -106,7 +97,7 @@ func (rt *recordsTable) inProgress(t *testing.T, key string, leaseEnd time.Time)
 func TestRecords(t *testing.T) {
 	srv := moto.Server(t)
 	db := dynamodb.NewFromConfig(moto.Config(t))
-	env := recordsEnv(srv)
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=") // no table from the shell
 	rt := newRecordsTable(t, db)
 	paid := `{"payment_id":"pay_1","amount":100}`
 	rt.complete(t, paid)

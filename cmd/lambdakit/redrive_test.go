@@ -11,16 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
-// redriveEnv points the CLI's SDK at endpoint through AWS_ENDPOINT_URL_SQS
-// only, with one attempt per call, so that a fault the proxy injects fails
-// exactly the call it answers.
-func redriveEnv(endpoint string) []string {
-	return append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_SQS="+endpoint, "AWS_MAX_ATTEMPTS=1")
-}
+// redriveEnv points the CLI's SDK at endpoint, with one attempt per call,
+// so that a fault the proxy injects fails exactly the call it answers.
+func redriveEnv(endpoint string) []string { return awsEnv("SQS", endpoint, "AWS_MAX_ATTEMPTS=1") }
 
 // dlqMessage is a message as the test puts it in a dead-letter queue.
 type dlqMessage struct {

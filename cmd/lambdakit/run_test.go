@@ -14,7 +14,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
@@ -22,7 +21,7 @@ func TestRunUsageErrors(t *testing.T) {
 	_, echo := binaries(t)
 	// None of these gets as far as a request; if one did, it would meet a
 	// dead loopback port with test credentials, and nothing else.
-	env := append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1", "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
+	env := awsEnv("SQS", deadEndpoint)
 	const (
 		queue = "http://127.0.0.1:1/123456789012/orders"
 		fifo  = "http://127.0.0.1:1/123456789012/orders.fifo"
@@ -83,8 +82,7 @@ func TestRunQueue(t *testing.T) {
 	srv := moto.Server(t)
 	fn := testenv.Build(t, "../../internal/esm/testdata/esmfn")
 	client := sqs.NewFromConfig(moto.Config(t))
-	// The command finds moto through the SDK's own endpoint variables.
-	env := append(motoserver.Env(srv.URL), "AWS_ENDPOINT_URL_SQS="+srv.URL, "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
+	env := awsEnv("SQS", srv.URL)
 
 	queue := func(t *testing.T, bodies ...string) string {
 		t.Helper()
