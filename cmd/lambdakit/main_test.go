@@ -481,3 +481,27 @@ func TestGenericCommandsHaveNoSampleDefaults(t *testing.T) {
 		}
 	}
 }
+
+// The CLI shares its helpers with the tests through internal packages
+// (logline ...), never through a test package: the binary must not link
+// package testing, whose flags and init would come with it.
+func TestCLIDoesNotLinkTesting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, dep := range deps {
+		if dep == "testing" || strings.HasSuffix(dep, "/testenv") || strings.HasSuffix(dep, "test") && strings.Contains(dep, "lambdakit/") {
+			t.Errorf("the CLI depends on %s", dep)
+		}
+	}
+	if len(deps) < 10 {
+		t.Errorf("go list gave %d packages; want the whole dependency graph", len(deps))
+	}
+}
