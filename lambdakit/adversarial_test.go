@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -204,9 +205,9 @@ func TestIdempotentPayloadComparesValuesNotText(t *testing.T) {
 	}
 	for _, tc := range same {
 		t.Run("same: "+tc.name, func(t *testing.T) {
-			fx := &effects{}
+			fx := &testenv.Counter{}
 			h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
-				fx.add("p")
+				fx.Add("p")
 				return nil, nil
 			}))
 			for i, body := range []string{tc.first, tc.again} {
@@ -214,7 +215,7 @@ func TestIdempotentPayloadComparesValuesNotText(t *testing.T) {
 					t.Fatalf("message %d (%s): %v", i+1, body, err)
 				}
 			}
-			if n := fx.count("p"); n != 1 {
+			if n := fx.Count("p"); n != 1 {
 				t.Errorf("handler ran %d times; want 1 (the second is a duplicate)", n)
 			}
 		})
@@ -242,11 +243,11 @@ func TestIdempotentPayloadComparesValuesNotText(t *testing.T) {
 // are the same number, and so the same record.
 func TestIdempotentNumericKeySpellingsAreOneKey(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), quiet, func(o *lambdakit.IdempotencyOptions) {
 		o.DisableValidation = true
 	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
-		fx.add("1")
+		fx.Add("1")
 		return nil, nil
 	}))
 	for _, body := range []string{`{"id":1}`, `{"id":1.0}`, `{"id":1e0}`, `{"id":10e-1}`, `{"id":0.1E1}`} {
@@ -254,7 +255,7 @@ func TestIdempotentNumericKeySpellingsAreOneKey(t *testing.T) {
 			t.Fatalf("%s: %v", body, err)
 		}
 	}
-	if n := fx.count("1"); n != 1 {
+	if n := fx.Count("1"); n != 1 {
 		t.Errorf("handler ran %d times; want 1", n)
 	}
 	if recs := store.Records(); len(recs) != 1 {

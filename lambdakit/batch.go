@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdakit/lambdakit/internal/reasoncode"
 )
 
 // BatchOptions configures Batch. The zero value of each field means its
@@ -393,7 +395,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 	attrs = append(attrs, slog.Float64("durationMs", ms(elapsed)))
 	if dead != nil {
 		// Handled: SQS deletes it, and the dead-letter queue has it.
-		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", reasonPermanent),
+		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", reasoncode.Permanent),
 			slog.String("reason", dead.Error()))
 		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed permanently: sent to the dead-letter queue", attrs...)
 		return

@@ -75,16 +75,7 @@ func canonicalJSON(body []byte) (canon []byte, ok bool, err error) {
 	return c.out, true, nil
 }
 
-func (c *canonicalizer) space() {
-	for c.i < len(c.b) {
-		switch c.b[c.i] {
-		case ' ', '\t', '\n', '\r':
-			c.i++
-		default:
-			return
-		}
-	}
-}
+func (c *canonicalizer) space() { c.i = skipSpace(c.b, c.i) }
 
 func (c *canonicalizer) value() error {
 	c.space()

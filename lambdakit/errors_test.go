@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -72,6 +71,9 @@ func TestBatchErrorsCarryTheRecordFailures(t *testing.T) {
 	})
 }
 
+// TestMain removes the binaries the package's tests build.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
 // Lambda reports the type name of the error a Go handler returns as
 // errorType (aws-lambda-go takes reflect's name, pointer stripped). A real
 // bootstrap under the local Runtime API shows what a caller would see.
@@ -79,10 +81,7 @@ func TestBatchErrorTypesAsLambdaReportsThem(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a bootstrap")
 	}
-	bin := filepath.Join(t.TempDir(), "bootstrap")
-	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/batchfn").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.Build(t, "./testdata/batchfn")
 	r, err := runtimeapi.NewRunner(bin, func(o *runtimeapi.RunnerOptions) { o.Timeout = 10 * time.Second })
 	if err != nil {
 		t.Fatal(err)

@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
 func TestIdempotentWarmCacheAnswersDuplicatesWithoutRequests(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 2 })
 	msg := lambdakittest.Message(paymentBody("p1", 100))
 	if _, err := handle(t, h, msg); err != nil {
@@ -48,7 +49,7 @@ func TestIdempotentWarmCacheAnswersDuplicatesWithoutRequests(t *testing.T) {
 	if got := store.Calls().Acquire - before.Acquire; got != 1 {
 		t.Errorf("got %d acquires after eviction; want 1", got)
 	}
-	if c := fx.count("p1"); c != 1 {
+	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }
@@ -129,7 +130,7 @@ func (s limitedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 
 func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
 	store := limitedStore{&lambdakittest.MemoryStore{}, 8}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	h := idempotent(store, charger(fx)) // result "ch_p-long" is 11 bytes
 	msg := lambdakittest.Message(paymentBody("p-long", 1))
 	got, err := handle(t, h, msg)
@@ -140,7 +141,7 @@ func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
 	if err != nil || got != nil {
 		t.Errorf("duplicate: got %s, %v; want success with no cached result", got, err)
 	}
-	if c := fx.count("p-long"); c != 1 {
+	if c := fx.Count("p-long"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 	for _, rec := range store.Records() {
@@ -176,7 +177,7 @@ func TestIdempotentLostLeaseFailsAndLogsOnce(t *testing.T) {
 			return out, err
 		})
 	})
-	batch := lambdakit.Batch(lambdakit.Chain(charger(&effects{}), record, idem), func(o *lambdakit.BatchOptions) {
+	batch := lambdakit.Batch(lambdakit.Chain(charger(&testenv.Counter{}), record, idem), func(o *lambdakit.BatchOptions) {
 		o.Logger = logs.Logger()
 		o.AllowAllFailed = true
 	})
@@ -351,7 +352,7 @@ func (s retryingStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRec
 }
 
 func TestIdempotentRetriedAcquireKeepsTheLock(t *testing.T) {
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	h := idempotent(retryingStore{&lambdakittest.MemoryStore{}}, charger(fx))
 	msg := lambdakittest.Message(paymentBody("p1", 1))
 	if _, err := handle(t, h, msg); err != nil {
@@ -360,7 +361,7 @@ func TestIdempotentRetriedAcquireKeepsTheLock(t *testing.T) {
 	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
 		t.Fatal(err)
 	}
-	if c := fx.count("p1"); c != 1 {
+	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }
@@ -420,7 +421,7 @@ func (s lostAnswerStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyR
 
 func TestIdempotentFailedAcquireFreesItsOwnLock(t *testing.T) {
 	mem := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	msg := lambdakittest.Message(paymentBody("p1", 1))
 	if _, err := handle(t, idempotent(lostAnswerStore{mem}, charger(fx)), msg); err == nil {
 		t.Fatal("got success; want the acquire error")
@@ -430,7 +431,7 @@ func TestIdempotentFailedAcquireFreesItsOwnLock(t *testing.T) {
 	if _, err := handle(t, idempotent(mem, charger(fx)), lambdakittest.Redelivery(msg)); err != nil {
 		t.Fatalf("retry: got %v; want the lock freed by the failed acquire", err)
 	}
-	if c := fx.count("p1"); c != 1 {
+	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }

@@ -12,40 +12,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
-
-// effects counts how often the handler's external effect ran, per key.
-type effects struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func (e *effects) add(key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.calls == nil {
-		e.calls = map[string]int{}
-	}
-	e.calls[key]++
-}
-
-func (e *effects) total() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, c := range e.calls {
-		n += c
-	}
-	return n
-}
-
-func (e *effects) count(key string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.calls[key]
-}
 
 type payment struct {
 	PaymentID string `json:"payment_id"`
@@ -58,9 +28,9 @@ func paymentBody(id string, amount int) string {
 
 // charger is a typed handler whose effect is counted and whose result is a
 // charge ID, so that replays can be told from first runs.
-func charger(fx *effects) lambdakit.Handler {
+func charger(fx *testenv.Counter) lambdakit.Handler {
 	return lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
-		fx.add(p.PaymentID)
+		fx.Add(p.PaymentID)
 		return "ch_" + p.PaymentID, nil
 	})
 }
@@ -85,7 +55,7 @@ func TestIdempotentDuplicateSkipsHandlerAndReplaysResult(t *testing.T) {
 	for _, times := range []int{2, 10} {
 		t.Run(fmt.Sprintf("delivered %d times", times), func(t *testing.T) {
 			store := &lambdakittest.MemoryStore{}
-			fx := &effects{}
+			fx := &testenv.Counter{}
 			h := idempotent(store, charger(fx))
 			msg := lambdakittest.Message(paymentBody("p1", 100))
 			for i := range times {
@@ -97,7 +67,7 @@ func TestIdempotentDuplicateSkipsHandlerAndReplaysResult(t *testing.T) {
 					t.Errorf("delivery %d: got result %s; want \"ch_p1\"", i+1, got)
 				}
 			}
-			if n := fx.count("p1"); n != 1 {
+			if n := fx.Count("p1"); n != 1 {
 				t.Errorf("got %d charges; want 1", n)
 			}
 			if got, want := store.Calls(), (lambdakittest.Calls{Acquire: times, Complete: 1}); got != want {
@@ -109,21 +79,21 @@ func TestIdempotentDuplicateSkipsHandlerAndReplaysResult(t *testing.T) {
 
 func TestIdempotentProducerRetryWithNewMessageIDIsDuplicate(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	h := idempotent(store, charger(fx))
 	for range 3 { // each Message has a new messageId, as a producer's resend does
 		if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := fx.count("p1"); n != 1 {
+	if n := fx.Count("p1"); n != 1 {
 		t.Errorf("got %d charges; want 1", n)
 	}
 }
 
 func TestIdempotentDifferentKeysAreNotDeduplicated(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	h := idempotent(store, charger(fx))
 	for i := range 5 {
 		if _, err := handle(t, h, lambdakittest.Message(paymentBody(fmt.Sprintf("p%d", i), 100))); err != nil {
@@ -131,7 +101,7 @@ func TestIdempotentDifferentKeysAreNotDeduplicated(t *testing.T) {
 		}
 	}
 	for i := range 5 {
-		if n := fx.count(fmt.Sprintf("p%d", i)); n != 1 {
+		if n := fx.Count(fmt.Sprintf("p%d", i)); n != 1 {
 			t.Errorf("p%d: got %d charges; want 1", i, n)
 		}
 	}
@@ -139,10 +109,10 @@ func TestIdempotentDifferentKeysAreNotDeduplicated(t *testing.T) {
 
 func TestIdempotentSameKeyInOneContainerWaitsInsteadOfFailing(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	release := make(chan struct{})
 	h := idempotent(store, lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
-		fx.add(p.PaymentID)
+		fx.Add(p.PaymentID)
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -167,14 +137,14 @@ func TestIdempotentSameKeyInOneContainerWaitsInsteadOfFailing(t *testing.T) {
 			t.Errorf("got %v; want every copy to succeed", err)
 		}
 	}
-	if c := fx.count("p1"); c != 1 {
+	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }
 
 func TestIdempotentSameKeyInOneContainerReplaysPayloadMismatch(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	h := idempotent(store, charger(fx))
 	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = silentLogger() })
 	first := lambdakittest.Message(paymentBody("p1", 100))
@@ -188,7 +158,7 @@ func TestIdempotentSameKeyInOneContainerReplaysPayloadMismatch(t *testing.T) {
 	if len(resp.BatchItemFailures) != 1 {
 		t.Errorf("got failures %+v; want exactly one", resp.BatchItemFailures)
 	}
-	if c := fx.count("p1"); c != 1 {
+	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }
@@ -198,7 +168,7 @@ func TestIdempotentConcurrentContainersChargeOnce(t *testing.T) {
 	// message reaches all of them at once. Those that find the key in
 	// progress fail and are redelivered until everyone succeeds.
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	msg := lambdakittest.Message(paymentBody("p1", 100))
 	handlers := make([]lambdakit.Handler, 10)
 	for i := range handlers {
@@ -230,20 +200,20 @@ func TestIdempotentConcurrentContainersChargeOnce(t *testing.T) {
 		wg.Wait()
 		pending = again
 	}
-	if c := fx.count("p1"); c != 1 {
+	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }
 
 func TestIdempotentHandlerErrorReleasesForRetry(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	fail := true
 	h := idempotent(store, lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
 		if fail {
 			return "", errors.New("gateway unavailable")
 		}
-		fx.add(p.PaymentID)
+		fx.Add(p.PaymentID)
 		return "ch", nil
 	}))
 	msg := lambdakittest.Message(paymentBody("p1", 100))
@@ -260,7 +230,7 @@ func TestIdempotentHandlerErrorReleasesForRetry(t *testing.T) {
 	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
 		t.Fatalf("duplicate after retry: %v", err)
 	}
-	if c := fx.count("p1"); c != 1 {
+	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }
@@ -283,7 +253,7 @@ func TestIdempotentPanicReleasesAndFails(t *testing.T) {
 func TestIdempotentPayloadMismatchFailsWithoutRunning(t *testing.T) {
 	t.Run("whole body by default", func(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		h := idempotent(store, charger(fx))
 		if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100))); err != nil {
 			t.Fatal(err)
@@ -292,13 +262,13 @@ func TestIdempotentPayloadMismatchFailsWithoutRunning(t *testing.T) {
 		if !errors.Is(err, lambdakit.ErrPayloadMismatch) {
 			t.Errorf("got %v; want ErrPayloadMismatch", err)
 		}
-		if c := fx.count("p1"); c != 1 {
+		if c := fx.Count("p1"); c != 1 {
 			t.Errorf("got %d charges; want 1", c)
 		}
 	})
 	t.Run("chosen fields ignore the rest", func(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) {
 			o.Payload = lambdakit.PayloadFields("amount")
 		})
@@ -317,14 +287,14 @@ func TestIdempotentPayloadMismatchFailsWithoutRunning(t *testing.T) {
 	})
 	t.Run("validation off", func(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.DisableValidation = true })
 		for _, amount := range []int{100, 200} {
 			if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", amount))); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if c := fx.count("p1"); c != 1 {
+		if c := fx.Count("p1"); c != 1 {
 			t.Errorf("got %d charges; want 1", c)
 		}
 	})
@@ -369,7 +339,7 @@ func recordID(prefix, key string) string {
 
 func TestIdempotentInProgressElsewhereFailsUntilLeaseEnds(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	now := time.Now()
 	deadline := now.Add(time.Minute)
 	// Another invocation took the key and crashed: its record stays in
@@ -390,14 +360,14 @@ func TestIdempotentInProgressElsewhereFailsUntilLeaseEnds(t *testing.T) {
 	if _, err := handle(t, h, msg); !errors.Is(err, lambdakit.ErrInProgress) {
 		t.Fatalf("before the lease ends: got %v; want ErrInProgress", err)
 	}
-	if c := fx.count("p1"); c != 0 {
+	if c := fx.Count("p1"); c != 0 {
 		t.Fatalf("got %d charges while in progress elsewhere; want 0", c)
 	}
 	now = deadline.Add(time.Millisecond)
 	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
 		t.Fatalf("after the lease ends: got %v; want the takeover to succeed", err)
 	}
-	if c := fx.count("p1"); c != 1 {
+	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
 	}
 }
@@ -405,7 +375,7 @@ func TestIdempotentInProgressElsewhereFailsUntilLeaseEnds(t *testing.T) {
 func TestIdempotentRecordSchema(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	now := time.Now().Truncate(time.Second)
-	h := idempotent(store, charger(&effects{}), func(o *lambdakit.IdempotencyOptions) {
+	h := idempotent(store, charger(&testenv.Counter{}), func(o *lambdakit.IdempotencyOptions) {
 		o.Prefix = "payments"
 		o.TTL = 24 * time.Hour
 		o.Now = func() time.Time { return now }
@@ -436,7 +406,7 @@ func TestIdempotentRecordSchema(t *testing.T) {
 func TestIdempotentPrefixDefaultsToFunctionName(t *testing.T) {
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payment-fn")
 	store := &lambdakittest.MemoryStore{}
-	if _, err := handle(t, idempotent(store, charger(&effects{})), lambdakittest.Message(paymentBody("p1", 1))); err != nil {
+	if _, err := handle(t, idempotent(store, charger(&testenv.Counter{})), lambdakittest.Message(paymentBody("p1", 1))); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := store.Records()[recordID("payment-fn", "p1")]; !ok {
@@ -446,7 +416,7 @@ func TestIdempotentPrefixDefaultsToFunctionName(t *testing.T) {
 
 func TestIdempotentNilPayloadMeansTheDefault(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	h := idempotent(store, charger(&effects{}), func(o *lambdakit.IdempotencyOptions) { o.Payload = nil })
+	h := idempotent(store, charger(&testenv.Counter{}), func(o *lambdakit.IdempotencyOptions) { o.Payload = nil })
 	if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100))); err != nil {
 		t.Fatal(err)
 	}

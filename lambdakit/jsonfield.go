@@ -101,15 +101,20 @@ func (s *scanner) peek() byte {
 	return 0
 }
 
-func (s *scanner) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
+func (s *scanner) space() { s.i = skipSpace(s.b, s.i) }
+
+// skipSpace returns the index of the first byte of b from i on that is not
+// JSON white space, or len(b).
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
 		case ' ', '\t', '\n', '\r':
-			s.i++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 // value scans one value and the space before it.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdakit/lambdakit/internal/reasoncode"
 )
 
 // The batch adapter writes one line per invocation in CloudWatch's Embedded
@@ -75,7 +77,7 @@ func (m *invocationMetrics) metrics() []metric {
 		{"Succeeded", "Count", float64(m.succeeded)},
 		{"Failed", "Count", float64(m.failed)},
 	}
-	for _, r := range failureReasons {
+	for _, r := range reasoncode.All {
 		out = append(out, metric{"Failed" + r, "Count", float64(m.failedBy[r])})
 	}
 	out = append(out,

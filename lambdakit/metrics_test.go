@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -191,7 +192,7 @@ func TestBatchRecordLogLines(t *testing.T) {
 		stderr := os.Stderr
 		os.Stderr = w // the default logger writes where os.Stderr is when Batch is made
 		store := &lambdakittest.MemoryStore{}
-		h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"))(charger(&effects{}))
+		h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"))(charger(&testenv.Counter{}))
 		b := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.MetricsWriter = io.Discard })
 		os.Stderr = stderr
 		ctx := lambdacontext.NewContext(batchCtx(t), &lambdacontext.LambdaContext{AwsRequestID: "req-42"})
@@ -250,7 +251,7 @@ func TestReplayedTellsDuplicates(t *testing.T) {
 			return res, err
 		})
 	}
-	h := lambdakit.Chain(charger(&effects{}), outer, lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet))
+	h := lambdakit.Chain(charger(&testenv.Counter{}), outer, lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet))
 	b, _ := newBatch(h, func(o *lambdakit.BatchOptions) { o.Concurrency = 1; o.MetricsWriter = io.Discard })
 	first := lambdakittest.Message(paymentBody("rp-1", 1))
 	again := lambdakittest.Message(first.Body)

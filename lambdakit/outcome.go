@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/lambdakit/lambdakit/internal/reasoncode"
 )
 
 // A record's outcome is noted as it runs, so that the batch adapter can log
@@ -96,25 +98,6 @@ func Replayed(ctx context.Context) bool {
 	return n.duplicate != dupNone
 }
 
-// Failure reasons, as the metrics and the per-record log lines name them.
-const (
-	reasonInProgress      = "InProgress"
-	reasonPayloadMismatch = "PayloadMismatch"
-	reasonNoKey           = "NoKey"
-	reasonHandlerError    = "HandlerError"
-	reasonDeadline        = "Deadline"
-	reasonLeaseLost       = "LeaseLost"
-	reasonStoreError      = "StoreError"
-	reasonSkipped         = "Skipped"
-	reasonPermanent       = "Permanent"
-)
-
-// failureReasons lists them in the order the metrics line writes them.
-var failureReasons = []string{
-	reasonInProgress, reasonPayloadMismatch, reasonNoKey, reasonHandlerError,
-	reasonDeadline, reasonLeaseLost, reasonStoreError, reasonSkipped, reasonPermanent,
-}
-
 // StoreError is a failure of a Store request (other than a lost lease):
 // the record failed because its idempotency record could not be read or
 // written, not because of its handler.
@@ -144,24 +127,24 @@ func reasonOf(err error) string {
 	var storeErr *StoreError
 	switch {
 	case errors.Is(err, ErrSkipped):
-		return reasonSkipped
+		return reasoncode.Skipped
 	case errors.Is(err, ErrPermanent):
-		return reasonPermanent
+		return reasoncode.Permanent
 	case errors.Is(err, ErrLeaseLost):
-		return reasonLeaseLost
+		return reasoncode.LeaseLost
 	case errors.Is(err, ErrInProgress):
-		return reasonInProgress
+		return reasoncode.InProgress
 	case errors.Is(err, ErrPayloadMismatch):
-		return reasonPayloadMismatch
+		return reasoncode.PayloadMismatch
 	case errors.Is(err, ErrNoKey), errors.Is(err, ErrInvalidKey):
-		return reasonNoKey
+		return reasoncode.NoKey
 	case errors.Is(err, ErrNotStarted), errors.Is(err, ErrStillRunning),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, errCancelledAtGuard):
-		return reasonDeadline
+		return reasoncode.Deadline
 	case errors.As(err, &storeErr):
-		return reasonStoreError
+		return reasoncode.StoreError
 	default:
-		return reasonHandlerError
+		return reasoncode.HandlerError
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -16,7 +17,7 @@ import (
 // records are completed in store.
 func completeAll(t *testing.T, store lambdakit.Store, msgs []events.SQSMessage) {
 	t.Helper()
-	h := idempotent(store, charger(&effects{}))
+	h := idempotent(store, charger(&testenv.Counter{}))
 	for _, m := range msgs {
 		if _, err := handle(t, h, m); err != nil {
 			t.Fatal(err)
@@ -48,7 +49,7 @@ func TestBatchReadAheadOfRedeliveries(t *testing.T) {
 			return next.Handle(ctx, msg)
 		})
 	}
-	run := func(t *testing.T, store lambdakit.Store, fx *effects, msgs []events.SQSMessage, opts ...func(*lambdakit.IdempotencyOptions)) {
+	run := func(t *testing.T, store lambdakit.Store, fx *testenv.Counter, msgs []events.SQSMessage, opts ...func(*lambdakit.IdempotencyOptions)) {
 		t.Helper()
 		h := lambdakit.Chain(charger(fx), outer, lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), append([]func(*lambdakit.IdempotencyOptions){quiet}, opts...)...))
 		b, _ := newBatch(h)
@@ -63,20 +64,20 @@ func TestBatchReadAheadOfRedeliveries(t *testing.T) {
 		first := payments("cold", 10)
 		completeAll(t, store, first)
 		before := store.Calls()
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		run(t, store, fx, redelivered(first))
 		got := store.Calls()
 		if got.GetRecords-before.GetRecords != 1 || got.Acquire != before.Acquire {
 			t.Errorf("got %d reads and %d acquires; want 1 read and no acquire", got.GetRecords-before.GetRecords, got.Acquire-before.Acquire)
 		}
-		if n := fx.total(); n != 0 {
+		if n := fx.Total(); n != 0 {
 			t.Errorf("handler ran %d times; want 0", n)
 		}
 	})
 
 	t.Run("first delivery reads nothing ahead", func(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
-		run(t, store, &effects{}, payments("new", 10))
+		run(t, store, &testenv.Counter{}, payments("new", 10))
 		if got := store.Calls(); got.GetRecords != 0 || got.Acquire != 10 {
 			t.Errorf("got %+v; want no read and 10 acquires", got)
 		}
@@ -91,13 +92,13 @@ func TestBatchReadAheadOfRedeliveries(t *testing.T) {
 		// first deliveries.
 		msgs := append(redelivered(done), redelivered(payments("mixfailed", 3))...)
 		msgs = append(msgs, payments("mixnew", 2)...)
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		run(t, store, fx, msgs)
 		got := store.Calls()
 		if got.GetRecords-before.GetRecords != 1 || got.Acquire-before.Acquire != 5 {
 			t.Errorf("got %d reads and %d acquires; want 1 read and 5 acquires", got.GetRecords-before.GetRecords, got.Acquire-before.Acquire)
 		}
-		if n := fx.total(); n != 5 {
+		if n := fx.Total(); n != 5 {
 			t.Errorf("handler ran %d times; want 5", n)
 		}
 	})
@@ -107,7 +108,7 @@ func TestBatchReadAheadOfRedeliveries(t *testing.T) {
 		first := payments("never", 4)
 		completeAll(t, store, first)
 		before := store.Calls()
-		run(t, store, &effects{}, redelivered(first), func(o *lambdakit.IdempotencyOptions) { o.Prefetch = lambdakit.PrefetchNever })
+		run(t, store, &testenv.Counter{}, redelivered(first), func(o *lambdakit.IdempotencyOptions) { o.Prefetch = lambdakit.PrefetchNever })
 		if got := store.Calls(); got.GetRecords != before.GetRecords || got.Acquire-before.Acquire != 4 {
 			t.Errorf("got %+v after %+v; want no read and 4 acquires", got, before)
 		}
@@ -122,7 +123,7 @@ func TestBatchReadAheadOfRedeliveries(t *testing.T) {
 		for i, m := range first {
 			again[i] = lambdakittest.Message(m.Body) // a producer's retry: new message, count 1
 		}
-		run(t, store, &effects{}, again, func(o *lambdakit.IdempotencyOptions) { o.Prefetch = lambdakit.PrefetchAlways })
+		run(t, store, &testenv.Counter{}, again, func(o *lambdakit.IdempotencyOptions) { o.Prefetch = lambdakit.PrefetchAlways })
 		if got := store.Calls(); got.GetRecords-before.GetRecords != 1 || got.Acquire != before.Acquire {
 			t.Errorf("got %+v after %+v; want 1 read and no acquire", got, before)
 		}
@@ -153,13 +154,13 @@ func TestBatchReadAheadKeepsTheRules(t *testing.T) {
 	defer func() { stop(); <-held }()
 	waitFor(t, func() bool { return store.Calls().Acquire >= 2 })
 
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	h := idempotent(store, charger(fx))
 	b, logs := newBatch(h)
 	resp, _ := b(batchCtx(t), lambdakittest.Event(mismatch, lambdakittest.Redelivery(busy)))
 	wantFailed(t, resp, mismatch.MessageId, lambdakittest.Redelivery(busy).MessageId)
 	_ = logs
-	if n := fx.total(); n != 0 {
+	if n := fx.Total(); n != 0 {
 		t.Errorf("handler ran %d times; want 0", n)
 	}
 	if _, err := handle(t, h, lambdakittest.Redelivery(mismatch)); !errors.Is(err, lambdakit.ErrPayloadMismatch) {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -50,9 +51,9 @@ func TestReview2ReadAheadPanicOfAnotherRecordsKeyFailsAGoodRecord(t *testing.T) 
 		}
 		return body.Payment.ID, nil // only payments get here: no nil check
 	}
-	fx := &effects{}
+	fx := &testenv.Counter{}
 	charge := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
-		fx.add(msg.Body)
+		fx.Add(msg.Body)
 		return []byte(`"charged"`), nil
 	})
 	payments := lambdakit.Idempotent(store, paymentKey, quiet)(charge)
@@ -75,7 +76,7 @@ func TestReview2ReadAheadPanicOfAnotherRecordsKeyFailsAGoodRecord(t *testing.T) 
 		t.Errorf("got batch error %v; want none", err)
 	}
 	wantFailed(t, resp)
-	if n := fx.count(pay.Body); n != 1 {
+	if n := fx.Count(pay.Body); n != 1 {
 		t.Errorf("payment charged %d times; want 1", n)
 	}
 	for id, line := range logs.byMessageID(t) {
@@ -101,7 +102,7 @@ func TestReview2WaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
 		dlq := &deadLetters{}
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		entered := make(chan struct{})
 		release := make(chan struct{})
 		var runs atomic.Int32
@@ -139,7 +140,7 @@ func TestReview2WaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
 		// it runs on its own once the bad one has failed, and is charged,
 		// once; before the fix it followed the bad one into the DLQ.
 		wantFailed(t, fixedResp)
-		if n := fx.count("pay-9"); n != 1 {
+		if n := fx.Count("pay-9"); n != 1 {
 			t.Errorf("payment charged %d times; want 1", n)
 		}
 	})
@@ -219,7 +220,7 @@ func TestReview2ReadAheadRegressions(t *testing.T) {
 		mem := &lambdakittest.MemoryStore{}
 		a, b := lambdakittest.Message(paymentBody("swap-a", 100)), lambdakittest.Message(paymentBody("swap-b", 200))
 		completeAll(t, mem, []events.SQSMessage{a})
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		h := idempotent(swappingStore{mem}, charger(fx))
 		batch, _ := newBatch(h)
 		resp, err := batch(batchCtx(t), lambdakittest.Event(lambdakittest.Redelivery(a), lambdakittest.Redelivery(b)))
@@ -227,8 +228,8 @@ func TestReview2ReadAheadRegressions(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantFailed(t, resp)
-		if fx.count("swap-b") != 1 || fx.count("swap-a") != 0 {
-			t.Errorf("got %d runs of swap-a and %d of swap-b; want 0 and 1", fx.count("swap-a"), fx.count("swap-b"))
+		if fx.Count("swap-b") != 1 || fx.Count("swap-a") != 0 {
+			t.Errorf("got %d runs of swap-a and %d of swap-b; want 0 and 1", fx.Count("swap-a"), fx.Count("swap-b"))
 		}
 	})
 
@@ -237,12 +238,12 @@ func TestReview2ReadAheadRegressions(t *testing.T) {
 		now := time.Now()
 		clock := func() time.Time { return now }
 		msg := lambdakittest.Message(paymentBody("expired-1", 100))
-		first := idempotent(mem, charger(&effects{}), func(o *lambdakit.IdempotencyOptions) { o.Now = clock; o.TTL = time.Minute })
+		first := idempotent(mem, charger(&testenv.Counter{}), func(o *lambdakit.IdempotencyOptions) { o.Now = clock; o.TTL = time.Minute })
 		if _, err := handle(t, first, msg); err != nil {
 			t.Fatal(err)
 		}
 		later := func() time.Time { return now.Add(2 * time.Minute) }
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		h := idempotent(mem, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.Now = later; o.TTL = time.Minute })
 		batch, _ := newBatch(h)
 		again := lambdakittest.Redelivery(msg)
@@ -251,7 +252,7 @@ func TestReview2ReadAheadRegressions(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantFailed(t, resp)
-		if n := fx.count("expired-1"); n != 1 {
+		if n := fx.Count("expired-1"); n != 1 {
 			t.Errorf("handler ran %d times; want 1", n)
 		}
 	})
@@ -260,7 +261,7 @@ func TestReview2ReadAheadRegressions(t *testing.T) {
 		mem := &lambdakittest.MemoryStore{}
 		done := payments("readfail", 3)
 		completeAll(t, mem, done)
-		fx := &effects{}
+		fx := &testenv.Counter{}
 		h := idempotent(failingGetter{mem}, charger(fx))
 		batch, _ := newBatch(h)
 		resp, err := batch(batchCtx(t), lambdakittest.Event(redelivered(done)...))
@@ -268,7 +269,7 @@ func TestReview2ReadAheadRegressions(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantFailed(t, resp)
-		if n := fx.total(); n != 0 {
+		if n := fx.Total(); n != 0 {
 			t.Errorf("handler ran %d times; want 0 (duplicates found by the lock)", n)
 		}
 	})

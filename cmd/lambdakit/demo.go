@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -21,13 +19,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
 const demoUsage = `Usage: lambdakit demo [flags] [EVENT_FILE...]
 
-Runs the payment function locally, without Docker, the way Lambda would:
+The payment sample's story (functions/payment, template.yaml, events/): it
+runs the sample function locally, without Docker, the way Lambda would:
 starts moto_server (DynamoDB and SQS on a loopback port) and a sandbox
 payment gateway, creates the tables as template.yaml declares them, and runs
 the bootstrap binary through a local Lambda Runtime API on a story of sample
@@ -68,68 +68,84 @@ func story() []act {
 	}
 }
 
-func runDemo(ctx context.Context, std stdio, args []string) int {
-	fs := newFlags("demo", demoUsage, "")
-	bootstrap := fs.String("bootstrap", "bin/bootstrap", "the function binary, built for this machine")
-	template := fs.String("template", "template.yaml", "the SAM template whose tables to create")
-	eventsDir := fs.String("events", "events", "the folder of the story's sample events")
-	verbose := fs.Bool("v", false, "also print the function's own log lines")
-	rest, code, ok := fs.parse(std, args)
-	if !ok {
-		return code
+// demoCommand is 'lambdakit demo': the payment sample's story.
+type demoCommand struct {
+	stdio
+	bootstrap string
+	template  string
+	eventsDir string
+	verbose   bool
+	acts      []act
+	story     bool // the whole story, the queue act included, rather than named files
+}
+
+// parse reads the command line and checks every file the story reads, so
+// that a typo costs a line, not a moto_server start.
+func (c *demoCommand) parse(args []string) error {
+	fs := newFlags(c.stderr, "demo", demoUsage, "")
+	fs.StringVar(&c.bootstrap, "bootstrap", "bin/bootstrap", "the payment function's binary, built for this machine")
+	fs.StringVar(&c.template, "template", "template.yaml", "the payment sample's SAM template, whose tables and queues to create")
+	fs.StringVar(&c.eventsDir, "events", "events", "the folder of the story's sample events")
+	fs.BoolVar(&c.verbose, "v", false, "also print the function's own log lines")
+	rest, err := fs.parse(args)
+	if err != nil {
+		return err
 	}
-	acts := story()
-	for i := range acts {
-		if acts[i].file != "" {
-			acts[i].file = filepath.Join(*eventsDir, acts[i].file)
+	c.acts, c.story = story(), len(rest) == 0
+	for i := range c.acts {
+		if c.acts[i].file != "" {
+			c.acts[i].file = filepath.Join(c.eventsDir, c.acts[i].file)
 		}
 	}
-	if len(rest) > 0 {
-		acts = nil
+	if !c.story {
+		c.acts = nil
 		for _, f := range rest {
-			acts = append(acts, act{title: f, file: f})
+			c.acts = append(c.acts, act{title: f, file: f})
 		}
 	}
-	// Everything the story reads is checked before anything starts, so
-	// that a typo costs a line, not a moto_server start.
-	if err := checkDemoInputs(*bootstrap, acts); err != nil {
-		fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
-		return exitUsage
+	if err := checkDemoInputs(c.bootstrap, c.acts); err != nil {
+		return badInput(err)
 	}
-	d := &demo{out: std.stdout, verbose: *verbose}
+	return nil
+}
+
+// Run implements command.
+func (c *demoCommand) Run(ctx context.Context, args []string) error {
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	// ended is how the story ended when err stopped it.
+	ended := func(err error) error {
+		if ctx.Err() != nil {
+			return interrupted(err)
+		}
+		return failed(err)
+	}
+	d := &demo{out: c.stdout, verbose: c.verbose}
 	defer d.stop()
-	if err := d.start(ctx, *bootstrap, *template, std.environ); err != nil {
-		fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
-		return exitCannotRun
+	if err := d.start(ctx, c.bootstrap, c.template, c.environ); err != nil {
+		return cannotRun(err)
 	}
 	var previous []events.SQSMessage
-	for i, a := range acts {
+	for i, a := range c.acts {
 		failed, err := d.play(ctx, i+1, a, previous)
 		if err != nil {
-			fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
-			if ctx.Err() != nil {
-				return exitInterrupted
-			}
-			return exitFailed
+			return ended(err)
 		}
 		previous = failed
 	}
 	var queue *queueOutcome
-	if fs.NArg() == 0 {
-		q, err := d.playQueue(ctx, len(acts)+1, *bootstrap, *template, filepath.Join(*eventsDir, queueFile), std.environ)
+	if c.story {
+		q, err := d.playQueue(ctx, len(c.acts)+1, c.bootstrap, c.template, filepath.Join(c.eventsDir, queueFile), c.environ)
 		if err != nil {
-			fmt.Fprintf(std.stderr, "lambdakit demo: %v\n", err)
-			if ctx.Err() != nil {
-				return exitInterrupted
-			}
-			return exitFailed
+			return ended(err)
 		}
 		queue = &q
 	}
 	if ok := d.summary(ctx, queue); !ok {
-		return exitFailed
+		return errFailed // the summary says what is wrong
 	}
-	return exitOK
+	return nil
 }
 
 // checkDemoInputs makes sure the bootstrap exists and every act's event
@@ -160,7 +176,7 @@ type demo struct {
 
 	*local
 	runner *runtimeapi.Runner
-	logs   lockedBuffer // the function's output for the current act
+	logs   logline.Buffer // the function's output for the current act
 
 	// The function's metrics lines (CloudWatch Embedded Metric Format,
 	// one per invocation), added up over the demo.
@@ -220,15 +236,7 @@ func (d *demo) start(ctx context.Context, bootstrap, template string, environ []
 	if d.local, err = startLocal(ctx, localConfig{template: template, listen: loopback}); err != nil {
 		return err
 	}
-	d.runner, err = runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
-		o.FunctionName = "lambdakit-payment-PaymentFunction"
-		o.Timeout = 60 * time.Second // as template.yaml
-		o.MemoryMB = 256
-		o.LogFormat = "JSON"
-		o.Env = append(append([]string{}, environ...), d.functionEnv(loopback)...)
-		o.Stdout = &d.logs
-		o.Stderr = &d.logs
-	})
+	d.runner, err = d.newRunner(bootstrap, 60*time.Second, environ) // as template.yaml
 	if err != nil {
 		return err
 	}
@@ -236,6 +244,20 @@ func (d *demo) start(ctx context.Context, bootstrap, template string, environ []
 	fmt.Fprintf(d.out, "tables from %s: IdempotencyTable -> %s, PaymentsTable -> %s\n",
 		template, localTables["IdempotencyTable"], localTables["PaymentsTable"])
 	return nil
+}
+
+// newRunner runs the payment function as SAM deploys it, with timeout,
+// against the local world, its output in d.logs.
+func (d *demo) newRunner(bootstrap string, timeout time.Duration, environ []string) (*runtimeapi.Runner, error) {
+	return runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
+		o.FunctionName = "lambdakit-payment-PaymentFunction" // as SAM names it for the stack lambdakit-payment
+		o.Timeout = timeout
+		o.MemoryMB = 256
+		o.LogFormat = "JSON"
+		o.Env = append(slices.Clip(environ), d.functionEnv(loopback)...)
+		o.Stdout = &d.logs
+		o.Stderr = &d.logs
+	})
 }
 
 func (d *demo) stop() {
@@ -305,7 +327,7 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 	if d.verbose {
 		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
 	}
-	lines := parseLogLines(d.logs.String())
+	lines := d.logs.Objects()
 	d.tally(lines)
 	var failed []events.SQSMessage
 	for _, m := range event.Records {
@@ -332,14 +354,14 @@ func (d *demo) awaitLines(recs []events.SQSMessage) { d.awaitLinesFor(recs, time
 func (d *demo) awaitLinesFor(recs []events.SQSMessage, bound time.Duration) {
 	for range max(int(bound/(20*time.Millisecond)), 1) {
 		told := map[string]bool{}
-		for _, l := range parseLogLines(d.logs.String()) {
+		for _, l := range d.logs.Objects() {
 			msg, _ := l["msg"].(string)
 			if id, ok := l["messageId"].(string); ok && strings.HasPrefix(msg, "record ") {
 				told[id] = true
 			}
 		}
 		// The metrics line comes last, after the records' lines.
-		all := slices.ContainsFunc(parseLogLines(d.logs.String()), func(l map[string]any) bool { return l["_aws"] != nil })
+		all := slices.ContainsFunc(d.logs.Objects(), func(l map[string]any) bool { return l["_aws"] != nil })
 		for _, m := range recs {
 			all = all && told[m.MessageId]
 		}
@@ -456,20 +478,6 @@ func paymentID(body string) string {
 	return p.PaymentID
 }
 
-// parseLogLines returns the JSON objects among the function's output lines.
-func parseLogLines(s string) []map[string]any {
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
@@ -492,29 +500,4 @@ func indent(s, prefix string) string {
 		}
 	}
 	return b.String()
-}
-
-// lockedBuffer collects the function's output, written from the runner's
-// goroutines while the demo reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *lockedBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
 }

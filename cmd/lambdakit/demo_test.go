@@ -1,49 +1,17 @@
 package main_test
 
 import (
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
-var (
-	paymentOnce sync.Once
-	paymentErr  error
-)
-
-// paymentBootstrap builds the sample function once, next to the CLI.
-func paymentBootstrap(t testing.TB) string {
-	t.Helper()
-	binaries(t) // makes buildDir
-	path := filepath.Join(buildDir, "payment-bootstrap")
-	paymentOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", path, "../../functions/payment").CombinedOutput()
-		if err != nil {
-			paymentErr = &buildError{err, string(out)}
-		}
-	})
-	if paymentErr != nil {
-		t.Fatal(paymentErr)
-	}
-	return path
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
-
 // The demo tells the story of the sample events and checks the outcome
 // itself; it must work twice in a row (each run starts from nothing).
 func TestDemoStory(t *testing.T) {
-	testenv.RequireMotoServer(t)
-	bootstrap := paymentBootstrap(t)
+	moto.Server(t)
+	bootstrap := testenv.Build(t, "../../functions/payment")
 	env := []string{"AWS_EC2_METADATA_DISABLED=true"}
 	for run := 1; run <= 2; run++ {
 		r := lambdakit(t, env, "demo", "-bootstrap", bootstrap, "-template", "../../template.yaml", "-events", "../../events")
@@ -87,8 +55,8 @@ func TestDemoStory(t *testing.T) {
 }
 
 func TestDemoNamedEvents(t *testing.T) {
-	testenv.RequireMotoServer(t)
-	bootstrap := paymentBootstrap(t)
+	moto.Server(t)
+	bootstrap := testenv.Build(t, "../../functions/payment")
 	r := lambdakit(t, []string{"AWS_EC2_METADATA_DISABLED=true"}, "demo", "-bootstrap", bootstrap, "-template", "../../template.yaml",
 		"../../events/payments-new.json", "../../events/payments-new.json")
 	if r.code != 0 {

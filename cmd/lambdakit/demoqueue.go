@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -199,15 +199,7 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		queueResent, again[0].DedupID, results[resend].DedupID)
 
 	// The function, behind one batch slot with a short timeout.
-	runner, err := runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
-		o.FunctionName = "lambdakit-payment-PaymentFunction"
-		o.Timeout = queueFunctionTimeout
-		o.MemoryMB = 256
-		o.LogFormat = "JSON"
-		o.Env = append(append([]string{}, environ...), d.functionEnv(loopback)...)
-		o.Stdout = &d.logs
-		o.Stderr = &d.logs
-	})
+	runner, err := d.newRunner(bootstrap, queueFunctionTimeout, environ)
 	if err != nil {
 		return out, err
 	}
@@ -333,7 +325,7 @@ func (d *demo) printBatch(n int, b esm.BatchResult, crashCharge string) {
 	if d.verbose {
 		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
 	}
-	lines := parseLogLines(d.logs.String())
+	lines := d.logs.Objects()
 	d.tally(lines)
 	d.logs.Reset()
 	for _, m := range b.Records {
@@ -370,7 +362,7 @@ func peekAll(ctx context.Context, client *sqs.Client, url string) ([]sqstypes.Me
 	return nil, errors.New(url + ": still messages after 10 receives")
 }
 
-// jsonLines returns the non-blank lines of a file of JSON lines.
+// jsonLines returns the lines of a file of JSON lines that are not blank.
 func jsonLines(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -378,13 +370,13 @@ func jsonLines(path string) ([]string, error) {
 	}
 	defer f.Close()
 	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
-			lines = append(lines, l)
+	for l, err := range logline.Lines(f) {
+		if err != nil {
+			return nil, err
 		}
+		lines = append(lines, strings.TrimSpace(l.Text))
 	}
-	return lines, sc.Err()
+	return lines, nil
 }
 
 // queueSummary prints the queue act's lines of the summary and reports

@@ -15,13 +15,16 @@
 // per event on standard output, and sends the function's own output to
 // standard error:
 //
-//	lambdakit invoke [-timeout 30s] [-memory 256] [-function-name payment] \
-//	    [-env-file env.json] [-logical-id PaymentFunction] [-log-format text|json] \
-//	    BOOTSTRAP EVENT_FILE...
+//	lambdakit invoke [-template template.yaml] [-logical-id ID] [-timeout 3s] \
+//	    [-memory 128] [-function-name NAME] [-env-file env.json] \
+//	    [-log-format text|json] BOOTSTRAP EVENT_FILE...
+//
+// The function's settings come from the flags, then from its resource in
+// -template, else Lambda's defaults; nothing defaults to the payment sample.
 //
 // The exit status is 0 when every invocation succeeded, 1 when one failed
 // (function error, init error, crash or timeout), 2 for a usage error or an
-// unreadable input file, 3 when the bootstrap could not be started, and 130
+// unreadable input file (event, env file, template), 3 when the bootstrap could not be started, and 130
 // when interrupted. Run 'lambdakit invoke -h' for the details.
 //
 // Run does what Lambda's SQS event source mapping does, against any SQS
@@ -30,7 +33,7 @@
 // report failed, until Ctrl-C or, with -until-empty, an empty queue:
 //
 //	lambdakit run [-batch-size 10] [-window 0s] [-concurrency 1] [-until-empty] \
-//	    [-timeout 30s] [-env-file env.json] ... -queue URL BOOTSTRAP
+//	    [-template template.yaml] [-env-file env.json] ... -queue URL BOOTSTRAP
 //
 // Run 'lambdakit run -h' for the flags and exit statuses.
 //
@@ -41,14 +44,21 @@
 //	lambdakit records get|delete|stuck -table TABLE -prefix PREFIX [-json] [KEY]
 //	lambdakit redrive [-dry-run] [-max N] -from DLQ_URL -to QUEUE_URL
 //
-// Local starts the payment function's outside world on this machine until
-// Ctrl-C (moto_server, the sandbox gateway, the tables of template.yaml)
-// and writes the function's environment for invoke, run or sam local:
+// Local and demo are the payment sample's own tools. Local starts the
+// sample function's outside world on this machine until Ctrl-C
+// (moto_server, the sandbox gateway, the tables of template.yaml) and
+// writes the function's environment for invoke, run or sam local:
 //
 //	lambdakit local [-listen 127.0.0.1] [-moto-port 5000] [-gateway-port 8080] \
 //	    [-env-file FILE] [-env-host HOST]
 //
-// Every command takes its flags before its arguments, and answers a usage
-// error with the error, the synopsis and where the full usage is, in three
-// lines on standard error, with exit status 2.
+// Demo tells the sample's story on its events (make demo).
+//
+// Each command is a type in a file of its own with a Run(ctx, args) method
+// that parses its flags once and checks every input before anything
+// starts; the error it returns says how it ended, and main turns it into
+// the exit status in one place (exitStatus). Every command takes its flags
+// before its arguments, answers -h with its full usage (exit status 0), and
+// a usage error with the error, the synopsis and where the full usage is,
+// in three lines on standard error, with exit status 2.
 package main

@@ -23,8 +23,8 @@ import (
 
 const localUsage = `Usage: lambdakit local [flags]
 
-Starts what the payment function needs on this machine and keeps it running
-until Ctrl-C: moto_server (DynamoDB and SQS) on -listen:-moto-port, the
+A tool of the payment sample (functions/payment): it starts what the sample
+function needs on this machine and keeps it running until Ctrl-C: moto_server (DynamoDB and SQS) on -listen:-moto-port, the
 sandbox payment gateway on -listen:-gateway-port, and the two tables created
 as template.yaml declares them (lambdakit-idempotency, lambdakit-payments).
 Every port and address is checked before anything starts.
@@ -57,62 +57,63 @@ var localTables = map[string]string{
 	"PaymentsTable":    "lambdakit-payments",
 }
 
-// localFlags holds the parsed command line of local.
-type localFlags struct {
+// localCommand is 'lambdakit local': the payment sample's outside world.
+type localCommand struct {
+	stdio
 	localConfig
 	envFile string
 	envHost string
 }
 
-func parseLocalFlags(std stdio, args []string) (*localFlags, int) {
-	f := &localFlags{}
-	fs := newFlags("local", localUsage, "")
-	fs.StringVar(&f.listen, "listen", loopback, "the IP `address` moto_server and the gateway listen on: 127.0.0.1 for this machine only, the Docker bridge's address (172.17.0.1) for sam local on Linux, 0.0.0.0 for every interface")
-	fs.IntVar(&f.motoPort, "moto-port", 5000, "moto_server's `port` (0: a free one)")
-	fs.IntVar(&f.gatewayPort, "gateway-port", 8080, "the sandbox gateway's `port` (0: a free one)")
-	fs.StringVar(&f.template, "template", "template.yaml", "the SAM template whose tables to create")
-	fs.StringVar(&f.envFile, "env-file", "", "write the function's environment to `FILE` instead of standard output")
-	fs.StringVar(&f.envHost, "env-host", "", "the `host` the environment's endpoints name (default: the -listen address, or 127.0.0.1 with 0.0.0.0)")
-	rest, code, ok := fs.parse(std, args)
-	if !ok {
-		return nil, code
+// parse reads and checks the command line.
+func (c *localCommand) parse(args []string) error {
+	fs := newFlags(c.stderr, "local", localUsage, "")
+	fs.StringVar(&c.listen, "listen", loopback, "the IP `address` moto_server and the gateway listen on: 127.0.0.1 for this machine only, the Docker bridge's address (172.17.0.1) for sam local on Linux, 0.0.0.0 for every interface")
+	fs.IntVar(&c.motoPort, "moto-port", 5000, "moto_server's `port` (0: a free one)")
+	fs.IntVar(&c.gatewayPort, "gateway-port", 8080, "the sandbox gateway's `port` (0: a free one)")
+	fs.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
+	fs.StringVar(&c.envFile, "env-file", "", "write the function's environment to `FILE` instead of standard output")
+	fs.StringVar(&c.envHost, "env-host", "", "the `host` the environment's endpoints name (default: the -listen address, or 127.0.0.1 with 0.0.0.0)")
+	rest, err := fs.parse(args)
+	if err != nil {
+		return err
 	}
 	if len(rest) > 0 {
-		return nil, fs.usageError(std, "unexpected arguments %q", rest)
+		return fs.usageError("unexpected arguments %q", rest)
 	}
-	if msg := f.check(); msg != "" {
-		return nil, fs.usageError(std, "%s", msg)
+	if msg := c.check(); msg != "" {
+		return fs.usageError("%s", msg)
 	}
-	return f, exitOK
+	return nil
 }
 
 // check validates the flags, filling in -env-host's default, and returns
 // what is wrong in a line, or "".
-func (f *localFlags) check() string {
+func (c *localCommand) check() string {
 	for _, p := range []struct {
 		flag string
 		port int
-	}{{"-moto-port", f.motoPort}, {"-gateway-port", f.gatewayPort}} {
+	}{{"-moto-port", c.motoPort}, {"-gateway-port", c.gatewayPort}} {
 		if p.port < 0 || p.port > 65535 {
 			return fmt.Sprintf("%s %d: want a port from 1 to 65535, or 0 for a free one", p.flag, p.port)
 		}
 	}
-	if f.motoPort != 0 && f.motoPort == f.gatewayPort {
-		return fmt.Sprintf("-moto-port and -gateway-port are both %d: want two ports", f.motoPort)
+	if c.motoPort != 0 && c.motoPort == c.gatewayPort {
+		return fmt.Sprintf("-moto-port and -gateway-port are both %d: want two ports", c.motoPort)
 	}
-	ip := net.ParseIP(f.listen)
+	ip := net.ParseIP(c.listen)
 	if ip == nil {
-		return fmt.Sprintf("-listen %q: want an IP address, such as 127.0.0.1, 172.17.0.1 or 0.0.0.0", f.listen)
+		return fmt.Sprintf("-listen %q: want an IP address, such as 127.0.0.1, 172.17.0.1 or 0.0.0.0", c.listen)
 	}
-	if f.envHost == "" {
-		f.envHost = dialHost(ip)
+	if c.envHost == "" {
+		c.envHost = dialHost(ip)
 	}
-	if !validHost(f.envHost) {
-		return fmt.Sprintf("-env-host %q: want a host name or IP address, without scheme or port (host.docker.internal, 172.17.0.1)", f.envHost)
+	if !validHost(c.envHost) {
+		return fmt.Sprintf("-env-host %q: want a host name or IP address, without scheme or port (host.docker.internal, 172.17.0.1)", c.envHost)
 	}
-	if f.envFile != "" {
-		if info, err := os.Stat(filepath.Dir(f.envFile)); err != nil || !info.IsDir() {
-			return fmt.Sprintf("-env-file %s: its folder does not exist", f.envFile)
+	if c.envFile != "" {
+		if info, err := os.Stat(filepath.Dir(c.envFile)); err != nil || !info.IsDir() {
+			return fmt.Sprintf("-env-file %s: its folder does not exist", c.envFile)
 		}
 	}
 	return ""
@@ -149,45 +150,41 @@ func validHost(h string) bool {
 	return true
 }
 
-func runLocal(ctx context.Context, std stdio, args []string) int {
-	f, code := parseLocalFlags(std, args)
-	if f == nil {
-		return code
+// Run implements command.
+func (c *localCommand) Run(ctx context.Context, args []string) error {
+	if err := c.parse(args); err != nil {
+		return err
 	}
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(std.stderr, "lambdakit local: "+format+"\n", args...)
-		return code
-	}
-	l, err := startLocal(ctx, f.localConfig)
+	l, err := startLocal(ctx, c.localConfig)
 	defer l.stop()
 	if err != nil {
-		return fail(exitCannotRun, "%v", err)
+		return cannotRun(err)
 	}
-	env, err := json.MarshalIndent(map[string]map[string]string{"PaymentFunction": envMap(l.functionEnv(f.envHost))}, "", "  ")
+	env, err := json.MarshalIndent(map[string]map[string]string{"PaymentFunction": envMap(l.functionEnv(c.envHost))}, "", "  ")
 	if err != nil {
-		return fail(exitCannotRun, "%v", err)
+		return cannotRun(err)
 	}
 	env = append(env, '\n')
 
-	fmt.Fprintf(std.stderr, "lambdakit local: moto_server (DynamoDB, SQS) on %s, sandbox gateway on %s\n", l.moto.URL, l.gatewayURL)
-	fmt.Fprintf(std.stderr, "lambdakit local: tables %s and %s created from %s\n",
-		localTables["IdempotencyTable"], localTables["PaymentsTable"], f.template)
-	if ip := net.ParseIP(f.listen); ip.IsUnspecified() {
-		fmt.Fprintf(std.stderr, "lambdakit local: listening on every interface (-listen %s): other machines that reach this one reach them too\n", f.listen)
+	fmt.Fprintf(c.stderr, "lambdakit local: moto_server (DynamoDB, SQS) on %s, sandbox gateway on %s\n", l.moto.URL, l.gatewayURL)
+	fmt.Fprintf(c.stderr, "lambdakit local: tables %s and %s created from %s\n",
+		localTables["IdempotencyTable"], localTables["PaymentsTable"], c.template)
+	if ip := net.ParseIP(c.listen); ip.IsUnspecified() {
+		fmt.Fprintf(c.stderr, "lambdakit local: listening on every interface (-listen %s): other machines that reach this one reach them too\n", c.listen)
 	}
-	if f.envFile != "" {
-		if err := os.WriteFile(f.envFile, env, 0o644); err != nil {
-			return fail(exitCannotRun, "%v", err)
+	if c.envFile != "" {
+		if err := os.WriteFile(c.envFile, env, 0o644); err != nil {
+			return cannotRun(err)
 		}
-		fmt.Fprintf(std.stderr, "lambdakit local: wrote the function's environment (endpoints on %s) to %s, for 'lambdakit invoke -env-file %[2]s' or 'sam local invoke --env-vars %[2]s'\n",
-			f.envHost, f.envFile)
+		fmt.Fprintf(c.stderr, "lambdakit local: wrote the function's environment (endpoints on %s) to %s, for 'lambdakit invoke -env-file %[2]s' or 'sam local invoke --env-vars %[2]s'\n",
+			c.envHost, c.envFile)
 	} else {
-		std.stdout.Write(env)
-		fmt.Fprintf(std.stderr, "lambdakit local: the function's environment (endpoints on %s) is on standard output; -env-file FILE writes it to a file\n", f.envHost)
+		c.stdout.Write(env)
+		fmt.Fprintf(c.stderr, "lambdakit local: the function's environment (endpoints on %s) is on standard output; -env-file FILE writes it to a file\n", c.envHost)
 	}
-	fmt.Fprintln(std.stderr, "lambdakit local: Ctrl-C stops everything.")
+	fmt.Fprintln(c.stderr, "lambdakit local: Ctrl-C stops everything.")
 	<-ctx.Done()
-	return exitOK
+	return nil
 }
 
 // envMap turns KEY=value pairs into a map, for the env file's JSON.

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,33 +22,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"gopkg.in/yaml.v3"
 
+	"github.com/lambdakit/lambdakit/internal/logline"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
-
-// syncBuffer is an output buffer that the test may read while the command
-// still writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
 
 // localRun is a `lambdakit local` running in the background.
 type localRun struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *logline.Buffer
 	exited         chan struct{}
 	code           int
 }
@@ -59,7 +40,7 @@ type localRun struct {
 func startLocalCLI(t *testing.T, args ...string) *localRun {
 	t.Helper()
 	cli, _ := binaries(t)
-	r := &localRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	r := &localRun{stdout: &logline.Buffer{}, stderr: &logline.Buffer{}, exited: make(chan struct{})}
 	r.cmd = exec.Command(cli, append([]string{"local"}, args...)...)
 	r.cmd.Env = append(os.Environ(), "AWS_EC2_METADATA_DISABLED=true")
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
@@ -140,17 +121,6 @@ func endpoint(t *testing.T, raw string) (host string, port int) {
 	return u.Hostname(), port
 }
 
-// reachable reports whether something accepts connections on addr. Tests
-// only ever dial loopback addresses (127.0.0.0/8).
-func reachable(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
 func TestLocalWritesTheEnvFileAndPrintsNothingElse(t *testing.T) {
 	testenv.RequireMotoServer(t)
 	path := filepath.Join(t.TempDir(), "local-env.json")
@@ -211,7 +181,7 @@ func TestLocalWritesTheEnvFileAndPrintsNothingElse(t *testing.T) {
 		t.Errorf("exit status after SIGINT = %d; want 0", r.code)
 	}
 	for _, port := range []int{motoPort, gwPort} {
-		if addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port)); reachable(addr) {
+		if addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port)); testenv.Reachable(addr) {
 			t.Errorf("%s still answers after lambdakit local stopped", addr)
 		}
 	}
@@ -254,10 +224,10 @@ func TestLocalListenAddress(t *testing.T) {
 				if host != c.wantHost {
 					t.Errorf("%s host = %s; want %s", v, host, c.wantHost)
 				}
-				if !reachable(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))) {
+				if !testenv.Reachable(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))) {
 					t.Errorf("%s: nothing answers on 127.0.0.1:%d", v, port)
 				}
-				if got := reachable(net.JoinHostPort("127.0.0.2", strconv.Itoa(port))); got != c.wantOther {
+				if got := testenv.Reachable(net.JoinHostPort("127.0.0.2", strconv.Itoa(port))); got != c.wantOther {
 					t.Errorf("%s: 127.0.0.2:%d reachable = %t; want %t", v, port, got, c.wantOther)
 				}
 			}
@@ -311,24 +281,21 @@ func TestEventsEnvJSONMatchesLocal(t *testing.T) {
 // declares for the function.
 func templateVariables(t *testing.T, path, function string) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	res, err := samtemplate.Resources(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tpl struct {
-		Resources map[string]struct {
-			Properties struct {
-				Environment struct {
-					Variables map[string]yaml.Node `yaml:"Variables"`
-				} `yaml:"Environment"`
-			} `yaml:"Properties"`
-		} `yaml:"Resources"`
+	var props struct {
+		Environment struct {
+			Variables map[string]yaml.Node `yaml:"Variables"`
+		} `yaml:"Environment"`
 	}
-	if err := yaml.Unmarshal(b, &tpl); err != nil {
+	fn := res[function]
+	if err := fn.Properties.Decode(&props); err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]bool{}
-	for k := range tpl.Resources[function].Properties.Environment.Variables {
+	for k := range props.Environment.Variables {
 		vars[k] = true
 	}
 	if len(vars) == 0 {
@@ -407,9 +374,12 @@ func TestLocalBusyPort(t *testing.T) {
 	}
 }
 
+// Every command tells a usage error in the short form, before it starts
+// anything: none of these reaches an AWS endpoint or starts a server.
 func TestUsageErrorsAreShort(t *testing.T) {
 	_, echo := binaries(t)
 	ev := writeFile(t, t.TempDir(), "event.json", `{}`)
+	const queue = "http://127.0.0.1:1/123456789012/orders"
 	for _, c := range []struct {
 		name    string
 		command string
@@ -421,6 +391,17 @@ func TestUsageErrorsAreShort(t *testing.T) {
 		{"invoke missing value", "invoke", []string{"-timeout"}, "flag needs an argument: -timeout"},
 		{"demo unknown flag", "demo", []string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{"demo flag after the arguments", "demo", []string{ev, "-v"}, "flag -v after the arguments"},
+		{"run unknown flag", "run", []string{"-frobnicate", echo}, "flag provided but not defined: -frobnicate"},
+		{"run flag after the arguments", "run", []string{"-queue", queue, echo, "-until-empty"}, "flag -until-empty after the arguments"},
+		{"local unknown flag", "local", []string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{"local flag after the arguments", "local", []string{"extra", "-listen", "127.0.0.1"}, "flag -listen after the arguments"},
+		{"publish unknown flag", "publish", []string{"-frobnicate", ev}, "flag provided but not defined: -frobnicate"},
+		{"publish flag after the arguments", "publish", []string{"-queue", queue, ev, "-max-size", "5"}, "flag -max-size after the arguments"},
+		{"records unknown flag", "records", []string{"get", "-frobnicate", "k"}, "flag provided but not defined: -frobnicate"},
+		{"records flag after the arguments", "records", []string{"get", "-table", "t", "k", "-prefix", "p"}, "flag -prefix after the arguments"},
+		{"records without an action", "records", nil, "want get, delete or stuck"},
+		{"redrive unknown flag", "redrive", []string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{"redrive flag after the arguments", "redrive", []string{"-from", queue, "extra", "-to", queue + "2"}, "flag -to after the arguments"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := lambdakit(t, nil, append([]string{c.command}, c.args...)...)

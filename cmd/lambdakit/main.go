@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +12,7 @@ import (
 )
 
 // Exit statuses, shared by the commands so that scripts can rely on them.
+// Commands return errors; exitStatus turns them into these.
 const (
 	exitOK          = 0   // everything worked
 	exitFailed      = 1   // the command ran, and what it ran failed (a function error, a crash ...)
@@ -18,35 +21,43 @@ const (
 	exitInterrupted = 130 // SIGINT or SIGTERM, as shells report a SIGINT
 )
 
-// stdio is the outside world a command may touch, passed in so that main
-// alone reads the process's globals.
+// stdio is the outside world a command may touch, given to it when it is
+// made, so that main alone reads the process's globals.
 type stdio struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	environ        []string // KEY=value, as os.Environ returns it
 }
 
-// command is one subcommand.
-type command struct {
+// A command is one subcommand, in a file of its own. Run parses args (the
+// flags and arguments after the command's name) once, checks every input
+// before anything starts, and does the work. Its error says how it ended:
+// see errors.go; nil is success.
+type command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+// subcommand is a command as usage lists it.
+type subcommand struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, std stdio, args []string) int
+	cmd     command
 }
 
 // commands lists the subcommands, in the order usage shows them.
-func commands() []command {
-	return []command{
-		{"invoke", "run a bootstrap binary on event files through a local Lambda Runtime API", runInvoke},
-		{"run", "run a bootstrap on the messages of an SQS queue, as Lambda's event source mapping does", runRun},
-		{"local", "start local DynamoDB, the sandbox gateway and the tables, until Ctrl-C", runLocal},
-		{"demo", "run the payment function on the sample events against local DynamoDB and a sandbox gateway", runDemo},
-		{"publish", "send JSON lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", runPublish},
-		{"records", "show, delete or list stuck idempotency records in DynamoDB", runRecords},
-		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", runRedrive},
+func commands(std stdio) []subcommand {
+	return []subcommand{
+		{"invoke", "run a bootstrap binary on event files through a local Lambda Runtime API", &invokeCommand{stdio: std}},
+		{"run", "run a bootstrap on the messages of an SQS queue, as Lambda's event source mapping does", &runCommand{stdio: std}},
+		{"local", "the payment sample: start local DynamoDB, its sandbox gateway and tables, until Ctrl-C", &localCommand{stdio: std}},
+		{"demo", "the payment sample: run it on its sample events against local DynamoDB and a sandbox gateway", &demoCommand{stdio: std}},
+		{"publish", "send JSON lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", &publishCommand{stdio: std}},
+		{"records", "show, delete or list stuck idempotency records in DynamoDB", &recordsCommand{stdio: std}},
+		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", &redriveCommand{stdio: std}},
 	}
 }
 
-func usage(w io.Writer) {
+func usage(w io.Writer, cmds []subcommand) {
 	fmt.Fprint(w, `Usage: lambdakit <command> [flags] [arguments]
 
 Local tooling for lambdakit functions: it runs the real function binary the
@@ -54,7 +65,7 @@ way Lambda does, without Docker.
 
 Commands:
 `)
-	for _, c := range commands() {
+	for _, c := range cmds {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
@@ -65,23 +76,57 @@ Run 'lambdakit <command> -h' for a command's flags and exit statuses.
 // run dispatches to the subcommand named by args[0] and returns the exit
 // status.
 func run(ctx context.Context, std stdio, args []string) int {
+	cmds := commands(std)
 	if len(args) == 0 {
-		usage(std.stderr)
+		usage(std.stderr, cmds)
 		return exitUsage
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		usage(std.stdout)
+		usage(std.stdout, cmds)
 		return exitOK
 	}
-	for _, c := range commands() {
+	for _, c := range cmds {
 		if c.name == args[0] {
-			return c.run(ctx, std, args[1:])
+			return exitStatus(std.stderr, c.name, c.cmd.Run(ctx, args[1:]))
 		}
 	}
 	fmt.Fprintf(std.stderr, "lambdakit: unknown command %q\n\n", args[0])
-	usage(std.stderr)
+	usage(std.stderr, cmds)
 	return exitUsage
+}
+
+// exitStatus is the one place that maps how a command ended to the exit
+// status: it tells err on stderr as the command's last word, and returns
+// the status err calls for.
+func exitStatus(stderr io.Writer, name string, err error) int {
+	var (
+		usage       *usageError
+		input       *inputError
+		cannot      *cannotRunError
+		interrupted *interruptedError
+		fail        *failedError
+	)
+	status := exitFailed
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp): // -h: the command printed its full usage
+		return exitOK
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "lambdakit %s: %s\n%s\nRun 'lambdakit %[1]s -h' for the flags and details.\n", name, usage.msg, usage.synopsis)
+		return exitUsage
+	case errors.As(err, &input):
+		status = exitUsage
+	case errors.As(err, &cannot):
+		status = exitCannotRun
+	case errors.As(err, &interrupted):
+		status = exitInterrupted
+	case errors.As(err, &fail) && fail.err == nil:
+		return exitFailed // the command has told the failure
+	}
+	fmt.Fprintf(stderr, "lambdakit %s: %v\n", name, err)
+	return status
 }
 
 func main() {

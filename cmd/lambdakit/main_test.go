@@ -9,29 +9,24 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/lambdakit/lambdakit/internal/logline"
+	"github.com/lambdakit/lambdakit/internal/motoserver"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
 // The tests build the CLI and an echo bootstrap once, and run the CLI as a
-// user would: arguments in, exit status and output out.
+// user would: arguments in, exit status and output out. The tests that
+// need AWS share one moto_server.
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+var moto testenv.Moto
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { moto.Run(m) }
 
 // binaries returns the paths of the lambdakit CLI and the echo bootstrap.
 func binaries(t testing.TB) (cli, echo string) {
@@ -39,21 +34,7 @@ func binaries(t testing.TB) (cli, echo string) {
 	if runtime.GOOS == "windows" {
 		t.Skip("invoke needs a unix")
 	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "lambdakit-test-")
-		if buildErr != nil {
-			return
-		}
-		// One go build for both: it compiles their shared packages once.
-		cmd := exec.Command("go", "build", "-o", buildDir+string(filepath.Separator), ".", "./testdata/echo")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(buildDir, "lambdakit"), filepath.Join(buildDir, "echo")
+	return testenv.Build(t, "."), testenv.Build(t, "./testdata/echo")
 }
 
 type cliResult struct {
@@ -61,29 +42,47 @@ type cliResult struct {
 	stdout, stderr string
 }
 
-// lambdakit runs the CLI with args, bounded in time, with env added to this
-// process's environment.
+// lambdakit runs the CLI with args and nothing on standard input; see cli.
 func lambdakit(t testing.TB, env []string, args ...string) cliResult {
 	t.Helper()
-	cli, _ := binaries(t)
+	return cli(t, env, "", args...)
+}
+
+// cli runs the CLI with stdin as its standard input, bounded in time, with
+// env added to this process's environment.
+func cli(t testing.TB, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
+	bin, _ := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-	default:
+	if err != nil && !errors.As(err, &exitErr) {
 		t.Fatalf("lambdakit %v: %v", args, err)
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("lambdakit %v did not finish within 60s; stderr:\n%s", args, stderr.String())
 	}
 	return cliResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+// deadEndpoint leads nowhere: a loopback port nothing listens on.
+const deadEndpoint = "http://127.0.0.1:1"
+
+// awsEnv is the environment of a run of the CLI whose SDK must find AWS at
+// endpoint through the service's own variable (AWS_ENDPOINT_URL_SQS,
+// AWS_ENDPOINT_URL_DYNAMODB) only: the general AWS_ENDPOINT_URL leads
+// nowhere, so a CLI that ignored the service's variable would fail. The
+// credentials are static test ones, with no profile or session token from
+// the shell; more comes last.
+func awsEnv(service, endpoint string, more ...string) []string {
+	env := append(motoserver.Env(deadEndpoint), "AWS_ENDPOINT_URL_"+service+"="+endpoint, "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
+	return append(env, more...)
 }
 
 // writeFile writes content to name in dir and returns its path.
@@ -108,12 +107,15 @@ type output struct {
 }
 
 type echoResponse struct {
-	Got      map[string]any `json:"got"`
-	Function string         `json:"function"`
-	Region   string         `json:"region"`
-	Logs     string         `json:"logs"`
-	Var      string         `json:"var"`
-	Global   string         `json:"global"`
+	Got             map[string]any `json:"got"`
+	Function        string         `json:"function"`
+	Region          string         `json:"region"`
+	Logs            string         `json:"logs"`
+	Var             string         `json:"var"`
+	Global          string         `json:"global"`
+	Memory          string         `json:"memory"`
+	Level           string         `json:"level"`
+	DeadlineSeconds int            `json:"deadlineSeconds"`
 }
 
 // outputs decodes the stream of JSON objects on standard output.
@@ -132,6 +134,20 @@ func outputs(t testing.TB, stdout string) []output {
 		}
 		outs = append(outs, o)
 	}
+}
+
+// jsonLines decodes output of one JSON value per line, blank lines aside.
+func jsonLines[T any](t testing.TB, stdout string) []T {
+	t.Helper()
+	var out []T
+	for l := range logline.Lines(strings.NewReader(stdout)) { // a string reader does not fail
+		var v T
+		if err := json.Unmarshal([]byte(l.Text), &v); err != nil {
+			t.Fatalf("stdout line %d %q: %v", l.N, l.Text, err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func TestInvokeTwoEvents(t *testing.T) {
@@ -160,8 +176,10 @@ func TestInvokeTwoEvents(t *testing.T) {
 		if err := json.Unmarshal(o.Response, &resp); err != nil {
 			t.Fatalf("object %d response %s: %v", i, o.Response, err)
 		}
-		if resp.Got["n"] != want.n || resp.Function != "payment" || resp.Region != "ap-southeast-2" || resp.Logs != "" {
-			t.Errorf("object %d response = %+v; want n=%v from function payment in ap-southeast-2, text logs", i, resp, want.n)
+		// Without a name, a template or a logical ID, the function gets
+		// Lambda's defaults and a neutral name.
+		if resp.Got["n"] != want.n || resp.Function != "function" || resp.Region != "ap-southeast-2" || resp.Logs != "" || resp.Memory != "128" {
+			t.Errorf("object %d response = %+v; want n=%v from function \"function\" in ap-southeast-2, text logs, 128 MB", i, resp, want.n)
 		}
 	}
 	if outs[0].RequestID == outs[1].RequestID {
@@ -190,6 +208,7 @@ func TestInvokeEnvFile(t *testing.T) {
 	_, echo := binaries(t)
 	dir := t.TempDir()
 	ev := writeFile(t, dir, "event.json", `{}`)
+	oneFunction := writeFile(t, dir, "template.yaml", "Resources:\n  Consumer:\n    Type: AWS::Serverless::Function\n")
 	tests := []struct {
 		name       string
 		file       string
@@ -206,9 +225,10 @@ func TestInvokeEnvFile(t *testing.T) {
 			wantRegion: "eu-north-1",
 		},
 		{
-			name:       "several sections default to PaymentFunction",
-			file:       `{"Other": {"ECHO_VAR": "other"}, "PaymentFunction": {"ECHO_VAR": "payment", "PORT": 8080}}`,
-			wantVar:    "payment",
+			name:       "several sections: the template's function chooses",
+			file:       `{"Other": {"ECHO_VAR": "other"}, "Consumer": {"ECHO_VAR": "consumer", "PORT": 8080}}`,
+			args:       []string{"-template", oneFunction},
+			wantVar:    "consumer",
 			wantRegion: "us-east-1",
 		},
 		{
@@ -246,6 +266,83 @@ func TestInvokeEnvFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The settings no flag gives come from the function's resource in
+// -template; flags win over it.
+func TestInvokeTakesSettingsFromTheTemplate(t *testing.T) {
+	_, echo := binaries(t)
+	dir := t.TempDir()
+	ev := writeFile(t, dir, "event.json", `{}`)
+	tpl := writeFile(t, dir, "template.yaml", `Globals:
+  Function:
+    MemorySize: 512
+Resources:
+  Consumer:
+    Type: AWS::Serverless::Function
+    Properties:
+      FunctionName: orders-consumer
+      Timeout: 7
+      LoggingConfig:
+        LogFormat: JSON
+        ApplicationLogLevel: WARN
+  Other:
+    Type: AWS::Serverless::Function
+    Properties:
+      Timeout: 9
+`)
+	for _, c := range []struct {
+		name    string
+		args    []string
+		want    echoResponse // Function, Memory, Logs, Level
+		timeout int
+	}{
+		{"the function's own settings over Globals", []string{"-logical-id", "Consumer"},
+			echoResponse{Function: "orders-consumer", Memory: "512", Logs: "JSON", Level: "WARN"}, 7},
+		{"without FunctionName, the logical ID names it", []string{"-logical-id", "Other"},
+			echoResponse{Function: "Other", Memory: "512"}, 9},
+		{"flags win", []string{"-logical-id", "Consumer", "-timeout", "4s", "-memory", "256", "-function-name", "mine", "-log-format", "text"},
+			echoResponse{Function: "mine", Memory: "256"}, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := lambdakit(t, nil, append(append([]string{"invoke", "-template", tpl}, c.args...), echo, ev)...)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+			}
+			outs := outputs(t, r.stdout)
+			var got echoResponse
+			if len(outs) != 1 || json.Unmarshal(outs[0].Response, &got) != nil {
+				t.Fatalf("stdout:\n%s\nwant one echo response", r.stdout)
+			}
+			if got.Function != c.want.Function || got.Memory != c.want.Memory || got.Logs != c.want.Logs || got.Level != c.want.Level {
+				t.Errorf("function saw name %q, memory %s, log format %q, level %q; want %q, %s, %q, %q",
+					got.Function, got.Memory, got.Logs, got.Level, c.want.Function, c.want.Memory, c.want.Logs, c.want.Level)
+			}
+			// The deadline is the invocation's start plus the timeout.
+			if got.DeadlineSeconds > c.timeout || got.DeadlineSeconds < c.timeout-2 {
+				t.Errorf("deadline %ds away; want the timeout, %ds", got.DeadlineSeconds, c.timeout)
+			}
+		})
+	}
+	t.Run("usage errors", func(t *testing.T) {
+		for _, c := range []struct {
+			name string
+			args []string
+			code int
+			want string
+		}{
+			{"two functions, no -logical-id", []string{"-template", tpl}, 2, "has functions Consumer, Other: choose one with -logical-id"},
+			{"no such function", []string{"-template", tpl, "-logical-id", "Nope"}, 2, "-logical-id Nope: template " + tpl + " has no such function (it has Consumer, Other)"},
+			{"no template", []string{"-template", filepath.Join(dir, "nope.yaml")}, 2, "nope.yaml"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := lambdakit(t, nil, append(append([]string{"invoke"}, c.args...), echo, ev)...)
+				if r.code != c.code || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
+					t.Errorf("exit status %d, stdout %q, stderr:\n%s\nwant %d, nothing on stdout, and %q", r.code, r.stdout, r.stderr, c.code, c.want)
+				}
+			})
+		}
+	})
 }
 
 func TestInvokeFailureExitStatus(t *testing.T) {
@@ -323,9 +420,88 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	r := lambdakit(t, nil, "invoke", "-h")
-	for _, want := range []string{"Exit status:", "-env-file FILE", "-logical-id ID", "-timeout timeout"} {
+	for _, want := range []string{"Exit status:", "-env-file FILE", "-logical-id ID", "-timeout timeout", "-template FILE"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("invoke -h does not mention %q:\n%s", want, r.stderr)
 		}
+	}
+}
+
+// Every command answers -h with its full usage, its flags included, and
+// exit status 0; the sample's own tools say that they are.
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		sample bool
+	}{
+		{[]string{"invoke", "-h"}, false},
+		{[]string{"run", "-h"}, false},
+		{[]string{"publish", "-h"}, false},
+		{[]string{"records", "-h"}, false},
+		{[]string{"records", "stuck", "-h"}, false},
+		{[]string{"redrive", "-h"}, false},
+		{[]string{"local", "-h"}, true},
+		{[]string{"demo", "-help"}, true},
+	} {
+		r := lambdakit(t, nil, c.args...)
+		if r.code != 0 || !strings.Contains(r.stderr, "Usage: lambdakit "+c.args[0]) || !strings.Contains(r.stderr, "Flags:\n  -") {
+			t.Errorf("lambdakit %v: exit status %d, stderr:\n%s\nwant 0 and the usage with the flags", c.args, r.code, r.stderr)
+		}
+		if got := strings.Contains(r.stderr, "payment sample"); got != c.sample {
+			t.Errorf("lambdakit %v: says it is a tool of the payment sample: %t; want %t", c.args, got, c.sample)
+		}
+	}
+	r := lambdakit(t, nil, "help")
+	for _, name := range []string{"local", "demo"} {
+		if !regexp.MustCompile(`(?m)^  ` + name + ` +the payment sample: `).MatchString(r.stdout) {
+			t.Errorf("lambdakit help does not say that %s is the payment sample's:\n%s", name, r.stdout)
+		}
+	}
+}
+
+// The generic commands default to nothing of the payment sample: no table,
+// prefix, function name, logical ID or port of it. What the sample needs,
+// flags or its template give.
+func TestGenericCommandsHaveNoSampleDefaults(t *testing.T) {
+	for _, name := range []string{"invoke", "run", "publish", "records", "redrive"} {
+		r := lambdakit(t, []string{"IDEMPOTENCY_TABLE="}, name, "-h")
+		if name == "records" {
+			r = lambdakit(t, []string{"IDEMPOTENCY_TABLE="}, name, "get", "-h")
+		}
+		_, flags, ok := strings.Cut(r.stderr, "Flags:\n")
+		if !ok {
+			t.Fatalf("%s -h has no flags:\n%s", name, r.stderr)
+		}
+		for _, line := range strings.Split(flags, "\n") {
+			lower := strings.ToLower(line)
+			if strings.Contains(lower, "(default") && (strings.Contains(lower, "payment") || strings.Contains(lower, "lambdakit-") ||
+				strings.Contains(lower, "5000") || strings.Contains(lower, "8080")) {
+				t.Errorf("%s -h: a default of the payment sample: %s", name, strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+// The CLI shares its helpers with the tests through internal packages
+// (logline ...), never through a test package: the binary must not link
+// package testing, whose flags and init would come with it.
+func TestCLIDoesNotLinkTesting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, dep := range deps {
+		if dep == "testing" || strings.HasSuffix(dep, "/testenv") || strings.HasSuffix(dep, "test") && strings.Contains(dep, "lambdakit/") {
+			t.Errorf("the CLI depends on %s", dep)
+		}
+	}
+	if len(deps) < 10 {
+		t.Errorf("go list gave %d packages; want the whole dependency graph", len(deps))
 	}
 }

@@ -1,21 +1,21 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
@@ -77,148 +77,128 @@ const (
 	publishProgress = 1000
 )
 
-type publishFlags struct {
+// publishCommand is 'lambdakit publish': JSON lines to an SQS queue.
+type publishCommand struct {
+	stdio
+	flags      *cmdFlags
 	queue      string
 	keyField   string
 	groupField string
 	maxSize    int
-	file       string
+	in         io.Reader // FILE, or standard input
+	file       *os.File  // FILE, for Run to close; nil for standard input
 }
 
-func parsePublishFlags(std stdio, args []string) (*publishFlags, int) {
-	f := &publishFlags{}
-	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	fs.StringVar(&f.queue, "queue", "", "the queue's `URL` (required)")
-	fs.StringVar(&f.keyField, "key-field", "", "the JSON `path` of the idempotency key (\"payment_id\", \"order.id\"), as the consumer's lambdakit.KeyFromField; required for FIFO queues")
-	fs.StringVar(&f.groupField, "group-field", "", "the JSON `path` of the message group ID; required for FIFO queues")
-	fs.IntVar(&f.maxSize, "max-size", 0, "refuse lines over this many `bytes`, and do not read the queue's attributes (default: the queue's MaximumMessageSize)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), publishUsage)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), publishExitStatus)
+// parse reads the command line and opens FILE, last.
+func (c *publishCommand) parse(args []string) error {
+	fs := newFlags(c.stderr, "publish", publishUsage, publishExitStatus)
+	c.flags = fs
+	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required)")
+	fs.StringVar(&c.keyField, "key-field", "", "the JSON `path` of the idempotency key (\"id\", \"order.id\"), as the consumer's lambdakit.KeyFromField; required for FIFO queues")
+	fs.StringVar(&c.groupField, "group-field", "", "the JSON `path` of the message group ID; required for FIFO queues")
+	fs.IntVar(&c.maxSize, "max-size", 0, "refuse lines over this many `bytes`, and do not read the queue's attributes (default: the queue's MaximumMessageSize)")
+	rest, err := fs.parse(args)
+	if err != nil {
+		return err
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK
-		}
-		return nil, exitUsage // flag has printed the error and the usage
-	}
-	fail := func(format string, args ...any) (*publishFlags, int) {
-		fmt.Fprintf(std.stderr, "lambdakit publish: "+format+"\nRun 'lambdakit publish -h' for usage.\n", args...)
-		return nil, exitUsage
-	}
-	switch fs.NArg() {
+	file := "-"
+	switch len(rest) {
 	case 0:
-		f.file = "-"
 	case 1:
-		f.file = fs.Arg(0)
+		file = rest[0]
 	default:
-		return fail("one FILE at most, and flags before it; got %q", fs.Args())
+		return fs.usageError("one FILE at most; got %q", rest)
 	}
-	if f.queue == "" {
-		return fail("-queue is required")
+	if c.queue == "" {
+		return fs.usageError("-queue is required")
 	}
-	if u, err := url.Parse(f.queue); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
-		return fail("-queue %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/payments.fifo", f.queue)
+	if u, err := url.Parse(c.queue); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+		return fs.usageError("-queue %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo", c.queue)
 	}
-	if strings.HasSuffix(f.queue, ".fifo") && (f.keyField == "" || f.groupField == "") {
-		return fail("-queue is a FIFO queue: -key-field and -group-field are required")
+	if strings.HasSuffix(c.queue, ".fifo") && (c.keyField == "" || c.groupField == "") {
+		return fs.usageError("-queue is a FIFO queue: -key-field and -group-field are required")
 	}
-	for name, path := range map[string]string{"-key-field": f.keyField, "-group-field": f.groupField} {
-		if path != "" && slicesContainsEmpty(strings.Split(path, ".")) {
-			return fail("%s %q: want field names separated by single dots", name, path)
+	for name, path := range map[string]string{"-key-field": c.keyField, "-group-field": c.groupField} {
+		if path != "" && slices.Contains(strings.Split(path, "."), "") {
+			return fs.usageError("%s %q: want field names separated by single dots", name, path)
 		}
 	}
-	if f.maxSize < 0 {
-		return fail("-max-size %d: want a positive number of bytes", f.maxSize)
+	if c.maxSize < 0 {
+		return fs.usageError("-max-size %d: want a positive number of bytes", c.maxSize)
 	}
-	return f, exitOK
-}
-
-func slicesContainsEmpty(parts []string) bool {
-	for _, p := range parts {
-		if p == "" {
-			return true
-		}
-	}
-	return false
-}
-
-func runPublish(ctx context.Context, std stdio, args []string) int {
-	f, code := parsePublishFlags(std, args)
-	if f == nil {
-		return code
-	}
-	in := std.stdin
-	if f.file != "-" {
-		file, err := os.Open(f.file)
+	c.in = c.stdin
+	if file != "-" {
+		f, err := os.Open(file)
 		if err != nil {
-			fmt.Fprintf(std.stderr, "lambdakit publish: %v\n", err)
-			return exitUsage
+			return badInput(err)
 		}
-		defer file.Close()
-		in = file
+		c.in, c.file = f, f
 	}
-	p, code := newPublishProducer(ctx, std, f)
-	if p == nil {
-		return code
+	return nil
+}
+
+// Run implements command.
+func (c *publishCommand) Run(ctx context.Context, args []string) error {
+	if err := c.parse(args); err != nil {
+		return err
 	}
-	pub := &publisher{std: std, p: p, hasKey: f.keyField != "", seen: map[[sha256.Size]byte]seenLine{}}
-	err := pub.run(ctx, in)
-	fmt.Fprintf(std.stderr, "lambdakit publish: %s\n", pub.counts())
+	if c.file != nil {
+		defer c.file.Close()
+	}
+	p, err := c.newProducer(ctx)
+	if err != nil {
+		return err
+	}
+	pub := &publisher{std: c.stdio, p: p, hasKey: c.keyField != "", seen: map[[sha256.Size]byte]seenLine{}}
+	err = pub.run(ctx, c.in)
+	fmt.Fprintf(c.stderr, "lambdakit publish: %s\n", pub.counts())
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(std.stderr, "lambdakit publish: interrupted")
-		return exitInterrupted
+		return errInterrupted
 	case err != nil:
-		fmt.Fprintf(std.stderr, "lambdakit publish: reading input: %v\n", err)
-		return exitUsage
+		return badInput(fmt.Errorf("reading input: %w", err))
 	case pub.failed > 0:
-		return exitFailed
+		return errFailed // each failed line is told
 	}
-	return exitOK
+	return nil
 }
 
-// newPublishProducer builds the producer, reading the queue's attributes
-// unless -max-size was given.
-func newPublishProducer(ctx context.Context, std stdio, f *publishFlags) (*producer.Producer, int) {
+// newProducer builds the producer, reading the queue's attributes unless
+// -max-size was given.
+func (c *publishCommand) newProducer(ctx context.Context) (*producer.Producer, error) {
 	// The SDK reads the process environment itself: AWS_ENDPOINT_URL_SQS,
 	// AWS_REGION, credentials.
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		fmt.Fprintf(std.stderr, "lambdakit publish: AWS configuration: %v\n", err)
-		return nil, exitFailed
+		return nil, failed(fmt.Errorf("AWS configuration: %w", err))
 	}
 	client := sqs.NewFromConfig(cfg)
 	opts := func(o *producer.Options) {
-		if f.keyField != "" {
-			o.Key = lambdakit.KeyFromField(f.keyField)
+		if c.keyField != "" {
+			o.Key = lambdakit.KeyFromField(c.keyField)
 		}
-		if f.groupField != "" {
-			o.Group = producer.GroupFromField(f.groupField)
+		if c.groupField != "" {
+			o.Group = producer.GroupFromField(c.groupField)
 		}
-		if f.maxSize > 0 {
-			o.MaxMessageSize = f.maxSize
+		if c.maxSize > 0 {
+			o.MaxMessageSize = c.maxSize
 		}
 	}
 	var p *producer.Producer
-	if f.maxSize > 0 {
-		p, err = producer.New(client, f.queue, opts)
+	if c.maxSize > 0 {
+		p, err = producer.New(client, c.queue, opts)
 	} else {
-		p, err = producer.NewFromQueue(ctx, client, f.queue, opts)
+		p, err = producer.NewFromQueue(ctx, client, c.queue, opts)
 	}
 	switch {
 	case errors.Is(err, producer.ErrNoKeyFunc), errors.Is(err, producer.ErrNoGroupFunc):
-		fmt.Fprintf(std.stderr, "lambdakit publish: the queue is a FIFO queue: -key-field and -group-field are required\n")
-		return nil, exitUsage
+		return nil, c.flags.usageError("the queue is a FIFO queue: -key-field and -group-field are required")
 	case ctx.Err() != nil:
-		return nil, exitInterrupted
+		return nil, errInterrupted
 	case err != nil:
-		fmt.Fprintf(std.stderr, "lambdakit publish: %v\n", err)
-		return nil, exitFailed
+		return nil, failed(err)
 	}
-	return p, exitOK
+	return p, nil
 }
 
 // seenLine is the first line with a key.
@@ -243,11 +223,11 @@ type publisher struct {
 func (pub *publisher) run(ctx context.Context, in io.Reader) error {
 	// Lines are read on their own goroutine, so that an interrupt is not
 	// stuck behind a read from a terminal or a pipe that stays open.
-	lines := make(chan inputLine, publishChunk)
+	lines := make(chan logline.Line, publishChunk)
 	errc := make(chan error, 1)
 	go func() { errc <- readLines(ctx, in, lines) }()
 	for {
-		var l inputLine
+		var l logline.Line
 		var ok bool
 		select {
 		case <-ctx.Done():
@@ -263,7 +243,7 @@ func (pub *publisher) run(ctx context.Context, in io.Reader) error {
 			return <-errc
 		}
 		pub.lines++
-		pub.add(ctx, l.n, l.text)
+		pub.add(ctx, l.N, l.Text)
 		if pub.lines%publishProgress == 0 {
 			// Sent first, so that the counts are exact.
 			pub.flush(ctx)
@@ -272,33 +252,21 @@ func (pub *publisher) run(ctx context.Context, in io.Reader) error {
 	}
 }
 
-// inputLine is a line that is not blank, without its line ending.
-type inputLine struct {
-	n    int
-	text string
-}
-
 // readLines sends the lines of in that are not blank on out, and closes
 // it at the end of in or when ctx ends.
-func readLines(ctx context.Context, in io.Reader, out chan<- inputLine) error {
+func readLines(ctx context.Context, in io.Reader, out chan<- logline.Line) error {
 	defer close(out)
-	r := bufio.NewReaderSize(in, 64<<10)
-	for n := 1; ; n++ {
-		line, err := r.ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
+	for l, err := range logline.Lines(in) {
+		if err != nil {
 			return err
 		}
-		if text := strings.TrimRight(line, "\r\n"); strings.TrimSpace(text) != "" {
-			select {
-			case out <- inputLine{n, text}:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-		if err != nil { // io.EOF
+		select {
+		case out <- l:
+		case <-ctx.Done():
 			return nil
 		}
 	}
+	return nil
 }
 
 // add checks one line and queues it for sending.

@@ -17,38 +17,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
-// publishEnv points the CLI's SDK at moto through AWS_ENDPOINT_URL_SQS
-// only: the general AWS_ENDPOINT_URL leads nowhere, so a CLI that ignored
-// the SQS variable would fail.
-func publishEnv(srv *motoserver.Server) []string {
-	return append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_SQS="+srv.URL)
-}
-
-// publish runs the CLI with stdin as its standard input.
+// publish runs 'lambdakit publish args...' with stdin as its standard
+// input.
 func publish(t *testing.T, env []string, stdin string, args ...string) cliResult {
 	t.Helper()
-	cli, _ := binaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, append([]string{"publish"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) {
-		t.Fatalf("lambdakit publish %v: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("lambdakit publish %v did not finish within 60s; stderr:\n%s", args, stderr.String())
-	}
-	return cliResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+	return cli(t, env, stdin, append([]string{"publish"}, args...)...)
 }
 
 type publishQueue struct {
@@ -58,52 +35,13 @@ type publishQueue struct {
 
 func newPublishQueue(t *testing.T, client *sqs.Client, fifo bool, attrs map[string]string) publishQueue {
 	t.Helper()
-	name := testenv.Name(t)
-	all := map[string]string{}
-	if fifo {
-		name += ".fifo"
-		all["FifoQueue"], all["ContentBasedDeduplication"] = "true", "false"
-	}
-	for k, v := range attrs {
-		all[k] = v
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: all})
-	if err != nil {
-		t.Fatalf("CreateQueue: %v", err)
-	}
-	return publishQueue{client, aws.ToString(out.QueueUrl)}
+	return publishQueue{client, testenv.Queue(t, client, fifo, attrs)}
 }
 
-// drain receives and deletes every message on the queue, in order.
+// drain takes every message off the queue, in order.
 func (q publishQueue) drain(t *testing.T) []types.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var all []types.Message
-	for range 500 {
-		out, err := q.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(q.url), MaxNumberOfMessages: 10, VisibilityTimeout: 300,
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatalf("ReceiveMessage: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		all = append(all, out.Messages...)
-		del := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.url)}
-		for i, m := range out.Messages {
-			del.Entries = append(del.Entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
-		}
-		if _, err := q.client.DeleteMessageBatch(ctx, del); err != nil {
-			t.Fatalf("DeleteMessageBatch: %v", err)
-		}
-	}
-	t.Fatal("the queue still had messages after 500 receives")
-	return nil
+	return testenv.Drain(t, q.client, q.url)
 }
 
 // count is the number of messages on the queue.
@@ -140,15 +78,9 @@ func wantSummary(t *testing.T, r cliResult, lines, sent, dups, failed int) {
 }
 
 func TestPublish(t *testing.T) {
-	testenv.RequireMotoServer(t)
-	binaries(t)
-	srv, err := motoserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	client := sqs.NewFromConfig(srv.AWSConfig())
-	env := publishEnv(srv)
+	srv := moto.Server(t)
+	client := sqs.NewFromConfig(moto.Config(t))
+	env := awsEnv("SQS", srv.URL)
 	dir := t.TempDir()
 
 	t.Run("FIFO lines are sent with dedup and group IDs: exit 0", func(t *testing.T) {
@@ -395,7 +327,7 @@ func TestPublish(t *testing.T) {
 			{"not a URL", []string{"-queue", "payments.fifo", file}, "want a queue URL"},
 			{"FIFO without key", []string{"-queue", q.url, "-group-field", "customer_id", file}, "-key-field and -group-field are required"},
 			{"FIFO without group", []string{"-queue", q.url, "-key-field", "payment_id", file}, "-key-field and -group-field are required"},
-			{"flags after the file", []string{"-queue", q.url, "-key-field", "payment_id", file, "-group-field", "customer_id"}, "flags before it"},
+			{"flags after the file", []string{"-queue", q.url, "-key-field", "payment_id", file, "-group-field", "customer_id"}, "flag -group-field after the arguments"},
 			{"two files", []string{"-queue", q.url, "-key-field", "payment_id", "-group-field", "customer_id", file, file}, "one FILE at most"},
 			{"empty path segment", []string{"-queue", q.url, "-key-field", "payment..id", "-group-field", "customer_id", file}, "single dots"},
 			{"negative size", []string{"-queue", q.url, "-key-field", "payment_id", "-group-field", "customer_id", "-max-size", "-1", file}, "-max-size"},

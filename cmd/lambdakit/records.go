@@ -25,8 +25,8 @@ const recordsUsage = `Usage: lambdakit records get    [flags] KEY
 
 Looks at a function's idempotency records in its DynamoDB table. A record's
 ID is "<prefix>#<sha256 hex of the key>": -prefix is the function's
-IdempotencyOptions.Prefix (the function's name unless the code sets one; the
-payment sample sets "payment"), and KEY is the idempotency key its KeyFunc
+IdempotencyOptions.Prefix (the function's name unless the code sets one;
+functions/payment sets "payment"), and KEY is the idempotency key its KeyFunc
 derives from a message, such as a payment_id. The table holds neither the
 key nor the message, only that hash. Flags come before KEY.
 
@@ -76,7 +76,10 @@ Exit status:
   130  interrupted
 `
 
-type recordsFlags struct {
+// recordsCommand is 'lambdakit records': an operator's look at the
+// idempotency records of a function's table.
+type recordsCommand struct {
+	stdio
 	action    string // get, delete or stuck
 	table     string
 	prefix    string
@@ -85,76 +88,64 @@ type recordsFlags struct {
 	force     bool          // delete
 	olderThan time.Duration // stuck
 	key       string
+
+	records *dynamostore.Records
+	now     time.Time
 }
 
-func parseRecordsFlags(std stdio, args []string) (*recordsFlags, int) {
-	f := &recordsFlags{}
-	fs := flag.NewFlagSet("records", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	fs.StringVar(&f.table, "table", lookup(std.environ, "IDEMPOTENCY_TABLE"), "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable the sample function reads)")
-	fs.StringVar(&f.prefix, "prefix", "", "the function's record ID `prefix`, without the '#' (required)")
-	fs.BoolVar(&f.json, "json", false, "print JSON, one object per record per line")
-	fs.BoolVar(&f.yes, "yes", false, "delete: do not ask for confirmation")
-	fs.BoolVar(&f.force, "force", false, "delete: delete a record in progress even though its lease has not ended")
-	fs.DurationVar(&f.olderThan, "older-than", 0, "stuck: list the records whose lease ended more than this `duration` ago (0: every ended lease)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), recordsUsage)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), recordsExitStatus)
-	}
-	fail := func(format string, args ...any) (*recordsFlags, int) {
-		fmt.Fprintf(std.stderr, "lambdakit records: "+format+"\nRun 'lambdakit records -h' for usage.\n", args...)
-		return nil, exitUsage
-	}
+// parse reads the command line: the action, then its flags and KEY.
+func (c *recordsCommand) parse(args []string) error {
+	fs := newFlags(c.stderr, "records", recordsUsage, recordsExitStatus)
+	fs.StringVar(&c.table, "table", lookup(c.environ, "IDEMPOTENCY_TABLE"), "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable lambdakit's examples and SAM template give the function)")
+	fs.StringVar(&c.prefix, "prefix", "", "the function's record ID `prefix`, without the '#' (required)")
+	fs.BoolVar(&c.json, "json", false, "print JSON, one object per record per line")
+	fs.BoolVar(&c.yes, "yes", false, "delete: do not ask for confirmation")
+	fs.BoolVar(&c.force, "force", false, "delete: delete a record in progress even though its lease has not ended")
+	fs.DurationVar(&c.olderThan, "older-than", 0, "stuck: list the records whose lease ended more than this `duration` ago (0: every ended lease)")
 	if len(args) == 0 {
-		return fail("want get, delete or stuck")
+		return fs.usageError("want get, delete or stuck")
 	}
-	switch f.action = args[0]; f.action {
+	switch c.action = args[0]; c.action {
 	case "-h", "-help", "--help", "help":
-		fs.Usage()
-		return nil, exitOK
+		fs.printHelp()
+		return flag.ErrHelp
 	case "get", "delete", "stuck":
 	default:
-		return fail("unknown action %q: want get, delete or stuck", f.action)
+		return fs.usageError("unknown action %q: want get, delete or stuck", c.action)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK
-		}
-		return nil, exitUsage // flag has printed the error and the usage
+	rest, err := fs.parse(args[1:])
+	if err != nil {
+		return err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	set := fs.set()
 	for name, action := range map[string]string{"yes": "delete", "force": "delete", "older-than": "stuck"} {
-		if set[name] && f.action != action {
-			return fail("-%s is for %s only", name, action)
+		if set[name] && c.action != action {
+			return fs.usageError("-%s is for %s only", name, action)
 		}
 	}
 	switch {
-	case f.action == "stuck" && fs.NArg() > 0:
-		return fail("stuck takes no KEY; got %q", fs.Args())
-	case f.action != "stuck" && fs.NArg() == 0:
-		return fail("%s needs a KEY", f.action)
-	case f.action != "stuck" && fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-"):
-		return fail("flags come before KEY: %s", strings.Join(fs.Args()[1:], " "))
-	case f.action != "stuck" && fs.NArg() > 1:
-		return fail("want one KEY, got %q", fs.Args())
-	case f.table == "":
-		return fail("-table is required (or set IDEMPOTENCY_TABLE)")
-	case f.prefix == "":
-		return fail("-prefix is required: the function's IdempotencyOptions.Prefix")
-	case strings.HasSuffix(f.prefix, "#"):
-		return fail("-prefix %q: give the prefix without its '#'", f.prefix)
-	case f.olderThan < 0:
-		return fail("-older-than %v: want 0 or more", f.olderThan)
+	case c.action == "stuck" && len(rest) > 0:
+		return fs.usageError("stuck takes no KEY; got %q", rest)
+	case c.action != "stuck" && len(rest) == 0:
+		return fs.usageError("%s needs a KEY", c.action)
+	case c.action != "stuck" && len(rest) > 1:
+		return fs.usageError("want one KEY, got %q", rest)
+	case c.table == "":
+		return fs.usageError("-table is required (or set IDEMPOTENCY_TABLE)")
+	case c.prefix == "":
+		return fs.usageError("-prefix is required: the function's IdempotencyOptions.Prefix")
+	case strings.HasSuffix(c.prefix, "#"):
+		return fs.usageError("-prefix %q: give the prefix without its '#'", c.prefix)
+	case c.olderThan < 0:
+		return fs.usageError("-older-than %v: want 0 or more", c.olderThan)
 	}
-	if f.action != "stuck" {
-		f.key = fs.Arg(0)
-		if f.key == "" {
-			return fail("KEY is empty")
+	if c.action != "stuck" {
+		c.key = rest[0]
+		if c.key == "" {
+			return fs.usageError("KEY is empty")
 		}
 	}
-	return f, exitOK
+	return nil
 }
 
 // recordOutput is a record as records prints it with -json.
@@ -225,28 +216,19 @@ func relative(t, now time.Time) string {
 	return (-d).String() + " ago"
 }
 
-// recordsCmd is one run of the records command.
-type recordsCmd struct {
-	std     stdio
-	f       *recordsFlags
-	records *dynamostore.Records
-	now     time.Time
-}
-
-func runRecords(ctx context.Context, std stdio, args []string) int {
-	f, code := parseRecordsFlags(std, args)
-	if f == nil {
-		return code
+// Run implements command.
+func (c *recordsCommand) Run(ctx context.Context, args []string) error {
+	if err := c.parse(args); err != nil {
+		return err
 	}
 	// The SDK reads the process environment itself:
 	// AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION, credentials.
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		fmt.Fprintf(std.stderr, "lambdakit records: AWS configuration: %v\n", err)
-		return exitCannotRun
+		return cannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
-	c := &recordsCmd{std: std, f: f, records: dynamostore.NewRecords(dynamodb.NewFromConfig(cfg), f.table), now: time.Now()}
-	switch f.action {
+	c.records, c.now = dynamostore.NewRecords(dynamodb.NewFromConfig(cfg), c.table), time.Now()
+	switch c.action {
 	case "get":
 		return c.get(ctx)
 	case "delete":
@@ -255,98 +237,91 @@ func runRecords(ctx context.Context, std stdio, args []string) int {
 	return c.stuck(ctx)
 }
 
-// fail reports err and returns the exit status it calls for.
-func (c *recordsCmd) fail(ctx context.Context, err error) int {
+// fail returns err as the exit status it calls for.
+func (c *recordsCommand) fail(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(c.std.stderr, "lambdakit records: interrupted")
-		return exitInterrupted
+		return errInterrupted
 	case errors.Is(err, dynamostore.ErrNoTable):
 		where := ""
-		if ep := firstNonEmpty(lookup(c.std.environ, "AWS_ENDPOINT_URL_DYNAMODB"), lookup(c.std.environ, "AWS_ENDPOINT_URL")); ep != "" {
+		if ep := firstNonEmpty(lookup(c.environ, "AWS_ENDPOINT_URL_DYNAMODB"), lookup(c.environ, "AWS_ENDPOINT_URL")); ep != "" {
 			where = " at " + ep
 		}
-		fmt.Fprintf(c.std.stderr, "lambdakit records: table %q does not exist%s (check -table, the region and the endpoint)\n", c.f.table, where)
-		return exitCannotRun
+		return cannotRun(fmt.Errorf("table %q does not exist%s (check -table, the region and the endpoint)", c.table, where))
 	case errors.Is(err, dynamostore.ErrNotFound):
-		fmt.Fprintf(c.std.stderr, "lambdakit records: no record for key %q (id %s)\n", c.f.key, c.id())
-		return c.checkPrefix(ctx, exitFailed)
+		fmt.Fprintf(c.stderr, "lambdakit records: no record for key %q (id %s)\n", c.key, c.id())
+		if err := c.checkPrefix(ctx); err != nil {
+			return err
+		}
+		return errFailed
 	}
-	fmt.Fprintf(c.std.stderr, "lambdakit records: %v\n", err)
-	return exitCannotRun
+	return cannotRun(err)
 }
 
 // checkPrefix tells, after a search came back empty, whether the prefix
-// has any record at all, saying so on standard error when it has none. It
-// returns the exit status for the empty search, or for the check's own
-// failure.
-func (c *recordsCmd) checkPrefix(ctx context.Context, empty int) int {
-	found, err := c.records.HasPrefix(ctx, c.f.prefix)
+// has any record at all: a failure when it has none.
+func (c *recordsCommand) checkPrefix(ctx context.Context) error {
+	found, err := c.records.HasPrefix(ctx, c.prefix)
 	switch {
 	case err != nil:
 		return c.fail(ctx, err)
 	case !found:
-		fmt.Fprintf(c.std.stderr, "lambdakit records: no record in table %q has the prefix %q: is -prefix the function's IdempotencyOptions.Prefix?\n", c.f.table, c.f.prefix)
-		return exitFailed
+		return failed(fmt.Errorf("no record in table %q has the prefix %q: is -prefix the function's IdempotencyOptions.Prefix?", c.table, c.prefix))
 	}
-	return empty
+	return nil
 }
 
-func (c *recordsCmd) id() string { return c.f.prefix + "#" + producer.DedupID(c.f.key) }
+func (c *recordsCommand) id() string { return c.prefix + "#" + producer.DedupID(c.key) }
 
-func (c *recordsCmd) get(ctx context.Context) int {
+func (c *recordsCommand) get(ctx context.Context) error {
 	rec, err := c.records.Get(ctx, c.id())
 	if err != nil {
 		return c.fail(ctx, err)
 	}
 	c.print(rec, nil)
-	return exitOK
+	return nil
 }
 
-func (c *recordsCmd) delete(ctx context.Context) int {
+func (c *recordsCommand) delete(ctx context.Context) error {
 	rec, err := c.records.Get(ctx, c.id())
 	if err != nil {
 		return c.fail(ctx, err)
 	}
 	deleted := false
 	defer func() {
-		if c.f.json {
+		if c.json {
 			c.print(rec, &deleted)
 		}
 	}()
-	if !c.f.json {
+	if !c.json {
 		c.print(rec, nil)
 	}
-	if recordState(rec, c.now) == stateInProgress && !c.f.force {
-		fmt.Fprintf(c.std.stderr, "lambdakit records: not deleted: the record is in progress and its lease ends at %s (%s); its owner may still be running. Wait for the lease to end, or use -force.\n",
-			formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now))
-		return exitFailed
+	if recordState(rec, c.now) == stateInProgress && !c.force {
+		return failed(fmt.Errorf("not deleted: the record is in progress and its lease ends at %s (%s); its owner may still be running. Wait for the lease to end, or use -force",
+			formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now)))
 	}
-	if !c.f.yes {
-		fmt.Fprintf(c.std.stderr, "Delete %s? The next message with key %q will run the handler again. [y/N] ", rec.ID, c.f.key)
-		answer, err := readAnswer(ctx, c.std.stdin)
+	if !c.yes {
+		fmt.Fprintf(c.stderr, "Delete %s? The next message with key %q will run the handler again. [y/N] ", rec.ID, c.key)
+		answer, err := readAnswer(ctx, c.stdin)
 		if ctx.Err() != nil {
-			fmt.Fprintln(c.std.stderr, "\nlambdakit records: interrupted")
-			return exitInterrupted
+			fmt.Fprintln(c.stderr) // end the prompt's line
+			return errInterrupted
 		}
 		if err != nil || (answer != "y" && answer != "yes") {
-			fmt.Fprintln(c.std.stderr, "lambdakit records: not deleted")
-			return exitFailed
+			return failed(errors.New("not deleted"))
 		}
 	}
 	switch err := c.records.Delete(ctx, rec); {
 	case errors.Is(err, dynamostore.ErrRecordChanged):
-		fmt.Fprintf(c.std.stderr, "lambdakit records: not deleted: %s changed since it was read; look again\n", rec.ID)
-		return exitFailed
+		return failed(fmt.Errorf("not deleted: %s changed since it was read; look again", rec.ID))
 	case errors.Is(err, dynamostore.ErrNotFound):
-		fmt.Fprintf(c.std.stderr, "lambdakit records: not deleted: %s is gone already\n", rec.ID)
-		return exitFailed
+		return failed(fmt.Errorf("not deleted: %s is gone already", rec.ID))
 	case err != nil:
 		return c.fail(ctx, err)
 	}
 	deleted = true
-	fmt.Fprintf(c.std.stderr, "lambdakit records: deleted %s\n", rec.ID)
-	return exitOK
+	fmt.Fprintf(c.stderr, "lambdakit records: deleted %s\n", rec.ID)
+	return nil
 }
 
 // readAnswer reads one line from in, trimmed and in lower case, or returns
@@ -373,28 +348,28 @@ func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 	}
 }
 
-func (c *recordsCmd) stuck(ctx context.Context) int {
-	before := c.now.Add(-c.f.olderThan)
+func (c *recordsCommand) stuck(ctx context.Context) error {
+	before := c.now.Add(-c.olderThan)
 	n := 0
-	for rec, err := range c.records.Scan(ctx, dynamostore.ScanFilter{Prefix: c.f.prefix, InProgress: true, LeaseEndedBefore: before}) {
+	for rec, err := range c.records.Scan(ctx, dynamostore.ScanFilter{Prefix: c.prefix, InProgress: true, LeaseEndedBefore: before}) {
 		if err != nil {
 			return c.fail(ctx, err)
 		}
 		n++
-		if c.f.json {
+		if c.json {
 			c.print(rec, nil)
 			continue
 		}
-		fmt.Fprintf(c.std.stdout, "%s  lease ended %s (%s)  expires %s  lease %s\n", rec.ID,
+		fmt.Fprintf(c.stdout, "%s  lease ended %s (%s)  expires %s  lease %s\n", rec.ID,
 			formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now), formatTime(rec.Expiration), orNone(rec.Lease))
 	}
 	if n == 0 {
-		if code := c.checkPrefix(ctx, exitOK); code != exitOK {
-			return code
+		if err := c.checkPrefix(ctx); err != nil {
+			return err
 		}
 	}
-	fmt.Fprintf(c.std.stderr, "lambdakit records: %d in progress with a lease that ended more than %v ago (before %s)\n", n, c.f.olderThan, formatTime(before))
-	return exitOK
+	fmt.Fprintf(c.stderr, "lambdakit records: %d in progress with a lease that ended more than %v ago (before %s)\n", n, c.olderThan, formatTime(before))
+	return nil
 }
 
 func orNone(s string) string {
@@ -405,15 +380,15 @@ func orNone(s string) string {
 }
 
 // print writes rec to standard output: a JSON line, or text.
-func (c *recordsCmd) print(rec lambdakit.IdempotencyRecord, deleted *bool) {
+func (c *recordsCommand) print(rec lambdakit.IdempotencyRecord, deleted *bool) {
 	o := newRecordOutput(rec, c.now)
 	o.Deleted = deleted
-	if c.f.json {
+	if c.json {
 		b, _ := json.Marshal(o)
-		fmt.Fprintf(c.std.stdout, "%s\n", b)
+		fmt.Fprintf(c.stdout, "%s\n", b)
 		return
 	}
-	w := c.std.stdout
+	w := c.stdout
 	fmt.Fprintf(w, "id          %s\n", o.ID)
 	fmt.Fprintf(w, "status      %s\n", o.Status)
 	fmt.Fprintf(w, "state       %s: %s\n", o.State, stateMeaning[o.State])

@@ -1,14 +1,9 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,43 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	lk "github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
-
-// cli runs the CLI with stdin as its standard input, bounded in time, with
-// env added to this process's environment.
-func cli(t *testing.T, env []string, stdin string, args ...string) cliResult {
-	t.Helper()
-	bin, _ := binaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) {
-		t.Fatalf("lambdakit %v: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("lambdakit %v did not finish within 60s; stderr:\n%s", args, stderr.String())
-	}
-	return cliResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
-}
-
-// recordsEnv points the CLI's SDK at moto through
-// AWS_ENDPOINT_URL_DYNAMODB only: the general AWS_ENDPOINT_URL leads
-// nowhere, so a CLI that ignored the DynamoDB variable would fail. It
-// leaves IDEMPOTENCY_TABLE unset.
-func recordsEnv(srv *motoserver.Server) []string {
-	return append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_DYNAMODB="+srv.URL, "IDEMPOTENCY_TABLE=")
-}
 
 // recordJSON is what records -json prints for a record.
 type recordJSON struct {
@@ -67,22 +30,6 @@ type recordJSON struct {
 	Validation  string `json:"validation"`
 	ResultBytes int    `json:"resultBytes"`
 	Deleted     *bool  `json:"deleted"`
-}
-
-func recordLines(t *testing.T, stdout string) []recordJSON {
-	t.Helper()
-	var out []recordJSON
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		if line == "" {
-			continue
-		}
-		var r recordJSON
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("stdout line %q is not a JSON record: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
 }
 
 // cachedResult is what the handler returns, and the record caches.
@@ -148,15 +95,9 @@ func (rt *recordsTable) inProgress(t *testing.T, key string, leaseEnd time.Time)
 }
 
 func TestRecords(t *testing.T) {
-	testenv.RequireMotoServer(t)
-	binaries(t)
-	srv, err := motoserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	db := dynamodb.NewFromConfig(srv.AWSConfig())
-	env := recordsEnv(srv)
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=") // no table from the shell
 	rt := newRecordsTable(t, db)
 	paid := `{"payment_id":"pay_1","amount":100}`
 	rt.complete(t, paid)
@@ -197,7 +138,7 @@ func TestRecords(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
 		}
-		got := recordLines(t, r.stdout)
+		got := jsonLines[recordJSON](t, r.stdout)
 		if len(got) != 1 {
 			t.Fatalf("%d records on stdout; want 1", len(got))
 		}
@@ -252,7 +193,7 @@ func TestRecords(t *testing.T) {
 			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
 		}
 		got := map[string]string{}
-		for _, rec := range recordLines(t, r.stdout) {
+		for _, rec := range jsonLines[recordJSON](t, r.stdout) {
 			got[rec.ID] = rec.State
 		}
 		want := map[string]string{crashed.ID: "lease ended", "payment#" + producer.DedupID("pay_crashed_recently"): "lease ended"}
@@ -321,7 +262,7 @@ func TestRecords(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("-force: exit status %d; want 0\n%s", r.code, r.stderr)
 		}
-		got := recordLines(t, r.stdout)
+		got := jsonLines[recordJSON](t, r.stdout)
 		if len(got) != 1 || got[0].ID != running.ID || got[0].Deleted == nil || !*got[0].Deleted {
 			t.Errorf("-json printed %+v; want the record with deleted: true", got)
 		}
@@ -332,7 +273,7 @@ func TestRecords(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
 		}
-		if got := recordLines(t, r.stdout); len(got) != 1 || got[0].State != "lease ended" || got[0].Deleted == nil || !*got[0].Deleted {
+		if got := jsonLines[recordJSON](t, r.stdout); len(got) != 1 || got[0].State != "lease ended" || got[0].Deleted == nil || !*got[0].Deleted {
 			t.Errorf("-json printed %+v; want the stuck record with deleted: true", got)
 		}
 	})
@@ -347,7 +288,7 @@ func TestRecords(t *testing.T) {
 			{"unknown action", []string{"records", "list"}, `unknown action "list"`},
 			{"no key", []string{"records", "get", "-table", rt.name, "-prefix", "payment"}, "get needs a KEY"},
 			{"two keys", []string{"records", "get", "-table", rt.name, "-prefix", "payment", "a", "b"}, "want one KEY"},
-			{"flags after the key", []string{"records", "get", "-table", rt.name, "pay_1", "-prefix", "payment"}, "flags come before KEY"},
+			{"flags after the key", []string{"records", "get", "-table", rt.name, "pay_1", "-prefix", "payment"}, "flag -prefix after the arguments"},
 			{"no prefix", []string{"records", "get", "-table", rt.name, "pay_1"}, "-prefix is required"},
 			{"no table", []string{"records", "get", "-prefix", "payment", "pay_1"}, "-table is required"},
 			{"prefix with its #", []string{"records", "get", "-table", rt.name, "-prefix", "payment#", "pay_1"}, "without its '#'"},

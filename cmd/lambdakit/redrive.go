@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -79,68 +77,16 @@ Exit status:
 // end.
 const redriveVisibility = 120
 
-type redriveFlags struct {
+// redriveCommand is 'lambdakit redrive': messages from a dead-letter queue
+// back to a queue.
+type redriveCommand struct {
+	stdio
 	from, to string
 	dryRun   bool
 	max      int
-}
 
-func parseRedriveFlags(std stdio, args []string) (*redriveFlags, int) {
-	f := &redriveFlags{}
-	fs := flag.NewFlagSet("redrive", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	fs.StringVar(&f.from, "from", "", "the dead-letter queue's `URL` (required)")
-	fs.StringVar(&f.to, "to", "", "the `URL` of the queue to move the messages to (required)")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "list what would move; send and delete nothing")
-	fs.IntVar(&f.max, "max", 0, "take at most this many `messages` from -from (0: all)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), redriveUsage)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), redriveExitStatus)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK
-		}
-		return nil, exitUsage // flag has printed the error and the usage
-	}
-	fail := func(format string, args ...any) (*redriveFlags, int) {
-		fmt.Fprintf(std.stderr, "lambdakit redrive: "+format+"\nRun 'lambdakit redrive -h' for usage.\n", args...)
-		return nil, exitUsage
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fail("no arguments besides the flags; got %q", fs.Args())
-	case f.from == "":
-		return fail("-from is required: the dead-letter queue's URL")
-	case f.to == "":
-		return fail("-to is required: the URL of the queue to move the messages to")
-	case f.max < 0:
-		return fail("-max %d: want 0 (all) or more", f.max)
-	}
-	for name, u := range map[string]string{"-from": f.from, "-to": f.to} {
-		if p, err := url.Parse(u); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || strings.Trim(p.Path, "/") == "" {
-			return fail("%s %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/payments-dlq.fifo", name, u)
-		}
-	}
-	switch {
-	case f.from == f.to:
-		return fail("-from and -to are the same queue")
-	case isFIFOURL(f.from) != isFIFOURL(f.to):
-		return fail("-from and -to must both be FIFO queues (names ending in .fifo) or both standard queues")
-	}
-	return f, exitOK
-}
-
-func isFIFOURL(u string) bool { return strings.HasSuffix(u, ".fifo") }
-
-// redriver is one run of the redrive command.
-type redriver struct {
-	std    stdio
-	f      *redriveFlags
-	client *sqs.Client
-	fifo   bool
-
+	client  *sqs.Client
+	fifo    bool
 	seen    map[string]bool // message IDs received in this run
 	blocked map[string]bool // FIFO groups with a message that failed to send
 	left    []types.Message // received, not deleted: made visible again at the end
@@ -148,39 +94,76 @@ type redriver struct {
 	received, moved, failed, held, notDeleted int
 }
 
-func runRedrive(ctx context.Context, std stdio, args []string) int {
-	f, code := parseRedriveFlags(std, args)
-	if f == nil {
-		return code
+// parse reads the command line.
+func (r *redriveCommand) parse(args []string) error {
+	fs := newFlags(r.stderr, "redrive", redriveUsage, redriveExitStatus)
+	fs.StringVar(&r.from, "from", "", "the dead-letter queue's `URL` (required)")
+	fs.StringVar(&r.to, "to", "", "the `URL` of the queue to move the messages to (required)")
+	fs.BoolVar(&r.dryRun, "dry-run", false, "list what would move; send and delete nothing")
+	fs.IntVar(&r.max, "max", 0, "take at most this many `messages` from -from (0: all)")
+	rest, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return fs.usageError("no arguments besides the flags; got %q", rest)
+	case r.from == "":
+		return fs.usageError("-from is required: the dead-letter queue's URL")
+	case r.to == "":
+		return fs.usageError("-to is required: the URL of the queue to move the messages to")
+	case r.max < 0:
+		return fs.usageError("-max %d: want 0 (all) or more", r.max)
+	}
+	for name, u := range map[string]string{"-from": r.from, "-to": r.to} {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || strings.Trim(p.Path, "/") == "" {
+			return fs.usageError("%s %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders-dlq.fifo", name, u)
+		}
+	}
+	switch {
+	case r.from == r.to:
+		return fs.usageError("-from and -to are the same queue")
+	case isFIFOURL(r.from) != isFIFOURL(r.to):
+		return fs.usageError("-from and -to must both be FIFO queues (names ending in .fifo) or both standard queues")
+	}
+	return nil
+}
+
+func isFIFOURL(u string) bool { return strings.HasSuffix(u, ".fifo") }
+
+// Run implements command.
+func (r *redriveCommand) Run(ctx context.Context, args []string) error {
+	if err := r.parse(args); err != nil {
+		return err
 	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		fmt.Fprintf(std.stderr, "lambdakit redrive: AWS configuration: %v\n", err)
-		return exitCannotRun
+		return cannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
-	r := &redriver{std: std, f: f, client: sqs.NewFromConfig(cfg), fifo: isFIFOURL(f.from), seen: map[string]bool{}, blocked: map[string]bool{}}
+	r.client, r.fifo = sqs.NewFromConfig(cfg), isFIFOURL(r.from)
+	r.seen, r.blocked = map[string]bool{}, map[string]bool{}
 	// Both queues are read first, so that a wrong URL stops the command
 	// before any message is touched.
-	for _, q := range []string{f.from, f.to} {
+	for _, q := range []string{r.from, r.to} {
 		if err := r.checkQueue(ctx, q); err != nil {
-			return r.stop(ctx, exitCannotRun, "%v", err)
+			return r.stop(ctx, err)
 		}
 	}
 	for ctx.Err() == nil {
 		more, err := r.round(ctx)
 		if err != nil {
-			return r.stop(ctx, exitCannotRun, "%v", err)
+			return r.stop(ctx, err)
 		}
 		if !more {
 			break
 		}
 	}
-	return r.stop(ctx, exitOK, "")
+	return r.stop(ctx, nil)
 }
 
 // checkQueue reads a queue's FifoQueue attribute, which also tells that it
 // exists and can be read.
-func (r *redriver) checkQueue(ctx context.Context, queueURL string) error {
+func (r *redriveCommand) checkQueue(ctx context.Context, queueURL string) error {
 	out, err := r.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(queueURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue},
 	})
@@ -195,16 +178,16 @@ func (r *redriver) checkQueue(ctx context.Context, queueURL string) error {
 
 // round receives one batch from -from and handles it. It reports whether
 // there may be more to do.
-func (r *redriver) round(ctx context.Context) (more bool, err error) {
+func (r *redriveCommand) round(ctx context.Context) (more bool, err error) {
 	want := int32(10)
-	if r.f.max > 0 {
-		want = int32(min(10, r.f.max-r.received))
+	if r.max > 0 {
+		want = int32(min(10, r.max-r.received))
 		if want <= 0 {
 			return false, nil
 		}
 	}
 	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(r.f.from),
+		QueueUrl:                    aws.String(r.from),
 		MaxNumberOfMessages:         want,
 		VisibilityTimeout:           redriveVisibility,
 		WaitTimeSeconds:             1, // a long poll asks every server, so that an empty answer means empty
@@ -215,7 +198,7 @@ func (r *redriver) round(ctx context.Context) (more bool, err error) {
 		if ctx.Err() != nil {
 			return false, nil
 		}
-		return false, fmt.Errorf("receiving from %s: %w", r.f.from, err)
+		return false, fmt.Errorf("receiving from %s: %w", r.from, err)
 	}
 	var fresh []types.Message
 	for _, m := range out.Messages {
@@ -251,7 +234,7 @@ func (r *redriver) round(ctx context.Context) (more bool, err error) {
 
 // handle sends one message to -to, or lists it with -dry-run, and reports
 // whether it was sent.
-func (r *redriver) handle(ctx context.Context, m types.Message) bool {
+func (r *redriveCommand) handle(ctx context.Context, m types.Message) bool {
 	id, group, dedup := aws.ToString(m.MessageId), m.Attributes["MessageGroupId"], m.Attributes["MessageDeduplicationId"]
 	describe := func() string {
 		var parts []string
@@ -262,17 +245,17 @@ func (r *redriver) handle(ctx context.Context, m types.Message) bool {
 		return strings.Join(parts, ", ")
 	}
 	switch {
-	case r.f.dryRun:
+	case r.dryRun:
 		r.moved++
-		fmt.Fprintf(r.std.stdout, "would move %s (%s)\n", id, describe())
+		fmt.Fprintf(r.stdout, "would move %s (%s)\n", id, describe())
 		return false
 	case r.fifo && r.blocked[group]:
 		r.held++
-		fmt.Fprintf(r.std.stderr, "lambdakit redrive: held back %s: an earlier message of group %s failed to send\n", id, group)
+		fmt.Fprintf(r.stderr, "lambdakit redrive: held back %s: an earlier message of group %s failed to send\n", id, group)
 		return false
 	}
 	in := &sqs.SendMessageInput{
-		QueueUrl:          aws.String(r.f.to),
+		QueueUrl:          aws.String(r.to),
 		MessageBody:       m.Body,
 		MessageAttributes: m.MessageAttributes,
 	}
@@ -293,11 +276,11 @@ func (r *redriver) handle(ctx context.Context, m types.Message) bool {
 		if r.fifo {
 			r.blocked[group] = true
 		}
-		fmt.Fprintf(r.std.stderr, "lambdakit redrive: failed %s: %v\n", id, err)
+		fmt.Fprintf(r.stderr, "lambdakit redrive: failed %s: %v\n", id, err)
 		return false
 	}
 	r.moved++
-	fmt.Fprintf(r.std.stdout, "moved %s as %s (%s)\n", id, aws.ToString(out.MessageId), describe())
+	fmt.Fprintf(r.stdout, "moved %s as %s (%s)\n", id, aws.ToString(out.MessageId), describe())
 	return true
 }
 
@@ -305,11 +288,11 @@ func (r *redriver) handle(ctx context.Context, m types.Message) bool {
 // own: a message sent is deleted even when the command is being
 // interrupted. A message it cannot delete is left, visible again at the
 // end, to be sent again by the next run.
-func (r *redriver) delete(sent []types.Message) {
+func (r *redriveCommand) delete(sent []types.Message) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for chunk := range slices.Chunk(sent, 10) {
-		in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(r.f.from)}
+		in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(r.from)}
 		for i, m := range chunk {
 			in.Entries = append(in.Entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
 		}
@@ -318,7 +301,7 @@ func (r *redriver) delete(sent []types.Message) {
 			r.notDeleted += len(chunk)
 			r.left = append(r.left, chunk...)
 			for _, m := range chunk {
-				fmt.Fprintf(r.std.stderr, "lambdakit redrive: not deleted %s from the DLQ after it was sent: %v\n", aws.ToString(m.MessageId), err)
+				fmt.Fprintf(r.stderr, "lambdakit redrive: not deleted %s from the DLQ after it was sent: %v\n", aws.ToString(m.MessageId), err)
 			}
 			continue
 		}
@@ -329,14 +312,14 @@ func (r *redriver) delete(sent []types.Message) {
 			}
 			r.notDeleted++
 			r.left = append(r.left, chunk[i])
-			fmt.Fprintf(r.std.stderr, "lambdakit redrive: not deleted %s from the DLQ after it was sent: %s: %s\n",
+			fmt.Fprintf(r.stderr, "lambdakit redrive: not deleted %s from the DLQ after it was sent: %s: %s\n",
 				aws.ToString(chunk[i].MessageId), aws.ToString(f.Code), aws.ToString(f.Message))
 		}
 	}
 }
 
 // replaceLeft keeps the newest receipt handle of a message that is left.
-func (r *redriver) replaceLeft(m types.Message) {
+func (r *redriveCommand) replaceLeft(m types.Message) {
 	for i := range r.left {
 		if aws.ToString(r.left[i].MessageId) == aws.ToString(m.MessageId) {
 			r.left[i] = m
@@ -346,11 +329,11 @@ func (r *redriver) replaceLeft(m types.Message) {
 
 // release makes the messages left visible again at once, rather than after
 // redriveVisibility, on a context of its own.
-func (r *redriver) release() {
+func (r *redriveCommand) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for chunk := range slices.Chunk(r.left, 10) {
-		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(r.f.from)}
+		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(r.from)}
 		for i, m := range chunk {
 			in.Entries = append(in.Entries, types.ChangeMessageVisibilityBatchRequestEntry{
 				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
@@ -359,34 +342,32 @@ func (r *redriver) release() {
 		out, err := r.client.ChangeMessageVisibilityBatch(ctx, in)
 		switch {
 		case err != nil:
-			fmt.Fprintf(r.std.stderr, "lambdakit redrive: warning: %d messages left in the DLQ stay invisible for up to %ds: %v\n", len(chunk), redriveVisibility, err)
+			fmt.Fprintf(r.stderr, "lambdakit redrive: warning: %d messages left in the DLQ stay invisible for up to %ds: %v\n", len(chunk), redriveVisibility, err)
 		case len(out.Failed) > 0:
-			fmt.Fprintf(r.std.stderr, "lambdakit redrive: warning: %d messages left in the DLQ stay invisible for up to %ds\n", len(out.Failed), redriveVisibility)
+			fmt.Fprintf(r.stderr, "lambdakit redrive: warning: %d messages left in the DLQ stay invisible for up to %ds\n", len(out.Failed), redriveVisibility)
 		}
 	}
 }
 
 // stop makes the messages left visible, prints the summary, and returns
-// the exit status: code for a failure of the command itself, the outcome
-// of the messages otherwise.
-func (r *redriver) stop(ctx context.Context, code int, format string, args ...any) int {
+// how the command ended: err, a failure of the command itself, else the
+// outcome of the messages.
+func (r *redriveCommand) stop(ctx context.Context, err error) error {
 	r.release()
-	r.summary(r.std.stderr)
+	r.summary(r.stderr)
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(r.std.stderr, "lambdakit redrive: interrupted")
-		return exitInterrupted
-	case code != exitOK:
-		fmt.Fprintf(r.std.stderr, "lambdakit redrive: "+format+"\n", args...)
-		return code
+		return errInterrupted
+	case err != nil:
+		return cannotRun(err)
 	case r.failed+r.held+r.notDeleted > 0:
-		return exitFailed
+		return errFailed // the summary says so
 	}
-	return exitOK
+	return nil
 }
 
-func (r *redriver) summary(w io.Writer) {
-	if r.f.dryRun {
+func (r *redriveCommand) summary(w io.Writer) {
+	if r.dryRun {
 		fmt.Fprintf(w, "lambdakit redrive: dry run: received %d: would move %d\n", r.received, r.moved)
 		return
 	}

@@ -11,16 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
-// redriveEnv points the CLI's SDK at endpoint through AWS_ENDPOINT_URL_SQS
-// only, with one attempt per call, so that a fault the proxy injects fails
-// exactly the call it answers.
-func redriveEnv(endpoint string) []string {
-	return append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_SQS="+endpoint, "AWS_MAX_ATTEMPTS=1")
-}
+// redriveEnv points the CLI's SDK at endpoint, with one attempt per call,
+// so that a fault the proxy injects fails exactly the call it answers.
+func redriveEnv(endpoint string) []string { return awsEnv("SQS", endpoint, "AWS_MAX_ATTEMPTS=1") }
 
 // dlqMessage is a message as the test puts it in a dead-letter queue.
 type dlqMessage struct {
@@ -39,34 +35,6 @@ func (q publishQueue) sendAll(t *testing.T, msgs []dlqMessage) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// drainAll receives and deletes every message on the queue, in order, with
-// its message attributes.
-func (q publishQueue) drainAll(t *testing.T) []types.Message {
-	t.Helper()
-	var all []types.Message
-	for range 100 {
-		out, err := q.client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(q.url), MaxNumberOfMessages: 10, VisibilityTimeout: 300,
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatalf("ReceiveMessage: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		all = append(all, out.Messages...)
-		for _, m := range out.Messages {
-			if _, err := q.client.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatalf("DeleteMessage: %v", err)
-			}
-		}
-	}
-	t.Fatal("the queue still had messages after 100 receives")
-	return nil
 }
 
 // fifoMessages are n messages in two groups, each with a deduplication ID
@@ -130,14 +98,8 @@ func wantMoved(t *testing.T, got []types.Message, want []dlqMessage) {
 }
 
 func TestRedrive(t *testing.T) {
-	testenv.RequireMotoServer(t)
-	binaries(t)
-	srv, err := motoserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	client := sqs.NewFromConfig(srv.AWSConfig())
+	srv := moto.Server(t)
+	client := sqs.NewFromConfig(moto.Config(t))
 	env := redriveEnv(srv.URL)
 	fifoPair := func(t *testing.T) (dlq, target publishQueue) {
 		return newPublishQueue(t, client, true, nil), newPublishQueue(t, client, true, nil)
@@ -163,7 +125,7 @@ func TestRedrive(t *testing.T) {
 		if !strings.HasSuffix(r.stderr, "lambdakit redrive: received 23: moved 23, failed 0, held back 0, not deleted 0\n") {
 			t.Errorf("stderr does not end with the summary:\n%s", r.stderr)
 		}
-		wantMoved(t, target.drainAll(t), msgs)
+		wantMoved(t, target.drain(t), msgs)
 		if got := dlq.drain(t); len(got) != 0 {
 			t.Errorf("the DLQ still holds %d messages; want none", len(got))
 		}
@@ -201,7 +163,7 @@ func TestRedrive(t *testing.T) {
 		if r.code != 0 || !strings.HasSuffix(r.stderr, "received 2: moved 2, failed 0, held back 0, not deleted 0\n") {
 			t.Fatalf("exit status %d; want 0 and 2 moved\n%s", r.code, r.stderr)
 		}
-		got := target.drainAll(t)
+		got := target.drain(t)
 		if len(got) != 2 {
 			t.Fatalf("the target holds %d messages; want 2", len(got))
 		}
@@ -210,7 +172,7 @@ func TestRedrive(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stderr, "moved 3,") {
 			t.Fatalf("second run: exit status %d; want 0 and 3 moved\n%s", r.code, r.stderr)
 		}
-		wantMoved(t, append(got, target.drainAll(t)...), msgs)
+		wantMoved(t, append(got, target.drain(t)...), msgs)
 	})
 
 	t.Run("a failed send leaves the message and holds its group back: exit 1", func(t *testing.T) {
@@ -227,7 +189,7 @@ func TestRedrive(t *testing.T) {
 			!strings.HasSuffix(r.stderr, "received 6: moved 3, failed 1, held back 2, not deleted 0\n") {
 			t.Errorf("stderr:\n%s\nwant the first message failed, its group's 2 others held back, the other group moved", r.stderr)
 		}
-		moved := target.drainAll(t)
+		moved := target.drain(t)
 		groups := map[string]int{}
 		for _, m := range moved {
 			groups[m.Attributes["MessageGroupId"]]++
@@ -241,7 +203,7 @@ func TestRedrive(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stderr, "received 3: moved 3,") {
 			t.Fatalf("second run: exit status %d; want 0 and 3 moved\n%s", r.code, r.stderr)
 		}
-		wantMoved(t, append(moved, target.drainAll(t)...), msgs)
+		wantMoved(t, append(moved, target.drain(t)...), msgs)
 	})
 
 	t.Run("a message sent but not deleted is reported: exit 1", func(t *testing.T) {

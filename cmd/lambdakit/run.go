@@ -4,18 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
 )
 
 const runUsage = `Usage: lambdakit run [flags] -queue URL BOOTSTRAP
@@ -28,6 +28,10 @@ not name in batchItemFailures. Named records, and the whole batch after a
 function error, a crash, a timeout or a response that breaks the partial
 batch response rules, stay in the queue and come back after its visibility
 timeout. Flags come before BOOTSTRAP.
+
+The function's settings come from the flags, then from its resource in
+-template, else Lambda's defaults, as with 'lambdakit invoke'; -template also
+gives the batch size and response types of the function's SQS event.
 
 Each batch slot (-concurrency) has one warm process, restarted after a crash,
 a timeout or a failed init. Two batches holding messages of one FIFO message
@@ -60,13 +64,15 @@ Exit status:
   1    stopped as asked, but an invocation failed as a whole (function error,
        init error, crash, timeout, or a response that fails the whole batch),
        or a delete failed
-  2    usage error, or an env file that cannot be read
+  2    usage error, or an env or template file that cannot be read
   3    the queue cannot be read, or the bootstrap could not be started
 `
 
-// runFlags holds the parsed command line of run.
-type runFlags struct {
-	functionFlags
+// runCommand is 'lambdakit run': the SQS event source mapping, locally.
+type runCommand struct {
+	stdio
+	flags       *cmdFlags
+	fn          functionFlags
 	queue       string
 	batchSize   int
 	window      time.Duration
@@ -84,55 +90,74 @@ var optionFlags = map[string]string{
 	"Concurrency": "-concurrency",
 }
 
-func parseRunFlags(std stdio, args []string) (*runFlags, int) {
-	f := &runFlags{}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(std.stderr)
-	fs.StringVar(&f.queue, "queue", "", "the queue's `URL` (required), as SQS returns it: http://127.0.0.1:5000/123456789012/payments.fifo")
-	fs.IntVar(&f.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more")
-	fs.DurationVar(&f.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): 0 to 5m")
-	fs.IntVar(&f.concurrency, "concurrency", 1, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency)")
-	fs.BoolVar(&f.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
-	fs.BoolVar(&f.partial, "report-batch-item-failures", true, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]); false deletes every batch the function answers")
-	f.define(fs, 30*time.Second, "each invocation's deadline is its start plus this")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), runUsage)
-		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), runExitStatus)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, exitOK
-		}
-		return nil, exitUsage // flag has printed the error and the usage
-	}
-	fail := func(format string, args ...any) (*runFlags, int) {
-		fmt.Fprintf(std.stderr, "lambdakit run: "+format+"\nRun 'lambdakit run -h' for usage.\n", args...)
-		return nil, exitUsage
+// parse reads the command line, the template and the env file.
+func (c *runCommand) parse(args []string) error {
+	fs := newFlags(c.stderr, "run", runUsage, runExitStatus)
+	c.flags = fs
+	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required), as SQS returns it: http://127.0.0.1:5000/123456789012/orders.fifo")
+	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more (default: the template's, else Lambda's 10)")
+	fs.DurationVar(&c.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): 0 to 5m")
+	fs.IntVar(&c.concurrency, "concurrency", 1, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency; never taken from the template)")
+	fs.BoolVar(&c.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
+	fs.BoolVar(&c.partial, "report-batch-item-failures", true, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; false deletes every batch the function answers (default: true, or what the template's SQS event says)")
+	c.fn.define(fs.FlagSet, "each invocation's deadline is its start plus this")
+	rest, err := fs.parse(args)
+	if err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() == 0:
-		return fail("need a BOOTSTRAP")
-	case fs.NArg() > 1 && strings.HasPrefix(fs.Arg(1), "-"):
-		return fail("flags come before BOOTSTRAP: %s", strings.Join(fs.Args()[1:], " "))
-	case fs.NArg() > 1:
-		return fail("want one BOOTSTRAP, got %s", strings.Join(fs.Args(), " "))
-	case f.queue == "":
-		return fail("-queue: want the queue's URL")
+	case len(rest) == 0:
+		return fs.usageError("need a BOOTSTRAP")
+	case len(rest) > 1:
+		return fs.usageError("want one BOOTSTRAP, got %s", strings.Join(rest, " "))
+	case c.queue == "":
+		return fs.usageError("-queue: want the queue's URL")
 	}
-	f.bootstrap = fs.Arg(0)
-	if msg := f.check(); msg != "" {
-		return fail("%s", msg)
+	c.bootstrap = rest[0]
+	if err := c.fn.settle(fs); err != nil {
+		return err
+	}
+	if err := c.eventFromTemplate(fs.set()); err != nil {
+		return err
 	}
 	// Zero would mean esm's default; on the command line it is a mistake.
 	// esm.New checks the rest of the range.
 	switch {
-	case f.batchSize == 0:
-		return fail("-batch-size 0: want 1 or more")
-	case f.concurrency == 0:
-		return fail("-concurrency 0: want 1 or more")
+	case c.batchSize == 0:
+		return fs.usageError("-batch-size 0: want 1 or more")
+	case c.concurrency == 0:
+		return fs.usageError("-concurrency 0: want 1 or more")
 	}
-	return f, exitOK
+	return nil
+}
+
+// eventFromTemplate takes the batch size and the response types the
+// command line did not set from the function's SQS event in -template,
+// when it has exactly one.
+func (c *runCommand) eventFromTemplate(set map[string]bool) error {
+	if c.fn.template == "" {
+		return nil
+	}
+	all, err := samtemplate.SQSEvents(c.fn.template)
+	if err != nil {
+		return badInput(fmt.Errorf("template: %w", err))
+	}
+	var evs []samtemplate.SQSEvent
+	for _, ev := range all {
+		if ev.Function == c.fn.logicalID {
+			evs = append(evs, ev)
+		}
+	}
+	if len(evs) != 1 {
+		return nil
+	}
+	if !set["batch-size"] && evs[0].BatchSize > 0 {
+		c.batchSize = evs[0].BatchSize
+	}
+	if !set["report-batch-item-failures"] {
+		c.partial = evs[0].ReportBatchItemFailures
+	}
+	return nil
 }
 
 // queueRegion returns the region in a queue URL of the forms
@@ -153,37 +178,19 @@ func queueRegion(queueURL string) string {
 	return ""
 }
 
-// lockedWriter serializes writes from the batches, the function's output and
-// the signal notice.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func runRun(ctx context.Context, std stdio, args []string) int {
-	f, code := parseRunFlags(std, args)
-	if f == nil {
-		return code
+// Run implements command.
+func (c *runCommand) Run(ctx context.Context, args []string) error {
+	if err := c.parse(args); err != nil {
+		return err
 	}
-	stderr := &lockedWriter{w: std.stderr}
-	std.stderr = stderr
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(stderr, "lambdakit run: "+format+"\n", args...)
-		return code
-	}
+	// The batches, the function's output and the signal notice write to
+	// standard error from their goroutines.
+	std := c.stdio
+	std.stderr = logline.Writer(c.stderr)
 
 	// Everything is checked before anything starts: flags, env file,
 	// bootstrap, the AWS configuration, the mapping's options.
-	extra, region, err := f.environment(std.environ, firstNonEmpty(queueRegion(f.queue), "us-east-1"))
-	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
+	region := c.fn.regionOr(std.environ, firstNonEmpty(queueRegion(c.queue), "us-east-1"))
 	// One Runner, one warm process, per batch in flight, as Lambda has an
 	// execution environment per concurrent invocation. Out of range,
 	// -concurrency is refused by esm.New below.
@@ -194,10 +201,10 @@ func runRun(ctx context.Context, std stdio, args []string) int {
 			r.Close()
 		}
 	}()
-	for range min(max(f.concurrency, 1), esm.MaxConcurrency) {
-		r, err := f.newRunner(std, f.bootstrap, region, extra)
+	for range min(max(c.concurrency, 1), esm.MaxConcurrency) {
+		r, err := c.fn.newRunner(std, c.bootstrap, region)
 		if err != nil {
-			return fail(exitUsage, "%v", err)
+			return err
 		}
 		runners, invokers = append(runners, r), append(invokers, r)
 	}
@@ -207,33 +214,33 @@ func runRun(ctx context.Context, std stdio, args []string) int {
 	}
 
 	var cfgOpts []func(*config.LoadOptions) error
-	if f.region != "" {
-		cfgOpts = append(cfgOpts, config.WithRegion(f.region))
+	if c.fn.region != "" {
+		cfgOpts = append(cfgOpts, config.WithRegion(c.fn.region))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, cfgOpts...)
 	if err != nil {
-		return fail(exitUsage, "AWS configuration: %v", err)
+		return badInput(fmt.Errorf("AWS configuration: %w", err))
 	}
 	if cfg.Region == "" {
-		cfg.Region = firstNonEmpty(queueRegion(f.queue), "us-east-1")
+		cfg.Region = firstNonEmpty(queueRegion(c.queue), "us-east-1")
 	}
 
-	out := &batchPrinter{f: f, stdout: std.stdout, stderr: stderr}
-	mapping, err := esm.New(sqs.NewFromConfig(cfg), f.queue, invoker, func(o *esm.Options) {
-		o.BatchSize = f.batchSize
-		o.Window = f.window
-		o.Concurrency = f.concurrency
-		o.UntilEmpty = f.untilEmpty
-		o.ReportBatchItemFailures = f.partial
+	out := &batchPrinter{fn: &c.fn, stdout: std.stdout, stderr: std.stderr}
+	mapping, err := esm.New(sqs.NewFromConfig(cfg), c.queue, invoker, func(o *esm.Options) {
+		o.BatchSize = c.batchSize
+		o.Window = c.window
+		o.Concurrency = c.concurrency
+		o.UntilEmpty = c.untilEmpty
+		o.ReportBatchItemFailures = c.partial
 		o.OnBatch = out.batch
-		o.OnWarning = func(err error) { fmt.Fprintf(stderr, "lambdakit run: warning: %v\n", err) }
+		o.OnWarning = func(err error) { fmt.Fprintf(std.stderr, "lambdakit run: warning: %v\n", err) }
 	})
 	var optErr *esm.OptionError
 	switch {
 	case errors.As(err, &optErr):
-		return fail(exitUsage, "%s %s\nRun 'lambdakit run -h' for usage.", firstNonEmpty(optionFlags[optErr.Option], optErr.Option), optErr.Reason)
+		return c.flags.usageError("%s %s", firstNonEmpty(optionFlags[optErr.Option], optErr.Option), optErr.Reason)
 	case err != nil:
-		return fail(exitUsage, "%v", err)
+		return badInput(err)
 	}
 
 	finished, noticed := make(chan struct{}), make(chan struct{})
@@ -241,7 +248,7 @@ func runRun(ctx context.Context, std stdio, args []string) int {
 		defer close(noticed)
 		select {
 		case <-ctx.Done():
-			fmt.Fprintln(stderr, "lambdakit run: stopping after the batches in flight")
+			fmt.Fprintln(std.stderr, "lambdakit run: stopping after the batches in flight")
 		case <-finished:
 		}
 	}()
@@ -253,26 +260,25 @@ func runRun(ctx context.Context, std stdio, args []string) int {
 			runErr = fmt.Errorf("stop the function: %w", err)
 		}
 	}
-	printSummary(stderr, summary, ctx.Err() != nil, runErr)
-	if out.err != nil {
-		return fail(exitCannotRun, "write: %v", out.err)
-	}
+	printSummary(std.stderr, summary, ctx.Err() != nil, runErr)
 	switch {
+	case out.err != nil:
+		return cannotRun(fmt.Errorf("write: %w", out.err))
 	case errors.Is(runErr, esm.ErrQueue):
-		return fail(exitCannotRun, "%v", runErr)
+		return cannotRun(runErr)
 	case runErr != nil:
-		return fail(exitCannotRun, "%s", startFailure(runErr, f.bootstrap))
+		return cannotRun(errors.New(startFailure(runErr, c.bootstrap)))
 	case summary.FunctionErrors+summary.InvalidResponses+summary.DeleteFailures > 0:
-		return exitFailed
+		return errFailed // the summary says so
 	}
-	return exitOK
+	return nil // stopped as asked, a signal included
 }
 
 // batchPrinter reports each batch: a JSON line on standard output, a REPORT
 // line and a line in words on standard error. esm calls it one batch at a
 // time.
 type batchPrinter struct {
-	f      *runFlags
+	fn     *functionFlags
 	stdout io.Writer
 	stderr io.Writer
 	err    error // the first failed write to stdout
@@ -298,7 +304,7 @@ func (p *batchPrinter) batch(b esm.BatchResult) {
 		o.Outcome, o.Reason = "not invoked", "an earlier record of its FIFO group in the same receive was left"
 		line = fmt.Sprintf("%d records left without an invocation: %s", len(b.Records), o.Reason)
 	case errors.Is(b.Err, esm.ErrInvocationFailed):
-		o.Reason = describe(b.Result, p.f.timeout)
+		o.Reason = describe(b.Result, p.fn.timeout)
 		line = fmt.Sprintf("batch of %d records left whole: %s", len(b.Records), o.Reason)
 	case b.Err != nil:
 		o.Reason = b.Err.Error()
@@ -313,7 +319,7 @@ func (p *batchPrinter) batch(b esm.BatchResult) {
 		o.Reason = strings.TrimPrefix(o.Reason+"; ", "; ") + b.DeleteErr.Error()
 	}
 	if b.Result.Outcome != runtimeapi.OutcomeNone {
-		report(p.stderr, &p.f.functionFlags, b.Result)
+		report(p.stderr, p.fn, b.Result)
 	}
 	fmt.Fprintf(p.stderr, "lambdakit run: %s\n", line)
 	if p.err == nil {

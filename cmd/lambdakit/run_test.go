@@ -3,51 +3,25 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
-
-var (
-	esmfnOnce sync.Once
-	esmfnErr  error
-)
-
-// esmfn builds the esm package's test function once, next to the CLI: a
-// bootstrap whose records say whether to succeed, fail or crash.
-func esmfn(t testing.TB) string {
-	t.Helper()
-	binaries(t) // makes buildDir
-	path := filepath.Join(buildDir, "esmfn")
-	esmfnOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", path, "../../internal/esm/testdata/esmfn").CombinedOutput()
-		if err != nil {
-			esmfnErr = &buildError{err, string(out)}
-		}
-	})
-	if esmfnErr != nil {
-		t.Fatal(esmfnErr)
-	}
-	return path
-}
 
 func TestRunUsageErrors(t *testing.T) {
 	_, echo := binaries(t)
 	// None of these gets as far as a request; if one did, it would meet a
 	// dead loopback port with test credentials, and nothing else.
-	env := append(motoserver.Env("http://127.0.0.1:1"), "AWS_ENDPOINT_URL_SQS=http://127.0.0.1:1", "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
+	env := awsEnv("SQS", deadEndpoint)
 	const (
 		queue = "http://127.0.0.1:1/123456789012/orders"
 		fifo  = "http://127.0.0.1:1/123456789012/orders.fifo"
@@ -59,7 +33,7 @@ func TestRunUsageErrors(t *testing.T) {
 	}{
 		{"no bootstrap", []string{"run", "-queue", queue}, "need a BOOTSTRAP"},
 		{"no queue", []string{"run", echo}, "-queue: want the queue's URL"},
-		{"flags after the bootstrap", []string{"run", "-queue", queue, echo, "-until-empty"}, "flags come before BOOTSTRAP: -until-empty"},
+		{"flags after the bootstrap", []string{"run", "-queue", queue, echo, "-until-empty"}, "flag -until-empty after the arguments"},
 		{"two bootstraps", []string{"run", "-queue", queue, echo, echo}, "want one BOOTSTRAP"},
 		{"unknown flag", []string{"run", "-batch", "5", "-queue", queue, echo}, "flag provided but not defined: -batch"},
 		{"queue not a URL", []string{"run", "-queue", "orders", echo}, `-queue "orders": want http(s)://host/account/name`},
@@ -103,49 +77,22 @@ type runOutput struct {
 	Reason       string   `json:"reason"`
 }
 
-func runOutputs(t *testing.T, stdout string) []runOutput {
-	t.Helper()
-	var outs []runOutput
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		if line == "" {
-			continue
-		}
-		var o runOutput
-		if err := json.Unmarshal([]byte(line), &o); err != nil {
-			t.Fatalf("stdout line %q: %v", line, err)
-		}
-		outs = append(outs, o)
-	}
-	return outs
-}
-
 // TestRunQueue runs the command on queues on one moto_server.
 func TestRunQueue(t *testing.T) {
-	testenv.RequireMotoServer(t)
-	fn := esmfn(t)
-	srv, err := motoserver.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	client := sqs.NewFromConfig(srv.AWSConfig())
-	// The command finds moto through the SDK's own endpoint variables.
-	env := append(motoserver.Env(srv.URL), "AWS_ENDPOINT_URL_SQS="+srv.URL, "AWS_SESSION_TOKEN=", "AWS_PROFILE=")
+	srv := moto.Server(t)
+	fn := testenv.Build(t, "../../internal/esm/testdata/esmfn")
+	client := sqs.NewFromConfig(moto.Config(t))
+	env := awsEnv("SQS", srv.URL)
 
 	queue := func(t *testing.T, bodies ...string) string {
 		t.Helper()
-		out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-			QueueName: aws.String(testenv.Name(t)), Attributes: map[string]string{"VisibilityTimeout": "1"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		url := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": "1"})
 		for _, b := range bodies {
-			if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: out.QueueUrl, MessageBody: aws.String(b)}); err != nil {
+			if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(b)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return aws.ToString(out.QueueUrl)
+		return url
 	}
 
 	t.Run("until empty, a named record comes back", func(t *testing.T) {
@@ -155,7 +102,7 @@ func TestRunQueue(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
 		}
-		outs := runOutputs(t, r.stdout)
+		outs := jsonLines[runOutput](t, r.stdout)
 		if len(outs) != 2 || outs[0].Records != 3 || len(outs[0].Deleted) != 2 || len(outs[0].ItemFailures) != 1 ||
 			outs[1].Records != 1 || len(outs[1].Deleted) != 1 || outs[1].Deleted[0] != outs[0].ItemFailures[0] {
 			t.Errorf("stdout:\n%s\nwant a batch of 3 with 2 deleted and 1 named, then that one deleted", r.stdout)
@@ -173,6 +120,42 @@ func TestRunQueue(t *testing.T) {
 		}
 	})
 
+	t.Run("the template's SQS event gives the batch size and response types", func(t *testing.T) {
+		t.Parallel()
+		tpl := writeFile(t, t.TempDir(), "template.yaml", `Resources:
+  Q:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Timeout: 5
+      Events:
+        FromQ:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Q.Arn
+            BatchSize: 2
+`)
+		url := queue(t, "a", "b fail@1", "c")
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-template", tpl, fn)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+		}
+		// Without ReportBatchItemFailures in the template, the record the
+		// function names failed is deleted with its batch.
+		outs := jsonLines[runOutput](t, r.stdout)
+		deleted := 0
+		for _, o := range outs {
+			if o.Records > 2 || len(o.Left) > 0 {
+				t.Errorf("batch %+v; want at most 2 records, none left", o)
+			}
+			deleted += len(o.Deleted)
+		}
+		if len(outs) < 2 || deleted != 3 {
+			t.Errorf("stdout:\n%s\nwant batches of 2 at most, every record deleted", r.stdout)
+		}
+	})
+
 	t.Run("a failed invocation makes status 1", func(t *testing.T) {
 		t.Parallel()
 		url := queue(t, "a", "b error@1")
@@ -180,7 +163,7 @@ func TestRunQueue(t *testing.T) {
 		if r.code != 1 {
 			t.Fatalf("exit status %d; want 1\nstderr:\n%s", r.code, r.stderr)
 		}
-		outs := runOutputs(t, r.stdout)
+		outs := jsonLines[runOutput](t, r.stdout)
 		if len(outs) != 2 || outs[0].Outcome != "function error" || len(outs[0].Left) != 2 || !strings.Contains(outs[0].Reason, "esmfn: error asked by") ||
 			outs[1].Outcome != "success" || len(outs[1].Deleted) != 2 {
 			t.Errorf("stdout:\n%s\nwant the batch left whole on a function error, then deleted", r.stdout)
@@ -235,7 +218,7 @@ func TestRunQueue(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != 0 {
 			t.Fatalf("exit status %d; want 0\nstderr:\n%s", code, stderr.String())
 		}
-		outs := runOutputs(t, stdout.String())
+		outs := jsonLines[runOutput](t, stdout.String())
 		if len(outs) != 1 || outs[0].Outcome != "success" || len(outs[0].Deleted) != 1 {
 			t.Errorf("stdout:\n%s\nwant the batch in flight finished and deleted, and no other", stdout.String())
 		}

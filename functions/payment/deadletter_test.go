@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -24,14 +23,7 @@ func TestInvalidPaymentGoesToTheDeadLetterQueue(t *testing.T) {
 	client := sqs.NewFromConfig(moto.Config(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(testenv.Name(t) + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dlq := aws.ToString(out.QueueUrl)
+	dlq := testenv.Queue(t, client, true, nil)
 	handler := mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, slog.New(slog.NewJSONHandler(f.logs, nil)), withDeadLetterQueue(client, dlq))
 
 	invalidBody := `{"payment_id":"pay_dlq_1","order_id":"ord_1","customer_id":"cus_A","amount":100,"currency":"eur"}`
@@ -46,7 +38,7 @@ func TestInvalidPaymentGoesToTheDeadLetterQueue(t *testing.T) {
 	if len(resp.BatchItemFailures) != 1 {
 		t.Errorf("transient failure: failures %v; want the record to come back", resp.BatchItemFailures)
 	}
-	resp, err = handler(ctx, lambdakittest.Event(invalid, later))
+	resp, err := handler(ctx, lambdakittest.Event(invalid, later))
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("invalid then valid payment: error %v, failures %v; want both handled", err, resp.BatchItemFailures)
 	}
@@ -54,17 +46,11 @@ func TestInvalidPaymentGoesToTheDeadLetterQueue(t *testing.T) {
 		t.Errorf("charges %+v; want pay_dlq_2 only", c)
 	}
 
-	got, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(dlq), MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"},
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-	})
-	if err != nil {
-		t.Fatal(err)
+	got := testenv.Drain(t, client, dlq)
+	if len(got) != 1 {
+		t.Fatalf("the dead-letter queue holds %d messages; want the invalid payment only", len(got))
 	}
-	if len(got.Messages) != 1 {
-		t.Fatalf("the dead-letter queue holds %d messages; want the invalid payment only", len(got.Messages))
-	}
-	m := got.Messages[0]
+	m := got[0]
 	if aws.ToString(m.Body) != invalidBody || m.Attributes["MessageGroupId"] != "cus_A" || aws.ToString(m.MessageAttributes["source"].StringValue) != "checkout" {
 		t.Errorf("dead letter: body %q, group %q, attributes %v; want the message as received", aws.ToString(m.Body), m.Attributes["MessageGroupId"], m.MessageAttributes)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -99,7 +98,7 @@ func e2ePayments() []e2ePayment {
 func TestEndToEndThroughTheQueue(t *testing.T) {
 	srv := moto.Server(t)
 	ctx := t.Context()
-	bootstrap := buildBootstrap(t)
+	bootstrap := testenv.Build(t, ".") // this package, the real function
 
 	gw := &gatewayObserver{}
 	f := setup(t, gw)
@@ -388,7 +387,7 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	// duplicate of the record the first copy's deduplication ID names.
 	copyMsg := results[len(results)-1].MessageID
 	wantRecord := "payment#" + results[b2].DedupID
-	if !slices.ContainsFunc(logLines(logs.String()), func(l map[string]any) bool {
+	if !slices.ContainsFunc(logline.Objects(logs.String()), func(l map[string]any) bool {
 		dup := l["outcome"] == "duplicate" || l["outcome"] == "replayed"
 		return l["msg"] == "record done" && dup && l["messageId"] == copyMsg && l["id"] == wantRecord
 	}) {
@@ -397,14 +396,15 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 
 	// The DLQ holds the poison messages, each moved there after reaching
 	// the function maxReceiveCount times, and nothing else.
-	inDLQ := drain(t, sqsc, dlqURL)
+	inDLQ := testenv.Drain(t, sqsc, dlqURL)
 	var wantDLQ, gotDLQ []string
 	for id, p := range published {
 		if p.poison {
 			wantDLQ = append(wantDLQ, id)
 		}
 	}
-	for id := range inDLQ {
+	for _, m := range inDLQ {
+		id := aws.ToString(m.MessageId)
 		gotDLQ = append(gotDLQ, id)
 		if n := maxReceiveCount(batches, id); n != e2eMaxReceiveCount {
 			t.Errorf("DLQ message %s (%s) reached the function %d times; want maxReceiveCount, %d", id, published[id].id, n, e2eMaxReceiveCount)
@@ -443,7 +443,7 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	}
 	for id, p := range published {
 		_, del := deleted[id]
-		_, dead := inDLQ[id]
+		dead := slices.Contains(gotDLQ, id)
 		switch {
 		case del == dead:
 			t.Errorf("message %s (%s): deleted %v, in the DLQ %v; want exactly one", id, p.id, del, dead)
@@ -457,18 +457,6 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 			}
 		}
 	}
-}
-
-// buildBootstrap builds this package, the real function, for this machine.
-func buildBootstrap(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "bootstrap")
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", path, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return path
 }
 
 // gatewayObserver counts, per Idempotency-Key, the requests that reach the
@@ -581,30 +569,6 @@ func hasLedgerRow(db *dynamodb.Client, table, paymentID string) bool {
 	return err == nil && out.Item != nil
 }
 
-// drain receives every message of a queue, by message ID, without deleting
-// them.
-func drain(t *testing.T, client *sqs.Client, url string) map[string]sqstypes.Message {
-	t.Helper()
-	got := map[string]sqstypes.Message{}
-	for range 10 {
-		out, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 60,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) == 0 {
-			return got
-		}
-		for _, m := range out.Messages {
-			got[aws.ToString(m.MessageId)] = m
-		}
-	}
-	t.Fatalf("%s still had messages after 10 receives", url)
-	return nil
-}
-
 func ids(recs []events.SQSMessage) []string {
 	out := make([]string, len(recs))
 	for i, r := range recs {
@@ -626,18 +590,6 @@ func maxReceiveCount(batches []esm.BatchResult, messageID string) int {
 		}
 	}
 	return most
-}
-
-// logLines returns the JSON objects among the function's output lines.
-func logLines(s string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(s, "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // describeBatches tells what each batch held and what became of it, for

@@ -23,6 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -267,14 +268,7 @@ func sqsActionsUsed(t *testing.T) []string {
 	client := sqs.NewFromConfig(moto.Config(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(testenv.Name(t) + ".fifo"),
-		Attributes: map[string]string{"FifoQueue": "true"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dlqURL := aws.ToString(out.QueueUrl)
+	dlqURL := testenv.Queue(t, client, true, nil)
 	used := map[string]bool{}
 	recorder := func(stack *middleware.Stack) error {
 		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("recordActions",
@@ -294,9 +288,8 @@ func sqsActionsUsed(t *testing.T) []string {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("invalid payment: error %v, failures %v; want it sent to the dead-letter queue", err, resp.BatchItemFailures)
 	}
-	got, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10})
-	if err != nil || len(got.Messages) != 1 {
-		t.Fatalf("the dead-letter queue holds %v (%v); want the invalid payment", got, err)
+	if got := testenv.Drain(t, client, dlqURL); len(got) != 1 {
+		t.Fatalf("the dead-letter queue holds %d messages; want the invalid payment", len(got))
 	}
 	return slices.Sorted(maps.Keys(used))
 }
@@ -371,21 +364,12 @@ type resource struct {
 
 func loadTemplate(t *testing.T) *template {
 	t.Helper()
-	raw, err := os.ReadFile(templatePath)
+	res, err := samtemplate.Resources(templatePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct {
-		Resources map[string]struct {
-			Type       string    `yaml:"Type"`
-			Properties yaml.Node `yaml:"Properties"`
-		} `yaml:"Resources"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
 	tpl := &template{resources: map[string]resource{}}
-	for id, r := range doc.Resources {
+	for id, r := range res {
 		props := r.Properties
 		tpl.resources[id] = resource{typ: r.Type, props: &props}
 	}

@@ -6,12 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
@@ -40,11 +39,11 @@ type harness struct {
 	client    *sqs.Client
 	bootstrap string
 	log       string
-	output    *syncBuffer
+	output    *logline.Buffer
 }
 
 func newHarness(t *testing.T, client *sqs.Client, bootstrap string) *harness {
-	h := &harness{t: t, client: client, bootstrap: bootstrap, log: filepath.Join(t.TempDir(), "esmfn.log"), output: &syncBuffer{}}
+	h := &harness{t: t, client: client, bootstrap: bootstrap, log: filepath.Join(t.TempDir(), "esmfn.log"), output: &logline.Buffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("function output:\n%s", h.output.String())
@@ -53,15 +52,10 @@ func newHarness(t *testing.T, client *sqs.Client, bootstrap string) *harness {
 	return h
 }
 
-// buildFunction builds testdata/esmfn into dir.
-func buildFunction(t *testing.T, dir string) string {
+// buildFunction returns testdata/esmfn, built for this machine.
+func buildFunction(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(dir, "bootstrap")
-	out, err := exec.Command("go", "build", "-o", path, "./testdata/esmfn").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return path
+	return testenv.Build(t, "./testdata/esmfn")
 }
 
 // runner returns a Runner of the function with the given timeout, closed at
@@ -120,27 +114,14 @@ func (h *harness) runCtx(ctx context.Context, url string, inv esm.Invoker, optFn
 // and returns its URL and ARN.
 func (h *harness) queue(fifo bool, attrs map[string]string) (url, arn string) {
 	h.t.Helper()
-	name := testenv.Name(h.t)
-	a := map[string]string{}
-	for k, v := range attrs {
-		a[k] = v
-	}
-	if fifo {
-		name += ".fifo"
-		a["FifoQueue"] = "true"
-	}
-	ctx := context.Background()
-	out, err := h.client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: a})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	attr, err := h.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: out.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+	url = testenv.Queue(h.t, h.client, fifo, attrs)
+	attr, err := h.client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return aws.ToString(out.QueueUrl), attr.Attributes["QueueArn"]
+	return url, attr.Attributes["QueueArn"]
 }
 
 // send sends bodies to a standard queue, in order, and returns their
@@ -275,23 +256,4 @@ func deliveries(invs []invocation) map[string][]string {
 		}
 	}
 	return got
-}
-
-// syncBuffer collects the function's output, which os/exec writes from its
-// own goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -27,7 +27,7 @@ import (
 // test function, removed with TestRun's temporary directory.
 func TestRun(t *testing.T) {
 	client := sqs.NewFromConfig(moto.Config(t))
-	bootstrap := buildFunction(t, t.TempDir())
+	bootstrap := buildFunction(t)
 	for _, tc := range []struct {
 		name string
 		fn   func(*testing.T, *harness)

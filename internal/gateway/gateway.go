@@ -7,11 +7,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lambdakit/lambdakit/internal/faultdraw"
 )
 
 // Charge is what a caller asks the gateway to charge.
@@ -37,10 +38,9 @@ type Gateway struct {
 	// failNext answers this many requests with 503 before doing anything.
 	failNext int
 	requests int
-	// faultRate is the fraction of requests that fail at random (see
-	// SetFaults); rng draws them.
-	faultRate float64
-	rng       *rand.Rand
+	// faults draws the requests that fail at random (see SetFaults); nil:
+	// none.
+	faults *faultdraw.Draw
 	// onCharge is told of each new charge; see OnCharge.
 	onCharge func(c Charge, chargeID string)
 	// delay is how long each request to /charges waits before the
@@ -83,19 +83,7 @@ func (g *Gateway) FailNext(n int) {
 func (g *Gateway) SetFaults(rate float64, seed uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.faultRate = rate
-	g.rng = rand.New(rand.NewPCG(seed, seed+1))
-}
-
-// drawFault decides a request's fault. Callers hold g.mu.
-func (g *Gateway) drawFault() (before, after bool) {
-	if g.rng == nil || g.rng.Float64() >= g.faultRate {
-		return false, false
-	}
-	if g.rng.IntN(2) == 0 {
-		return true, false
-	}
-	return false, true
+	g.faults = faultdraw.New(rate, seed)
 }
 
 // SetDelay makes every request to POST /charges wait d before the gateway
@@ -192,7 +180,7 @@ func (g *Gateway) decide(key string, body []byte) (reply, *newCharge, func(Charg
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.requests++
-	before, lost := g.drawFault()
+	before, lost := g.faults.Next()
 	if g.failNext > 0 || before {
 		if g.failNext > 0 {
 			g.failNext--

@@ -2,12 +2,9 @@ package motoserver
 
 import (
 	"errors"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // program writes an executable file at dir/name and returns its path.
@@ -110,55 +107,4 @@ func TestFindMoto(t *testing.T) {
 			t.Errorf("findMoto: error %v; want ErrNotInstalled", err)
 		}
 	})
-}
-
-// dials reports whether something accepts connections on addr, which is
-// always a loopback address here.
-func dials(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-// The listen address decides who can connect; 127.0.0.2 (loopback too)
-// reaches a server only when it listens on every interface.
-func TestStartAtListensWhereAsked(t *testing.T) {
-	if err := Installed(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	for _, c := range []struct {
-		host      string
-		wantOther bool
-	}{
-		{"127.0.0.1", false},
-		{"0.0.0.0", true},
-	} {
-		t.Run(c.host, func(t *testing.T) {
-			port, err := freePort()
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := StartAt(c.host, port)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(s.Stop)
-			u, err := url.Parse(s.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if u.Hostname() != "127.0.0.1" {
-				t.Errorf("URL %s; want it on 127.0.0.1", s.URL)
-			}
-			if got := dials(net.JoinHostPort("127.0.0.2", u.Port())); got != c.wantOther {
-				t.Errorf("127.0.0.2:%s reachable = %t; want %t", u.Port(), got, c.wantOther)
-			}
-		})
-	}
 }

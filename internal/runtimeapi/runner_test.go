@@ -3,85 +3,39 @@
 package runtimeapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
 // The Runner tests run testdata/testfn, a real aws-lambda-go bootstrap,
 // built once per test binary. They need a unix: they check for leftover
 // processes with kill(pid, 0).
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // bootstrap returns the path of the test function's binary, building it on
 // first use.
 func bootstrap(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "runtimeapi-test-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, "bootstrap"), "./testdata/testfn")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(buildDir, "bootstrap")
+	return testenv.Build(t, "./testdata/testfn")
 }
 
-// syncBuffer collects the function's output, which os/exec writes from its
-// own goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newRunner(t testing.TB, optFns ...func(*runtimeapi.RunnerOptions)) (*runtimeapi.Runner, *syncBuffer) {
+func newRunner(t testing.TB, optFns ...func(*runtimeapi.RunnerOptions)) (*runtimeapi.Runner, *logline.Buffer) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &logline.Buffer{}
 	fns := append([]func(*runtimeapi.RunnerOptions){func(o *runtimeapi.RunnerOptions) {
 		o.Stdout, o.Stderr = out, out
 		o.Timeout = 5 * time.Second

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,32 +45,10 @@ type SQSEvent struct {
 	MaximumConcurrency int
 	// ReportBatchItemFailures is whether FunctionResponseTypes lists it.
 	ReportBatchItemFailures bool
-	// Timeout is the function's timeout in seconds; 0 when the template
-	// leaves Lambda's default.
+	// Timeout is the function's timeout in seconds (its own, else the
+	// template's Globals.Function's); 0 when the template leaves Lambda's
+	// default.
 	Timeout int
-}
-
-// resources reads the template's resources, keeping each one's properties as
-// YAML, whose CloudFormation tags (!Ref, !GetAtt ...) plain decoding would
-// refuse.
-func resources(path string) (map[string]struct {
-	Type       string    `yaml:"Type"`
-	Properties yaml.Node `yaml:"Properties"`
-}, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var doc struct {
-		Resources map[string]struct {
-			Type       string    `yaml:"Type"`
-			Properties yaml.Node `yaml:"Properties"`
-		} `yaml:"Resources"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("samtemplate: %s: %w", path, err)
-	}
-	return doc.Resources, nil
 }
 
 // getAttArn returns ID for a node "!GetAtt ID.Arn" (or the list form), and
@@ -94,100 +72,74 @@ func getAttArn(n *yaml.Node) string {
 // logical ID. A redrive policy must name its dead-letter queue with
 // !GetAtt ID.Arn and give a literal maxReceiveCount.
 func Queues(path string) ([]Queue, error) {
-	res, err := resources(path)
-	if err != nil {
-		return nil, err
+	type properties struct {
+		FifoQueue                 bool `yaml:"FifoQueue"`
+		ContentBasedDeduplication bool `yaml:"ContentBasedDeduplication"`
+		VisibilityTimeout         int  `yaml:"VisibilityTimeout"`
+		RedrivePolicy             *struct {
+			DeadLetterTargetArn yaml.Node `yaml:"deadLetterTargetArn"`
+			MaxReceiveCount     int       `yaml:"maxReceiveCount"`
+		} `yaml:"RedrivePolicy"`
 	}
-	var queues []Queue
-	for id, r := range res {
-		if r.Type != "AWS::SQS::Queue" {
-			continue
-		}
-		var p struct {
-			FifoQueue                 bool `yaml:"FifoQueue"`
-			ContentBasedDeduplication bool `yaml:"ContentBasedDeduplication"`
-			VisibilityTimeout         int  `yaml:"VisibilityTimeout"`
-			RedrivePolicy             *struct {
-				DeadLetterTargetArn yaml.Node `yaml:"deadLetterTargetArn"`
-				MaxReceiveCount     int       `yaml:"maxReceiveCount"`
-			} `yaml:"RedrivePolicy"`
-		}
-		if err := r.Properties.Decode(&p); err != nil {
-			return nil, fmt.Errorf("samtemplate: %s: queue %s: %w", path, id, err)
-		}
+	return readAll(path, "AWS::SQS::Queue", "queue", func(id string, p properties, _ *document) (Queue, error) {
 		q := Queue{LogicalID: id, FifoQueue: p.FifoQueue, ContentBasedDeduplication: p.ContentBasedDeduplication, VisibilityTimeout: p.VisibilityTimeout}
 		if rp := p.RedrivePolicy; rp != nil {
 			q.DeadLetterQueue, q.MaxReceiveCount = getAttArn(&rp.DeadLetterTargetArn), rp.MaxReceiveCount
 			if q.DeadLetterQueue == "" || q.MaxReceiveCount < 1 {
-				return nil, fmt.Errorf("samtemplate: %s: queue %s: want a RedrivePolicy with deadLetterTargetArn: !GetAtt ID.Arn and a literal maxReceiveCount", path, id)
+				return q, fmt.Errorf("samtemplate: %s: queue %s: want a RedrivePolicy with deadLetterTargetArn: !GetAtt ID.Arn and a literal maxReceiveCount", path, id)
 			}
 		}
-		queues = append(queues, q)
-	}
-	sort.Slice(queues, func(i, j int) bool { return queues[i].LogicalID < queues[j].LogicalID })
-	return queues, nil
+		return q, nil
+	})
 }
 
 // FindQueue returns the queue with the given logical ID.
 func FindQueue(queues []Queue, logicalID string) (Queue, error) {
-	for _, q := range queues {
-		if q.LogicalID == logicalID {
-			return q, nil
-		}
-	}
-	return Queue{}, fmt.Errorf("samtemplate: no queue %s in the template", logicalID)
+	return find(queues, "queue", logicalID, func(q Queue) string { return q.LogicalID })
 }
 
 // SQSEvents returns the SQS events of the template's serverless functions,
 // sorted by function and event name.
 func SQSEvents(path string) ([]SQSEvent, error) {
-	res, err := resources(path)
+	type properties struct {
+		functionProperties `yaml:",inline"`
+		Events             map[string]struct {
+			Type       string `yaml:"Type"`
+			Properties struct {
+				Queue                 yaml.Node `yaml:"Queue"`
+				BatchSize             int       `yaml:"BatchSize"`
+				FunctionResponseTypes []string  `yaml:"FunctionResponseTypes"`
+				ScalingConfig         struct {
+					MaximumConcurrency int `yaml:"MaximumConcurrency"`
+				} `yaml:"ScalingConfig"`
+			} `yaml:"Properties"`
+		} `yaml:"Events"`
+	}
+	res, doc, err := decodeAll[properties](path, "AWS::Serverless::Function", "function")
+	if err != nil {
+		return nil, err
+	}
+	globals, err := doc.functionGlobals(path)
 	if err != nil {
 		return nil, err
 	}
 	var out []SQSEvent
-	for id, r := range res {
-		if r.Type != "AWS::Serverless::Function" {
-			continue
-		}
-		var p struct {
-			Timeout int `yaml:"Timeout"`
-			Events  map[string]struct {
-				Type       string `yaml:"Type"`
-				Properties struct {
-					Queue                 yaml.Node `yaml:"Queue"`
-					BatchSize             int       `yaml:"BatchSize"`
-					FunctionResponseTypes []string  `yaml:"FunctionResponseTypes"`
-					ScalingConfig         struct {
-						MaximumConcurrency int `yaml:"MaximumConcurrency"`
-					} `yaml:"ScalingConfig"`
-				} `yaml:"Properties"`
-			} `yaml:"Events"`
-		}
-		if err := r.Properties.Decode(&p); err != nil {
-			return nil, fmt.Errorf("samtemplate: %s: function %s: %w", path, id, err)
-		}
-		for name, ev := range p.Events {
+	for _, r := range res {
+		timeout := r.p.functionProperties.over(globals).Timeout
+		for _, name := range slices.Sorted(maps.Keys(r.p.Events)) {
+			ev := r.p.Events[name]
 			if ev.Type != "SQS" {
 				continue
 			}
-			e := SQSEvent{Function: id, Name: name, Queue: getAttArn(&ev.Properties.Queue), BatchSize: ev.Properties.BatchSize,
-				MaximumConcurrency: ev.Properties.ScalingConfig.MaximumConcurrency, Timeout: p.Timeout}
-			for _, t := range ev.Properties.FunctionResponseTypes {
-				e.ReportBatchItemFailures = e.ReportBatchItemFailures || t == "ReportBatchItemFailures"
-			}
+			e := SQSEvent{Function: r.id, Name: name, Queue: getAttArn(&ev.Properties.Queue), BatchSize: ev.Properties.BatchSize,
+				MaximumConcurrency: ev.Properties.ScalingConfig.MaximumConcurrency, Timeout: timeout}
+			e.ReportBatchItemFailures = slices.Contains(ev.Properties.FunctionResponseTypes, "ReportBatchItemFailures")
 			if e.Queue == "" {
-				return nil, fmt.Errorf("samtemplate: %s: function %s: event %s: want Queue: !GetAtt ID.Arn", path, id, name)
+				return nil, fmt.Errorf("samtemplate: %s: function %s: event %s: want Queue: !GetAtt ID.Arn", path, r.id, name)
 			}
 			out = append(out, e)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Function != out[j].Function {
-			return out[i].Function < out[j].Function
-		}
-		return out[i].Name < out[j].Name
-	})
 	return out, nil
 }
 

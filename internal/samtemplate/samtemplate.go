@@ -1,20 +1,110 @@
-// Package samtemplate reads the DynamoDB tables, SQS queues and SQS events
-// that template.yaml declares, so that local runs and tests create exactly
-// those tables and queues and never drift from what SAM deploys.
+// Package samtemplate reads the DynamoDB tables, SQS queues, SQS events and
+// function settings that template.yaml declares, so that local runs and tests
+// create exactly those tables and queues, run the function as it is
+// configured, and never drift from what SAM deploys.
 package samtemplate
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"gopkg.in/yaml.v3"
 )
+
+// document is what the package reads of a template: its resources, each
+// one's properties kept as YAML, whose CloudFormation tags (!Ref, !GetAtt
+// ...) plain decoding would refuse, and the functions' globals.
+type document struct {
+	Globals struct {
+		Function yaml.Node `yaml:"Function"`
+	} `yaml:"Globals"`
+	Resources map[string]Resource `yaml:"Resources"`
+}
+
+// Resource is one resource of a template as written: its type, and its
+// properties as YAML, CloudFormation's tags (!Ref, !GetAtt ...) kept.
+type Resource struct {
+	Type       string    `yaml:"Type"`
+	Properties yaml.Node `yaml:"Properties"`
+}
+
+// Resources returns the resources of the SAM template at path by logical
+// ID, for what the typed readers (Tables, Queues, Functions ...) leave out.
+func Resources(path string) (map[string]Resource, error) {
+	doc, err := read(path)
+	if err != nil {
+		return nil, err
+	}
+	return doc.Resources, nil
+}
+
+// read reads the template at path.
+func read(path string) (*document, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc document
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("samtemplate: %s: %w", path, err)
+	}
+	return &doc, nil
+}
+
+// resource is one resource of a template, its properties decoded into a P.
+type resource[P any] struct {
+	id string
+	p  P
+}
+
+// decodeAll reads the template at path and decodes the properties of each
+// resource of type typ into a P, in the order of their logical IDs; kind
+// names such a resource in errors ("queue").
+func decodeAll[P any](path, typ, kind string) ([]resource[P], *document, error) {
+	doc, err := read(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []resource[P]
+	for _, id := range slices.Sorted(maps.Keys(doc.Resources)) {
+		r := doc.Resources[id]
+		if r.Type != typ {
+			continue
+		}
+		var p P
+		if err := r.Properties.Decode(&p); err != nil {
+			return nil, nil, fmt.Errorf("samtemplate: %s: %s %s: %w", path, kind, id, err)
+		}
+		out = append(out, resource[P]{id, p})
+	}
+	return out, doc, nil
+}
+
+// readAll reads the template at path and makes a T of each resource of type
+// typ, from its logical ID and its properties decoded into a P, in the
+// order of their logical IDs; kind names such a resource in errors.
+func readAll[P, T any](path, typ, kind string, makeT func(id string, p P, doc *document) (T, error)) ([]T, error) {
+	res, doc, err := decodeAll[P](path, typ, kind)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(res))
+	for _, r := range res {
+		t, err := makeT(r.id, r.p, doc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
 
 // Table is one AWS::DynamoDB::Table resource of the template.
 type Table struct {
@@ -38,48 +128,29 @@ type Table struct {
 // logical ID. Only the properties that shape the data are read; a table
 // whose key schema is not literal YAML is an error.
 func Tables(path string) ([]Table, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	// CloudFormation's short tags (!Ref, !If ...) are not plain YAML; a
-	// yaml.Node keeps them without trying to resolve them.
-	var doc struct {
-		Resources map[string]struct {
-			Type       string    `yaml:"Type"`
-			Properties yaml.Node `yaml:"Properties"`
-		} `yaml:"Resources"`
-	}
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("samtemplate: %s: %w", path, err)
-	}
-	var tables []Table
-	for id, r := range doc.Resources {
-		if r.Type != "AWS::DynamoDB::Table" {
-			continue
-		}
-		var t Table
-		if err := r.Properties.Decode(&t); err != nil {
-			return nil, fmt.Errorf("samtemplate: %s: table %s: %w", path, id, err)
-		}
+	return readAll(path, "AWS::DynamoDB::Table", "table", func(id string, t Table, _ *document) (Table, error) {
 		t.LogicalID = id
 		if len(t.KeySchema) == 0 || len(t.AttributeDefinitions) == 0 {
-			return nil, fmt.Errorf("samtemplate: %s: table %s has no literal KeySchema and AttributeDefinitions", path, id)
+			return t, fmt.Errorf("samtemplate: %s: table %s has no literal KeySchema and AttributeDefinitions", path, id)
 		}
-		tables = append(tables, t)
-	}
-	sort.Slice(tables, func(i, j int) bool { return tables[i].LogicalID < tables[j].LogicalID })
-	return tables, nil
+		return t, nil
+	})
 }
 
 // Find returns the table with the given logical ID.
 func Find(tables []Table, logicalID string) (Table, error) {
-	for _, t := range tables {
-		if t.LogicalID == logicalID {
-			return t, nil
+	return find(tables, "table", logicalID, func(t Table) string { return t.LogicalID })
+}
+
+// find returns the item of the given kind ("table") with the logical ID.
+func find[T any](items []T, kind, logicalID string, id func(T) string) (T, error) {
+	for _, it := range items {
+		if id(it) == logicalID {
+			return it, nil
 		}
 	}
-	return Table{}, fmt.Errorf("samtemplate: no table %s in the template", logicalID)
+	var zero T
+	return zero, fmt.Errorf("samtemplate: no %s %s in the template", kind, logicalID)
 }
 
 // API is the part of the DynamoDB client Create uses.

@@ -113,3 +113,99 @@ func TestQueuesRefusesARedrivePolicyItCannotFollow(t *testing.T) {
 		})
 	}
 }
+
+func TestFunctionsReadsTheProjectTemplate(t *testing.T) {
+	fns, err := samtemplate.Functions("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := samtemplate.Function{LogicalID: "PaymentFunction", Timeout: 60, MemorySize: 256, LogFormat: "JSON", ApplicationLogLevel: "INFO"}
+	if len(fns) != 1 || fns[0] != want {
+		t.Errorf("got %+v; want [%+v]", fns, want)
+	}
+	if _, err := samtemplate.FindFunction(fns, "Nope"); err == nil {
+		t.Error("FindFunction of a missing function: got nil error")
+	}
+}
+
+func TestFunctionsTakeUnsetSettingsFromGlobals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	tpl := `Globals:
+  Function:
+    Timeout: 9
+    MemorySize: 512
+    LoggingConfig:
+      LogFormat: JSON
+      ApplicationLogLevel: WARN
+Resources:
+  Named:
+    Type: AWS::Serverless::Function
+    Properties:
+      FunctionName: orders-consumer
+      Timeout: 20
+  Computed:
+    Type: AWS::Serverless::Function
+    Properties:
+      FunctionName: !Sub "${AWS::StackName}-computed"
+      MemorySize: 1024
+      LoggingConfig:
+        LogFormat: Text
+  Table:
+    Type: AWS::DynamoDB::Table
+`
+	if err := os.WriteFile(path, []byte(tpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fns, err := samtemplate.Functions(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []samtemplate.Function{
+		{LogicalID: "Computed", Timeout: 9, MemorySize: 1024, LogFormat: "Text", ApplicationLogLevel: "WARN"},
+		{LogicalID: "Named", FunctionName: "orders-consumer", Timeout: 20, MemorySize: 512, LogFormat: "JSON", ApplicationLogLevel: "WARN"},
+	}
+	if len(fns) != len(want) || fns[0] != want[0] || fns[1] != want[1] {
+		t.Errorf("got %+v; want %+v", fns, want)
+	}
+}
+
+func TestSQSEventsTakeTheTimeoutFromGlobals(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	tpl := `Globals:
+  Function:
+    Timeout: 9
+Resources:
+  Q:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Events:
+        B:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Q.Arn
+        A:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Q.Arn
+            BatchSize: 3
+            FunctionResponseTypes: [ReportBatchItemFailures]
+        Api:
+          Type: Api
+`
+	if err := os.WriteFile(path, []byte(tpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := samtemplate.SQSEvents(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []samtemplate.SQSEvent{
+		{Function: "Fn", Name: "A", Queue: "Q", BatchSize: 3, ReportBatchItemFailures: true, Timeout: 9},
+		{Function: "Fn", Name: "B", Queue: "Q", Timeout: 9},
+	}
+	if len(evs) != len(want) || evs[0] != want[0] || evs[1] != want[1] {
+		t.Errorf("got %+v; want %+v", evs, want)
+	}
+}

@@ -9,11 +9,12 @@ import (
 	"github.com/aws/smithy-go/middleware"
 )
 
-// Counter counts AWS SDK operation calls by operation name ("PutItem",
-// "GetItem", ...). It counts calls, not retry attempts, so a transient
-// retry does not change what a test observes. Install it by appending its
-// APIOption method to aws.Config.APIOptions or to a client's
-// Options.APIOptions:
+// Counter counts calls by name: AWS SDK operation calls by operation name
+// ("PutItem", "GetItem", ...), and whatever else a test counts with Add,
+// such as the runs of a handler's side effect by key. It counts calls, not
+// retry attempts, so a transient retry does not change what a test
+// observes. Install it by appending its APIOption method to
+// aws.Config.APIOptions or to a client's Options.APIOptions:
 //
 //	var calls testenv.Counter
 //	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
@@ -34,14 +35,19 @@ func (c *Counter) APIOption(stack *middleware.Stack) error {
 	id := fmt.Sprintf("testenv.Counter/%p", c)
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc(id,
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			c.mu.Lock()
-			if c.calls == nil {
-				c.calls = make(map[string]int)
-			}
-			c.calls[op]++
-			c.mu.Unlock()
+			c.Add(op)
 			return next.HandleInitialize(ctx, in)
 		}), middleware.Before)
+}
+
+// Add counts one call of name.
+func (c *Counter) Add(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.calls = make(map[string]int)
+	}
+	c.calls[name]++
 }
 
 // Count returns how many times op was called since the last Reset.
@@ -51,7 +57,7 @@ func (c *Counter) Count(op string) int {
 	return c.calls[op]
 }
 
-// Total returns how many operations were called since the last Reset.
+// Total returns how many calls were counted since the last Reset.
 func (c *Counter) Total() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

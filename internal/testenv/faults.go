@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/lambdakit/lambdakit/internal/faultdraw"
 )
 
 // Faults makes a fraction of an AWS client's requests fail, for chaos tests
@@ -16,16 +17,16 @@ import (
 // but the caller sees an error, as after a timeout on a request that went
 // through). The errors are retryable, so the SDK's retryer sees them as it
 // would see a network failure. Install it with APIOption like Counter; the
-// zero value injects nothing. Safe for concurrent use.
+// zero value injects nothing. Set Rate and Seed before the first request;
+// it is then safe for concurrent use.
 type Faults struct {
 	// Rate is the fraction of attempts that fail, from 0 to 1.
 	Rate float64
 	// Seed makes the faults repeatable.
 	Seed uint64
 
-	mu       sync.Mutex
-	rng      *rand.Rand
-	injected int
+	once sync.Once
+	d    *faultdraw.Draw
 }
 
 // ErrFault is what an injected fault unwraps to.
@@ -47,26 +48,13 @@ func (f fault) Unwrap() error { return ErrFault }
 func (fault) RetryableError() bool { return true }
 
 // Injected is how many faults were injected so far.
-func (f *Faults) Injected() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.injected
-}
+func (f *Faults) Injected() int { return f.draw().Injected() }
 
-func (f *Faults) draw() (before, after bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.rng == nil {
-		f.rng = rand.New(rand.NewPCG(f.Seed, f.Seed^0x5bd1e995))
-	}
-	if f.rng.Float64() >= f.Rate {
-		return false, false
-	}
-	f.injected++
-	if f.rng.IntN(2) == 0 {
-		return true, false
-	}
-	return false, true
+// draw returns the draw of the faults, made from Rate and Seed at the first
+// request.
+func (f *Faults) draw() *faultdraw.Draw {
+	f.once.Do(func() { f.d = faultdraw.New(f.Rate, f.Seed) })
+	return f.d
 }
 
 // APIOption adds the fault middleware to an operation's stack, after the
@@ -74,7 +62,7 @@ func (f *Faults) draw() (before, after bool) {
 func (f *Faults) APIOption(stack *middleware.Stack) error {
 	return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc(fmt.Sprintf("testenv.Faults/%p", f),
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			before, after := f.draw()
+			before, after := f.draw().Next()
 			if before {
 				return middleware.FinalizeOutput{}, middleware.Metadata{}, fault{}
 			}

@@ -28,8 +28,9 @@ type Moto struct {
 	fail bool  // whether a missing server fails tests instead of skipping them
 }
 
-// Run starts moto_server, runs the package's tests and exits the process
-// with their status; it does not return. Call it from TestMain:
+// Run starts moto_server, runs the package's tests, removes the binaries
+// Build made, and exits the process with the tests' status; it does not
+// return. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { moto.Run(m) }
 //
@@ -66,6 +67,7 @@ func (m *Moto) Run(tm *testing.M) {
 	}
 	code := tm.Run()
 	srv.Stop() // a nil srv is fine
+	removeBuilds()
 	if code == 0 && m.fail {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", m.err)
 		code = 1

@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
@@ -36,13 +35,7 @@ func WrapBatch(fn lambdakit.BatchFunc, optFns ...func(*Options)) lambdakit.Batch
 	tracer := o.tracer()
 	return func(ctx context.Context, event events.SQSEvent) (resp events.SQSEventResponse, err error) {
 		name, arn := source(event.Records)
-		attrs := make([]attribute.KeyValue, 0, 12)
-		attrs = append(attrs,
-			semconv.MessagingSystemAWSSQS,
-			semconv.MessagingOperationTypeProcess,
-			semconv.MessagingOperationName(valueOperationProcess),
-			semconv.FaaSTriggerPubSub,
-			semconv.MessagingBatchMessageCount(len(event.Records)))
+		attrs := processAttrs(semconv.MessagingBatchMessageCount(len(event.Records)))
 		if arn != "" {
 			attrs = append(attrs, semconv.MessagingDestinationName(name), QueueARNKey.String(arn))
 		}

@@ -11,20 +11,21 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lambdakit/lambdakit/internal/reasoncode"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
-// Failure reasons, as the batch's log lines (reasonCode) and metrics name
-// them. The tests hold the two to agreeing.
-const (
-	reasonInProgress      = "InProgress"
-	reasonPayloadMismatch = "PayloadMismatch"
-	reasonNoKey           = "NoKey"
-	reasonHandlerError    = "HandlerError"
-	reasonDeadline        = "Deadline"
-	reasonLeaseLost       = "LeaseLost"
-	reasonStoreError      = "StoreError"
-)
+// processAttrs returns the attributes that the invocation's span and each
+// record's share, SQS messages being processed by a function, then more.
+func processAttrs(more ...attribute.KeyValue) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs = append(attrs,
+		semconv.MessagingSystemAWSSQS,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName(valueOperationProcess),
+		semconv.FaaSTriggerPubSub)
+	return append(attrs, more...)
+}
 
 // Middleware returns a lambdakit.Middleware that makes one span per record:
 // "process <queue>", kind CONSUMER, a child of the invocation span (see
@@ -44,14 +45,7 @@ func Middleware(optFns ...func(*Options)) lambdakit.Middleware {
 	return func(next lambdakit.Handler) lambdakit.Handler {
 		return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) (result []byte, err error) {
 			spanName := valueOperationProcess
-			attrs := make([]attribute.KeyValue, 0, 12)
-			attrs = append(attrs,
-				semconv.MessagingSystemAWSSQS,
-				semconv.MessagingOperationTypeProcess,
-				semconv.MessagingOperationName(valueOperationProcess),
-				semconv.FaaSTriggerPubSub,
-				semconv.MessagingMessageID(msg.MessageId),
-				semconv.MessagingMessageBodySize(len(msg.Body)))
+			attrs := processAttrs(semconv.MessagingMessageID(msg.MessageId), semconv.MessagingMessageBodySize(len(msg.Body)))
 			if arn := msg.EventSourceARN; arn != "" {
 				name := queueName(arn)
 				spanName += " " + name
@@ -75,8 +69,8 @@ func Middleware(optFns ...func(*Options)) lambdakit.Middleware {
 					// A panic or runtime.Goexit: Batch fails the
 					// record as a handler error. Not recovered here,
 					// so that Batch logs the panic's own stack.
-					span.SetAttributes(OutcomeKey.String(OutcomeFailed), ReasonKey.String(reasonHandlerError),
-						semconv.ErrorTypeKey.String(reasonHandlerError))
+					span.SetAttributes(OutcomeKey.String(OutcomeFailed), ReasonKey.String(reasoncode.HandlerError),
+						semconv.ErrorTypeKey.String(reasoncode.HandlerError))
 					span.SetStatus(codes.Error, "handler did not return (panic or runtime.Goexit)")
 				}
 				span.End()
@@ -107,18 +101,18 @@ func reasonOf(ctx context.Context, err error) string {
 	var storeErr *lambdakit.StoreError
 	switch {
 	case errors.Is(err, lambdakit.ErrLeaseLost):
-		return reasonLeaseLost
+		return reasoncode.LeaseLost
 	case errors.Is(err, lambdakit.ErrInProgress):
-		return reasonInProgress
+		return reasoncode.InProgress
 	case errors.Is(err, lambdakit.ErrPayloadMismatch):
-		return reasonPayloadMismatch
+		return reasoncode.PayloadMismatch
 	case errors.Is(err, lambdakit.ErrNoKey), errors.Is(err, lambdakit.ErrInvalidKey):
-		return reasonNoKey
+		return reasoncode.NoKey
 	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
-		return reasonDeadline
+		return reasoncode.Deadline
 	case errors.As(err, &storeErr):
-		return reasonStoreError
+		return reasoncode.StoreError
 	default:
-		return reasonHandlerError
+		return reasoncode.HandlerError
 	}
 }

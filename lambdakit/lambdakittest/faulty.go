@@ -3,10 +3,10 @@ package lambdakittest
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/lambdakit/lambdakit/internal/faultdraw"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -16,7 +16,8 @@ var ErrInjected = errors.New("lambdakittest: injected fault")
 // FaultyStore wraps a Store and fails a fraction of its calls, for chaos
 // tests. Half of the faults happen before the call reaches Store (nothing
 // changed), half after it (the change was made but its answer is lost, like
-// a timeout on a request that went through). Safe for concurrent use.
+// a timeout on a request that went through). Set Rate and Seed before the
+// first call; the store is then safe for concurrent use.
 type FaultyStore struct {
 	Store lambdakit.Store
 	// Rate is the fraction of calls that fail, from 0 to 1.
@@ -24,36 +25,24 @@ type FaultyStore struct {
 	// Seed makes the faults repeatable.
 	Seed uint64
 
-	mu       sync.Mutex
-	rng      *rand.Rand
-	injected int
+	once sync.Once
+	draw *faultdraw.Draw
 }
 
 var _ lambdakit.Store = (*FaultyStore)(nil)
 
 // Injected is how many faults the store has injected so far.
-func (s *FaultyStore) Injected() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.injected
+func (s *FaultyStore) Injected() int { return s.faults().Injected() }
+
+// faults returns the draw of the store's faults, made from Rate and Seed at
+// the first call.
+func (s *FaultyStore) faults() *faultdraw.Draw {
+	s.once.Do(func() { s.draw = faultdraw.New(s.Rate, s.Seed) })
+	return s.draw
 }
 
 // fault draws whether this call fails, and if so whether before or after.
-func (s *FaultyStore) fault() (before, after bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.rng == nil {
-		s.rng = rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
-	}
-	if s.rng.Float64() >= s.Rate {
-		return false, false
-	}
-	s.injected++
-	if s.rng.IntN(2) == 0 {
-		return true, false
-	}
-	return false, true
-}
+func (s *FaultyStore) fault() (before, after bool) { return s.faults().Next() }
 
 // Acquire implements lambdakit.Store.
 func (s *FaultyStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {

@@ -89,9 +89,9 @@ func queueARN(t *testing.T, client *sqs.Client, url string) string {
 // visibility timeout of 1 s so that a failed record comes back at once.
 func sourceAndDLQ(t *testing.T, client *sqs.Client, fifo bool) (source, dlq string) {
 	t.Helper()
-	dlq = newQueue(t, client, fifo, nil)
+	dlq = testenv.Queue(t, client, fifo, nil)
 	policy := `{"deadLetterTargetArn":"` + queueARN(t, client, dlq) + `","maxReceiveCount":"5"}`
-	source = newQueue(t, client, fifo, map[string]string{"VisibilityTimeout": "1", "RedrivePolicy": policy})
+	source = testenv.Queue(t, client, fifo, map[string]string{"VisibilityTimeout": "1", "RedrivePolicy": policy})
 	return source, dlq
 }
 
@@ -190,7 +190,7 @@ func TestDeadLetterQueueTakesPoisonAfterOneDelivery(t *testing.T) {
 			if fifo && !slices.Equal(got, []string{"before", "poison: amount is not a number", "after"}) {
 				t.Errorf("deliveries %q; want the group in order, each once", got)
 			}
-			dead := receiveAll(t, client, dlq)
+			dead := testenv.Drain(t, client, dlq)
 			if len(dead) != 1 {
 				t.Fatalf("the DLQ holds %d messages (%q); want the poison message only", len(dead), bodies(dead))
 			}
@@ -255,7 +255,7 @@ func TestDeadLetterQueueSendFailureFallsBackToRedelivery(t *testing.T) {
 	if !strings.Contains(logs.String(), "sending it to the dead-letter queue failed") {
 		t.Errorf("logs do not give the send's failure:\n%s", logs.String())
 	}
-	dead := receiveAll(t, client, dlq)
+	dead := testenv.Drain(t, client, dlq)
 	if len(dead) != 1 || aws.ToString(dead[0].Body) != "poison" || !sameAttributes(dead[0].MessageAttributes, poisonAttributes()) {
 		t.Fatalf("the DLQ holds %q; want the poison message once, with its attributes", bodies(dead))
 	}
@@ -263,7 +263,7 @@ func TestDeadLetterQueueSendFailureFallsBackToRedelivery(t *testing.T) {
 
 func TestDeadLetterQueueRefusesWhatItCannotSend(t *testing.T) {
 	client := sqsClient(t, "")
-	dlq := newQueue(t, client, true, nil)
+	dlq := testenv.Queue(t, client, true, nil)
 	q := producer.NewDeadLetterQueue(client, dlq)
 	noGroup := lambdakittest.Message("x")
 	if err := q.SendDeadLetter(ctxFor(t), &noGroup, nil); !errors.Is(err, producer.ErrNotDeadLettered) {
@@ -274,7 +274,7 @@ func TestDeadLetterQueueRefusesWhatItCannotSend(t *testing.T) {
 	if err := q.SendDeadLetter(ctxFor(t), &noID, nil); !errors.Is(err, producer.ErrNotDeadLettered) {
 		t.Errorf("a message without an ID: %v; want ErrNotDeadLettered", err)
 	}
-	if got := receiveAll(t, client, dlq); len(got) != 0 {
+	if got := testenv.Drain(t, client, dlq); len(got) != 0 {
 		t.Errorf("the DLQ holds %d messages; want none", len(got))
 	}
 	// The same message twice (a redelivery of one that was sent) is one
@@ -286,7 +286,7 @@ func TestDeadLetterQueueRefusesWhatItCannotSend(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := receiveAll(t, client, dlq); len(got) != 2 {
+	if got := testenv.Drain(t, client, dlq); len(got) != 2 {
 		t.Errorf("the DLQ holds %d messages; want 2 (the redelivery deduplicated, the other message kept)", len(got))
 	}
 }

@@ -35,60 +35,6 @@ func sqsClient(t *testing.T, endpoint string) *sqs.Client {
 	})
 }
 
-// newQueue creates a queue named for the test and returns its URL.
-func newQueue(t *testing.T, client *sqs.Client, fifo bool, attrs map[string]string) string {
-	t.Helper()
-	name := testenv.Name(t)
-	all := map[string]string{}
-	if fifo {
-		name += ".fifo"
-		all["FifoQueue"] = "true"
-		all["ContentBasedDeduplication"] = "false"
-	}
-	for k, v := range attrs {
-		all[k] = v
-	}
-	out, err := client.CreateQueue(ctxFor(t), &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: all})
-	if err != nil {
-		t.Fatalf("CreateQueue %s: %v", name, err)
-	}
-	return aws.ToString(out.QueueUrl)
-}
-
-// receiveAll takes every message off the queue, deleting each batch so
-// that a FIFO group's next messages become visible, in the order SQS
-// hands them out.
-func receiveAll(t *testing.T, client *sqs.Client, queueURL string) []types.Message {
-	t.Helper()
-	ctx := ctxFor(t)
-	var all []types.Message
-	for range 200 {
-		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(queueURL),
-			MaxNumberOfMessages:         10,
-			VisibilityTimeout:           300,
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
-		if err != nil {
-			t.Fatalf("ReceiveMessage: %v", err)
-		}
-		if len(out.Messages) == 0 {
-			return all
-		}
-		all = append(all, out.Messages...)
-		del := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(queueURL)}
-		for i, m := range out.Messages {
-			del.Entries = append(del.Entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), ReceiptHandle: m.ReceiptHandle})
-		}
-		if _, err := client.DeleteMessageBatch(ctx, del); err != nil {
-			t.Fatalf("DeleteMessageBatch: %v", err)
-		}
-	}
-	t.Fatalf("the queue still had messages after 200 receives")
-	return nil
-}
-
 func bodies(msgs []types.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
@@ -43,7 +44,7 @@ func TestDedupIDIsStable(t *testing.T) {
 // message that went through SQS.
 func TestDedupIDIsTheRecordIDWithoutItsPrefix(t *testing.T) {
 	client := sqsClient(t, "")
-	url := newQueue(t, client, true, nil)
+	url := testenv.Queue(t, client, true, nil)
 	p, err := producer.New(client, url, fifoOptions)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestDedupIDIsTheRecordIDWithoutItsPrefix(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	h := lambdakit.Idempotent(store, lambdakitKey, func(o *lambdakit.IdempotencyOptions) { o.Prefix = "payment" })(
 		lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return nil, nil }))
-	got := receiveAll(t, client, url)
+	got := testenv.Drain(t, client, url)
 	if len(got) != 2 {
 		t.Fatalf("received %d messages; want 2", len(got))
 	}
@@ -87,7 +88,7 @@ func TestFIFO(t *testing.T) {
 	client := sqsClient(t, "")
 
 	t.Run("same key twice is received once", func(t *testing.T) {
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(client, url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
@@ -98,31 +99,31 @@ func TestFIFO(t *testing.T) {
 		if first[0].DedupID != again[0].DedupID || first[0].DedupID != producer.DedupID("pay_1") {
 			t.Errorf("dedup IDs %q and %q; want DedupID(pay_1) both times", first[0].DedupID, again[0].DedupID)
 		}
-		if got := receiveAll(t, client, url); len(got) != 1 {
+		if got := testenv.Drain(t, client, url); len(got) != 1 {
 			t.Errorf("received %d messages %q; want 1", len(got), bodies(got))
 		}
 	})
 
 	t.Run("different keys are not deduplicated", func(t *testing.T) {
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(client, url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustSend(t, p, payment("pay_1", "cus_A"), payment("pay_2", "cus_A"))
-		if got := receiveAll(t, client, url); len(got) != 2 {
+		if got := testenv.Drain(t, client, url); len(got) != 2 {
 			t.Errorf("received %d messages %q; want 2", len(got), bodies(got))
 		}
 	})
 
 	t.Run("group IDs come from the field", func(t *testing.T) {
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(client, url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
 		}
 		res := mustSend(t, p, payment("pay_1", "cus_A"), payment("pay_2", "cus_B"), payment("pay_3", "cus_A"))
-		got := receiveAll(t, client, url)
+		got := testenv.Drain(t, client, url)
 		groups := map[string]string{}
 		for _, m := range got {
 			groups[aws.ToString(m.Body)] = m.Attributes["MessageGroupId"]
@@ -139,7 +140,7 @@ func TestFIFO(t *testing.T) {
 
 	t.Run("25 messages go in batches of at most 10, in order", func(t *testing.T) {
 		proxy := newFaultProxy(t, moto.Server(t).URL)
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(sqsClient(t, proxy.srv.URL), url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
@@ -152,7 +153,7 @@ func TestFIFO(t *testing.T) {
 		if got, want := proxy.batchSizes(), []int{10, 10, 5}; !slices.Equal(got, want) {
 			t.Errorf("SendMessageBatch entries per call: %v; want %v", got, want)
 		}
-		got := receiveAll(t, client, url)
+		got := testenv.Drain(t, client, url)
 		want := make([]string, len(msgs))
 		for i, m := range msgs {
 			want[i] = m.Body
@@ -163,7 +164,7 @@ func TestFIFO(t *testing.T) {
 	})
 
 	t.Run("without a group function New fails", func(t *testing.T) {
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		_, err := producer.New(client, url, func(o *producer.Options) { o.Key = lambdakitKey })
 		if !errors.Is(err, producer.ErrNoGroupFunc) {
 			t.Errorf("New without Group: %v; want ErrNoGroupFunc", err)
@@ -180,7 +181,7 @@ func TestFIFO(t *testing.T) {
 	})
 
 	t.Run("a message without key or group is refused, the rest are sent", func(t *testing.T) {
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(client, url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +211,7 @@ func TestFIFO(t *testing.T) {
 				t.Errorf("refused message %d: %d attempts; want 0", i, res[i].Attempts)
 			}
 		}
-		if got := bodies(receiveAll(t, client, url)); !slices.Equal(got, []string{msgs[0].Body, msgs[4].Body}) {
+		if got := bodies(testenv.Drain(t, client, url)); !slices.Equal(got, []string{msgs[0].Body, msgs[4].Body}) {
 			t.Errorf("received %q; want the two valid messages", got)
 		}
 	})
@@ -218,7 +219,7 @@ func TestFIFO(t *testing.T) {
 
 func TestStandardQueue(t *testing.T) {
 	client := sqsClient(t, "")
-	url := newQueue(t, client, false, nil)
+	url := testenv.Queue(t, client, false, nil)
 
 	t.Run("no group, no dedup ID, no deduplication", func(t *testing.T) {
 		p, err := producer.New(client, url)
@@ -230,7 +231,7 @@ func TestStandardQueue(t *testing.T) {
 		}
 		msg := producer.Message{Body: "plain text is fine on a standard queue without a key"}
 		res := mustSend(t, p, msg, msg)
-		got := receiveAll(t, client, url)
+		got := testenv.Drain(t, client, url)
 		if len(got) != 2 {
 			t.Fatalf("received %d messages; want 2 (standard queues do not deduplicate)", len(got))
 		}
@@ -253,7 +254,7 @@ func TestStandardQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := mustSend(t, p, payment("pay_1", "cus_A"))
-		got := receiveAll(t, client, url)
+		got := testenv.Drain(t, client, url)
 		if len(got) != 1 {
 			t.Fatalf("received %d messages; want 1", len(got))
 		}
@@ -277,7 +278,7 @@ func TestStandardQueue(t *testing.T) {
 		if !errors.Is(res[1].Err, lambdakit.ErrNoKey) {
 			t.Errorf("Result 1 error %v; want lambdakit.ErrNoKey", res[1].Err)
 		}
-		if got := receiveAll(t, client, url); len(got) != 1 {
+		if got := testenv.Drain(t, client, url); len(got) != 1 {
 			t.Errorf("received %d messages; want 1", len(got))
 		}
 	})
@@ -292,7 +293,7 @@ func TestPartialFailures(t *testing.T) {
 
 	t.Run("only the failed entries are sent again, and invalid ones never", func(t *testing.T) {
 		proxy := newFaultProxy(t, moto.Server(t).URL)
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		var waits sleeps
 		p, err := producer.New(sqsClient(t, proxy.srv.URL), url, fifoOptions, func(o *producer.Options) {
 			o.Backoff, o.MaxBackoff = 10*time.Millisecond, 15*time.Millisecond
@@ -343,7 +344,7 @@ func TestPartialFailures(t *testing.T) {
 		if len(waits.got) != 2 || waits.got[0] > 10*time.Millisecond || waits.got[1] > 15*time.Millisecond {
 			t.Errorf("waits %v; want two, at most 10ms then 15ms", waits.got)
 		}
-		got := bodies(receiveAll(t, client, url))
+		got := bodies(testenv.Drain(t, client, url))
 		slices.Sort(got)
 		var want []string
 		for i, m := range msgs {
@@ -359,7 +360,7 @@ func TestPartialFailures(t *testing.T) {
 
 	t.Run("waits double up to the bound, with jitter", func(t *testing.T) {
 		proxy := newFaultProxy(t, moto.Server(t).URL)
-		url := newQueue(t, client, false, nil)
+		url := testenv.Queue(t, client, false, nil)
 		var waits sleeps
 		p, err := producer.New(sqsClient(t, proxy.srv.URL), url, func(o *producer.Options) {
 			o.MaxAttempts = 20
@@ -394,7 +395,7 @@ func TestPartialFailures(t *testing.T) {
 
 	t.Run("a retry keeps the later messages of its group behind it", func(t *testing.T) {
 		proxy := newFaultProxy(t, moto.Server(t).URL)
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(sqsClient(t, proxy.srv.URL), url, fifoOptions, func(o *producer.Options) { o.Sleep = (&sleeps{}).sleep })
 		if err != nil {
 			t.Fatal(err)
@@ -408,7 +409,7 @@ func TestPartialFailures(t *testing.T) {
 		proxy.failEntry(in[6].Body, 1, false)
 		mustSend(t, p, in...)
 		order := map[string][]string{}
-		for _, m := range receiveAll(t, client, url) {
+		for _, m := range testenv.Drain(t, client, url) {
 			g := m.Attributes["MessageGroupId"]
 			order[g] = append(order[g], aws.ToString(m.Body))
 		}
@@ -431,7 +432,7 @@ func TestPartialFailures(t *testing.T) {
 
 	t.Run("a failed call is retried by the SDK, then its messages are reported", func(t *testing.T) {
 		proxy := newFaultProxy(t, moto.Server(t).URL)
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(sqsClient(t, proxy.srv.URL), url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
@@ -454,14 +455,14 @@ func TestPartialFailures(t *testing.T) {
 		if got := proxy.seenCount(msgs[11].Body); got != 3 {
 			t.Errorf("the failing call was made %d times; want 3 (the SDK's retries)", got)
 		}
-		if got := receiveAll(t, client, url); len(got) != 10 {
+		if got := testenv.Drain(t, client, url); len(got) != 10 {
 			t.Errorf("received %d messages; want the 10 of the first call", len(got))
 		}
 	})
 
 	t.Run("an entry the answer does not mention is reported", func(t *testing.T) {
 		proxy := newFaultProxy(t, moto.Server(t).URL)
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(sqsClient(t, proxy.srv.URL), url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
@@ -480,7 +481,7 @@ func TestPartialFailures(t *testing.T) {
 	})
 
 	t.Run("an ended context fails what is not sent", func(t *testing.T) {
-		url := newQueue(t, client, true, nil)
+		url := testenv.Queue(t, client, true, nil)
 		p, err := producer.New(client, url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
@@ -503,7 +504,7 @@ func TestSizes(t *testing.T) {
 	client := sqsClient(t, "")
 
 	t.Run("the queue's MaximumMessageSize refuses larger messages with their size", func(t *testing.T) {
-		url := newQueue(t, client, true, map[string]string{"MaximumMessageSize": "1024"})
+		url := testenv.Queue(t, client, true, map[string]string{"MaximumMessageSize": "1024"})
 		p, err := producer.NewFromQueue(ctxFor(t), client, url, fifoOptions)
 		if err != nil {
 			t.Fatal(err)
@@ -536,13 +537,13 @@ func TestSizes(t *testing.T) {
 		if res[0].Err != nil || res[3].Err != nil {
 			t.Errorf("the other messages: %v, %v; want sent (1024 bytes is allowed)", res[0].Err, res[3].Err)
 		}
-		if got := receiveAll(t, client, url); len(got) != 2 {
+		if got := testenv.Drain(t, client, url); len(got) != 2 {
 			t.Errorf("received %d messages; want 2", len(got))
 		}
 	})
 
 	t.Run("by default 1 MiB is the limit", func(t *testing.T) {
-		url := newQueue(t, client, false, nil)
+		url := testenv.Queue(t, client, false, nil)
 		p, err := producer.New(client, url)
 		if err != nil {
 			t.Fatal(err)
@@ -559,7 +560,7 @@ func TestSizes(t *testing.T) {
 
 	t.Run("a call carries at most 1 MiB", func(t *testing.T) {
 		proxy := newFaultProxy(t, moto.Server(t).URL)
-		url := newQueue(t, client, false, nil)
+		url := testenv.Queue(t, client, false, nil)
 		p, err := producer.New(sqsClient(t, proxy.srv.URL), url)
 		if err != nil {
 			t.Fatal(err)
@@ -572,7 +573,7 @@ func TestSizes(t *testing.T) {
 		if got, want := proxy.batchSizes(), []int{3, 3, 1}; !slices.Equal(got, want) {
 			t.Errorf("entries per call: %v; want %v (3 × 300 KiB fit in 1 MiB, 4 do not)", got, want)
 		}
-		if got := receiveAll(t, client, url); len(got) != 7 {
+		if got := testenv.Drain(t, client, url); len(got) != 7 {
 			t.Errorf("received %d messages; want 7", len(got))
 		}
 	})

@@ -7,12 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
-func handle(_ context.Context, ev map[string]any) (map[string]any, error) {
+func handle(ctx context.Context, ev map[string]any) (map[string]any, error) {
 	fmt.Println("echo: log line from the function")
 	if reason, ok := ev["fail"].(string); ok {
 		return nil, errors.New(reason)
@@ -24,7 +26,17 @@ func handle(_ context.Context, ev map[string]any) (map[string]any, error) {
 		"logs":     os.Getenv("AWS_LAMBDA_LOG_FORMAT"),
 		"var":      os.Getenv("ECHO_VAR"),
 		"global":   os.Getenv("ECHO_GLOBAL"),
+		"memory":   os.Getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"),
+		"level":    os.Getenv("AWS_LAMBDA_LOG_LEVEL"),
+		// Whole seconds to the invocation's deadline: its timeout, less the
+		// moment it took to get here.
+		"deadlineSeconds": int(math.Ceil(time.Until(deadline(ctx)).Seconds())),
 	}, nil
+}
+
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
 
 func main() {

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
+)
+
+// What invoke and run share: the function's settings and environment, the
+// Runner that runs it, and how they report its invocations.
+
+// Lambda's defaults for a function created without settings, which the
+// flags fall back on when neither they nor a template say otherwise.
+const (
+	lambdaTimeout   = 3 * time.Second
+	lambdaMemoryMB  = 128
+	lambdaLogFormat = "text"
+	// defaultFunctionName names a function that has neither a name nor a
+	// logical ID.
+	defaultFunctionName = "function"
+)
+
+// functionFlags describe the function and its environment: the flags that
+// invoke and run share. settle completes them from the template and reads
+// the env file.
+type functionFlags struct {
+	timeout      time.Duration
+	memory       int
+	functionName string
+	region       string
+	envFile      string
+	logicalID    string
+	logFormat    string
+	logLevel     string
+	template     string
+
+	extra []string // the env file's variables, KEY=value, read by settle
+}
+
+// define defines the flags on fs; timeoutHelp ends the -timeout line.
+func (f *functionFlags) define(fs *flag.FlagSet, timeoutHelp string) {
+	fs.DurationVar(&f.timeout, "timeout", lambdaTimeout, "the function's `timeout`: "+timeoutHelp+" (default: the template's Timeout, else Lambda's 3s)")
+	fs.IntVar(&f.memory, "memory", lambdaMemoryMB, "the function's memory in `MB`, as AWS_LAMBDA_FUNCTION_MEMORY_SIZE, not enforced (default: the template's MemorySize, else Lambda's 128)")
+	fs.StringVar(&f.functionName, "function-name", "", "the function's `name`, as AWS_LAMBDA_FUNCTION_NAME and in its ARN (default: the template's FunctionName, else the logical ID, else \""+defaultFunctionName+"\")")
+	fs.StringVar(&f.region, "region", "", "the `region` the function runs in (default: AWS_REGION from the env file, else AWS_REGION or AWS_DEFAULT_REGION, else us-east-1)")
+	fs.StringVar(&f.envFile, "env-file", "", "extra environment variables from `FILE`, in the JSON shape of 'sam local invoke --env-vars'")
+	fs.StringVar(&f.logicalID, "logical-id", "", "the function's logical `ID`: its resource in -template and its section of -env-file (default: the only function of the template, else the only section of the env file)")
+	fs.StringVar(&f.logFormat, "log-format", lambdaLogFormat, "the function's log `format`: text or json, which sets AWS_LAMBDA_LOG_FORMAT=JSON (default: the template's LoggingConfig.LogFormat, else Lambda's text)")
+	fs.StringVar(&f.logLevel, "log-level", "", "with -log-format json, the application log `level` in AWS_LAMBDA_LOG_LEVEL: DEBUG, INFO, WARN, ERROR (default: the template's LoggingConfig.ApplicationLogLevel)")
+	fs.StringVar(&f.template, "template", "", "the SAM template `FILE` whose function settings to use where no flag sets them: Timeout, MemorySize, FunctionName, LoggingConfig")
+}
+
+// settle completes the flags: what the command line did not set comes from
+// the template's function, if -template names one, else Lambda's defaults.
+// It reads the env file, and checks the result. Every input is read here,
+// before anything starts.
+func (f *functionFlags) settle(fs *cmdFlags) error {
+	set := fs.set()
+	fn, err := f.templateFunction(fs)
+	if err != nil {
+		return err
+	}
+	if f.logicalID == "" {
+		f.logicalID = fn.LogicalID
+	}
+	if !set["timeout"] && fn.Timeout > 0 {
+		f.timeout = time.Duration(fn.Timeout) * time.Second
+	}
+	if !set["memory"] && fn.MemorySize > 0 {
+		f.memory = fn.MemorySize
+	}
+	if !set["log-format"] && fn.LogFormat != "" {
+		f.logFormat = fn.LogFormat
+	}
+	if !set["log-level"] && fn.ApplicationLogLevel != "" {
+		f.logLevel = fn.ApplicationLogLevel
+	}
+	if f.envFile != "" {
+		if f.extra, f.logicalID, err = readEnvFile(f.envFile, f.logicalID); err != nil {
+			return badInput(err)
+		}
+	}
+	if !set["function-name"] {
+		f.functionName = firstNonEmpty(fn.FunctionName, f.logicalID, defaultFunctionName)
+	}
+	switch f.logFormat = strings.ToLower(f.logFormat); f.logFormat {
+	case "text", "json":
+	default:
+		return fs.usageError("-log-format %q: want text or json", f.logFormat)
+	}
+	switch {
+	case f.timeout <= 0:
+		return fs.usageError("-timeout %v: want a positive duration", f.timeout)
+	case f.memory <= 0:
+		return fs.usageError("-memory %d: want a positive number of MB", f.memory)
+	case f.functionName == "":
+		return fs.usageError("-function-name: want a name")
+	}
+	return nil
+}
+
+// templateFunction returns the function of -template that -logical-id
+// names, or its only one; the zero Function without -template.
+func (f *functionFlags) templateFunction(fs *cmdFlags) (samtemplate.Function, error) {
+	if f.template == "" {
+		return samtemplate.Function{}, nil
+	}
+	fns, err := samtemplate.Functions(f.template)
+	if err != nil {
+		return samtemplate.Function{}, badInput(fmt.Errorf("template: %w", err))
+	}
+	var ids []string
+	for _, fn := range fns {
+		ids = append(ids, fn.LogicalID)
+	}
+	switch {
+	case f.logicalID != "":
+		fn, err := samtemplate.FindFunction(fns, f.logicalID)
+		if err != nil {
+			return fn, fs.usageError("-logical-id %s: template %s has no such function (it has %s)", f.logicalID, f.template, strings.Join(ids, ", "))
+		}
+		return fn, nil
+	case len(fns) == 1:
+		return fns[0], nil
+	case len(fns) == 0:
+		return samtemplate.Function{}, badInput(fmt.Errorf("template %s declares no AWS::Serverless::Function", f.template))
+	}
+	return samtemplate.Function{}, fs.usageError("template %s has functions %s: choose one with -logical-id", f.template, strings.Join(ids, ", "))
+}
+
+// regionOr returns the function's region: -region, else AWS_REGION or
+// AWS_DEFAULT_REGION from the env file, then from environ, else fallback.
+func (f *functionFlags) regionOr(environ []string, fallback string) string {
+	return firstNonEmpty(f.region, lookup(f.extra, "AWS_REGION"), lookup(f.extra, "AWS_DEFAULT_REGION"),
+		lookup(environ, "AWS_REGION"), lookup(environ, "AWS_DEFAULT_REGION"), fallback)
+}
+
+// newRunner prepares a Runner of bootstrap with the function's settings,
+// the caller's environment plus the env file's, and its output on standard
+// error. A bootstrap that is missing is an input error.
+func (f *functionFlags) newRunner(std stdio, bootstrap, region string) (*runtimeapi.Runner, error) {
+	r, err := runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
+		o.FunctionName = f.functionName
+		o.Region = region
+		o.Timeout = f.timeout
+		o.MemoryMB = f.memory
+		o.Env = append(slices.Clip(std.environ), f.extra...)
+		o.Stdout, o.Stderr = std.stderr, std.stderr
+		o.LogFormat = f.logFormat
+		o.LogLevel = f.logLevel
+	})
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return r, nil
+}
+
+// startFailure explains an error that kept the bootstrap from starting.
+func startFailure(err error, bootstrap string) string {
+	switch {
+	case errors.Is(err, syscall.ENOEXEC):
+		return fmt.Sprintf("%v\nThe bootstrap is not a program for this machine: build it with GOOS=%s GOARCH=%s (a bootstrap built for Lambda's arm64 will not run here otherwise).", err, runtime.GOOS, runtime.GOARCH)
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Sprintf("%v\nThe bootstrap is not executable: chmod +x %s", err, bootstrap)
+	}
+	return err.Error()
+}
+
+// describe says in a line what went wrong and what happens next.
+func describe(res runtimeapi.Result, timeout time.Duration) string {
+	e := res.Error
+	exited := "exited with status " + strconv.Itoa(res.ExitCode)
+	if res.ExitCode < 0 {
+		exited = "was killed by a signal"
+	}
+	switch res.Outcome {
+	case runtimeapi.OutcomeFunctionError:
+		return fmt.Sprintf("function error: %s: %s", e.Type, e.Message)
+	case runtimeapi.OutcomeInitError:
+		if e.Type == "Runtime.ExitError" {
+			return fmt.Sprintf("init error: the process %s before asking for an event (%s); the next event starts a new process", exited, e.Type)
+		}
+		return fmt.Sprintf("init error: %s: %s; the next event starts a new process", e.Type, e.Message)
+	case runtimeapi.OutcomeCrash:
+		return fmt.Sprintf("crash: the process %s during the invocation (%s); the next event starts a new process", exited, e.Type)
+	case runtimeapi.OutcomeTimeout:
+		return fmt.Sprintf("timeout: no answer within %v; the process was killed and the next event starts a new one", timeout)
+	}
+	return res.Outcome.String()
+}
+
+// report writes Lambda's REPORT line for the invocation, in the log format
+// the function uses, so that durations can be read as on CloudWatch.
+func report(w io.Writer, f *functionFlags, res runtimeapi.Result) {
+	ms := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*100) / 100 }
+	billed := int64(math.Ceil(float64(res.Duration+res.InitDuration) / float64(time.Millisecond)))
+	status := "success"
+	switch res.Outcome {
+	case runtimeapi.OutcomeSuccess, runtimeapi.OutcomeFunctionError:
+	case runtimeapi.OutcomeTimeout:
+		status = "timeout"
+	default:
+		status = "error"
+	}
+	if f.logFormat == "json" {
+		// Field order as in Lambda's platform.report records.
+		type metrics struct {
+			DurationMS       float64  `json:"durationMs"`
+			BilledDurationMS int64    `json:"billedDurationMs"`
+			MemorySizeMB     int      `json:"memorySizeMB"`
+			InitDurationMS   *float64 `json:"initDurationMs,omitempty"`
+		}
+		type record struct {
+			RequestID string  `json:"requestId"`
+			Metrics   metrics `json:"metrics"`
+			Status    string  `json:"status"`
+			ErrorType string  `json:"errorType,omitempty"`
+		}
+		rec := record{RequestID: res.RequestID, Status: status,
+			Metrics: metrics{DurationMS: ms(res.Duration), BilledDurationMS: billed, MemorySizeMB: f.memory}}
+		if res.InitDuration > 0 {
+			d := ms(res.InitDuration)
+			rec.Metrics.InitDurationMS = &d
+		}
+		if status == "error" {
+			rec.ErrorType = res.Error.Type
+		}
+		b, _ := json.Marshal(struct {
+			Time   string `json:"time"`
+			Type   string `json:"type"`
+			Record record `json:"record"`
+		}{time.Now().UTC().Format(time.RFC3339Nano), "platform.report", rec})
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	line := "REPORT RequestId: " + res.RequestID
+	if res.InitDuration > 0 {
+		line += fmt.Sprintf("\tInit Duration: %.2f ms", ms(res.InitDuration))
+	}
+	line += fmt.Sprintf("\tDuration: %.2f ms\tBilled Duration: %d ms\tMemory Size: %d MB", ms(res.Duration), billed, f.memory)
+	if status != "success" {
+		line += "\tStatus: " + status
+		if status == "error" {
+			line += "\tError Type: " + res.Error.Type
+		}
+	}
+	fmt.Fprintln(w, line)
+}
+
+// readEnvFile reads a 'sam local invoke --env-vars' file and returns the
+// variables for the function logicalID (see invokeUsage for the rules), as
+// KEY=value in a stable order, and the logical ID of the section it used:
+// logicalID, or the file's only function section when logicalID is "".
+func readEnvFile(path, logicalID string) (env []string, section string, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("env file: %w", err)
+	}
+	var sections map[string]map[string]any
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // a number's text, as written, is the value
+	if err := dec.Decode(&sections); err != nil {
+		return nil, "", fmt.Errorf("env file %s: want {\"LogicalId\": {\"VAR\": \"value\"}, ...}: %w", path, err)
+	}
+	var functions []string
+	for name := range sections {
+		if name != "Parameters" {
+			functions = append(functions, name)
+		}
+	}
+	slices.Sort(functions)
+	switch {
+	case logicalID == "" && len(functions) == 1:
+		logicalID = functions[0]
+	case logicalID == "" && len(functions) > 1:
+		return nil, "", fmt.Errorf("env file %s has sections for %s: choose one with -logical-id", path, strings.Join(functions, ", "))
+	case logicalID != "" && len(functions) > 0 && !slices.Contains(functions, logicalID):
+		return nil, "", fmt.Errorf("env file %s has no section %s (it has %s)", path, logicalID, strings.Join(functions, ", "))
+	}
+
+	for _, section := range []string{"Parameters", logicalID} {
+		vars := sections[section]
+		names := make([]string, 0, len(vars))
+		for name := range vars {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			var value string
+			switch v := vars[name].(type) {
+			case string:
+				value = v
+			case json.Number:
+				value = v.String() // sam accepts numbers and booleans and passes their text
+			case bool:
+				value = fmt.Sprint(v)
+			case nil:
+				continue
+			default:
+				return nil, "", fmt.Errorf("env file %s: %s.%s: want a string, number or boolean", path, section, name)
+			}
+			if name == "" || strings.ContainsAny(name, "=\x00") {
+				return nil, "", fmt.Errorf("env file %s: %s: %q is not a variable name", path, section, name)
+			}
+			env = append(env, name+"="+value)
+		}
+	}
+	return env, logicalID, nil
+}
+
+// lookup returns the last value of name in env, or "".
+func lookup(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+func firstNonEmpty(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

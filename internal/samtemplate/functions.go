@@ -1,0 +1,90 @@
+package samtemplate
+
+import (
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Function is one AWS::Serverless::Function of the template: the settings
+// that a local run of its binary copies. Each one is the function's own
+// property, else the template's Globals.Function, else its zero value,
+// which means Lambda's default.
+type Function struct {
+	LogicalID string
+	// FunctionName is the FunctionName property when it is a literal
+	// string; "" when it is absent or computed (!Sub, !Ref ...), where
+	// CloudFormation makes up the name at deployment.
+	FunctionName string
+	// Timeout is in seconds, MemorySize in MB.
+	Timeout, MemorySize int
+	// LogFormat ("JSON" or "Text") and ApplicationLogLevel are
+	// LoggingConfig's.
+	LogFormat, ApplicationLogLevel string
+}
+
+// functionProperties are the properties Functions reads, on a function or
+// in Globals.Function.
+type functionProperties struct {
+	FunctionName  yaml.Node `yaml:"FunctionName"`
+	Timeout       int       `yaml:"Timeout"`
+	MemorySize    int       `yaml:"MemorySize"`
+	LoggingConfig struct {
+		LogFormat           string `yaml:"LogFormat"`
+		ApplicationLogLevel string `yaml:"ApplicationLogLevel"`
+	} `yaml:"LoggingConfig"`
+}
+
+// over returns p with each unset setting taken from globals.
+func (p functionProperties) over(globals functionProperties) functionProperties {
+	if p.FunctionName.Kind == 0 {
+		p.FunctionName = globals.FunctionName
+	}
+	if p.Timeout == 0 {
+		p.Timeout = globals.Timeout
+	}
+	if p.MemorySize == 0 {
+		p.MemorySize = globals.MemorySize
+	}
+	if p.LoggingConfig.LogFormat == "" {
+		p.LoggingConfig.LogFormat = globals.LoggingConfig.LogFormat
+	}
+	if p.LoggingConfig.ApplicationLogLevel == "" {
+		p.LoggingConfig.ApplicationLogLevel = globals.LoggingConfig.ApplicationLogLevel
+	}
+	return p
+}
+
+// functionGlobals returns the template's Globals.Function.
+func (doc *document) functionGlobals(path string) (functionProperties, error) {
+	var globals functionProperties
+	if !doc.Globals.Function.IsZero() {
+		if err := doc.Globals.Function.Decode(&globals); err != nil {
+			return globals, fmt.Errorf("samtemplate: %s: Globals.Function: %w", path, err)
+		}
+	}
+	return globals, nil
+}
+
+// Functions returns the serverless functions declared in the SAM template
+// at path, sorted by logical ID.
+func Functions(path string) ([]Function, error) {
+	return readAll(path, "AWS::Serverless::Function", "function", func(id string, p functionProperties, doc *document) (Function, error) {
+		globals, err := doc.functionGlobals(path)
+		if err != nil {
+			return Function{}, err
+		}
+		p = p.over(globals)
+		f := Function{LogicalID: id, Timeout: p.Timeout, MemorySize: p.MemorySize,
+			LogFormat: p.LoggingConfig.LogFormat, ApplicationLogLevel: p.LoggingConfig.ApplicationLogLevel}
+		if n := p.FunctionName; n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+			f.FunctionName = n.Value
+		}
+		return f, nil
+	})
+}
+
+// FindFunction returns the function with the given logical ID.
+func FindFunction(functions []Function, logicalID string) (Function, error) {
+	return find(functions, "function", logicalID, func(f Function) string { return f.LogicalID })
+}

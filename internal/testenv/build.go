@@ -1,0 +1,123 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// builds are the binaries Build made in this test process, under one
+// temporary directory, which removeBuilds removes.
+var builds struct {
+	mu   sync.Mutex
+	dir  string
+	bins map[string]*build // by the package's absolute directory
+	made int               // builds started, for their folders' names
+}
+
+type build struct {
+	once sync.Once
+	sub  string // its folder under the process's
+	path string
+	err  error
+}
+
+// Build builds the main package in the directory pkg ("./testdata/echo",
+// "../../functions/payment": relative to the package under test, where go
+// test runs its tests) for this machine, once per test process, and returns
+// the binary's path. Tests that ask for the same package share the one
+// build, and a failed build fails each of them. The binary is named after
+// the package's directory.
+//
+// The binaries are removed when the process's tests end, by Moto.Run or
+// Main from TestMain; in a package with neither, they stay in the system's
+// temporary directory.
+func Build(tb testing.TB, pkg string) string {
+	tb.Helper()
+	abs, err := filepath.Abs(pkg)
+	if err != nil {
+		tb.Fatalf("testenv: build %s: %v", pkg, err)
+	}
+	builds.mu.Lock()
+	if builds.bins == nil {
+		builds.bins = map[string]*build{}
+	}
+	b := builds.bins[abs]
+	if b == nil {
+		// Each binary has a folder of its own: a function runs in its
+		// binary's folder (LAMBDA_TASK_ROOT), and two packages may share a
+		// name.
+		builds.made++
+		b = &build{sub: strconv.Itoa(builds.made)}
+		builds.bins[abs] = b
+	}
+	builds.mu.Unlock()
+
+	b.once.Do(func() {
+		dir, err := buildDir()
+		if err == nil {
+			dir = filepath.Join(dir, b.sub)
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
+			b.err = fmt.Errorf("testenv: build %s: %w", pkg, err)
+			return
+		}
+		out := filepath.Join(dir, filepath.Base(abs))
+		// A build is shared, so it does not end with the test that asked
+		// first; cold, with the race detector, it can take a minute.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if msg, err := exec.CommandContext(ctx, "go", "build", "-o", out, abs).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("testenv: go build %s: %v\n%s", pkg, err, msg)
+			return
+		}
+		b.path = out
+	})
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return b.path
+}
+
+// buildDir returns the process's folder of binaries, made on first use.
+func buildDir() (string, error) {
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if builds.dir == "" {
+		dir, err := os.MkdirTemp("", "lambdakit-test-bin-")
+		if err != nil {
+			return "", err
+		}
+		builds.dir = dir
+	}
+	return builds.dir, nil
+}
+
+// removeBuilds removes what Build made.
+func removeBuilds() {
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if builds.dir != "" {
+		os.RemoveAll(builds.dir)
+		builds.dir, builds.bins, builds.made = "", nil, 0
+	}
+}
+
+// Main runs the package's tests, removes the binaries Build made, and exits
+// the process with the tests' status; it does not return. Call it from
+// TestMain in a package that builds binaries without moto_server (Moto.Run
+// does the same):
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	removeBuilds()
+	os.Exit(code)
+}
