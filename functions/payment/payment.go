@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -51,10 +50,29 @@ const (
 // configured, and after maxReceiveCount deliveries otherwise.
 var ErrInvalidPayment = errors.New("invalid payment")
 
-var (
-	paymentIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-	currencyPattern  = regexp.MustCompile(`^[A-Z]{3}$`)
-)
+// validPaymentID reports whether id is 1 to 128 ASCII letters, digits and
+// ._:- (a loop, not a regexp: `{1,128}` compiles into 128 copies of the
+// class, about 2 ms and 1,700 allocations of every cold start).
+func validPaymentID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validCurrency reports whether c is three ASCII upper-case letters.
+func validCurrency(c string) bool {
+	return len(c) == 3 && isUpper(c[0]) && isUpper(c[1]) && isUpper(c[2])
+}
+
+func isUpper(c byte) bool { return 'A' <= c && c <= 'Z' }
 
 // parsePayment decodes and checks a body, naming the rule it breaks.
 func parsePayment(body string) (Payment, int64, error) {
@@ -62,7 +80,7 @@ func parsePayment(body string) (Payment, int64, error) {
 	if err := json.Unmarshal([]byte(body), &p); err != nil {
 		return p, 0, fmt.Errorf("%w: body is not a JSON payment object: %v", ErrInvalidPayment, err)
 	}
-	if !paymentIDPattern.MatchString(p.PaymentID) {
+	if !validPaymentID(p.PaymentID) {
 		return p, 0, fmt.Errorf("%w: payment_id must be 1-128 characters of letters, digits and ._:-", ErrInvalidPayment)
 	}
 	if p.OrderID == "" {
@@ -75,7 +93,7 @@ func parsePayment(body string) (Payment, int64, error) {
 	if err != nil || amount <= 0 {
 		return p, 0, fmt.Errorf("%w: amount must be a positive integer in minor units, got %s", ErrInvalidPayment, clip(orMissing(p.Amount)))
 	}
-	if !currencyPattern.MatchString(p.Currency) {
+	if !validCurrency(p.Currency) {
 		return p, 0, fmt.Errorf("%w: currency must be three upper-case letters, got %q", ErrInvalidPayment, clip(p.Currency))
 	}
 	return p, amount, nil

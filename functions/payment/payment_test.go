@@ -162,6 +162,28 @@ func TestPaymentIsChargedOnceAndRecorded(t *testing.T) {
 	})
 }
 
+// The payment ID's rule at its edges: 128 characters of every allowed
+// kind are a valid ID, and each is charged under its own ID.
+func TestPaymentIDsAtTheRuleEdgesAreCharged(t *testing.T) {
+	f := setup(t, nil)
+	ids := []string{"p", strings.Repeat("a", 118) + "Z9._:-ab-c", "A.b_C:d-0"}
+	var msgs []events.SQSMessage
+	for _, id := range ids {
+		msgs = append(msgs, lambdakittest.Message(body(id, "cus_1", 100)))
+	}
+	if failed := f.run(t, msgs...); len(failed) != 0 {
+		t.Fatalf("got failures %v; want none", failed)
+	}
+	if n := len(f.gw.Charges()); n != len(ids) {
+		t.Errorf("got %d charges; want %d", n, len(ids))
+	}
+	for _, id := range ids {
+		if row := f.ledger(t, id); attr(row, "status") != StatusCharged {
+			t.Errorf("payment %q: got ledger row %v; want CHARGED", id, row)
+		}
+	}
+}
+
 func TestPaymentDeclineIsRecordedNotRetried(t *testing.T) {
 	f := setup(t, nil)
 	msg := lambdakittest.Message(body("pay_d", gateway.DeclinedCustomerPrefix+"_1", 500))
@@ -290,6 +312,8 @@ func TestPaymentInvalidBodiesFailBeforeAnyCall(t *testing.T) {
 		"missing id":        {strings.Replace(valid, `"payment_id":"pay_v",`, "", 1), "payment_id must be"},
 		"id too long":       {strings.Replace(valid, "pay_v", strings.Repeat("x", 129), 1), "payment_id must be"},
 		"id bad characters": {strings.Replace(valid, "pay_v", "pay v", 1), "payment_id must be"},
+		"id non-ASCII":      {strings.Replace(valid, "pay_v", "pay_é", 1), "payment_id must be"},
+		"id slash":          {strings.Replace(valid, "pay_v", "pay/v", 1), "payment_id must be"},
 		"no order":          {strings.Replace(valid, `"ord_1"`, `""`, 1), "order_id must be"},
 		"no customer":       {strings.Replace(valid, `"cus_1"`, `""`, 1), "customer_id must be"},
 		"negative amount":   {strings.Replace(valid, "100", "-5", 1), "amount must be a positive integer"},
@@ -299,6 +323,8 @@ func TestPaymentInvalidBodiesFailBeforeAnyCall(t *testing.T) {
 		"missing amount":    {strings.Replace(valid, `"amount":100,`, "", 1), "amount must be a positive integer"},
 		"lower currency":    {strings.Replace(valid, "EUR", "eur", 1), "currency must be three upper-case letters"},
 		"long currency":     {strings.Replace(valid, "EUR", "EURO", 1), "currency must be three upper-case letters"},
+		"short currency":    {strings.Replace(valid, "EUR", "EU", 1), "currency must be three upper-case letters"},
+		"currency digit":    {strings.Replace(valid, "EUR", "EU1", 1), "currency must be three upper-case letters"},
 	}
 	f := setup(t, nil)
 	for name, c := range cases {
