@@ -458,60 +458,60 @@ func (s *Server) inflightLocked(w http.ResponseWriter, r *http.Request) *invocat
 	return inv
 }
 
-// handleResponse records a function's response.
-func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
+// report reads the body of a runtime's report on the invocation its path
+// names and hands both to settle, which answers w, with s.mu held. A body
+// that cannot be read, or an invocation not in flight, is answered 400
+// instead.
+func (s *Server) report(w http.ResponseWriter, r *http.Request, settle func(inv *invocation, body []byte, tooLarge bool)) {
 	body, tooLarge, ok := readBody(w, r)
 	if !ok {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	inv := s.inflightLocked(w, r)
-	if inv == nil {
-		return
+	if inv := s.inflightLocked(w, r); inv != nil {
+		settle(inv, body, tooLarge)
 	}
-	var res Result
-	switch {
-	case tooLarge:
-		msg := fmt.Sprintf("Response payload size exceeded maximum allowed payload size (%d bytes).", maxResponseBytes)
-		fe := &FunctionError{Type: "Function.ResponseSizeTooLarge", Message: msg}
-		s.settleLocked(inv, Result{Outcome: OutcomeFunctionError, Payload: mustMarshal(fe), Error: fe})
-		writeError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", msg)
-		return
-	case r.Trailer.Get(headerErrorType) != "":
-		// aws-lambda-go reports a handler's io.Reader that fails half-way
-		// in trailers, after part of the body went out.
-		doc, _ := base64.StdEncoding.DecodeString(r.Trailer.Get(trailerErrorBody))
-		fe := parseFunctionError(doc, r.Trailer.Get(headerErrorType))
-		if len(doc) == 0 {
-			doc = mustMarshal(fe)
+}
+
+// handleResponse records a function's response.
+func (s *Server) handleResponse(w http.ResponseWriter, r *http.Request) {
+	s.report(w, r, func(inv *invocation, body []byte, tooLarge bool) {
+		var res Result
+		switch {
+		case tooLarge:
+			msg := fmt.Sprintf("Response payload size exceeded maximum allowed payload size (%d bytes).", maxResponseBytes)
+			fe := &FunctionError{Type: "Function.ResponseSizeTooLarge", Message: msg}
+			s.settleLocked(inv, Result{Outcome: OutcomeFunctionError, Payload: mustMarshal(fe), Error: fe})
+			writeError(w, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge", msg)
+			return
+		case r.Trailer.Get(headerErrorType) != "":
+			// aws-lambda-go reports a handler's io.Reader that fails
+			// half-way in trailers, after part of the body went out.
+			doc, _ := base64.StdEncoding.DecodeString(r.Trailer.Get(trailerErrorBody))
+			fe := parseFunctionError(doc, r.Trailer.Get(headerErrorType))
+			if len(doc) == 0 {
+				doc = mustMarshal(fe)
+			}
+			res = Result{Outcome: OutcomeFunctionError, Payload: doc, Error: fe}
+		default:
+			res = Result{Outcome: OutcomeSuccess, Payload: body}
 		}
-		res = Result{Outcome: OutcomeFunctionError, Payload: doc, Error: fe}
-	default:
-		res = Result{Outcome: OutcomeSuccess, Payload: body}
-	}
-	s.settleLocked(inv, res)
-	writeAccepted(w)
+		s.settleLocked(inv, res)
+		writeAccepted(w)
+	})
 }
 
 // handleError records a function error.
 func (s *Server) handleError(w http.ResponseWriter, r *http.Request) {
-	body, tooLarge, ok := readBody(w, r)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	inv := s.inflightLocked(w, r)
-	if inv == nil {
-		return
-	}
-	if tooLarge {
-		body = body[:maxResponseBytes]
-	}
-	fe := parseFunctionError(body, r.Header.Get(headerErrorType))
-	s.settleLocked(inv, Result{Outcome: OutcomeFunctionError, Payload: body, Error: fe})
-	writeAccepted(w)
+	s.report(w, r, func(inv *invocation, body []byte, tooLarge bool) {
+		if tooLarge {
+			body = body[:maxResponseBytes]
+		}
+		fe := parseFunctionError(body, r.Header.Get(headerErrorType))
+		s.settleLocked(inv, Result{Outcome: OutcomeFunctionError, Payload: body, Error: fe})
+		writeAccepted(w)
+	})
 }
 
 // handleInitError records an init error; every queued event and every later
