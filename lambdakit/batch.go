@@ -375,7 +375,8 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 
 // logRecord logs what became of one record: its message ID, the hashed
 // idempotency key (the record's ID, never the raw key or the body), the
-// outcome, and how long it took; for a failure, the reason too. A lost
+// outcome, and how long it took; for a failure, the reason too; and what
+// the handler added with AddLogAttrs. A lost
 // lease adds a LeaseLost count in the Embedded Metric Format to its line,
 // once per lost lease: records that waited on the lost one in this
 // container fail with the same *LeaseLostError, and metered remembers
@@ -383,6 +384,10 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error, metered map[*LeaseLostError]bool) {
 	note.mu.Lock()
 	id, dup, replayed, elapsed, dead := note.id, note.duplicate, note.replayed, note.elapsed, note.deadLettered
+	var own []slog.Attr
+	if len(note.attrs) > 0 {
+		own = handlerAttrs(note.attrs)
+	}
 	note.mu.Unlock()
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("messageId", msg.MessageId))
@@ -397,6 +402,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 		// Handled: SQS deletes it, and the dead-letter queue has it.
 		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", reasoncode.Permanent),
 			slog.String("reason", dead.Error()))
+		attrs = append(attrs, own...)
 		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed permanently: sent to the dead-letter queue", attrs...)
 		return
 	}
@@ -409,6 +415,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 			outcome = "duplicate"
 		}
 		attrs = append(attrs, slog.String("outcome", outcome))
+		attrs = append(attrs, own...)
 		b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "record done", attrs...)
 		return
 	}
@@ -421,6 +428,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 		metered[lost] = true
 		attrs = append(attrs, leaseLostMetric(lost)...)
 	}
+	attrs = append(attrs, own...)
 	b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed", attrs...)
 }
 

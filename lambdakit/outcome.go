@@ -36,10 +36,12 @@ type recordNote struct {
 	// deadLettered is the permanent failure of a record the batch sent to
 	// the dead-letter queue, and reports succeeded.
 	deadLettered error
-	start        time.Time
-	elapsed      time.Duration
-	store        []time.Duration  // each store request's latency
-	storeBuf     [4]time.Duration // room for a record's usual requests
+	// attrs are the handler's own fields for the record's line (AddLogAttrs).
+	attrs    []slog.Attr
+	start    time.Time
+	elapsed  time.Duration
+	store    []time.Duration  // each store request's latency
+	storeBuf [4]time.Duration // room for a record's usual requests
 }
 
 type noteKey struct{}
@@ -81,6 +83,45 @@ func (n *recordNote) storeCall(start time.Time) {
 	}
 	n.store = append(n.store, d)
 	n.mu.Unlock()
+}
+
+// AddLogAttrs adds attrs to the one line Batch logs for the record whose
+// context is ctx ("record done", or the line of its failure), so that a
+// handler's own fields, a payment ID or a charge ID, stand beside the
+// record's outcome instead of on a line of their own: one line, and one
+// write, per record. The batch's own names (messageId, id, messageGroupId,
+// durationMs, outcome, reasonCode, reason, stack, and a lost lease's
+// metric fields) stay the batch's: an attribute named like one of them is
+// written as "handler.<name>". Outside Batch it adds nothing and reports
+// false, so the caller can log for itself.
+func AddLogAttrs(ctx context.Context, attrs ...slog.Attr) bool {
+	n := noteFrom(ctx)
+	if n == nil {
+		return false
+	}
+	n.mu.Lock()
+	n.attrs = append(n.attrs, attrs...)
+	n.mu.Unlock()
+	return true
+}
+
+// batchLogKeys are the names of the fields Batch writes on a record's line.
+var batchLogKeys = map[string]bool{
+	"messageId": true, "id": true, "messageGroupId": true, "durationMs": true, "outcome": true,
+	"reasonCode": true, "reason": true, "stack": true, "prefix": true, "op": true, "LeaseLost": true, "_aws": true,
+}
+
+// handlerAttrs returns the handler's attributes for the record's line, those
+// named like the batch's own renamed.
+func handlerAttrs(attrs []slog.Attr) []slog.Attr {
+	out := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		if batchLogKeys[a.Key] {
+			a.Key = "handler." + a.Key
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // Replayed reports whether the result Idempotent returned for the record

@@ -391,13 +391,16 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 			if failed {
 				return "FAILED     " + fmt.Sprint(l["reason"])
 			}
-		case "payment charged":
-			return "charged    " + fmt.Sprint(l["charge_id"])
-		case "payment declined":
-			return "declined   " + fmt.Sprint(l["reason"])
 		case "record done":
-			if o := l["outcome"]; o == "duplicate" || o == "replayed" {
+			// The sample adds the payment's fields to the batch's
+			// line for the record (lambdakit.AddLogAttrs).
+			switch {
+			case l["outcome"] == "duplicate" || l["outcome"] == "replayed":
 				return "skipped    duplicate, gateway not called"
+			case l["payment"] == "charged":
+				return "charged    " + fmt.Sprint(l["charge_id"])
+			case l["payment"] == "declined":
+				return "declined   " + fmt.Sprint(l["decline_reason"])
 			}
 		}
 	}

@@ -98,7 +98,6 @@ func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.
 		gateway: &gatewayClient{base: c.GatewayURL, http: client},
 		table:   c.PaymentsTable,
 		now:     time.Now,
-		logger:  logger,
 	}
 	store, err := dynamostore.New(db, c.IdempotencyTable)
 	if err != nil {

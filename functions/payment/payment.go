@@ -128,7 +128,6 @@ type payments struct {
 	gateway *gatewayClient
 	table   string // the payments ledger
 	now     func() time.Time
-	logger  *slog.Logger
 }
 
 // Handle implements lambdakit.Handler, behind validation and idempotency:
@@ -149,14 +148,16 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	if err := dynamostore.Stage(ctx, s.ledgerPut(p, amount, out)); err != nil {
 		return nil, err
 	}
-	attrs := []slog.Attr{slog.String("messageId", msg.MessageId), slog.String("payment_id", p.PaymentID)}
+	// On the batch's line for the record, beside its outcome: one line
+	// per payment, written once the payment is completed (or has failed).
+	attrs := []slog.Attr{slog.String("payment_id", p.PaymentID), slog.String("payment", strings.ToLower(out.Status))}
 	if out.ChargeID != "" {
 		attrs = append(attrs, slog.String("charge_id", out.ChargeID))
 	}
 	if out.Reason != "" {
-		attrs = append(attrs, slog.String("reason", out.Reason))
+		attrs = append(attrs, slog.String("decline_reason", out.Reason))
 	}
-	s.logger.LogAttrs(ctx, slog.LevelInfo, "payment "+strings.ToLower(out.Status), attrs...)
+	lambdakit.AddLogAttrs(ctx, attrs...)
 	return json.Marshal(out)
 }
 

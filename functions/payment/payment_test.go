@@ -184,6 +184,31 @@ func TestPaymentIDsAtTheRuleEdgesAreCharged(t *testing.T) {
 	}
 }
 
+// A payment is one log line: the batch's line for the record, with the
+// payment's own fields beside its outcome (it was two lines, one write
+// each, when the sample logged for itself).
+func TestPaymentIsOneLogLine(t *testing.T) {
+	f := setup(t, nil)
+	charged := lambdakittest.Message(body("pay_line", "cus_1", 100))
+	if failed := f.run(t, charged); len(failed) != 0 {
+		t.Fatalf("got failures %v; want none", failed)
+	}
+	var mine []map[string]any
+	for _, l := range f.logs.Lines(t) {
+		if l["messageId"] == charged.MessageId {
+			mine = append(mine, l)
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("got %d lines for the record %v; want 1", len(mine), mine)
+	}
+	l := mine[0]
+	if l["msg"] != "record done" || l["outcome"] != "processed" || l["payment_id"] != "pay_line" ||
+		l["payment"] != "charged" || l["charge_id"] != attr(f.ledger(t, "pay_line"), "charge_id") {
+		t.Errorf("got line %v; want record done, processed, with payment_id, payment charged and the charge's ID", l)
+	}
+}
+
 func TestPaymentDeclineIsRecordedNotRetried(t *testing.T) {
 	f := setup(t, nil)
 	msg := lambdakittest.Message(body("pay_d", gateway.DeclinedCustomerPrefix+"_1", 500))
