@@ -31,7 +31,7 @@ const maxNumberSize = 21
 // be kept: DynamoDB strings must be UTF-8, and an item that is too large
 // would fail the whole completion rather than just its cached result.
 func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
-	if rec.Data == nil {
+	if len(rec.Data) == 0 {
 		return nil
 	}
 	if !utf8.Valid(rec.Data) {
@@ -82,11 +82,15 @@ func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.Idempote
 	switch v := item[s.o.DataAttr].(type) {
 	case nil:
 	case *types.AttributeValueMemberS:
-		rec.Data = []byte(v.Value)
+		if v.Value != "" { // empty is no result, as in the memory store
+			rec.Data = []byte(v.Value)
+		}
 	case *types.AttributeValueMemberB:
 		// Not what this package writes, but a port that stores bytes
 		// means the same thing by it.
-		rec.Data = bytes.Clone(v.Value)
+		if len(v.Value) > 0 {
+			rec.Data = bytes.Clone(v.Value)
+		}
 	default:
 		d.fail(s.o.DataAttr, v, "a string")
 	}

@@ -273,12 +273,13 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 	}
 	expr := "SET " + set
 	names = append(names, nData)
-	if rec.Data != nil {
+	if len(rec.Data) > 0 {
 		expr += ", " + nData + " = :data"
 		values[":data"] = str(string(rec.Data))
 	} else {
 		// A record completed again without a result must not keep
-		// replaying the previous one.
+		// replaying the previous one. An empty result is no result, as
+		// in lambdakit.Store's contract.
 		expr += " REMOVE " + nData
 	}
 	return &types.Update{

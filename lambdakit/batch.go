@@ -269,6 +269,25 @@ func isFIFO(recs []events.SQSMessage) bool {
 }
 
 func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []int, out *outcomes) {
+	// A handler that calls runtime.Goexit unwinds this goroutine past
+	// runRecord, which no recover stops: fail its record for what it is,
+	// and skip the rest of its task as after any failure, rather than let
+	// the answer blame the deadline.
+	running := -1 // position in task of the record in the handler
+	defer func() {
+		if running < 0 {
+			return
+		}
+		i := task[running]
+		note := &out.notes[i]
+		note.mu.Lock()
+		note.elapsed = time.Since(note.start)
+		note.mu.Unlock()
+		out.set(i, ErrHandlerExited)
+		for _, j := range task[running+1:] {
+			out.set(j, ErrSkipped)
+		}
+	}()
 	for n, i := range task {
 		if ctx.Err() != nil {
 			return // not started: answer reports ErrNotStarted
@@ -279,7 +298,9 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 		note.start = time.Now()
 		note.messageID = recs[i].MessageId
 		note.mu.Unlock()
+		running = n
 		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i])
+		running = -1
 		err := b.deadLetter(ctx, &recs[i], herr)
 		note.mu.Lock()
 		note.elapsed = time.Since(note.start)

@@ -121,10 +121,11 @@ func NewIdempotency(store Store, optFns ...func(*IdempotencyOptions)) *Idempoten
 //     text); with Stage, fn's own writes commit with the completion;
 //   - a key in progress elsewhere fails with ErrInProgress; the lock ends at
 //     the deadline of ctx (LeaseWithoutDeadline without one), so a crashed
-//     owner blocks no longer than that;
+//     owner blocks no longer than that, and fn's context ends with it;
 //   - an error from fn releases the lock, so a retry can run at once;
 //   - calls with one key in this process wait for each other: they share
-//     the first one's result, or run on their own if it failed.
+//     the first one's result, or run on their own if it failed or
+//     outlived its lease.
 //
 // payload is what must be the same for every call with the key, usually
 // the request: JSON is compared by value (escapes, spacing, member order
@@ -194,7 +195,7 @@ func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched 
 	}
 
 	for {
-		f, done := e.join(id)
+		f, done := e.join(id, e.waitBound(ctx))
 		if done == nil {
 			result, rec, duplicate, err := e.lead(ctx, f, id, validation, now, fn)
 			if duplicate {
@@ -202,10 +203,20 @@ func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched 
 			}
 			return result, err
 		}
+		leaseEnded := time.NewTimer(time.Until(f.leaseEnd))
 		select {
 		case <-done:
+			leaseEnded.Stop()
 		case <-ctx.Done():
+			leaseEnded.Stop()
 			return nil, ctx.Err()
+		case <-leaseEnded.C:
+			// The leader outlived its lease: in the store the
+			// record may now be taken over, by any container, so by
+			// this call too. Go to the store as a flight of its own.
+			e.abandon(id, f)
+			now = e.opts.Now()
+			continue
 		}
 		if f.err == nil {
 			return e.replay(ctx, f.rec, validation, dupCache)
@@ -217,6 +228,18 @@ func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched 
 		// wait for whoever leads now.
 		now = e.opts.Now()
 	}
+}
+
+// waitBound is when the lease of a call on ctx ends on the wall clock, as
+// run sets it, rounded up as the store keeps it: the most a call with the
+// same key waits for it in this process. (run counts the lease from the
+// engine's clock, Now, which only tests change.)
+func (e *Idempotency) waitBound(ctx context.Context) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(e.opts.LeaseWithoutDeadline)
+	}
+	return roundUp(deadline, time.Millisecond)
 }
 
 // lead processes the message as the flight's leader. Whatever way run ends,
@@ -306,7 +329,16 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 			_ = e.release(cctx, id, rec.Lease)
 		}
 	}()
-	result, err = call(context.WithValue(ctx, stageKey{}, st), fn)
+	fctx := context.WithValue(ctx, stageKey{}, st)
+	if _, ok := ctx.Deadline(); !ok {
+		// fn's context ends with the lease, as a Lambda invocation's
+		// does: past it another owner may take the record over, and
+		// fn must be told to stop. (With a deadline, the lease is it.)
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(fctx, rec.InProgressExpiration.Sub(e.opts.Now()))
+		defer cancel()
+	}
+	result, err = call(fctx, fn)
 	returned = true
 	if err != nil {
 		if rerr := e.release(cctx, id, rec.Lease); rerr != nil {
@@ -316,7 +348,13 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 	}
 
 	rec.Status = StatusCompleted
-	rec.Data = result
+	// An empty result is no result, in every store: a duplicate then
+	// counts as skipped, not replayed, wherever it lands.
+	kept := result
+	if len(kept) == 0 {
+		kept = nil
+	}
+	rec.Data = kept
 	rec.Staged = st.take()
 	// The TTL counts from the completion, not from the lock: a handler
 	// that ran for minutes must not shorten how long its work is
@@ -331,6 +369,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 		// without the result: duplicates then replay no result.
 		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
 			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
+		kept = nil
 		rec.Data = nil
 		err = e.complete(cctx, rec)
 	}
@@ -346,10 +385,12 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 		return nil, IdempotencyRecord{}, false, err
 	}
 	// The record outlives this call, in the cache and in the flight that
-	// waiters replay: it must not share the handler's buffer, which the
-	// handler may reuse for another message's result.
+	// waiters replay: it holds what the store holds (no result when it
+	// could not be kept, so that a duplicate gets the same answer in
+	// every container), and it must not share the handler's buffer, which
+	// the handler may reuse for another message's result.
 	rec.Staged = nil
-	rec.Data = bytes.Clone(result)
+	rec.Data = bytes.Clone(kept)
 	e.state.cache.put(rec)
 	return result, rec, false, nil
 }
@@ -389,13 +430,16 @@ func (e *Idempotency) replay(ctx context.Context, rec IdempotencyRecord, validat
 		return nil, ErrPayloadMismatch
 	}
 	if note := noteFrom(ctx); note != nil {
-		note.setDuplicate(source, rec.Data != nil) // Batch logs the record's line
+		note.setDuplicate(source, len(rec.Data) > 0) // Batch logs the record's line
 	} else {
 		e.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
 			slog.String("id", rec.ID))
 	}
 	// A copy: the caller may change what it gets, and the cached record
 	// must answer the next duplicate the same.
+	if len(rec.Data) == 0 {
+		return nil, nil
+	}
 	return bytes.Clone(rec.Data), nil
 }
 

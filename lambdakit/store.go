@@ -91,7 +91,8 @@ type Store interface {
 	// record that holds the ID.
 	Acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, acquired bool, err error)
 	// Complete sets the record's status to StatusCompleted, its expiration
-	// to rec.Expiration and its result to rec.Data (none when nil), and
+	// to rec.Expiration and its result to rec.Data (none when empty: an
+	// empty result reads back as nil), and
 	// commits rec.Staged with it, if and only if the stored record still
 	// carries rec.Lease. Otherwise it returns ErrLeaseLost and changes
 	// nothing.

@@ -93,9 +93,9 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 	old.Status = lambdakit.StatusCompleted
 	old.Expiration = rec.Rounded().Expiration
 	old.Validation = rec.Validation
-	old.Data = append([]byte(nil), rec.Data...)
-	if rec.Data == nil {
-		old.Data = nil
+	old.Data = nil // an empty result is no result, as the contract says
+	if len(rec.Data) > 0 {
+		old.Data = append([]byte(nil), rec.Data...)
 	}
 	s.recs[rec.ID] = old
 	for _, op := range ops {
