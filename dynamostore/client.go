@@ -39,9 +39,10 @@ const (
 	// file descriptors, and each connection takes one; the SDK's own
 	// bound (2,048 per host) would let a large batch run out of them,
 	// failing the gateway calls and the Runtime API's connection as well.
-	// 64 is far above the records a batch runs at once today (10) and far
-	// below the limit. A request finding every connection busy waits for
-	// one, within its attempt timeout.
+	// 64 matches the records a batch runs at once by default
+	// (lambdakit.DefaultConcurrency) and is far below the limit. A request
+	// finding every connection busy waits for one, within its attempt
+	// timeout.
 	DefaultMaxConns = 64
 )
 

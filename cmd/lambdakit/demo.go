@@ -348,11 +348,8 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 // awaitLines waits, for a second at most, until the batch's closing line
 // about each record ("record done", "record failed"...) has come through
 // the function's output pipe, which may lag behind the response it posted.
-func (d *demo) awaitLines(recs []events.SQSMessage) { d.awaitLinesFor(recs, time.Second) }
-
-// awaitLinesFor is awaitLines waiting up to bound.
-func (d *demo) awaitLinesFor(recs []events.SQSMessage, bound time.Duration) {
-	for range max(int(bound/(20*time.Millisecond)), 1) {
+func (d *demo) awaitLines(recs []events.SQSMessage) {
+	for range 50 {
 		told := map[string]bool{}
 		for _, l := range d.logs.Objects() {
 			msg, _ := l["msg"].(string)

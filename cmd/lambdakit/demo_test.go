@@ -38,6 +38,10 @@ func TestDemoStory(t *testing.T) {
 			{queue, "published pay_6002 again with another deduplication ID", 1},
 			{queue, "the function was killed after the gateway charged pay_6004, before it answered", 1},
 			{queue, "pay_6004     [cus_G] KILLED     charged ch_", 1},
+			// pay_6003 comes before pay_6004 in its group, so it was
+			// charged before the kill; the function wrote nothing
+			// about it, as its batch never answered.
+			{queue, "pay_6003     [cus_G] no answer  charged ch_", 1},
 			{queue, "again: the gateway's stored answer for the same Idempotency-Key, no new charge", 1},
 			{queue, "FAILED     invalid payment: amount must be a positive integer in minor units, got 12.50", 1},
 			{queue, "DLQ lambdakit-payment-dlq.fifo: pay_6099, moved there by the redrive policy after failing 2 deliveries", 1},

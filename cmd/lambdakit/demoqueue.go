@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/gateway"
 	"github.com/lambdakit/lambdakit/internal/logline"
@@ -93,8 +94,17 @@ func (s *crashSlot) records() []events.SQSMessage {
 // goroutines.
 type crashLog struct {
 	mu      sync.Mutex
-	charge  string // the charge of queueCrash made just before the kill
-	crashed bool   // a batch holding queueCrash ended in a crash
+	charge  string            // the charge of queueCrash made just before the kill
+	crashed bool              // a batch holding queueCrash ended in a crash
+	charges map[string]string // payment ID → its charge, as the gateway made them
+}
+
+// chargeOf is the charge the gateway made for a payment in this act, if any.
+func (c *crashLog) chargeOf(paymentID string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.charges[paymentID]
+	return ch, ok
 }
 
 func (c *crashLog) get() (charge string, crashed bool) {
@@ -209,16 +219,20 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 	// The crash: when the gateway has charged queueCrash, and before it
 	// answers, kill the function. The whole batch comes back; moto would
 	// hand a group's unfinished records back in reverse, so first the
-	// function is given a moment to finish the records of every group with
-	// more than one record in the batch.
-	crash := &crashLog{}
+	// function is given a moment (a quarter of its timeout, well before
+	// its deadline guard) to complete the records of every group with more
+	// than one record in the batch, as the idempotency table shows.
+	crash := &crashLog{charges: map[string]string{}}
 	d.gw.OnCharge(func(c gateway.Charge, chargeID string) {
+		crash.mu.Lock()
+		crash.charges[c.PaymentID] = chargeID
+		if c.PaymentID == queueCrash {
+			crash.charge = chargeID
+		}
+		crash.mu.Unlock()
 		if c.PaymentID != queueCrash {
 			return
 		}
-		crash.mu.Lock()
-		crash.charge = chargeID
-		crash.mu.Unlock()
 		recs := slot.records()
 		inGroup := map[string]int{}
 		for _, m := range recs {
@@ -230,7 +244,7 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 				others = append(others, m)
 			}
 		}
-		d.awaitLinesFor(others, queueFunctionTimeout/4)
+		d.awaitCompleted(others, queueFunctionTimeout/4)
 		runner.Kill()
 	})
 	defer d.gw.OnCharge(nil)
@@ -250,7 +264,7 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 				crash.crashed = true
 				crash.mu.Unlock()
 			}
-			d.printBatch(batch, b, charge)
+			d.printBatch(batch, b, charge, crash)
 		}
 	})
 	if err != nil {
@@ -300,7 +314,7 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 }
 
 // printBatch prints one batch of the queue act and each record's fate.
-func (d *demo) printBatch(n int, b esm.BatchResult, crashCharge string) {
+func (d *demo) printBatch(n int, b esm.BatchResult, crashCharge string, crash *crashLog) {
 	receive := "first delivery"
 	if len(b.Records) > 0 && b.Records[0].Attributes["ApproximateReceiveCount"] != "1" {
 		receive = "back after the visibility timeout"
@@ -315,26 +329,31 @@ func (d *demo) printBatch(n int, b esm.BatchResult, crashCharge string) {
 	default:
 		fmt.Fprintf(d.out, "   batch %d: %s, %s: %d deleted, %d left for redelivery\n", n, plural(len(b.Records), "record"), receive, len(b.Deleted), len(b.Left))
 	}
-	var told []events.SQSMessage
-	for _, m := range b.Records {
-		if !(crashed && paymentID(m.Body) == queueCrash) {
-			told = append(told, m)
-		}
+	if !crashed {
+		// A killed function writes no record lines: they are written
+		// when the batch answers.
+		d.awaitLines(b.Records)
 	}
-	d.awaitLines(told)
 	if d.verbose {
 		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
 	}
 	lines := d.logs.Objects()
 	d.tally(lines)
 	d.logs.Reset()
+	told := map[string]bool{} // payment IDs whose charge a line above gave
 	for _, m := range b.Records {
 		id := paymentID(m.Body)
 		fate := recordFate(m.MessageId, slices.Contains(b.Left, m.MessageId), lines)
+		charge, charged := crash.chargeOf(id)
 		switch {
 		case crashed && id == queueCrash:
 			fate = "KILLED     charged " + crashCharge + " at the gateway; the answer never came back"
-		case crashed && fate == "FAILED":
+		case crashed && charged && !told[id]:
+			// What the gateway saw: the function logs nothing
+			// about a record until its batch answers.
+			told[id] = true
+			fate = "no answer  charged " + charge + " at the gateway, but the process died before the batch was answered"
+		case crashed:
 			fate = "no answer  the process died before the batch was answered"
 		case id == queueCrash && strings.HasSuffix(fate, " "+crashCharge) && crashCharge != "":
 			fate += " again: the gateway's stored answer for the same Idempotency-Key, no new charge"
@@ -411,4 +430,29 @@ func (d *demo) queueSummary(q queueOutcome) bool {
 		fmt.Fprintf(d.out, "   %s was charged once (%s), though the function was killed after the charge: its redelivery took over the lapsed lock and got the gateway's stored answer\n", queueCrash, q.crashCharge)
 	}
 	return ok
+}
+
+// paymentPrefix is the payment sample's IdempotencyOptions.Prefix.
+const paymentPrefix = "payment"
+
+// awaitCompleted waits, up to bound, until the idempotency records of recs'
+// payments are completed. The function's log says nothing about a record
+// until its batch answers, so the table is where a record's end shows
+// while its batch is still running.
+func (d *demo) awaitCompleted(recs []events.SQSMessage, bound time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	records := dynamostore.NewRecords(d.db, localTables["IdempotencyTable"])
+	for _, m := range recs {
+		id := paymentPrefix + "#" + producer.DedupID(paymentID(m.Body))
+		for ctx.Err() == nil {
+			if rec, err := records.Get(ctx, id); err == nil && rec.Status == lambdakit.StatusCompleted {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }

@@ -300,6 +300,10 @@ func (l *local) functionEnv(host string) []string {
 		"IDEMPOTENCY_TABLE="+localTables["IdempotencyTable"],
 		"PAYMENTS_TABLE="+localTables["PaymentsTable"],
 		"PAYMENT_GATEWAY_URL="+url(l.gatewayPort),
+		// No queues here: invalid payments fail as other failures do.
+		// Set, so that sam local does not pass the template's value,
+		// a queue in AWS.
+		"DEAD_LETTER_QUEUE_URL=",
 	)
 }
 

@@ -263,8 +263,8 @@ func TestEventsEnvJSONMatchesLocal(t *testing.T) {
 	}
 	declared := templateVariables(t, "../../template.yaml", "PaymentFunction")
 	for k, v := range shipped["PaymentFunction"] {
-		if written[k] != v {
-			t.Errorf("events/env.json: %s = %q; lambdakit local writes %q", k, v, written[k])
+		if got, ok := written[k]; !ok || got != v {
+			t.Errorf("events/env.json: %s = %q; lambdakit local writes %q (set: %v)", k, v, got, ok)
 		}
 		if !declared[k] {
 			t.Errorf("events/env.json sets %s, which template.yaml does not declare: sam local would not pass it", k)

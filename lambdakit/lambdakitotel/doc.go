@@ -10,7 +10,11 @@
 //
 // The three wrappers nest through the context:
 //
-//	store := lambdakitotel.WrapStore(dynamostore.New(db, table))
+//	ddb, err := dynamostore.New(db, table)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	store := lambdakitotel.WrapStore(ddb)
 //	h := lambdakit.Chain(charge,
 //		lambdakitotel.Middleware(),                // outside Idempotent: sees duplicates
 //		lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id")))
