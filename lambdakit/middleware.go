@@ -22,7 +22,7 @@ import (
 //   - a handler error releases the lock, so a retry can run at once;
 //   - messages with one key in this container wait for each other instead
 //     of failing with ErrInProgress: they replay the first one's result, or
-//     run on their own if it failed;
+//     run on their own if it failed or outlived its lease;
 //   - under Batch, a re-driven batch's completed records are read ahead in
 //     one request (see PrefetchPolicy).
 //

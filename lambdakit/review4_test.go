@@ -268,3 +268,55 @@ func TestDoWithoutDeadlineEndsFnsContextWithTheLease(t *testing.T) {
 		t.Fatal("first Do did not return")
 	}
 }
+
+// Found by a fifth review (of 5340cb1), which held the README to its first
+// wording: a first call in the container that outlived its lease, and whose
+// key a waiter took over, must not complete the record, and must fail. Its
+// cleanup context ends with its lease, so it fails with that context's
+// error before reaching the store (in another container, fencing would
+// refuse it with ErrLeaseLost); the README now says so.
+func TestTakenOverOwnerInTheContainerDoesNotComplete(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	lease := 300 * time.Millisecond
+	e := lambdakit.NewIdempotency(store, func(o *lambdakit.IdempotencyOptions) {
+		o.Logger = silentLogger()
+		o.LeaseWithoutDeadline = lease
+	})
+	firstErr := make(chan error, 1)
+	entered := make(chan struct{})
+	go func() {
+		_, err := e.Do(context.Background(), "order-5", nil, func(context.Context) ([]byte, error) {
+			close(entered)
+			time.Sleep(lease + 900*time.Millisecond) // ignores cancellation
+			return []byte(`"first"`), nil
+		})
+		firstErr <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("first fn did not start in 5 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := e.Do(ctx, "order-5", nil, func(context.Context) ([]byte, error) { return []byte(`"second"`), nil })
+	if err != nil || string(got) != `"second"` {
+		t.Fatalf("waiter after the first's lease: got %s, %v; want it to take the key over", got, err)
+	}
+	select {
+	case err := <-firstErr:
+		if err == nil {
+			t.Error("first owner, whose lease the waiter took over: got success; want a failure")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("first Do did not return in 10 s")
+	}
+	for id, rec := range store.Records() {
+		if rec.Status != lambdakit.StatusCompleted || string(rec.Data) != `"second"` {
+			t.Errorf("record %s: %s with %s; want completed with the second owner's result", id, rec.Status, rec.Data)
+		}
+	}
+	if n := len(store.Records()); n != 1 {
+		t.Errorf("%d records; want 1", n)
+	}
+}
