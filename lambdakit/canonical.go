@@ -55,22 +55,29 @@ type canonicalizer struct {
 }
 
 // canonicalJSON returns the canonical form of body, or ok=false when body
-// is not one valid JSON value.
+// is not one valid JSON value. Ordering an object copies its members once
+// behind their unordered values, so the form may need twice the body's size
+// while it is made.
 func canonicalJSON(body []byte) (canon []byte, ok bool, err error) {
+	return appendCanonicalJSON(make([]byte, 0, 2*len(body)+16), body)
+}
+
+// appendCanonicalJSON appends the canonical form of body to dst, and
+// returns dst unchanged with ok=false when body is not one valid JSON value.
+func appendCanonicalJSON(dst, body []byte) (out []byte, ok bool, err error) {
 	s := scanner{b: body}
 	if !s.value() {
-		return nil, false, nil
+		return dst, false, nil
 	}
 	s.space()
 	if s.i != len(body) {
-		return nil, false, nil
+		return dst, false, nil
 	}
-	// Ordering an object copies its members once behind their unordered
-	// values, so the form may need twice the body's size while it is made.
-	var scratch [16]objMember
-	c := canonicalizer{b: body, out: make([]byte, 0, 2*len(body)+16), members: scratch[:0]}
+	// members is made for the first object: a scalar (a payload field is
+	// often one) allocates nothing.
+	c := canonicalizer{b: body, out: dst}
 	if err := c.value(); err != nil {
-		return nil, true, err
+		return dst, true, err
 	}
 	return c.out, true, nil
 }
@@ -145,6 +152,9 @@ func (c *canonicalizer) object() error {
 	}
 	// Values are written to out as they are parsed, then the members are
 	// copied behind them in order and the unordered part is cut away.
+	if c.members == nil {
+		c.members = make([]objMember, 0, 16)
+	}
 	base := len(c.out)
 	first := len(c.members)
 	for pos := 0; ; pos++ {

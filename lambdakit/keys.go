@@ -155,11 +155,10 @@ func PayloadFields(paths ...string) PayloadFunc {
 				v = []byte("null")
 			}
 			out = appendString(out, paths[i])
-			canon, _, err := canonicalJSON(v)
+			out, _, err = appendCanonicalJSON(out, v)
 			if err != nil {
 				return "", fmt.Errorf("lambdakit: payload field %q: %w", paths[i], err)
 			}
-			out = append(out, canon...)
 		}
 		return string(out), nil
 	}
