@@ -14,7 +14,7 @@ import "time"
 // the leader's panic and runtime.Goexit must become an error for the
 // waiters rather than be re-raised in them; a waiter must stop waiting when
 // the leader's lease ends; and the common case, no duplicate in flight,
-// must cost no channel. It is 70 lines.
+// must cost no channel. It is 40 lines of code.
 
 // A flight is one record being processed in this process; later calls with
 // the same ID wait on done and then replay rec or fail with err. The first
