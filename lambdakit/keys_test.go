@@ -315,6 +315,27 @@ func TestPayloadFields(t *testing.T) {
 			}
 		}
 	})
+	t.Run("an object field after another is compared by value", func(t *testing.T) {
+		// Each field's form is appended to the ones before it; an object
+		// is ordered within its own part of that buffer.
+		two := lambdakit.PayloadFields("id", "card")
+		p := func(body string) string {
+			t.Helper()
+			msg := lambdakittest.Message(body)
+			got, err := two(&msg)
+			if err != nil {
+				t.Fatalf("payload of %s: %v", body, err)
+			}
+			return got
+		}
+		a := p(`{"id":"p","card":{"b":1,"a":{"y":2,"x":3}}}`)
+		if b := p(`{"card":{"a":{"x":3,"y":2},"b":1.0},"id":"p"}`); a != b {
+			t.Errorf("got %q and %q; want one payload", a, b)
+		}
+		if c := p(`{"id":"p","card":{"b":2,"a":{"y":1,"x":3}}}`); a == c {
+			t.Errorf("got %q for both; want two payloads", a)
+		}
+	})
 	t.Run("moving a value to another field changes the payload", func(t *testing.T) {
 		two := lambdakit.PayloadFields("a", "b")
 		m1 := lambdakittest.Message(`{"a":"x"}`)
