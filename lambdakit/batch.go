@@ -356,8 +356,6 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 	reported := make(map[string]bool)
 	metrics := &invocationMetrics{}
 	metered := make(map[*LeaseLostError]bool)
-	release := holdLines(b.opts.Logger) // the record lines in one write
-	defer release()                     // should a line panic
 	for i, err := range errs {
 		note := &out.notes[i]
 		b.logRecord(ctx, &recs[i], note, err, metered)
@@ -380,7 +378,6 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: id})
 		}
 	}
-	release() // before the metrics line, which comes last
 	var batchErr error
 	switch {
 	case missing > 0:
