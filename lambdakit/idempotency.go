@@ -348,13 +348,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 	}
 
 	rec.Status = StatusCompleted
-	// An empty result is no result, in every store: a duplicate then
-	// counts as skipped, not replayed, wherever it lands.
-	kept := result
-	if len(kept) == 0 {
-		kept = nil
-	}
-	rec.Data = kept
+	rec.Data = result
 	rec.Staged = st.take()
 	// The TTL counts from the completion, not from the lock: a handler
 	// that ran for minutes must not shorten how long its work is
@@ -369,7 +363,6 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 		// without the result: duplicates then replay no result.
 		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
 			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
-		kept = nil
 		rec.Data = nil
 		err = e.complete(cctx, rec)
 	}
@@ -390,7 +383,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 	// every container), and it must not share the handler's buffer, which
 	// the handler may reuse for another message's result.
 	rec.Staged = nil
-	rec.Data = bytes.Clone(kept)
+	rec.Data = bytes.Clone(rec.Data)
 	e.state.cache.put(rec)
 	return result, rec, false, nil
 }
@@ -436,7 +429,8 @@ func (e *Idempotency) replay(ctx context.Context, rec IdempotencyRecord, validat
 			slog.String("id", rec.ID))
 	}
 	// A copy: the caller may change what it gets, and the cached record
-	// must answer the next duplicate the same.
+	// must answer the next duplicate the same. An empty result is no
+	// result, as the stores keep it.
 	if len(rec.Data) == 0 {
 		return nil, nil
 	}
