@@ -94,7 +94,6 @@ func (s *crashSlot) records() []events.SQSMessage {
 // goroutines.
 type crashLog struct {
 	mu      sync.Mutex
-	charge  string            // the charge of queueCrash made just before the kill
 	crashed bool              // a batch holding queueCrash ended in a crash
 	charges map[string]string // payment ID → its charge, as the gateway made them
 }
@@ -110,7 +109,7 @@ func (c *crashLog) chargeOf(paymentID string) (string, bool) {
 func (c *crashLog) get() (charge string, crashed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.charge, c.crashed
+	return c.charges[queueCrash], c.crashed
 }
 
 // playQueue is the queue act: number n of the story.
@@ -226,9 +225,6 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 	d.gw.OnCharge(func(c gateway.Charge, chargeID string) {
 		crash.mu.Lock()
 		crash.charges[c.PaymentID] = chargeID
-		if c.PaymentID == queueCrash {
-			crash.charge = chargeID
-		}
 		crash.mu.Unlock()
 		if c.PaymentID != queueCrash {
 			return
@@ -258,13 +254,12 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		o.UntilEmpty = true
 		o.OnBatch = func(b esm.BatchResult) {
 			batch++
-			charge, _ := crash.get()
 			if b.Result.Outcome == runtimeapi.OutcomeCrash && slices.ContainsFunc(b.Records, func(m events.SQSMessage) bool { return paymentID(m.Body) == queueCrash }) {
 				crash.mu.Lock()
 				crash.crashed = true
 				crash.mu.Unlock()
 			}
-			d.printBatch(batch, b, charge, crash)
+			d.printBatch(batch, b, crash)
 		}
 	})
 	if err != nil {
@@ -314,7 +309,8 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 }
 
 // printBatch prints one batch of the queue act and each record's fate.
-func (d *demo) printBatch(n int, b esm.BatchResult, crashCharge string, crash *crashLog) {
+func (d *demo) printBatch(n int, b esm.BatchResult, crash *crashLog) {
+	crashCharge, _ := crash.get()
 	receive := "first delivery"
 	if len(b.Records) > 0 && b.Records[0].Attributes["ApproximateReceiveCount"] != "1" {
 		receive = "back after the visibility timeout"
@@ -444,7 +440,7 @@ func (d *demo) awaitCompleted(recs []events.SQSMessage, bound time.Duration) {
 	defer cancel()
 	records := dynamostore.NewRecords(d.db, localTables["IdempotencyTable"])
 	for _, m := range recs {
-		id := paymentPrefix + "#" + producer.DedupID(paymentID(m.Body))
+		id := recordID(paymentPrefix, paymentID(m.Body))
 		for ctx.Err() == nil {
 			if rec, err := records.Get(ctx, id); err == nil && rec.Status == lambdakit.StatusCompleted {
 				break

@@ -271,7 +271,12 @@ func (c *recordsCommand) checkPrefix(ctx context.Context) error {
 	return nil
 }
 
-func (c *recordsCommand) id() string { return c.prefix + "#" + producer.DedupID(c.key) }
+func (c *recordsCommand) id() string { return recordID(c.prefix, c.key) }
+
+// recordID is the ID of the idempotency record of key under prefix, as
+// lambdakit stores it: "<prefix>#<sha256 hex of key>", which is also the
+// deduplication ID the producer derives from the key.
+func recordID(prefix, key string) string { return prefix + "#" + producer.DedupID(key) }
 
 func (c *recordsCommand) get(ctx context.Context) error {
 	rec, err := c.records.Get(ctx, c.id())
