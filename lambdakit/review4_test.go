@@ -2,7 +2,7 @@ package lambdakit_test
 
 // A fourth adversarial review (2026-11-25): each test here failed on the code it was
 // written against (615c2b3), and states the behaviour it expects and the
-// promise it rests on.
+// promise it rests on; the last one pins what the README says since.
 
 import (
 	"context"
@@ -274,7 +274,8 @@ func TestDoWithoutDeadlineEndsFnsContextWithTheLease(t *testing.T) {
 // key a waiter took over, must not complete the record, and must fail. Its
 // cleanup context ends with its lease, so it fails with that context's
 // error before reaching the store (in another container, fencing would
-// refuse it with ErrLeaseLost); the README now says so.
+// refuse it with ErrLeaseLost); the README now says so. This test passes
+// on 5340cb1 too: it holds the behaviour the corrected README describes.
 func TestTakenOverOwnerInTheContainerDoesNotComplete(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	lease := 300 * time.Millisecond
