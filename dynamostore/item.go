@@ -59,6 +59,9 @@ func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	if rec.Validation != "" {
 		n += len(s.o.ValidationAttr) + len(rec.Validation)
 	}
+	if rec.Failure != "" {
+		n += len(s.o.FailureAttr) + len(rec.Failure)
+	}
 	return n
 }
 
@@ -72,6 +75,7 @@ func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.Idempote
 		Status:     lambdakit.IdempotencyStatus(d.str(s.o.StatusAttr)),
 		Validation: d.str(s.o.ValidationAttr),
 		Lease:      d.str(s.o.LeaseAttr),
+		Failure:    d.str(s.o.FailureAttr),
 	}
 	if sec, ok := d.num(s.o.ExpirationAttr); ok {
 		rec.Expiration = time.Unix(sec, 0)

@@ -2,7 +2,11 @@ package dynamostore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -110,3 +115,124 @@ func (f *fixture) count(tb testing.TB) int {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A completion DynamoDB refuses for good (an item over 400 KB, a staged
+// condition that fails) after the handler's work was done must not release
+// the key: every later delivery would run the work again. The record is
+// completed with the failure instead, and the message fails permanently.
+func TestIdempotentCompletionRejectedOnDynamoDB(t *testing.T) {
+	cases := map[string]func(f *fixture, msg *events.SQSMessage) types.TransactWriteItem{
+		"staged item over 400 KB": func(f *fixture, msg *events.SQSMessage) types.TransactWriteItem {
+			return types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(f.table),
+				Item: map[string]types.AttributeValue{
+					"id":   &types.AttributeValueMemberS{Value: "row#" + msg.Body},
+					"note": &types.AttributeValueMemberS{Value: strings.Repeat("x", 410_000)},
+				},
+			}}
+		},
+		"staged condition that fails": func(f *fixture, msg *events.SQSMessage) types.TransactWriteItem {
+			return payment(f.table, "row#taken")
+		},
+	}
+	for name, staged := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := setup(t)
+			putRaw(t, f, map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "row#taken"}})
+			charges := 0
+			h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+				o.Logger = discardLogger()
+			})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+				charges++
+				if err := dynamostore.Stage(ctx, staged(f, msg)); err != nil {
+					return nil, err
+				}
+				return []byte(`"ch_1"`), nil
+			}))
+			msg := lambdakittest.Message(`{"id":"order-big"}`)
+			for i := range 3 {
+				_, err := h.Handle(t.Context(), &msg)
+				if !errors.Is(err, lambdakit.ErrPermanent) || !errors.Is(err, lambdakit.ErrCompletionRejected) {
+					t.Errorf("delivery %d: got %v; want a permanent ErrCompletionRejected", i+1, err)
+				}
+			}
+			if charges != 1 {
+				t.Errorf("got %d charges; want 1", charges)
+			}
+			id := "lambdakit#" + sha256Hex("order-big")
+			item := f.record(t, id)
+			if item == nil {
+				t.Fatalf("record %s absent; want it kept, completed with its failure", id)
+			}
+			if got := str(t, item, "status"); got != "COMPLETED" {
+				t.Errorf("status = %q; want COMPLETED", got)
+			}
+			if got := str(t, item, "failure"); got == "" {
+				t.Errorf("failure attribute empty; want the reason the completion was rejected")
+			}
+			if _, ok := item["data"]; ok {
+				t.Errorf("data = %v; want none (the work's result was not committed)", item["data"])
+			}
+		})
+	}
+}
+
+// lostAnswer is a retryable error for an attempt that took effect but whose
+// answer never came back, as after a connection reset.
+type lostAnswer struct{}
+
+func (lostAnswer) Error() string        { return "answer lost" }
+func (lostAnswer) RetryableError() bool { return true }
+
+// A release whose DeleteItem lands, whose answer is lost, and whose retry
+// finds the key taken by another owner in the meantime was in time: the
+// record must fail with the handler's error, not a lost lease.
+func TestIdempotentReleaseWhoseAnswerWasLost(t *testing.T) {
+	f := setup(t)
+	db := local(t)
+	other := newStore(t, db.Client(), f.table)
+	var once sync.Once
+	afterDelete := middleware.FinalizeMiddlewareFunc("loseFirstDeleteAnswer",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleFinalize(ctx, in)
+			if err != nil || middleware.GetOperationName(ctx) != "DeleteItem" {
+				return out, md, err
+			}
+			lost := false
+			once.Do(func() { lost = true })
+			if !lost {
+				return out, md, err
+			}
+			// The delete landed; before the SDK's retry, another
+			// owner takes the key.
+			now := time.Now()
+			rec := record("lambdakit#"+sha256Hex("order-7"), now)
+			// An engine's lease token starts with when it acquired
+			// the key, in epoch milliseconds.
+			rec.Lease = fmt.Sprintf("%d.%s", now.UnixMilli(), rec.Lease)
+			if _, ok, aerr := other.Acquire(ctx, rec, now); aerr != nil || !ok {
+				t.Errorf("the other owner could not take the key: %v", aerr)
+			}
+			return middleware.FinalizeOutput{}, md, lostAnswer{}
+		})
+	client := db.Client(func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Finalize.Insert(afterDelete, "Retry", middleware.After)
+		})
+	})
+	declined := errors.New("declined")
+	h := lambdakit.Idempotent(newStore(t, client, f.table), lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+		o.Logger = discardLogger()
+	})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		return nil, declined
+	}))
+	msg := lambdakittest.Message(`{"id":"order-7"}`)
+	_, err := h.Handle(t.Context(), &msg)
+	var lost *lambdakit.LeaseLostError
+	if errors.As(err, &lost) || errors.Is(err, lambdakit.ErrLeaseLost) {
+		t.Errorf("got %v; want the handler's error alone: this owner released in time", err)
+	}
+	if !errors.Is(err, declined) {
+		t.Errorf("got %v; want the handler's error", err)
+	}
+}

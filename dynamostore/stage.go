@@ -34,7 +34,10 @@ func Stage(ctx context.Context, items ...types.TransactWriteItem) error {
 
 // StagedWriteError is the error of a completion whose transaction DynamoDB
 // cancelled because of a staged write (its own condition failed, say).
-// Nothing was committed: the record is still in progress.
+// Nothing was committed. When the reason is one no retry changes
+// (ConditionalCheckFailed, ValidationError, ItemCollectionSizeLimitExceeded)
+// it also wraps lambdakit.ErrCompletionRejected: the engine then completes
+// the record with the failure rather than run the work again.
 type StagedWriteError struct {
 	// ID is the record's ID.
 	ID string
@@ -57,8 +60,25 @@ func (e *StagedWriteError) Error() string {
 	return msg
 }
 
-// Unwrap returns Err.
-func (e *StagedWriteError) Unwrap() error { return e.Err }
+// Unwrap returns Err, and lambdakit.ErrCompletionRejected when the reason
+// is one no retry changes.
+func (e *StagedWriteError) Unwrap() []error {
+	if permanentReason(e.Code) {
+		return []error{lambdakit.ErrCompletionRejected, e.Err}
+	}
+	return []error{e.Err}
+}
+
+// permanentReason reports whether a transaction's cancellation reason for
+// one write would come back on every retry. TransactionConflict and the
+// throttling reasons pass.
+func permanentReason(code string) bool {
+	switch code {
+	case "ConditionalCheckFailed", "ValidationError", "ItemCollectionSizeLimitExceeded":
+		return true
+	}
+	return false
+}
 
 func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRecord, update *types.Update) error {
 	if n := 1 + len(rec.Staged); n > maxTransactItems {
@@ -87,6 +107,9 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
 			return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 		}
+		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ValidationError" {
+			return fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
+		}
 		for i, r := range reasons {
 			if code := aws.ToString(r.Code); i > 0 && i < len(items) && code != "" && code != "None" {
 				return &StagedWriteError{
@@ -99,6 +122,9 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 				}
 			}
 		}
+	}
+	if invalid(err) {
+		return fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
 	}
 	return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
@@ -45,6 +46,10 @@ type Options struct {
 	// LeaseAttr holds the owner's lease token; Powertools does not have
 	// it. Default "lease".
 	LeaseAttr string
+	// FailureAttr holds, on a record whose completion DynamoDB rejected
+	// after the work was done, why (lambdakit.IdempotencyRecord.Failure);
+	// Powertools does not have it. Default "failure".
+	FailureAttr string
 }
 
 func newOptions(optFns []func(*Options)) (Options, error) {
@@ -67,6 +72,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 		{&o.ValidationAttr, "validation"},
 		{&o.DataAttr, "data"},
 		{&o.LeaseAttr, "lease"},
+		{&o.FailureAttr, "failure"},
 	} {
 		if *f.name == "" {
 			*f.name = f.def
@@ -83,7 +89,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 }
 
 func (o Options) names() []string {
-	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr}
+	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr}
 }
 
 // Placeholders for the attribute names in expressions. Going through
@@ -97,6 +103,7 @@ const (
 	nValidation = "#validation"
 	nData       = "#data"
 	nLease      = "#lease"
+	nFailure    = "#failure"
 )
 
 // ErrInvalidConfig is what New and CreateTable return, wrapped with the
@@ -147,6 +154,7 @@ func (s *Store) attrNames(placeholders ...string) map[string]string {
 		nValidation: s.o.ValidationAttr,
 		nData:       s.o.DataAttr,
 		nLease:      s.o.LeaseAttr,
+		nFailure:    s.o.FailureAttr,
 	}
 	// DynamoDB rejects names that the expressions do not use.
 	m := make(map[string]string, len(placeholders))
@@ -251,9 +259,18 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 		return nil
 	case errors.As(err, &failed):
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
+	case invalid(err):
+		return fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
 	default:
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
+}
+
+// invalid reports whether DynamoDB refused a request as invalid
+// (ValidationException: an item over 400 KB, say), which no retry changes.
+func invalid(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
 // completion is the fenced update that completes rec, in the form a
@@ -270,6 +287,11 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		set += ", " + nValidation + " = :validation"
 		names = append(names, nValidation)
 		values[":validation"] = str(rec.Validation)
+	}
+	if rec.Failure != "" {
+		set += ", " + nFailure + " = :failure"
+		names = append(names, nFailure)
+		values[":failure"] = str(rec.Failure)
 	}
 	expr := "SET " + set
 	names = append(names, nData)

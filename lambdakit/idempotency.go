@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // IdempotencyOptions configures NewIdempotency and Idempotent. The zero
@@ -154,20 +155,30 @@ func (e *Idempotency) Do(ctx context.Context, key string, payload []byte, fn fun
 // Run is Do for typed requests and results: req, as JSON, is the payload,
 // and fn's result is kept as JSON, so that a duplicate gets the first
 // call's result back. A duplicate whose result could not be kept (see
-// ErrResultNotStorable) gets the zero Res.
+// ErrResultNotStorable), because the store could not hold it or because
+// json.Marshal refused it (NaN, say), gets the zero Res; the call that ran
+// fn gets fn's result all the same, and fn does not run again.
 func Run[Req, Res any](ctx context.Context, e *Idempotency, key string, req Req, fn func(context.Context, Req) (Res, error)) (Res, error) {
 	var zero Res
 	payload, err := json.Marshal(req)
 	if err != nil {
 		return zero, fmt.Errorf("lambdakit: request as JSON: %w", err)
 	}
+	var unencoded *Res // fn's result, when it ran here and could not be encoded
 	out, err := e.Do(ctx, key, payload, func(ctx context.Context) ([]byte, error) {
 		res, err := fn(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(res)
+		out, err := encodeResult(res)
+		if err != nil {
+			unencoded = &res
+		}
+		return out, err
 	})
+	if err == nil && unencoded != nil {
+		return *unencoded, nil
+	}
 	if err != nil || len(out) == 0 {
 		return zero, err
 	}
@@ -283,7 +294,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 		Expiration:           expiration,
 		InProgressExpiration: deadline,
 		Validation:           validation,
-		Lease:                newLease(),
+		Lease:                newLease(now),
 	}.Rounded()
 	existing, acquired, err := e.acquire(ctx, rec, now)
 	if err != nil || acquired || existing.Lease == rec.Lease {
@@ -326,6 +337,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 			// The handler called runtime.Goexit: free the key as
 			// after a panic, so that a retry need not wait for the
 			// lease to end.
+			st.close()
 			_ = e.release(cctx, id, rec.Lease)
 		}
 	}()
@@ -340,8 +352,20 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 	}
 	result, err = call(fctx, fn)
 	returned = true
+	// From here on Stage fails: the writes are committed, or dropped, with
+	// what the handler staged so far, and a write staged later (by a
+	// goroutine the handler left running) must not vanish silently.
+	staged := st.close()
+	if errors.Is(err, ErrResultNotStorable) {
+		// The work is done; only its result could not be encoded
+		// (TypedResult, Run). Complete without it, as when the store
+		// cannot keep it: releasing would run the work again.
+		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
+			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
+		result, err = nil, nil
+	}
 	if err != nil {
-		if rerr := e.release(cctx, id, rec.Lease); rerr != nil {
+		if rerr := e.release(cctx, id, rec.Lease); rerr != nil && !e.releasedEarlier(cctx, rerr, rec) {
 			err = errors.Join(err, e.leaseLost(id, "release", rerr))
 		}
 		return nil, IdempotencyRecord{}, false, err
@@ -349,7 +373,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 
 	rec.Status = StatusCompleted
 	rec.Data = result
-	rec.Staged = st.take()
+	rec.Staged = staged
 	// The TTL counts from the completion, not from the lock: a handler
 	// that ran for minutes must not shorten how long its work is
 	// remembered.
@@ -365,6 +389,9 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
 		rec.Data = nil
 		err = e.complete(cctx, rec)
+	}
+	if rejected(err) {
+		return nil, IdempotencyRecord{}, false, e.reject(cctx, rec, err)
 	}
 	if err != nil {
 		err = e.leaseLost(id, "complete", err)
@@ -386,6 +413,77 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 	rec.Data = bytes.Clone(rec.Data)
 	e.state.cache.put(rec)
 	return result, rec, false, nil
+}
+
+// maxFailure bounds the reason a rejected completion leaves on its record:
+// enough for the store's message, and small enough that the record itself
+// can always be stored.
+const maxFailure = 1024
+
+// rejected reports whether a completion failed for a reason no retry can
+// change.
+func rejected(err error) bool {
+	return errors.Is(err, ErrCompletionRejected) || errors.Is(err, ErrStagingUnsupported)
+}
+
+// reject handles a completion the store refused for good, after the work
+// was done. Releasing the key, as after a store that was unavailable, would
+// run the work again on every delivery; so the record is completed with
+// the failure instead, without result and staged writes, and the message
+// fails permanently: with a dead-letter sender it goes to the DLQ at once,
+// without one it comes back and fails again, without running the work,
+// until the queue's redrive policy moves it. It returns the record's error.
+func (e *Idempotency) reject(ctx context.Context, rec IdempotencyRecord, cause error) error {
+	if !errors.Is(cause, ErrCompletionRejected) {
+		cause = fmt.Errorf("%w: %w", ErrCompletionRejected, cause)
+	}
+	rec.Staged, rec.Data = nil, nil
+	rec.Failure = truncate(cause.Error(), maxFailure)
+	if err := e.complete(ctx, rec); err != nil {
+		// Not even the failure could be recorded. The key stays locked
+		// (not released) until its lease ends: released, the work
+		// would run again on the very next delivery.
+		return Permanent(errors.Join(cause, e.leaseLost(rec.ID, "complete", err)))
+	}
+	e.state.cache.put(rec)
+	return Permanent(cause)
+}
+
+// truncate cuts s to at most n bytes, on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// releasedEarlier reports whether a release refused with ErrLeaseLost was
+// in fact this owner's own, landed earlier: the store's client retried a
+// delete whose answer was lost, and meanwhile another owner took the key.
+// It reads the record's holder (one request, with a store that can read:
+// BatchGetter; without, the refusal stands). A holder that acquired the
+// key, by its own clock, before rec's lease ended cannot have taken it
+// over (a store admits a takeover only once the lease has ended, by the
+// clock of whoever takes over), so it found the key free: this owner's
+// delete had landed. Exact whatever the clocks, since the one clock that
+// decided the takeover is the one compared.
+func (e *Idempotency) releasedEarlier(ctx context.Context, err error, rec IdempotencyRecord) bool {
+	if !errors.Is(err, ErrLeaseLost) || e.getter == nil || ctx.Err() != nil {
+		return false
+	}
+	held, gerr := e.getter.GetRecords(ctx, []string{rec.ID})
+	if gerr != nil {
+		return false
+	}
+	holder, ok := held[rec.ID]
+	if !ok || holder.Lease == rec.Lease {
+		return false
+	}
+	taken, ok := leaseTaken(holder.Lease)
+	return ok && taken.Before(rec.InProgressExpiration)
 }
 
 // acquire, complete and release make the store's requests, timing each for
@@ -421,6 +519,11 @@ func call(ctx context.Context, fn func(context.Context) ([]byte, error)) (result
 func (e *Idempotency) replay(ctx context.Context, rec IdempotencyRecord, validation string, source int) ([]byte, error) {
 	if validation != "" && rec.Validation != "" && rec.Validation != validation {
 		return nil, ErrPayloadMismatch
+	}
+	if rec.Failure != "" {
+		// The work ran, but its completion was rejected (see reject):
+		// never run it again, and fail as the first delivery did.
+		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", ErrCompletionRejected, rec.ID, rec.Failure))
 	}
 	if note := noteFrom(ctx); note != nil {
 		note.setDuplicate(source, len(rec.Data) > 0) // Batch logs the record's line

@@ -3,33 +3,43 @@ package lambdakit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
 // ErrNotStaging means Stage was called outside a handler run by Idempotent,
-// where there is no completion to commit the writes with.
+// or after that handler returned, where there is no completion to commit
+// the writes with.
 var ErrNotStaging = errors.New("lambdakit: Stage called outside an idempotent handler")
 
 type stageKey struct{}
 
 // stage collects the writes one handler run stages. Handlers may stage from
-// several goroutines, hence the mutex.
+// several goroutines, hence the mutex. Once the handler has returned, the
+// stage is closed: its writes are committed or dropped, and a later one
+// must fail, not vanish.
 type stage struct {
-	mu  sync.Mutex
-	ops []any
+	mu     sync.Mutex
+	ops    []any
+	closed bool
 }
 
-func (s *stage) add(ops []any) {
+func (s *stage) add(ops []any) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
 	s.ops = append(s.ops, ops...)
-	s.mu.Unlock()
+	return true
 }
 
-func (s *stage) take() []any {
+// close closes the stage and returns what was staged.
+func (s *stage) close() []any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ops := s.ops
-	s.ops = nil
+	s.ops, s.closed = nil, true
 	return ops
 }
 
@@ -38,12 +48,16 @@ func (s *stage) take() []any {
 // is completed and every staged write is applied, or nothing is. What an op
 // is depends on the store (dynamostore.Stage stages DynamoDB writes with
 // their proper type). If the handler returns an error, its staged writes are
-// dropped.
+// dropped. Stage fails with ErrNotStaging once the handler has returned (from
+// a goroutine it left running, say): the completion has taken the staged
+// writes by then, and a write staged later would be lost.
 func Stage(ctx context.Context, ops ...any) error {
 	s, ok := ctx.Value(stageKey{}).(*stage)
 	if !ok {
 		return ErrNotStaging
 	}
-	s.add(ops)
+	if !s.add(ops) {
+		return fmt.Errorf("%w: the handler has returned, and its writes were committed or dropped without these", ErrNotStaging)
+	}
 	return nil
 }

@@ -40,6 +40,12 @@ type IdempotencyRecord struct {
 	// Lease is the random token of the current owner. Complete and Release
 	// succeed only while it still matches (fencing).
 	Lease string
+	// Failure, on a completed record, says why the work ran but its
+	// completion could not be committed as asked (see
+	// ErrCompletionRejected): the record then holds no result, and every
+	// message with its key fails permanently without running the work
+	// again. Empty on a record completed normally.
+	Failure string
 	// Staged are writes the store must commit atomically with the
 	// completion (single-phase mode); see Stage. Stores that cannot commit
 	// them return ErrStagingUnsupported from Complete and commit nothing.
@@ -91,11 +97,16 @@ type Store interface {
 	// record that holds the ID.
 	Acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, acquired bool, err error)
 	// Complete sets the record's status to StatusCompleted, its expiration
-	// to rec.Expiration and its result to rec.Data (none when empty: an
-	// empty result reads back as nil), and
+	// to rec.Expiration, its result to rec.Data (none when empty: an
+	// empty result reads back as nil) and its Failure to rec.Failure, and
 	// commits rec.Staged with it, if and only if the stored record still
 	// carries rec.Lease. Otherwise it returns ErrLeaseLost and changes
-	// nothing.
+	// nothing. When the completion can never succeed as asked, whatever
+	// the retries (staged writes it cannot commit, an item over the
+	// backend's size limit, a staged condition that fails), it returns an
+	// error wrapping ErrCompletionRejected or ErrStagingUnsupported and
+	// changes nothing: the engine then completes the record with its
+	// Failure and no staged writes.
 	Complete(ctx context.Context, rec IdempotencyRecord) error
 	// Release deletes the record if it is still in progress under lease,
 	// so that a retry can run at once. A record that no longer exists
@@ -121,10 +132,25 @@ var (
 	// ErrLeaseLost means the record was taken over or removed since it was
 	// acquired: someone else now owns the work.
 	ErrLeaseLost = errors.New("lambdakit: idempotency lease lost")
-	// ErrResultNotStorable means the store cannot keep a handler's result
-	// (too large for an item, or not text). The record is completed
-	// without a cached result.
+	// ErrResultNotStorable means a handler's result cannot be kept: the
+	// store cannot hold it (too large for an item, or not text), or it
+	// could not be encoded (TypedResult and Run return an error wrapping
+	// it for a result json.Marshal refuses, such as NaN). Either way the
+	// work is done: the record is completed without a cached result, and
+	// duplicates replay none. A handler of your own whose work is done but
+	// whose result cannot be encoded should return an error wrapping it,
+	// not a plain error, which would release the key and run the work
+	// again on the retry.
 	ErrResultNotStorable = errors.New("lambdakit: result cannot be stored")
+	// ErrCompletionRejected means the store refused a completion for a
+	// reason no retry can change (an item over the size limit, a staged
+	// write that is invalid or whose condition fails) after the handler's
+	// work was done. The engine does not release the key, which would run
+	// the work again: it completes the record with the failure and no
+	// staged writes, and the message, and every later one with its key,
+	// fails permanently (see Permanent), so that it reaches the
+	// dead-letter queue without the work running again.
+	ErrCompletionRejected = errors.New("lambdakit: completion rejected after the work was done")
 	// ErrStagingUnsupported means a store was handed staged writes it
 	// cannot commit atomically with the completion.
 	ErrStagingUnsupported = errors.New("lambdakit: store cannot commit these staged writes")

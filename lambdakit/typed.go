@@ -22,7 +22,11 @@ func Typed[T any](fn func(ctx context.Context, v T) error) Handler {
 }
 
 // TypedResult is Typed for functions with a result. The result is encoded
-// as JSON; behind Idempotent it is cached and duplicates get it back.
+// as JSON; behind Idempotent it is cached and duplicates get it back. A
+// result json.Marshal refuses (NaN, an infinity, a failing MarshalJSON) is
+// an error wrapping ErrResultNotStorable: behind Idempotent the record is
+// then completed without a result, since fn's work is done, and
+// duplicates replay none.
 func TypedResult[T, R any](fn func(ctx context.Context, v T) (R, error)) Handler {
 	return HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		v, err := decode[T](msg)
@@ -33,11 +37,7 @@ func TypedResult[T, R any](fn func(ctx context.Context, v T) (R, error)) Handler
 		if err != nil {
 			return nil, err
 		}
-		out, err := json.Marshal(r)
-		if err != nil {
-			return nil, fmt.Errorf("lambdakit: encode result: %w", err)
-		}
-		return out, nil
+		return encodeResult(r)
 	})
 }
 
@@ -47,4 +47,15 @@ func decode[T any](msg *events.SQSMessage) (T, error) {
 		return v, fmt.Errorf("%w as %T: %w", ErrDecode, v, err)
 	}
 	return v, nil
+}
+
+// encodeResult is a handler's result as JSON. It fails with an error
+// wrapping ErrResultNotStorable, which the idempotency engine reads as
+// "done, but no result to keep", not as a failure of the work.
+func encodeResult(r any) ([]byte, error) {
+	out, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("lambdakit: encode result: %w: %w", ErrResultNotStorable, err)
+	}
+	return out, nil
 }

@@ -100,6 +100,30 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		}
 	})
 
+	t.Run("completed key with a failure returns it, and no result", func(t *testing.T) {
+		// What the engine writes when a completion was rejected after the
+		// work ran: duplicates must see the failure, or they would count
+		// the work as done with no result.
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, rec, base)
+		rec.Failure = "staged write rejected"
+		complete(t, s, rec, nil)
+		old, ok := acquire(t, s, other(rec, "late", base.Add(2*time.Minute)), base)
+		if ok || old.Status != lambdakit.StatusCompleted || old.Failure != "staged write rejected" || old.Data != nil {
+			t.Errorf("got %+v, acquired=%v; want completed with the failure and no data", old, ok)
+		}
+		if getter, ok := s.(lambdakit.BatchGetter); ok {
+			got, err := getter.GetRecords(t.Context(), []string{rec.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[rec.ID].Failure != "staged write rejected" {
+				t.Errorf("GetRecords: got %+v; want the failure", got[rec.ID])
+			}
+		}
+	})
+
 	t.Run("in-progress key is refused with the owner's record", func(t *testing.T) {
 		s := newStore(t)
 		leaseEnd := base.Add(1500 * time.Millisecond)

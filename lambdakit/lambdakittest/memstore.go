@@ -93,6 +93,7 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 	old.Status = lambdakit.StatusCompleted
 	old.Expiration = rec.Rounded().Expiration
 	old.Validation = rec.Validation
+	old.Failure = rec.Failure
 	old.Data = nil // an empty result is no result, as the contract says
 	if len(rec.Data) > 0 {
 		old.Data = append([]byte(nil), rec.Data...)
