@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -104,11 +105,14 @@ type Result struct {
 	Attempts int
 	// Err is nil when SQS accepted the message. Otherwise it says why the
 	// message was not sent: refused before sending (no key, too large ...:
-	// Attempts is 0), rejected by SQS (*EntryError), or the call failed.
+	// Attempts is 0), left out as a repeat of a key earlier in the call
+	// (ErrDuplicate, ErrKeyConflict: Attempts is 0), rejected by SQS
+	// (*EntryError), or the call failed.
 	Err error
 }
 
-// Sent reports whether SQS accepted the message.
+// Sent reports whether SQS accepted the message. A message left out as an
+// ErrDuplicate is not sent: its earlier twin is.
 func (r Result) Sent() bool { return r.Err == nil }
 
 // Errors of New and of refused messages.
@@ -127,10 +131,25 @@ var (
 	ErrInvalidBody = errors.New("producer: invalid message body")
 	// ErrInvalidAttribute means a message attribute breaks SQS's rules.
 	ErrInvalidAttribute = errors.New("producer: invalid message attribute")
+	// ErrDuplicate leaves out a message of a FIFO Send whose key and
+	// payload an earlier message of the same call carries: it would share
+	// that message's deduplication ID, and SQS would accept it and deliver
+	// only the earlier one. Nothing is lost (the earlier message's Result
+	// says whether it went), so it alone does not make Send fail.
+	ErrDuplicate = errors.New("producer: not sent: a duplicate (same key and payload) of an earlier message of the call")
+	// ErrKeyConflict refuses a message of a FIFO Send whose key an earlier
+	// message of the same call carries with a different payload (compared
+	// by Options.Payload). Sent, it would share that message's
+	// deduplication ID: SQS would accept it and silently never deliver it,
+	// and had it arrived, the consumer would have failed it with
+	// lambdakit.ErrPayloadMismatch. One of the two is wrong, and only the
+	// caller knows which.
+	ErrKeyConflict = errors.New("producer: not sent: an earlier message of the call has its idempotency key and a different payload")
 	// ErrNoOutcome means SQS answered a call without naming the entry as
 	// sent or failed. The message may or may not be on the queue.
 	ErrNoOutcome = errors.New("producer: SQS's answer does not mention the message")
-	// ErrFailed is what Send returns when at least one message was not sent.
+	// ErrFailed is what Send returns when at least one message was not
+	// sent, other than an ErrDuplicate.
 	ErrFailed = errors.New("producer: not every message was sent")
 )
 
@@ -176,6 +195,13 @@ type Options struct {
 	// DedupID(key). Optional on standard queues, which take no
 	// deduplication ID; Result.Key still reports the key.
 	Key lambdakit.KeyFunc
+	// Payload derives what must be the same in two messages with one key
+	// for them to be one message: pass the consumer's
+	// IdempotencyOptions.Payload if it sets one. On a FIFO queue, a key
+	// repeated within one Send is left out as an ErrDuplicate when the
+	// payloads are equal, and refused with ErrKeyConflict when they are
+	// not. Default lambdakit.PayloadBody, the consumer's default.
+	Payload lambdakit.PayloadFunc
 	// Group derives each message's MessageGroupId. Required for FIFO
 	// queues. On a standard queue a group turns on fair queueing.
 	Group GroupFunc
@@ -257,6 +283,9 @@ func newProducer(client Client, queueURL string, o Options, optFns []func(*Optio
 	if o.Sleep == nil {
 		o.Sleep = sleep
 	}
+	if o.Payload == nil {
+		o.Payload = lambdakit.PayloadBody
+	}
 	if o.FIFO && o.Key == nil {
 		return nil, ErrNoKeyFunc
 	}
@@ -274,7 +303,9 @@ func (p *Producer) MaxMessageSize() int { return p.opts.MaxMessageSize }
 
 // Check derives msg's key, deduplication ID and group ID and checks msg
 // against SQS's rules, as Send does before sending, without sending it:
-// Err is set when Send would refuse the message.
+// Err is set when Send would refuse the message. It sees the message
+// alone: a key repeated within one call (ErrDuplicate, ErrKeyConflict) is
+// for Send to find.
 func (p *Producer) Check(msg Message) Result {
 	r, _ := p.prepare(msg)
 	return r
@@ -297,7 +328,7 @@ func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEn
 		return r, entry
 	}
 	// The functions see the message as the consumer will.
-	ev := &events.SQSMessage{Body: msg.Body, MessageAttributes: eventAttributes(msg.Attributes)}
+	ev := eventOf(msg)
 	if p.opts.Key != nil {
 		key, err := p.opts.Key(ev)
 		switch {
@@ -337,8 +368,15 @@ func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEn
 }
 
 // Send publishes msgs in order and returns one Result per message, in the
-// same order. The error is nil when every message was sent; otherwise it
-// wraps ErrFailed, and the Results say which messages failed and why.
+// same order. The error is nil when every message was sent or left out as
+// an ErrDuplicate; otherwise it wraps ErrFailed, and the Results say which
+// messages failed and why.
+//
+// On a FIFO queue, a message whose key an earlier message of msgs carries
+// (one that passed the checks) is not sent, because SQS would drop it by
+// its deduplication ID while answering that it was sent: it is left out
+// with ErrDuplicate when its payload is the earlier one's, and refused
+// with ErrKeyConflict when it is not.
 //
 // On a FIFO queue, while a message waits to be sent again, the later
 // messages of its group that were not yet sent wait with it, so that they
@@ -356,6 +394,9 @@ func (p *Producer) Send(ctx context.Context, msgs []Message) ([]Result, error) {
 			pending = append(pending, i)
 		}
 	}
+	if p.opts.FIFO {
+		pending = p.leaveOutRepeats(msgs, results, pending)
+	}
 	s := &sending{p: p, results: results, entries: entries}
 	for round := 0; len(pending) > 0; round++ {
 		if round > 0 {
@@ -368,7 +409,7 @@ func (p *Producer) Send(ctx context.Context, msgs []Message) ([]Result, error) {
 	}
 	failed := 0
 	for _, r := range results {
-		if r.Err != nil {
+		if r.Err != nil && !errors.Is(r.Err, ErrDuplicate) {
 			failed++
 		}
 	}
@@ -376,6 +417,47 @@ func (p *Producer) Send(ctx context.Context, msgs []Message) ([]Result, error) {
 		return results, fmt.Errorf("%w: %d of %d failed", ErrFailed, failed, len(msgs))
 	}
 	return results, nil
+}
+
+// leaveOutRepeats returns pending without the messages whose deduplication
+// ID an earlier message of pending carries, and sets their Err. Only
+// pending messages count as earlier ones: a refused message never reaches
+// SQS, so its key is free for a later message. The payloads are computed
+// only for repeated keys, the first message's once.
+func (p *Producer) leaveOutRepeats(msgs []Message, results []Result, pending []int) []int {
+	first := make(map[string]int, len(pending))
+	type payload struct {
+		v   string
+		err error
+	}
+	firstPayload := map[int]payload{}
+	payloadOf := func(i int) (string, error) { return p.opts.Payload(eventOf(msgs[i])) }
+	kept := pending[:0]
+	for _, i := range pending {
+		j, seen := first[results[i].DedupID]
+		if !seen {
+			first[results[i].DedupID] = i
+			kept = append(kept, i)
+			continue
+		}
+		fp, ok := firstPayload[j]
+		if !ok {
+			fp.v, fp.err = payloadOf(j)
+			firstPayload[j] = fp
+		}
+		v, err := payloadOf(i)
+		switch {
+		case fp.err != nil || err != nil:
+			// The consumer could not compare them either: not a
+			// duplicate it would skip.
+			results[i].Err = fmt.Errorf("%w (message %d): comparing the payloads: %w", ErrKeyConflict, j, cmp.Or(fp.err, err))
+		case v == fp.v:
+			results[i].Err = fmt.Errorf("%w (message %d)", ErrDuplicate, j)
+		default:
+			results[i].Err = fmt.Errorf("%w (message %d)", ErrKeyConflict, j)
+		}
+	}
+	return kept
 }
 
 // sending is the state of one Send.
@@ -584,6 +666,11 @@ func checkAttributes(attrs map[string]types.MessageAttributeValue) error {
 		}
 	}
 	return nil
+}
+
+// eventOf is msg as the consumer's KeyFunc and PayloadFunc will see it.
+func eventOf(msg Message) *events.SQSMessage {
+	return &events.SQSMessage{Body: msg.Body, MessageAttributes: eventAttributes(msg.Attributes)}
 }
 
 // eventAttributes converts message attributes to what a consumer's
