@@ -46,6 +46,9 @@ func TestPaymentBadInput(t *testing.T) {
 		{"payment_id_non-UTF-8", with(`pay_bad`, "pay_\xff"), "payment_id must be 1-128 characters"},
 		{"order_id_missing", with(`"order_id":"ord_1",`, ``), "order_id must be a non-empty string"},
 		{"customer_id_empty", with(`"cus_1"`, `""`), "customer_id must be a non-empty string"},
+		// 65 characters, 257 bytes: the limits count bytes, as DynamoDB does.
+		{"order_id_257_bytes", with(`"ord_1"`, `"x`+strings.Repeat("𝄞", 64)+`"`), "order_id must be a non-empty string of at most 256 bytes, got 257 bytes"},
+		{"customer_id_129_bytes", with(`"cus_1"`, `"`+strings.Repeat("c", 129)+`"`), "customer_id must be a non-empty string of at most 128 bytes, got 129 bytes"},
 		{"currency_missing", with(`,"currency":"EUR"`, ``), `currency must be three upper-case letters, got ""`},
 		{"currency_a_number", with(`"EUR"`, `978`), "cannot unmarshal number into Go struct field Payment.currency of type string"},
 		{"JSON_nested_10001_deep", with(`{`, `{"meta":`+strings.Repeat("[", 10000)+strings.Repeat("]", 10000)+`,`), "exceeded max depth"},

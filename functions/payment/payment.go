@@ -50,11 +50,56 @@ const (
 // configured, and after maxReceiveCount deliveries otherwise.
 var ErrInvalidPayment = errors.New("invalid payment")
 
-// validPaymentID reports whether id is 1 to 128 ASCII letters, digits and
-// ._:- (a loop, not a regexp: `{1,128}` compiles into 128 copies of the
-// class, about 2 ms and 1,700 allocations of every cold start).
+// Size limits of the fields the sample stores, in bytes of UTF-8, which is
+// what DynamoDB counts: an item holds at most 400 KB, the UTF-8 bytes of
+// its attribute names and string values together, and a write of a larger
+// one fails with a ValidationException on every try. The ledger row is
+// written after the charge, in the transaction that completes the
+// idempotency record, so a payment too large to store would be charged on
+// every delivery and never recorded. validate refuses it before the charge
+// instead, as a permanent failure.
+//
+// The limits are business limits, far below the item's size. The ledger
+// row holds every field of the payment and one field chosen by the gateway
+// (charge_id or decline_reason, bounded by maxAnswer): the fields of the
+// body come to at most about 600 bytes, the gateway's to about 192 KiB.
+// The idempotency record holds no field of the body (its id and validation
+// are SHA-256 hashes); its data is the Outcome as JSON, whose only free
+// text comes from the gateway: at most about 6 × maxAnswer (JSON escapes),
+// 384 KiB, which still fits (a result that did not would be completed
+// uncached, not failed: lambdakit.ErrResultNotStorable).
+// TestLargestValidPaymentIsStored charges and stores the largest payments
+// on moto. The charge request to the gateway carries the payment's fields,
+// so it is bounded too.
+const (
+	// maxPaymentID bounds payment_id, 1 to 128 ASCII letters, digits and
+	// ._:-. It is the ledger's partition key (DynamoDB allows 2,048
+	// bytes) and, prefixed "payment-", the gateway's Idempotency-Key
+	// (Stripe allows 255 characters); the idempotency record keeps only
+	// its SHA-256.
+	maxPaymentID = 128
+	// maxOrderID bounds order_id: room for any shop's order number, a
+	// UUID or a composite "shop:region:number", without letting a body
+	// put a document into the ledger.
+	maxOrderID = 256
+	// maxCustomerID bounds customer_id: 128, SQS's limit for a
+	// MessageGroupId, because the payment queue is a FIFO queue grouped
+	// by customer_id (producer.GroupFromField("customer_id")): a longer
+	// one could not have been sent in its customer's group.
+	maxCustomerID = 128
+	// maxAnswer bounds how much of a gateway's answer is read, and so
+	// the fields the gateway chooses that the ledger row and the Outcome
+	// store: charge_id and decline_reason. Decoding makes a value at most
+	// three times as long as the answer (an invalid byte becomes U+FFFD),
+	// encoding the Outcome at most six (a '<' becomes \u003c).
+	maxAnswer = 64 << 10
+)
+
+// validPaymentID reports whether id is 1 to maxPaymentID ASCII letters,
+// digits and ._:- (a loop, not a regexp: `{1,128}` compiles into 128 copies
+// of the class, about 2 ms and 1,700 allocations of every cold start).
 func validPaymentID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
+	if len(id) == 0 || len(id) > maxPaymentID {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
@@ -65,6 +110,20 @@ func validPaymentID(id string) bool {
 		}
 	}
 	return true
+}
+
+// checkText checks that a free-text field is present and at most max bytes
+// of UTF-8 (encoding/json has already made it valid UTF-8). It tells the
+// size it got, never the value: a body's fields stay out of the logs.
+func checkText(field, v string, max int) error {
+	if v == "" || len(v) > max {
+		got := ""
+		if v != "" {
+			got = fmt.Sprintf(", got %d bytes", len(v))
+		}
+		return fmt.Errorf("%w: %s must be a non-empty string of at most %d bytes%s", ErrInvalidPayment, field, max, got)
+	}
+	return nil
 }
 
 // validCurrency reports whether c is three ASCII upper-case letters.
@@ -81,13 +140,13 @@ func parsePayment(body string) (Payment, int64, error) {
 		return p, 0, fmt.Errorf("%w: body is not a JSON payment object: %v", ErrInvalidPayment, err)
 	}
 	if !validPaymentID(p.PaymentID) {
-		return p, 0, fmt.Errorf("%w: payment_id must be 1-128 characters of letters, digits and ._:-", ErrInvalidPayment)
+		return p, 0, fmt.Errorf("%w: payment_id must be 1-%d characters of letters, digits and ._:-", ErrInvalidPayment, maxPaymentID)
 	}
-	if p.OrderID == "" {
-		return p, 0, fmt.Errorf("%w: order_id must be a non-empty string", ErrInvalidPayment)
+	if err := checkText("order_id", p.OrderID, maxOrderID); err != nil {
+		return p, 0, err
 	}
-	if p.CustomerID == "" {
-		return p, 0, fmt.Errorf("%w: customer_id must be a non-empty string", ErrInvalidPayment)
+	if err := checkText("customer_id", p.CustomerID, maxCustomerID); err != nil {
+		return p, 0, err
 	}
 	amount, err := strconv.ParseInt(string(p.Amount), 10, 64)
 	if err != nil || amount <= 0 {
@@ -237,7 +296,7 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 		return Outcome{}, fmt.Errorf("%w: %v", ErrGatewayTransient, err)
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%w: reading answer: %v", ErrGatewayTransient, err)
 	}
