@@ -23,9 +23,13 @@ type IdempotencyOptions struct {
 	// AWS_LAMBDA_FUNCTION_NAME, else "lambdakit". Set it explicitly when a
 	// function may be renamed, or two functions must share records.
 	Prefix string
-	// TTL is how long a completed record is remembered. Default 7 days. It
-	// must outlive every way a message can come back, including a replay
-	// from the dead-letter queue (retention up to 14 days).
+	// TTL is how long a completed record is remembered, counted from its
+	// completion. Default 7 days. It must outlive every way a copy of a
+	// message can come back: at worst the source queue's retention (its
+	// event source mapping disabled), then the dead-letter queue's (a FIFO
+	// queue restarts the clock there; up to 14 days), then the source
+	// queue's again after a redrive. So: 2 x source retention + DLQ
+	// retention + a margin.
 	TTL time.Duration
 	// Payload selects what must match between messages with one key.
 	// Default (nil) PayloadBody. Set DisableValidation to skip the check.

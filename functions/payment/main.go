@@ -8,7 +8,8 @@
 //	PAYMENTS_TABLE       DynamoDB table for the payment ledger (required)
 //	PAYMENT_GATEWAY_URL  base URL of the gateway; POST {url}/charges (required)
 //	IDEMPOTENCY_TTL      how long a payment is remembered, as a Go duration
-//	                     (default 360h: longer than the DLQ's 14 days)
+//	                     (default 552h: longer than a copy can come back:
+//	                     2 x the queue's 4 days + the DLQ's 14 days + 1 day)
 //	DEAD_LETTER_QUEUE_URL  the DLQ's URL: an invalid payment is sent there on
 //	                     its first delivery (optional; without it, an invalid
 //	                     payment fails until the queue's maxReceiveCount
@@ -47,9 +48,11 @@ type config struct {
 	DeadLetterQueueURL string
 }
 
-// defaultTTL outlives the dead-letter queue's 14-day retention, so a payment
-// replayed from the DLQ is still recognised.
-const defaultTTL = 360 * time.Hour
+// defaultTTL outlives the longest way a copy of a completed payment can come
+// back (template.yaml): the queue's 4-day retention, the DLQ's 14 days, and
+// 4 days again after a redrive, plus a day; so a payment replayed from the
+// DLQ is still recognised.
+const defaultTTL = 552 * time.Hour
 
 func configFromEnv(getenv func(string) string) (config, error) {
 	c := config{

@@ -555,3 +555,40 @@ func TestTemplateAlarmsWatchMetricsThatExist(t *testing.T) {
 		t.Error("no alarm on lambdakit's metrics; want at least one")
 	}
 }
+
+// The idempotency TTL outlives the longest way a copy of a completed payment
+// can come back: the queue's retention (the event source mapping disabled),
+// the DLQ's (a FIFO queue restarts the clock when it moves a message there),
+// and the queue's again after a redrive, which sends a new message.
+func TestTemplateTTLOutlivesEveryWayBack(t *testing.T) {
+	tpl := loadTemplate(t)
+	retention := func(id string) time.Duration {
+		t.Helper()
+		r, ok := tpl.resources[id]
+		if !ok {
+			t.Fatalf("template has no %s", id)
+		}
+		v := mapping(t, r.props)["MessageRetentionPeriod"]
+		if v == nil {
+			return 4 * 24 * time.Hour // SQS's default
+		}
+		d, err := time.ParseDuration(v.Value + "s")
+		if err != nil {
+			t.Fatalf("%s MessageRetentionPeriod %q: %v", id, v.Value, err)
+		}
+		return d
+	}
+	fn := tpl.resources[tpl.onlyResource(t, "AWS::Serverless::Function")]
+	env := mapping(t, mapping(t, mapping(t, fn.props)["Environment"])["Variables"])
+	ttl, err := time.ParseDuration(env["IDEMPOTENCY_TTL"].Value)
+	if err != nil {
+		t.Fatalf("IDEMPOTENCY_TTL: %v", err)
+	}
+	need := 2*retention("PaymentQueue") + retention("PaymentDLQ")
+	if ttl <= need {
+		t.Errorf("IDEMPOTENCY_TTL %v; want more than 2 x queue retention + DLQ retention = %v", ttl, need)
+	}
+	if defaultTTL != ttl {
+		t.Errorf("the function's default TTL %v; want the template's %v, so that a function run without it is as safe", defaultTTL, ttl)
+	}
+}
