@@ -33,7 +33,7 @@ import (
 func paymentIdempotency(store lambdakit.Store) lambdakit.Middleware {
 	return lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.IdempotencyOptions) {
 		o.Prefix = "payment"
-		o.TTL = 360 * time.Hour
+		o.TTL = 552 * time.Hour // functions/payment's defaultTTL
 		o.Payload = lambdakit.PayloadFields("payment_id", "order_id", "customer_id", "amount", "currency")
 		o.Logger = slog.New(slog.DiscardHandler)
 	})

@@ -70,7 +70,7 @@ type fn struct {
 	done      sync.Map // record id -> result, for payments completed in this process
 }
 
-const ttl = 360 * time.Hour
+const ttl = 552 * time.Hour // the payment function's default TTL
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v int64) types.AttributeValue {
