@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/lambdakit/lambdakit/internal/reasoncode"
 )
 
 // BatchOptions configures Batch. The zero value of each field means its
@@ -67,10 +65,6 @@ type BatchOptions struct {
 	// IsPermanent: errors marked with Permanent.
 	IsPermanent func(error) bool
 }
-
-// errCancelledAtGuard marks a record's error that came after the deadline
-// guard cancelled it.
-var errCancelledAtGuard = errors.New("cancelled at the deadline guard")
 
 // DefaultConcurrency is how many records, or FIFO message groups, a batch
 // runs at once by default. A batch of SQS's usual 10 runs whole; a standard
@@ -309,7 +303,7 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 		}
 		note.mu.Unlock()
 		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", errCancelledAtGuard, err)
+			err = fmt.Errorf("%w: %w", ErrCancelledAtDeadline, err)
 		}
 		out.set(i, err)
 		if err != nil {
@@ -421,7 +415,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 	attrs = append(attrs, slog.Float64("durationMs", ms(elapsed)))
 	if dead != nil {
 		// Handled: SQS deletes it, and the dead-letter queue has it.
-		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", reasoncode.Permanent),
+		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", string(ReasonPermanent)),
 			slog.String("reason", dead.Error()))
 		attrs = append(attrs, own...)
 		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed permanently: sent to the dead-letter queue", attrs...)
@@ -440,7 +434,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 		b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "record done", attrs...)
 		return
 	}
-	attrs = append(attrs, slog.String("outcome", "failed"), slog.String("reasonCode", reasonOf(err)),
+	attrs = append(attrs, slog.String("outcome", "failed"), slog.String("reasonCode", string(ReasonOf(err))),
 		slog.String("reason", err.Error()))
 	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.Stack)))

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/lambdakit/lambdakit/internal/reasoncode"
 )
 
 // The batch adapter writes one line per invocation in CloudWatch's Embedded
@@ -30,7 +28,7 @@ import (
 // invocationMetrics are the counts of one invocation.
 type invocationMetrics struct {
 	records, succeeded, failed int
-	failedBy                   map[string]int
+	failedBy                   map[Reason]int
 	dupStore, dupCache         int
 	replayed                   int
 	store                      []time.Duration
@@ -48,9 +46,9 @@ func (m *invocationMetrics) add(note *recordNote, err error) {
 	if err != nil {
 		m.failed++
 		if m.failedBy == nil {
-			m.failedBy = map[string]int{}
+			m.failedBy = map[Reason]int{}
 		}
-		m.failedBy[reasonOf(err)]++
+		m.failedBy[ReasonOf(err)]++
 		return
 	}
 	m.succeeded++
@@ -77,8 +75,8 @@ func (m *invocationMetrics) metrics() []metric {
 		{"Succeeded", "Count", float64(m.succeeded)},
 		{"Failed", "Count", float64(m.failed)},
 	}
-	for _, r := range reasoncode.All {
-		out = append(out, metric{"Failed" + r, "Count", float64(m.failedBy[r])})
+	for _, r := range Reasons() {
+		out = append(out, metric{"Failed" + string(r), "Count", float64(m.failedBy[r])})
 	}
 	out = append(out,
 		metric{"DuplicatesFromStore", "Count", float64(m.dupStore)},

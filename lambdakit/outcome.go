@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/lambdakit/lambdakit/internal/reasoncode"
 )
 
 // A record's outcome is noted as it runs, so that the batch adapter can log
@@ -160,33 +158,6 @@ func storeErr(op string, err error) error {
 		return err
 	}
 	return &StoreError{Op: op, Err: err}
-}
-
-// reasonOf names why a record failed. The order matters: a lost lease
-// during cleanup may come joined with the handler's error.
-func reasonOf(err error) string {
-	var storeErr *StoreError
-	switch {
-	case errors.Is(err, ErrSkipped):
-		return reasoncode.Skipped
-	case errors.Is(err, ErrPermanent):
-		return reasoncode.Permanent
-	case errors.Is(err, ErrLeaseLost):
-		return reasoncode.LeaseLost
-	case errors.Is(err, ErrInProgress):
-		return reasoncode.InProgress
-	case errors.Is(err, ErrPayloadMismatch):
-		return reasoncode.PayloadMismatch
-	case errors.Is(err, ErrNoKey), errors.Is(err, ErrInvalidKey):
-		return reasoncode.NoKey
-	case errors.Is(err, ErrNotStarted), errors.Is(err, ErrStillRunning),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, errCancelledAtGuard):
-		return reasoncode.Deadline
-	case errors.As(err, &storeErr):
-		return reasoncode.StoreError
-	default:
-		return reasoncode.HandlerError
-	}
 }
 
 // messageAttr is the record's SQS message ID as a log attribute, for the

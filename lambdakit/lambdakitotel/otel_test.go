@@ -651,3 +651,41 @@ func TestWrappedStoreKeepsTheContract(t *testing.T) {
 		t.Errorf("%d store spans for %d store requests; want at least one each", spans, calls)
 	}
 }
+
+// The span's reason is the batch log line's, whatever the error: both take
+// it from lambdakit.ReasonOf. A permanent failure (without a dead-letter
+// sender, so it fails as usual) and a permanent failure joined with a lost
+// lease are where a second classifier would drift.
+func TestSpanReasonIsTheLogLinesReason(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	sr, tp := recorder(t)
+	logs := &lambdakittest.LogBuffer{}
+	h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		var p payment
+		if err := jsonUnmarshal(msg.Body, &p); err != nil {
+			return nil, err
+		}
+		switch p.PaymentID {
+		case "pay_permanent":
+			return nil, lambdakit.Permanent(errDeclined)
+		case "pay_permanent_lost":
+			return nil, lambdakit.Permanent(fmt.Errorf("%w: %w", errDeclined, lambdakit.ErrLeaseLost))
+		}
+		return nil, errDeclined
+	})
+	msgs := []events.SQSMessage{
+		lambdakittest.Message(body(t, payment{PaymentID: "pay_permanent", Amount: 1})),
+		lambdakittest.Message(body(t, payment{PaymentID: "pay_permanent_lost", Amount: 1})),
+		lambdakittest.Message(body(t, payment{PaymentID: "pay_plain", Amount: 1})),
+	}
+	if _, err := traced(tp, store, h, logs)(invocation(t), lambdakittest.Event(msgs...)); !errors.Is(err, lambdakit.ErrAllFailed) {
+		t.Fatalf("batch: %v; want ErrAllFailed", err)
+	}
+	tr := tree(t, sr.Ended())
+	for i, want := range []string{"Permanent", "Permanent", "HandlerError"} {
+		if got := attrString(tr.records[msgs[i].MessageId], lambdakitotel.ReasonKey); got != want {
+			t.Errorf("message %d: span reason %q; want %q", i, got, want)
+		}
+	}
+	agreeWithLogs(t, logs, tr)
+}

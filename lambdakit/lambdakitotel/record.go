@@ -3,6 +3,7 @@ package lambdakitotel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -11,7 +12,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lambdakit/lambdakit/internal/reasoncode"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -69,8 +69,8 @@ func Middleware(optFns ...func(*Options)) lambdakit.Middleware {
 					// A panic or runtime.Goexit: Batch fails the
 					// record as a handler error. Not recovered here,
 					// so that Batch logs the panic's own stack.
-					span.SetAttributes(OutcomeKey.String(OutcomeFailed), ReasonKey.String(reasoncode.HandlerError),
-						semconv.ErrorTypeKey.String(reasoncode.HandlerError))
+					span.SetAttributes(OutcomeKey.String(OutcomeFailed), ReasonKey.String(string(lambdakit.ReasonHandlerError)),
+						semconv.ErrorTypeKey.String(string(lambdakit.ReasonHandlerError)))
 					span.SetStatus(codes.Error, "handler did not return (panic or runtime.Goexit)")
 				}
 				span.End()
@@ -79,7 +79,7 @@ func Middleware(optFns ...func(*Options)) lambdakit.Middleware {
 			returned = true
 			switch {
 			case err != nil:
-				reason := reasonOf(ctx, err)
+				reason := string(reasonOf(ctx, err))
 				span.SetAttributes(OutcomeKey.String(OutcomeFailed), ReasonKey.String(reason), semconv.ErrorTypeKey.String(reason))
 				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
@@ -93,26 +93,12 @@ func Middleware(optFns ...func(*Options)) lambdakit.Middleware {
 	}
 }
 
-// reasonOf names why a record failed, as lambdakit's batch does in its log
-// line, in the same order: a lost lease may come joined with the handler's
-// error. A record that fails after its context ended failed for the
-// deadline.
-func reasonOf(ctx context.Context, err error) string {
-	var storeErr *lambdakit.StoreError
-	switch {
-	case errors.Is(err, lambdakit.ErrLeaseLost):
-		return reasoncode.LeaseLost
-	case errors.Is(err, lambdakit.ErrInProgress):
-		return reasoncode.InProgress
-	case errors.Is(err, lambdakit.ErrPayloadMismatch):
-		return reasoncode.PayloadMismatch
-	case errors.Is(err, lambdakit.ErrNoKey), errors.Is(err, lambdakit.ErrInvalidKey):
-		return reasoncode.NoKey
-	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
-		return reasoncode.Deadline
-	case errors.As(err, &storeErr):
-		return reasoncode.StoreError
-	default:
-		return reasoncode.HandlerError
+// reasonOf is lambdakit.ReasonOf for an error that came back on the
+// record's context ctx: one that came after ctx ended is marked as Batch
+// marks it, so that the span's reason is the log line's.
+func reasonOf(ctx context.Context, err error) lambdakit.Reason {
+	if ctx.Err() != nil && !errors.Is(err, lambdakit.ErrCancelledAtDeadline) {
+		err = fmt.Errorf("%w: %w", lambdakit.ErrCancelledAtDeadline, err)
 	}
+	return lambdakit.ReasonOf(err)
 }

@@ -10,7 +10,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lambdakit/lambdakit/internal/reasoncode"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -120,7 +119,7 @@ func fail(span trace.Span, err error) {
 	typ := errorTypeOther
 	switch {
 	case errors.Is(err, lambdakit.ErrLeaseLost):
-		typ = reasoncode.LeaseLost
+		typ = string(lambdakit.ReasonLeaseLost)
 		span.SetAttributes(LeaseLostKey.Bool(true))
 	case errors.Is(err, lambdakit.ErrThrottled):
 		typ = "Throttled"
