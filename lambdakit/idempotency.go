@@ -443,14 +443,37 @@ func (e *Idempotency) reject(ctx context.Context, rec IdempotencyRecord, cause e
 	}
 	rec.Staged, rec.Data = nil, nil
 	rec.Failure = truncate(cause.Error(), maxFailure)
-	if err := e.complete(ctx, rec); err != nil {
-		// Not even the failure could be recorded. The key stays locked
-		// (not released) until its lease ends: released, the work
-		// would run again on the very next delivery.
-		return Permanent(errors.Join(cause, e.leaseLost(rec.ID, "complete", err)))
+	// The failure must be recorded: without it, the next delivery after
+	// the lease ends runs the work again. So a transient store error is
+	// tried again, for as long as the lease lasts (ctx ends with it), with
+	// a doubling pause: the record is locked under this lease meanwhile.
+	pause := 20 * time.Millisecond
+	for {
+		err := e.complete(ctx, rec)
+		if err == nil {
+			e.state.cache.put(rec)
+			return Permanent(cause)
+		}
+		if errors.Is(err, ErrLeaseLost) || rejected(err) || !sleepCtx(ctx, pause) {
+			// Not even the failure could be recorded. The key stays
+			// locked (not released) until its lease ends: released,
+			// the work would run again on the very next delivery.
+			return Permanent(errors.Join(cause, e.leaseLost(rec.ID, "complete", err)))
+		}
+		pause = min(2*pause, time.Second)
 	}
-	e.state.cache.put(rec)
-	return Permanent(cause)
+}
+
+// sleepCtx waits d, or until ctx ends; it reports whether it waited d.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // truncate cuts s to at most n bytes, on a character boundary.
