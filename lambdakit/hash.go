@@ -10,17 +10,28 @@ import (
 	"time"
 )
 
-// recordID is the store's ID of key: "<Prefix>#<sha256 hex of key>". No raw
-// key is kept in the table; the hex part is also the FIFO deduplication ID
-// the producer sends for the key.
-func (e *Idempotency) recordID(key string) string {
+// RecordID returns the ID of the idempotency record of key, for the
+// records of prefix (IdempotencyOptions.Prefix): "<prefix>#<KeyHash(key)>".
+// No raw key is kept in a store.
+func RecordID(prefix, key string) string {
 	sum := sha256.Sum256(bytesOf(key))
-	b := make([]byte, 0, len(e.opts.Prefix)+1+2*len(sum))
-	b = append(b, e.opts.Prefix...)
+	b := make([]byte, 0, len(prefix)+1+2*len(sum))
+	b = append(b, prefix...)
 	b = append(b, '#')
 	b = hex.AppendEncode(b, sum[:])
 	return string(b)
 }
+
+// KeyHash returns the hex SHA-256 of key, 64 characters: the part of its
+// record ID after the prefix, and the FIFO MessageDeduplicationId
+// producer.DedupID gives a message with the key.
+func KeyHash(key string) string {
+	sum := sha256.Sum256(bytesOf(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// recordID is RecordID with the engine's prefix.
+func (e *Idempotency) recordID(key string) string { return RecordID(e.opts.Prefix, key) }
 
 func hashHex(p string) string {
 	sum := sha256.Sum256(bytesOf(p))

@@ -2,8 +2,6 @@ package chaos
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -574,10 +572,7 @@ func (r *run) progressf(format string, args ...any) {
 
 // recordID is the idempotency record ID of a payment, as the sample's
 // middleware names it: prefix "payment", SHA-256 of the key.
-func recordID(paymentID string) string {
-	sum := sha256.Sum256([]byte(paymentID))
-	return "payment#" + hex.EncodeToString(sum[:])
-}
+func recordID(paymentID string) string { return lambdakit.RecordID("payment", paymentID) }
 
 // inProgress returns the IDs of the idempotency records in progress.
 func (r *run) inProgress(ctx context.Context) ([]string, error) {

@@ -3,8 +3,6 @@ package producer
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -59,12 +57,10 @@ func GroupFromField(path string) GroupFunc {
 }
 
 // DedupID returns the MessageDeduplicationId of a message whose idempotency
-// key is key: the hex SHA-256 of the key, 64 characters. The consumer's
-// idempotency record of the message has the ID "<prefix>#" + DedupID(key).
-func DedupID(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
-}
+// key is key: lambdakit.KeyHash(key), the hex SHA-256 of the key, 64
+// characters. The consumer's idempotency record of the message has the ID
+// lambdakit.RecordID(prefix, key), "<prefix>#" + DedupID(key).
+func DedupID(key string) string { return lambdakit.KeyHash(key) }
 
 // Message is one message to publish.
 type Message struct {
