@@ -35,9 +35,13 @@ func Stage(ctx context.Context, items ...types.TransactWriteItem) error {
 // StagedWriteError is the error of a completion whose transaction DynamoDB
 // cancelled because of a staged write (its own condition failed, say).
 // Nothing was committed. When the reason is one no retry changes
-// (ConditionalCheckFailed, ValidationError, ItemCollectionSizeLimitExceeded)
-// it also wraps lambdakit.ErrCompletionRejected: the engine then completes
-// the record with the failure rather than run the work again.
+// (ValidationError, ItemCollectionSizeLimitExceeded: the write itself is
+// wrong) it also wraps lambdakit.ErrCompletionRejected: the engine then
+// completes the record with the failure rather than run the work again.
+// A staged condition that fails (ConditionalCheckFailed) is not one of
+// them: it tests items other messages change (a version, a balance), and
+// the handler, run again on the retry, may pass it. After an external
+// effect, stage no write whose condition can fail.
 type StagedWriteError struct {
 	// ID is the record's ID.
 	ID string
@@ -70,11 +74,12 @@ func (e *StagedWriteError) Unwrap() []error {
 }
 
 // permanentReason reports whether a transaction's cancellation reason for
-// one write would come back on every retry. TransactionConflict and the
-// throttling reasons pass.
+// one write would come back on every retry. TransactionConflict, the
+// throttling reasons and ConditionalCheckFailed (see StagedWriteError) may
+// pass.
 func permanentReason(code string) bool {
 	switch code {
-	case "ConditionalCheckFailed", "ValidationError", "ItemCollectionSizeLimitExceeded":
+	case "ValidationError", "ItemCollectionSizeLimitExceeded":
 		return true
 	}
 	return false
@@ -110,16 +115,27 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ValidationError" {
 			return fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
 		}
+		// The write to report: one whose reason no retry changes, if
+		// any (so that a conflict on another write cannot hide it),
+		// else the first that was refused.
+		pick := -1
 		for i, r := range reasons {
-			if code := aws.ToString(r.Code); i > 0 && i < len(items) && code != "" && code != "None" {
-				return &StagedWriteError{
-					ID:      rec.ID,
-					Index:   i - 1,
-					Write:   items[i],
-					Code:    code,
-					Message: aws.ToString(r.Message),
-					Err:     err,
-				}
+			code := aws.ToString(r.Code)
+			if i == 0 || i >= len(items) || code == "" || code == "None" {
+				continue
+			}
+			if pick < 0 || permanentReason(code) && !permanentReason(aws.ToString(reasons[pick].Code)) {
+				pick = i
+			}
+		}
+		if pick > 0 {
+			return &StagedWriteError{
+				ID:      rec.ID,
+				Index:   pick - 1,
+				Write:   items[pick],
+				Code:    aws.ToString(reasons[pick].Code),
+				Message: aws.ToString(reasons[pick].Message),
+				Err:     err,
 			}
 		}
 	}

@@ -492,11 +492,12 @@ func truncate(s string, n int) string {
 // delete whose answer was lost, and meanwhile another owner took the key.
 // It reads the record's holder (one request, with a store that can read:
 // BatchGetter; without, the refusal stands). A holder that acquired the
-// key, by its own clock, before rec's lease ended cannot have taken it
-// over (a store admits a takeover only once the lease has ended, by the
-// clock of whoever takes over), so it found the key free: this owner's
-// delete had landed. Exact whatever the clocks, since the one clock that
-// decided the takeover is the one compared.
+// key, by its own clock, before rec's lease ended cannot have taken it over
+// (a store admits a takeover only once the lease has ended, by the clock of
+// whoever takes over), so it found the key free. The one case this
+// misreads: a takeover by a third owner whose clock ran ahead, who then
+// released the key to the present holder; the record still fails with the
+// handler's error, only the LeaseLost count is missed.
 func (e *Idempotency) releasedEarlier(ctx context.Context, err error, rec IdempotencyRecord) bool {
 	if !errors.Is(err, ErrLeaseLost) || e.getter == nil || ctx.Err() != nil {
 		return false
