@@ -23,7 +23,8 @@ const eventSource = "aws:sqs"
 //
 // Maps and attribute lists are empty rather than nil, so that they encode as
 // {} and [] as in Lambda's events, not as null. A message without attributes
-// has an empty md5OfMessageAttributes: aws-lambda-go's type has no null.
+// has an empty Md5OfMessageAttributes, which the event encodes as null, as
+// Lambda sends it (aws-lambda-go's type has no null: see encodeRecord).
 func Record(m types.Message, queueARN string) events.SQSMessage {
 	attrs := make(map[string]string, len(m.Attributes))
 	for k, v := range m.Attributes {
@@ -88,7 +89,14 @@ func encodeRecord(rec events.SQSMessage) ([]byte, error) {
 	if err := enc.Encode(rec); err != nil {
 		return nil, fmt.Errorf("esm: encode record %s: %w", rec.MessageId, err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if rec.Md5OfMessageAttributes == "" {
+		// Lambda sends null for a message without attributes. The first
+		// occurrence is the field: the body before it is a JSON string,
+		// in which every quote is escaped.
+		b = bytes.Replace(b, []byte(`"md5OfMessageAttributes":""`), []byte(`"md5OfMessageAttributes":null`), 1)
+	}
+	return b, nil
 }
 
 // Envelope of an event around its records: {"Records":[r1,r2,...]}.

@@ -192,6 +192,11 @@ func testEventFields(t *testing.T, h *harness, fifo bool) {
 		if string(raw["messageAttributes"]) == "null" || string(raw["attributes"]) == "null" {
 			t.Errorf("record %d: null attributes in the event; want objects", i)
 		}
+		// Lambda sends null, not "", for a message without attributes.
+		if md5, want := string(raw["md5OfMessageAttributes"]), `"`+aws.ToString(m.MD5OfMessageAttributes)+`"`; len(s.attrs) == 0 && md5 != "null" ||
+			len(s.attrs) > 0 && md5 != want {
+			t.Errorf("record %d (%d message attributes): md5OfMessageAttributes %s; want %s", i, len(s.attrs), md5, map[bool]string{true: "null", false: want}[len(s.attrs) == 0])
+		}
 		var attrs map[string]map[string]json.RawMessage
 		if err := json.Unmarshal(raw["messageAttributes"], &attrs); err != nil {
 			t.Fatal(err)
