@@ -40,7 +40,8 @@ after the gateway charged a payment. For every record it prints what
 happened (charged, declined, skipped as a duplicate, failed and why), then
 the charges the gateway saw, the ledger rows and where every published
 message went, and checks that no payment was charged twice. It stops
-everything it started.
+everything it started. The function talks to the demo's moto_server only:
+the shell's AWS endpoint variables are not passed to it.
 
 With EVENT_FILE arguments it runs those files, in order, instead of the story
 (and without the queue).
@@ -254,7 +255,9 @@ func (d *demo) newRunner(bootstrap string, timeout time.Duration, environ []stri
 		o.Timeout = timeout
 		o.MemoryMB = 256
 		o.LogFormat = "JSON"
-		o.Env = append(slices.Clip(environ), d.functionEnv(loopback)...)
+		// The shell's endpoint variables are left out: the function talks
+		// to the demo's moto_server only.
+		o.Env = functionEnviron(environ, d.functionEnv(loopback))
 		o.Stdout = &d.logs
 		o.Stderr = &d.logs
 	})

@@ -61,7 +61,10 @@ func TestDemoStory(t *testing.T) {
 func TestDemoNamedEvents(t *testing.T) {
 	moto.Server(t)
 	bootstrap := testenv.Build(t, "../../functions/payment")
-	r := lambdakit(t, []string{"AWS_EC2_METADATA_DISABLED=true"}, "demo", "-bootstrap", bootstrap, "-template", "../../template.yaml",
+	// Service endpoints left in the shell lead nowhere: the function must
+	// talk to the demo's own moto_server all the same.
+	env := []string{"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL_DYNAMODB=" + deadEndpoint, "AWS_ENDPOINT_URL_SQS=" + deadEndpoint}
+	r := lambdakit(t, env, "demo", "-bootstrap", bootstrap, "-template", "../../template.yaml",
 		"../../events/payments-new.json", "../../events/payments-new.json")
 	if r.code != 0 {
 		t.Fatalf("exit status %d; want 0\n%s\n%s", r.code, r.stdout, r.stderr)

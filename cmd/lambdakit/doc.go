@@ -44,6 +44,13 @@
 //	lambdakit records get|delete|stuck -table TABLE -prefix PREFIX [-json] [KEY]
 //	lambdakit redrive [-dry-run] [-max N] -from DLQ_URL -to QUEUE_URL
 //
+// Run, publish and redrive send a queue's calls where its URL points: a URL
+// on AWS to SQS in the URL's region, a URL on any other host to that host.
+// An endpoint configured for SQS (AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)
+// that disagrees is refused as a usage error, never followed. Records, whose
+// table name names no endpoint, says on standard error where its calls go
+// before the first one.
+//
 // Local and demo are the payment sample's own tools. Local starts the
 // sample function's outside world on this machine until Ctrl-C
 // (moto_server, the sandbox gateway, the tables of template.yaml) and

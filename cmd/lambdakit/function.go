@@ -150,15 +150,16 @@ func (f *functionFlags) regionOr(environ []string, fallback string) string {
 }
 
 // newRunner prepares a Runner of bootstrap with the function's settings,
-// the caller's environment plus the env file's, and its output on standard
-// error. A bootstrap that is missing is an input error.
+// the caller's environment plus the env file's (whose endpoint variables,
+// if it has any, replace the caller's: see functionEnviron), and its output
+// on standard error. A bootstrap that is missing is an input error.
 func (f *functionFlags) newRunner(std stdio, bootstrap, region string) (*runtimeapi.Runner, error) {
 	r, err := runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
 		o.FunctionName = f.functionName
 		o.Region = region
 		o.Timeout = f.timeout
 		o.MemoryMB = f.memory
-		o.Env = append(slices.Clip(std.environ), f.extra...)
+		o.Env = functionEnviron(std.environ, f.extra)
 		o.Stdout, o.Stderr = std.stderr, std.stderr
 		o.LogFormat = f.logFormat
 		o.LogLevel = f.logLevel

@@ -36,8 +36,12 @@ The function sees the variables Lambda sets (AWS_LAMBDA_RUNTIME_API,
 AWS_LAMBDA_FUNCTION_NAME, AWS_LAMBDA_FUNCTION_VERSION=$LATEST,
 AWS_LAMBDA_FUNCTION_MEMORY_SIZE, AWS_REGION, _HANDLER=bootstrap,
 LAMBDA_TASK_ROOT, TZ=:UTC, AWS_LAMBDA_LOG_FORMAT=JSON with -log-format json),
-on top of this shell's environment and the -env-file variables. It runs in
-BOOTSTRAP's directory.
+on top of this shell's environment and the -env-file variables. When the env
+file sets an endpoint variable (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>,
+AWS_IGNORE_CONFIGURED_ENDPOINT_URLS), this shell's endpoint variables are
+left out: the file alone says where the function's AWS calls go (the SDK
+would prefer an AWS_ENDPOINT_URL_DYNAMODB left in the shell to the file's
+AWS_ENDPOINT_URL). It runs in BOOTSTRAP's directory.
 
 -env-file takes the file of 'sam local invoke --env-vars':
   {"Parameters": {"VAR": "value"}, "MyFunction": {"VAR": "value"}}

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,14 +51,15 @@ func lambdakit(t testing.TB, env []string, args ...string) cliResult {
 }
 
 // cli runs the CLI with stdin as its standard input, bounded in time, with
-// env added to this process's environment.
+// env added to this process's environment: KEY=value sets KEY, a KEY
+// without "=" removes it.
 func cli(t testing.TB, env []string, stdin string, args ...string) cliResult {
 	t.Helper()
 	bin, _ := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = environ(env)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -69,6 +72,60 @@ func cli(t testing.TB, env []string, stdin string, args ...string) cliResult {
 		t.Fatalf("lambdakit %v did not finish within 60s; stderr:\n%s", args, stderr.String())
 	}
 	return cliResult{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+// environ is this process's environment with env applied: KEY=value sets
+// KEY, a KEY without "=" removes it.
+func environ(env []string) []string {
+	out := os.Environ()
+	for _, kv := range env {
+		if !strings.Contains(kv, "=") {
+			out = slices.DeleteFunc(out, func(e string) bool { return strings.HasPrefix(e, kv+"=") })
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// offline keeps a run of the CLI on loopback whatever its endpoints say:
+// every HTTP(S) request to a host that is not loopback goes to a proxy
+// that is a dead loopback port (the SDK's HTTP client takes the proxy from
+// the environment, and never proxies loopback), so a test that a change
+// breaks fails on a refused connection instead of reaching AWS. No name is
+// resolved either: the proxy would.
+var offline = []string{"HTTPS_PROXY=" + deadEndpoint, "HTTP_PROXY=" + deadEndpoint, "https_proxy", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"}
+
+// noEndpoints is the environment of a run of the CLI with no AWS endpoint
+// configured at all, as in a shell that forgot the export: static test
+// credentials, no endpoint variable, no config file, offline; more comes
+// last.
+func noEndpoints(more ...string) []string {
+	env := append(motoserver.Env(deadEndpoint), "AWS_SESSION_TOKEN=", "AWS_PROFILE=", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ENDPOINT_URL")
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AWS_ENDPOINT_URL_") {
+			env = append(env, k)
+		}
+	}
+	env = append(env, "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_DYNAMODB")
+	env = append(env, offline...)
+	return append(env, more...)
+}
+
+// at returns queueURL on endpoint (a proxy in front of moto_server, say):
+// its scheme and host replaced by endpoint's. The CLI sends a queue's calls
+// to the host its URL names.
+func at(endpoint, queueURL string) string {
+	u, err := url.Parse(queueURL)
+	if err != nil {
+		panic(err)
+	}
+	e, err := url.Parse(endpoint)
+	if err != nil {
+		panic(err)
+	}
+	u.Scheme, u.Host = e.Scheme, e.Host
+	return u.String()
 }
 
 // deadEndpoint leads nowhere: a loopback port nothing listens on.

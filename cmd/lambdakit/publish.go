@@ -7,13 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -50,10 +46,9 @@ Messages go in SendMessageBatch calls of up to 10 entries and 1 MiB. Entries
 that SQS fails on its side are sent again, up to 3 times in all, after a
 backoff with jitter; entries it rejects as invalid are not. Unless -max-size
 is given, the queue's FifoQueue and MaximumMessageSize attributes are read
-first (this needs sqs:GetQueueAttributes). The endpoint, region and
-credentials come from the AWS SDK's usual sources: AWS_ENDPOINT_URL_SQS or
-AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE and so on.
+first (this needs sqs:GetQueueAttributes).
 
+` + queueURLHelp + `
 Standard error gets a line for each line skipped, duplicated or failed,
 progress every 1000 lines, and a closing summary:
   lambdakit publish: N lines: sent S, duplicates in the input D, failed F
@@ -66,7 +61,8 @@ const publishExitStatus = `
 Exit status:
   0    every valid line was sent (a duplicate of a sent line counts as sent)
   1    a line was skipped or failed to send, or the queue could not be read
-  2    usage error, or FILE cannot be opened or read
+  2    usage error (a queue URL that the endpoint configured contradicts
+       included), or FILE cannot be opened or read
   130  interrupted
 `
 
@@ -112,7 +108,7 @@ func (c *publishCommand) parse(args []string) error {
 	if c.queue == "" {
 		return fs.usageError("-queue is required")
 	}
-	if u, err := url.Parse(c.queue); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+	if !validQueueURL(c.queue) {
 		return fs.usageError("-queue %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo", c.queue)
 	}
 	if strings.HasSuffix(c.queue, ".fifo") && (c.keyField == "" || c.groupField == "") {
@@ -166,13 +162,12 @@ func (c *publishCommand) Run(ctx context.Context, args []string) error {
 // newProducer builds the producer, reading the queue's attributes unless
 // -max-size was given.
 func (c *publishCommand) newProducer(ctx context.Context) (*producer.Producer, error) {
-	// The SDK reads the process environment itself: AWS_ENDPOINT_URL_SQS,
-	// AWS_REGION, credentials.
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The queue URL names where the queue is (see endpoint.go); the SDK
+	// reads the rest from the process environment: credentials, region.
+	client, err := newSQSClient(ctx, c.environ, "", c.queue)
 	if err != nil {
-		return nil, failed(fmt.Errorf("AWS configuration: %w", err))
+		return nil, asUsage(c.flags, err, failed)
 	}
-	client := sqs.NewFromConfig(cfg)
 	opts := func(o *producer.Options) {
 		if c.keyField != "" {
 			o.Key = lambdakit.KeyFromField(c.keyField)

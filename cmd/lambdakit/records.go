@@ -51,7 +51,12 @@ key nor the message, only that hash. Flags come before KEY.
 
 The endpoint, region and credentials come from the AWS SDK's usual sources:
 AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL for a local DynamoDB,
-AWS_REGION, AWS_PROFILE and so on.
+AWS_REGION, AWS_PROFILE and so on. A table name names no endpoint: without
+either variable (or endpoint_url in the AWS config file) the calls go to
+DynamoDB on AWS, with this shell's credentials. So the first line on standard
+error says where they go, before any call:
+  lambdakit records: table T at http://127.0.0.1:5000 (AWS_ENDPOINT_URL_DYNAMODB)
+  lambdakit records: table T on AWS DynamoDB in REGION (no AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL is set)
 
 Standard output gets the records: as text, or with -json one JSON object per
 record, one per line:
@@ -90,6 +95,7 @@ type recordsCommand struct {
 	key       string
 
 	records *dynamostore.Records
+	where   string // where the calls go, in words: see dynamoDescription
 	now     time.Time
 }
 
@@ -222,12 +228,17 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	// The SDK reads the process environment itself:
-	// AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION, credentials.
+	// AWS_ENDPOINT_URL_DYNAMODB, AWS_REGION, credentials. A table name
+	// names no endpoint, so the command says which one it uses before its
+	// first call: a shell without AWS_ENDPOINT_URL reaches AWS.
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return cannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
-	c.records, c.now = dynamostore.NewRecords(dynamodb.NewFromConfig(cfg), c.table), time.Now()
+	client := dynamodb.NewFromConfig(cfg)
+	c.where = dynamoDescription(c.environ, client.Options().BaseEndpoint, cfg.Region)
+	fmt.Fprintf(c.stderr, "lambdakit records: table %s %s\n", c.table, c.where)
+	c.records, c.now = dynamostore.NewRecords(client, c.table), time.Now()
 	switch c.action {
 	case "get":
 		return c.get(ctx)
@@ -243,11 +254,7 @@ func (c *recordsCommand) fail(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return errInterrupted
 	case errors.Is(err, dynamostore.ErrNoTable):
-		where := ""
-		if ep := firstNonEmpty(lookup(c.environ, "AWS_ENDPOINT_URL_DYNAMODB"), lookup(c.environ, "AWS_ENDPOINT_URL")); ep != "" {
-			where = " at " + ep
-		}
-		return cannotRun(fmt.Errorf("table %q does not exist%s (check -table, the region and the endpoint)", c.table, where))
+		return cannotRun(fmt.Errorf("table %q does not exist %s (check -table, the region and the endpoint)", c.table, c.where))
 	case errors.Is(err, dynamostore.ErrNotFound):
 		fmt.Fprintf(c.stderr, "lambdakit records: no record for key %q (id %s)\n", c.key, c.id())
 		if err := c.checkPrefix(ctx); err != nil {

@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
@@ -21,25 +21,30 @@ const redriveUsage = `Usage: lambdakit redrive [flags] -from DLQ_URL -to QUEUE_U
 Moves messages from a dead-letter queue back to a queue (usually the one they
 came from), once the cause of their failure is fixed. Each message is sent as
 it was: the body, every message attribute and the AWSTraceHeader, and between
-FIFO queues its MessageGroupId and MessageDeduplicationId. A message is
-deleted from -from only after -to accepted it; one that could not be sent
-stays in -from and is visible again when the command ends. Both queues must
-be FIFO queues, or both standard queues, as SQS requires of a queue and its
-dead-letter queue.
+FIFO queues its MessageGroupId, with a MessageDeduplicationId of its own (see
+below). A message is deleted from -from only after -to accepted it; one that
+could not be sent stays in -from and is visible again when the command ends.
+Both queues must be FIFO queues, or both standard queues, as SQS requires of
+a queue and its dead-letter queue.
 
 The messages of one FIFO message group go in the order received. After one
 of them fails to send, the group's later messages are held back in -from,
 so that the order is kept for the next run.
 
-A replayed message whose work was completed before, within the consumer's
-idempotency TTL, is recognised by the consumer as a duplicate and skipped:
-that is why the TTL must outlive the DLQ's retention. SQS drops a FIFO message
-whose deduplication ID -to has seen in the last 5 minutes, and still answers
-that it was sent: a message sent, moved to the DLQ and redriven all within 5
-minutes would be lost that way. The redrive policy's receives (5 x the
-visibility timeout, in the sample) make that unlikely, and messages that
-lambdakit's permanent-failure path put in the DLQ carry a deduplication ID
-that -to never saw.
+SQS keeps a FIFO queue's deduplication IDs for 5 minutes, even after their
+messages left it, and answers a send with one of them as sent without
+enqueuing the message: a message resent with its own ID within 5 minutes of
+its first send would be deleted from -from and never reach -to. So each FIFO
+message is sent with a new deduplication ID: its old one (up to 101
+characters, an earlier redrive's suffix removed), "~", and 26 random
+characters. The consumer's idempotency record is still found at
+"<prefix>#<the part before ~>" when lambdakit's producer sent the message
+(lambdakit publish, producer.Send). A message sent and then not deleted from
+-from (see exit status 1) is sent again by the next run, under another ID:
+-to gets it twice, and the consumer's idempotency key makes the second copy a
+duplicate that does no work. A replayed message whose work was completed
+before, within the consumer's idempotency TTL, is skipped the same way: that
+is why the TTL must outlive the DLQ's retention.
 
 -dry-run lists what would move, and sends and deletes nothing: it receives
 the messages (a receive counts towards ApproximateReceiveCount) and makes
@@ -47,14 +52,13 @@ them visible again at the end. On a FIFO queue it sees, of each message
 group, only what one receive returns: SQS hands out no more of a group while
 some of it is in flight.
 
-The endpoint, region and credentials come from the AWS SDK's usual sources:
-AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL, AWS_REGION, AWS_PROFILE and so on.
-It needs sqs:ReceiveMessage, sqs:DeleteMessage, sqs:ChangeMessageVisibility
-and sqs:GetQueueAttributes on -from, and sqs:SendMessage and
-sqs:GetQueueAttributes on -to.
+` + queueURLHelp + `
+Both queues must be on one endpoint. The command needs sqs:ReceiveMessage,
+sqs:DeleteMessage, sqs:ChangeMessageVisibility and sqs:GetQueueAttributes on
+-from, and sqs:SendMessage and sqs:GetQueueAttributes on -to.
 
 Standard output gets a line per message moved (or that would move):
-  moved ID as NEW_ID (group G, dedup D, N bytes, K attributes)
+  moved ID as NEW_ID (group G, dedup D as NEW_DEDUP, N bytes, K attributes)
 Standard error gets a line per message that failed or was held back, and the
 summary at the end:
   lambdakit redrive: received R: moved M, failed F, held back H, not deleted D
@@ -67,7 +71,8 @@ Exit status:
   0    every message received was moved (or, with -dry-run, listed)
   1    a message failed to send, was held back, or was sent but could not be
        deleted from -from (it will be sent again by the next run)
-  2    usage error
+  2    usage error (queue URLs that the endpoint configured contradicts, or
+       on two endpoints, included)
   3    a queue cannot be read
   130  interrupted (the message in flight is finished or left in -from)
 `
@@ -81,6 +86,7 @@ const redriveVisibility = 120
 // back to a queue.
 type redriveCommand struct {
 	stdio
+	flags    *cmdFlags
 	from, to string
 	dryRun   bool
 	max      int
@@ -97,6 +103,7 @@ type redriveCommand struct {
 // parse reads the command line.
 func (r *redriveCommand) parse(args []string) error {
 	fs := newFlags(r.stderr, "redrive", redriveUsage, redriveExitStatus)
+	r.flags = fs
 	fs.StringVar(&r.from, "from", "", "the dead-letter queue's `URL` (required)")
 	fs.StringVar(&r.to, "to", "", "the `URL` of the queue to move the messages to (required)")
 	fs.BoolVar(&r.dryRun, "dry-run", false, "list what would move; send and delete nothing")
@@ -116,7 +123,7 @@ func (r *redriveCommand) parse(args []string) error {
 		return fs.usageError("-max %d: want 0 (all) or more", r.max)
 	}
 	for name, u := range map[string]string{"-from": r.from, "-to": r.to} {
-		if p, err := url.Parse(u); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || strings.Trim(p.Path, "/") == "" {
+		if !validQueueURL(u) {
 			return fs.usageError("%s %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders-dlq.fifo", name, u)
 		}
 	}
@@ -136,11 +143,12 @@ func (r *redriveCommand) Run(ctx context.Context, args []string) error {
 	if err := r.parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// The queue URLs name where the queues are (see endpoint.go).
+	client, err := newSQSClient(ctx, r.environ, "", r.from, r.to)
 	if err != nil {
-		return cannotRun(fmt.Errorf("AWS configuration: %w", err))
+		return asUsage(r.flags, err, cannotRun)
 	}
-	r.client, r.fifo = sqs.NewFromConfig(cfg), isFIFOURL(r.from)
+	r.client, r.fifo = client, isFIFOURL(r.from)
 	r.seen, r.blocked = map[string]bool{}, map[string]bool{}
 	// Both queues are read first, so that a wrong URL stops the command
 	// before any message is touched.
@@ -236,9 +244,12 @@ func (r *redriveCommand) round(ctx context.Context) (more bool, err error) {
 // whether it was sent.
 func (r *redriveCommand) handle(ctx context.Context, m types.Message) bool {
 	id, group, dedup := aws.ToString(m.MessageId), m.Attributes["MessageGroupId"], m.Attributes["MessageDeduplicationId"]
+	newDedup := ""
 	describe := func() string {
 		var parts []string
-		if r.fifo {
+		if r.fifo && newDedup != "" {
+			parts = append(parts, "group "+group, "dedup "+dedup+" as "+newDedup)
+		} else if r.fifo {
 			parts = append(parts, "group "+group, "dedup "+dedup)
 		}
 		parts = append(parts, strconv.Itoa(len(aws.ToString(m.Body)))+" bytes", strconv.Itoa(len(m.MessageAttributes))+" attributes")
@@ -265,12 +276,13 @@ func (r *redriveCommand) handle(ctx context.Context, m types.Message) bool {
 		}
 	}
 	if r.fifo {
-		in.MessageGroupId = aws.String(group)
-		if dedup != "" {
-			in.MessageDeduplicationId = aws.String(dedup)
-		}
+		newDedup = redriveDedupID(dedup)
+		in.MessageGroupId, in.MessageDeduplicationId = aws.String(group), aws.String(newDedup)
 	}
 	out, err := r.client.SendMessage(ctx, in)
+	if err == nil && aws.ToString(out.MessageId) == "" {
+		err = errors.New("SendMessage answered without a MessageId: not known to be enqueued")
+	}
 	if err != nil {
 		r.failed++
 		if r.fifo {
@@ -283,6 +295,46 @@ func (r *redriveCommand) handle(ctx context.Context, m types.Message) bool {
 	fmt.Fprintf(r.stdout, "moved %s as %s (%s)\n", id, aws.ToString(out.MessageId), describe())
 	return true
 }
+
+// redriveDedupID returns the MessageDeduplicationId with which a FIFO
+// message whose deduplication ID was old is sent to -to: old, without the
+// suffix of an earlier redrive and cut to 101 bytes, then "~" and 26
+// random characters (crypto/rand.Text: 130 bits, base32), 128 bytes at most,
+// as SQS allows.
+//
+// The ID is new for every send, never the old one. SQS keeps a FIFO queue's
+// deduplication IDs for 5 minutes after it accepted their messages, even
+// once they were received, moved to the DLQ or deleted, and answers a send
+// with one of them as sent (with a MessageId) without enqueuing it: the old
+// ID, resent within that window, would lose the message, since the command
+// deletes from -from what -to accepted (issue 15, defect 2).
+//
+// Random rather than derived from the DLQ message: an ID derived from the
+// message (its ID, its receipt) would let SQS drop the second copy when a
+// run sent the message and failed to delete it, and the next run, within 5
+// minutes, sends it again; but the same message can come back to the DLQ
+// under the same message ID (a queue's redrive policy moves a message with
+// its ID, and other redrive tools may resend it under it), and a derived ID
+// that -to saw in the last 5 minutes would drop it for good. A duplicate is
+// harmless (the consumer skips it by its idempotency key); a drop loses the
+// message. The SDK retries a failed call with the same input, so a retry of
+// one send still carries the same ID and is deduplicated by SQS.
+//
+// The old ID is kept in front so that an operator can still go from a
+// redriven message to its idempotency record, "<prefix>#<the ID up to ~>"
+// when lambdakit's producer sent it (a 64-character hex digest).
+func redriveDedupID(old string) string {
+	if i := strings.LastIndexByte(old, '~'); i >= 0 && len(old)-i-1 == redriveSuffixLen {
+		old = old[:i]
+	}
+	if len(old) > 128-1-redriveSuffixLen {
+		old = old[:128-1-redriveSuffixLen]
+	}
+	return old + "~" + rand.Text()
+}
+
+// redriveSuffixLen is the length of rand.Text's result.
+const redriveSuffixLen = 26
 
 // delete deletes the messages sent from -from. It runs on a context of its
 // own: a message sent is deleted even when the command is being

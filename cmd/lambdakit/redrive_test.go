@@ -2,16 +2,28 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
 // redriveEnv points the CLI's SDK at endpoint, with one attempt per call,
@@ -56,8 +68,13 @@ func fifoMessages(n int) []dlqMessage {
 	return out
 }
 
+// redrivenDedup is what a redriven FIFO message's deduplication ID is: the
+// old one, "~" and 26 random base32 characters (see redriveDedupID).
+var redrivenDedup = regexp.MustCompile(`^(.*)~[A-Z2-7]{26}$`)
+
 // wantMoved checks that got (received from the target, in order) are want,
-// with their groups, deduplication IDs and attributes, each group in order.
+// with their groups and attributes, each group in order, and each with a
+// deduplication ID of its own that starts with its old one.
 func wantMoved(t *testing.T, got []types.Message, want []dlqMessage) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -68,6 +85,7 @@ func wantMoved(t *testing.T, got []types.Message, want []dlqMessage) {
 		byBody[w.body] = w
 	}
 	order := map[string][]string{} // group → bodies, as received
+	dedups := map[string]bool{}
 	for _, m := range got {
 		body := aws.ToString(m.Body)
 		w, ok := byBody[body]
@@ -75,9 +93,11 @@ func wantMoved(t *testing.T, got []types.Message, want []dlqMessage) {
 			t.Errorf("unexpected message %q", body)
 			continue
 		}
-		if g, d := m.Attributes["MessageGroupId"], m.Attributes["MessageDeduplicationId"]; g != w.group || d != w.dedup {
-			t.Errorf("%s: group %q, dedup %q; want %q, %q", body, g, d, w.group, w.dedup)
+		g, d := m.Attributes["MessageGroupId"], m.Attributes["MessageDeduplicationId"]
+		if old := redrivenDedup.FindStringSubmatch(d); g != w.group || w.dedup != "" && (old == nil || old[1] != w.dedup || dedups[d]) {
+			t.Errorf("%s: group %q, dedup %q; want %q, and a new dedup ID %q~ and 26 characters", body, g, d, w.group, w.dedup)
 		}
+		dedups[d] = true
 		if len(m.MessageAttributes) != len(w.attrs) {
 			t.Errorf("%s: %d attributes; want %d", body, len(m.MessageAttributes), len(w.attrs))
 		}
@@ -119,7 +139,7 @@ func TestRedrive(t *testing.T) {
 		if n := strings.Count(r.stdout, "moved "); n != 23 {
 			t.Errorf("%d moved lines on stdout; want 23:\n%s", n, r.stdout)
 		}
-		if want := fmt.Sprintf("(group cus_0, dedup dedup-00, %d bytes, 3 attributes)\n", len(msgs[0].body)); !strings.Contains(r.stdout, want) {
+		if want := regexp.MustCompile(fmt.Sprintf(`\(group cus_0, dedup dedup-00 as dedup-00~[A-Z2-7]{26}, %d bytes, 3 attributes\)\n`, len(msgs[0].body))); !want.MatchString(r.stdout) {
 			t.Errorf("stdout does not describe the messages:\n%s", r.stdout)
 		}
 		if !strings.HasSuffix(r.stderr, "lambdakit redrive: received 23: moved 23, failed 0, held back 0, not deleted 0\n") {
@@ -181,7 +201,7 @@ func TestRedrive(t *testing.T) {
 		dlq.sendAll(t, msgs)
 		proxy := testenv.NewProxy(t, srv.URL)
 		proxy.Answer("SendMessage", 1, 500, `{"__type":"com.amazonaws.sqs#InternalError","message":"injected by the test proxy"}`)
-		r := cli(t, redriveEnv(proxy.URL), "", "redrive", "-from", dlq.url, "-to", target.url)
+		r := cli(t, redriveEnv(proxy.URL), "", "redrive", "-from", at(proxy.URL, dlq.url), "-to", at(proxy.URL, target.url))
 		if r.code != 1 {
 			t.Fatalf("exit status %d; want 1\n%s", r.code, r.stderr)
 		}
@@ -211,7 +231,7 @@ func TestRedrive(t *testing.T) {
 		dlq.sendAll(t, []dlqMessage{{body: "only"}})
 		proxy := testenv.NewProxy(t, srv.URL)
 		proxy.Answer("DeleteMessageBatch", 1, 500, `{"__type":"com.amazonaws.sqs#InternalError","message":"injected by the test proxy"}`)
-		r := cli(t, redriveEnv(proxy.URL), "", "redrive", "-from", dlq.url, "-to", target.url)
+		r := cli(t, redriveEnv(proxy.URL), "", "redrive", "-from", at(proxy.URL, dlq.url), "-to", at(proxy.URL, target.url))
 		if r.code != 1 || !strings.Contains(r.stderr, "not deleted ") || !strings.HasSuffix(r.stderr, "received 1: moved 1, failed 0, held back 0, not deleted 1\n") {
 			t.Errorf("exit status %d; want 1 and the message reported not deleted\n%s", r.code, r.stderr)
 		}
@@ -278,10 +298,269 @@ func TestRedrive(t *testing.T) {
 			t.Errorf("exit status %d; want 0", r.code)
 		}
 		for _, want := range []string{"Usage: lambdakit redrive [flags] -from DLQ_URL -to QUEUE_URL", "-dry-run", "-max messages",
-			"MessageDeduplicationId", "deleted from -from only after", "idempotency TTL", "5\nminutes", "AWS_ENDPOINT_URL_SQS", "Exit status"} {
+			"MessageDeduplicationId of its own", "deleted from -from only after", "idempotency TTL", "for 5 minutes", "AWS_ENDPOINT_URL_SQS", "Exit status"} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("-h lacks %q", want)
 			}
+		}
+	})
+}
+
+// dedupProxy is a real HTTP server in front of moto_server that answers
+// SendMessage on FIFO queues as real SQS does, where moto 5 does not.
+//
+// SQS keeps a message's MessageDeduplicationId for 5 minutes after it
+// accepted the message, even once that message was received, moved to a
+// dead-letter queue or deleted; a SendMessage with an ID it keeps is
+// answered as sent, with a MessageId, and the message is not enqueued
+// ("accepted successfully but aren't delivered during the 5-minute
+// deduplication interval": the SQS Developer Guide on
+// MessageDeduplicationId, and the SendMessage API reference). moto 5.2
+// compares the ID with the messages still in the queue only
+// (moto/sqs/models.py, Queue.add_message), so it forgets the ID of a
+// message as soon as the redrive policy moves it to the DLQ, and a redrive
+// that resends the ID gets the message enqueued: the test would pass on
+// code that loses the message on AWS.
+//
+// The proxy keeps the deduplication IDs of the SendMessage calls moto
+// accepted, per queue name (the host of a queue URL differs between the
+// test's client and the CLI), with the MessageId and SequenceNumber moto
+// gave. A SendMessage with an ID it keeps from the last 5 minutes it
+// answers itself, 200 with that MessageId and SequenceNumber and the MD5 of
+// the body (which the SDK checks), and forwards nothing. SendMessageBatch
+// and every other operation are forwarded as they are: neither the CLI's
+// redrive nor these tests send batches through it.
+type dedupProxy struct {
+	URL string
+
+	mu      sync.Mutex
+	seen    map[string]dedupSeen // queue name + " " + dedup ID
+	dropped int                  // sends answered without enqueuing
+}
+
+type dedupSeen struct {
+	at         time.Time
+	messageID  string
+	sequenceNo string
+}
+
+// sqsDedupWindow is how long SQS keeps a FIFO deduplication ID.
+const sqsDedupWindow = 5 * time.Minute
+
+func newDedupProxy(t *testing.T, target string) *dedupProxy {
+	t.Helper()
+	if !strings.HasPrefix(target, "http://127.0.0.1:") {
+		t.Fatalf("newDedupProxy(%q): want moto_server on http://127.0.0.1", target)
+	}
+	p := &dedupProxy{seen: map[string]dedupSeen{}}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second} // straight to moto
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var in struct {
+			QueueUrl, MessageBody, MessageDeduplicationId string
+		}
+		key := ""
+		if testenv.Operation(r) == "SendMessage" && json.Unmarshal(body, &in) == nil && in.MessageDeduplicationId != "" {
+			key = path.Base(in.QueueUrl) + " " + in.MessageDeduplicationId
+		}
+		if key != "" {
+			p.mu.Lock()
+			s, ok := p.seen[key]
+			if ok && time.Since(s.at) < sqsDedupWindow {
+				p.dropped++
+			}
+			p.mu.Unlock()
+			if ok && time.Since(s.at) < sqsDedupWindow {
+				sum := md5.Sum([]byte(in.MessageBody))
+				out, _ := json.Marshal(map[string]string{"MessageId": s.messageID, "SequenceNumber": s.sequenceNo, "MD5OfMessageBody": hex.EncodeToString(sum[:])})
+				w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+				w.Write(out)
+				return
+			}
+		}
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		req.Header = r.Header.Clone()
+		resp, err := client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		respBody, err := io.ReadAll(resp.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		if key != "" && resp.StatusCode == http.StatusOK {
+			var out struct{ MessageId, SequenceNumber string }
+			if json.Unmarshal(respBody, &out) == nil && out.MessageId != "" {
+				p.mu.Lock()
+				p.seen[key] = dedupSeen{at: time.Now(), messageID: out.MessageId, sequenceNo: out.SequenceNumber}
+				p.mu.Unlock()
+			}
+		}
+		for k, vs := range resp.Header {
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		w.Write(respBody)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// Dropped is how many sends the proxy answered without enqueuing.
+func (p *dedupProxy) Dropped() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dropped
+}
+
+// TestRedriveFIFODedupWindow is issue 15, defect 2: a FIFO message that
+// reaches the DLQ and is redriven within 5 minutes of its first send must
+// not be lost to SQS's deduplication. Real SQS's answer is simulated by
+// dedupProxy (see there); moto alone would not show the loss.
+func TestRedriveFIFODedupWindow(t *testing.T) {
+	srv := moto.Server(t)
+	direct := sqs.NewFromConfig(moto.Config(t)) // to moto, bypassing the proxy: for setup and checks only
+	dp := newDedupProxy(t, srv.URL)
+	viaProxy := sqs.NewFromConfig(motoserver.Config(dp.URL)) // the producer, the consumer: as on AWS
+
+	// pair makes a FIFO DLQ and a FIFO queue whose redrive policy moves a
+	// message there after 1 receive. The URLs name moto's host.
+	pair := func(t *testing.T) (dlq, queue publishQueue) {
+		dlq = newPublishQueue(t, direct, true, nil)
+		attrs, err := direct.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(dlq.url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		policy := fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"1"}`, attrs.Attributes["QueueArn"])
+		return dlq, newPublishQueue(t, direct, true, map[string]string{"RedrivePolicy": policy})
+	}
+	// failOnce has the consumer receive every message of queue and fail it
+	// (leave it, visible at once); the next receive finds the receive count
+	// spent, and moto's redrive policy moves the messages to the DLQ, as
+	// SQS does.
+	failOnce := func(t *testing.T, queue, dlq publishQueue, n int) {
+		t.Helper()
+		for range 2 {
+			out, err := viaProxy.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(queue.url), MaxNumberOfMessages: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range out.Messages {
+				if _, err := viaProxy.ChangeMessageVisibility(t.Context(), &sqs.ChangeMessageVisibilityInput{
+					QueueUrl: aws.String(queue.url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if got := dlq.count(t); got != n {
+			t.Fatalf("the DLQ holds %d messages after the failures; want %d", got, n)
+		}
+	}
+	// The CLI goes through the proxy: its queue URLs name the proxy.
+	onProxy := func(u string) string { return at(dp.URL, u) }
+	env := redriveEnv(dp.URL)
+	msg := dlqMessage{body: `{"payment_id":"pay_dedup"}`, group: "cus_dedup", dedup: producer.DedupID("pay_dedup")}
+
+	// wantKept checks that the message is in queue, or at worst still in
+	// the DLQ, and not lost; it returns the copies in queue.
+	wantKept := func(t *testing.T, queue, dlq publishQueue) []types.Message {
+		t.Helper()
+		inQueue, inDLQ := queue.drain(t), dlq.drain(t)
+		if len(inQueue)+len(inDLQ) == 0 {
+			t.Fatalf("the message is lost: neither the queue nor the DLQ holds it (the proxy answered %d sends without enqueuing)", dp.Dropped())
+		}
+		if len(inDLQ) != 0 {
+			t.Errorf("the DLQ still holds %d messages; want them moved", len(inDLQ))
+		}
+		for _, m := range inQueue {
+			if aws.ToString(m.Body) != msg.body || m.Attributes["MessageGroupId"] != msg.group {
+				t.Errorf("the queue holds %q in group %q; want %q in %q", aws.ToString(m.Body), m.Attributes["MessageGroupId"], msg.body, msg.group)
+			}
+		}
+		return inQueue
+	}
+
+	t.Run("redriven within 5 minutes of its first send: moved, not lost", func(t *testing.T) {
+		dlq, queue := pair(t)
+		viaProxy := publishQueue{viaProxy, queue.url}
+		viaProxy.sendAll(t, []dlqMessage{msg})
+		failOnce(t, queue, dlq, 1)
+		// The premise: SQS (the proxy) still holds the dedup ID, though
+		// the message left the queue.
+		before := dp.Dropped()
+		viaProxy.sendAll(t, []dlqMessage{msg})
+		if dp.Dropped() != before+1 || queue.count(t) != 0 {
+			t.Fatalf("the proxy enqueued a resend of a dedup ID it saw; the test's simulation of SQS is broken")
+		}
+
+		r := cli(t, env, "", "redrive", "-from", onProxy(dlq.url), "-to", onProxy(queue.url))
+		if r.code != 0 {
+			t.Errorf("exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		if got := wantKept(t, queue, dlq); len(got) != 1 {
+			t.Errorf("the queue holds %d copies; want 1\nstdout:\n%s\nstderr:\n%s", len(got), r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("back in the DLQ and redriven again within 5 minutes: moved again", func(t *testing.T) {
+		dlq, queue := pair(t)
+		publishQueue{viaProxy, queue.url}.sendAll(t, []dlqMessage{msg})
+		failOnce(t, queue, dlq, 1)
+		r := cli(t, env, "", "redrive", "-from", onProxy(dlq.url), "-to", onProxy(queue.url))
+		if r.code != 0 {
+			t.Fatalf("first redrive: exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		if n := queue.count(t); n != 1 {
+			t.Fatalf("the queue holds %d messages after the first redrive; want 1 (the proxy answered %d sends without enqueuing)", n, dp.Dropped())
+		}
+		// The cause was not fixed after all: the redriven message fails
+		// and is in the DLQ again, and the operator redrives once more.
+		failOnce(t, queue, dlq, 1)
+		r = cli(t, env, "", "redrive", "-from", onProxy(dlq.url), "-to", onProxy(queue.url))
+		if r.code != 0 {
+			t.Errorf("second redrive: exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		if got := wantKept(t, queue, dlq); len(got) != 1 {
+			t.Errorf("the queue holds %d copies; want 1\nstdout:\n%s\nstderr:\n%s", len(got), r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("sent, not deleted, redriven again: in the queue, a duplicate at worst", func(t *testing.T) {
+		dlq, queue := pair(t)
+		publishQueue{viaProxy, queue.url}.sendAll(t, []dlqMessage{msg})
+		failOnce(t, queue, dlq, 1)
+		faults := testenv.NewProxy(t, dp.URL)
+		faults.Answer("DeleteMessageBatch", 1, 500, `{"__type":"com.amazonaws.sqs#InternalError","message":"injected by the test proxy"}`)
+		r := cli(t, redriveEnv(faults.URL), "", "redrive", "-from", at(faults.URL, dlq.url), "-to", at(faults.URL, queue.url))
+		if r.code != 1 || !strings.HasSuffix(r.stderr, "received 1: moved 1, failed 0, held back 0, not deleted 1\n") {
+			t.Fatalf("first redrive: exit status %d; want 1, sent and not deleted\n%s", r.code, r.stderr)
+		}
+		r = cli(t, env, "", "redrive", "-from", onProxy(dlq.url), "-to", onProxy(queue.url))
+		if r.code != 0 {
+			t.Errorf("second redrive: exit status %d; want 0\n%s", r.code, r.stderr)
+		}
+		// Each run sends with a deduplication ID of its own, so the copy
+		// of the second run is enqueued too: the consumer's idempotency
+		// record makes it a duplicate that does no work.
+		if got := wantKept(t, queue, dlq); len(got) < 1 || len(got) > 2 {
+			t.Errorf("the queue holds %d copies; want 1 or 2", len(got))
 		}
 	})
 }

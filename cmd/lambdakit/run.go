@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
@@ -39,12 +40,18 @@ group never run at once. Ctrl-C (SIGINT) or SIGTERM stops it after the
 batches in flight; -until-empty stops it once the queue has no visible,
 in-flight or delayed messages.
 
-The SQS client takes its credentials, region and endpoint from this shell as
-the AWS SDK resolves them (AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL for
-moto_server); -region, if given, sets its region too. The function gets this
-shell's environment plus the -env-file variables, as with 'lambdakit invoke',
-and the variables Lambda sets; its region, failing -region, the env file and
-this shell, is the one in an AWS queue URL.
+` + queueURLHelp + `
+For a queue on AWS, -region and the env file's AWS_REGION must name the
+queue's region, if they name one: Lambda maps a queue only to a function in
+its region. The function gets this shell's environment plus the -env-file
+variables, as with 'lambdakit invoke', and the variables Lambda sets; its
+region is an AWS queue's, else -region (which sets the SQS client's too), the
+env file's, this shell's, else us-east-1.
+
+A queue whose VisibilityTimeout is shorter than the function's timeout
+(-timeout, or the template's Timeout) gets a warning on standard error: Lambda
+refuses to create such a mapping, and a batch still running when the
+visibility timeout ends is handed out again.
 
 Standard output gets one JSON object per batch, one per line:
   {"requestId": ID, "outcome": "success", "records": N, "deleted": [...], "left": [...], "batchItemFailures": [...]}
@@ -64,7 +71,8 @@ Exit status:
   1    stopped as asked, but an invocation failed as a whole (function error,
        init error, crash, timeout, or a response that fails the whole batch),
        or a delete failed
-  2    usage error, or an env or template file that cannot be read
+  2    usage error (a queue URL that the endpoint or region configured
+       contradicts included), or an env or template file that cannot be read
   3    the queue cannot be read, or the bootstrap could not be started
 `
 
@@ -112,6 +120,8 @@ func (c *runCommand) parse(args []string) error {
 		return fs.usageError("want one BOOTSTRAP, got %s", strings.Join(rest, " "))
 	case c.queue == "":
 		return fs.usageError("-queue: want the queue's URL")
+	case !validQueueURL(c.queue):
+		return fs.usageError("-queue %q: want http(s)://host/account/name", c.queue)
 	}
 	c.bootstrap = rest[0]
 	if err := c.fn.settle(fs); err != nil {
@@ -160,24 +170,6 @@ func (c *runCommand) eventFromTemplate(set map[string]bool) error {
 	return nil
 }
 
-// queueRegion returns the region in a queue URL of the forms
-// https://sqs.REGION.amazonaws.com/... and https://REGION.queue.amazonaws.com/...,
-// or "".
-func queueRegion(queueURL string) string {
-	u, err := url.Parse(queueURL)
-	if err != nil {
-		return ""
-	}
-	parts := strings.Split(u.Hostname(), ".")
-	switch {
-	case len(parts) >= 4 && parts[0] == "sqs":
-		return parts[1]
-	case len(parts) >= 4 && parts[1] == "queue":
-		return parts[0]
-	}
-	return ""
-}
-
 // Run implements command.
 func (c *runCommand) Run(ctx context.Context, args []string) error {
 	if err := c.parse(args); err != nil {
@@ -190,7 +182,15 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 
 	// Everything is checked before anything starts: flags, env file,
 	// bootstrap, the AWS configuration, the mapping's options.
-	region := c.fn.regionOr(std.environ, firstNonEmpty(queueRegion(c.queue), "us-east-1"))
+	region, err := c.region(std.environ)
+	if err != nil {
+		return err
+	}
+	// The queue URL names where the queue is (see endpoint.go).
+	client, err := newSQSClient(ctx, std.environ, c.fn.region, c.queue)
+	if err != nil {
+		return asUsage(c.flags, err, badInput)
+	}
 	// One Runner, one warm process, per batch in flight, as Lambda has an
 	// execution environment per concurrent invocation. Out of range,
 	// -concurrency is refused by esm.New below.
@@ -213,20 +213,8 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		invoker = runners[0]
 	}
 
-	var cfgOpts []func(*config.LoadOptions) error
-	if c.fn.region != "" {
-		cfgOpts = append(cfgOpts, config.WithRegion(c.fn.region))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, cfgOpts...)
-	if err != nil {
-		return badInput(fmt.Errorf("AWS configuration: %w", err))
-	}
-	if cfg.Region == "" {
-		cfg.Region = firstNonEmpty(queueRegion(c.queue), "us-east-1")
-	}
-
 	out := &batchPrinter{fn: &c.fn, stdout: std.stdout, stderr: std.stderr}
-	mapping, err := esm.New(sqs.NewFromConfig(cfg), c.queue, invoker, func(o *esm.Options) {
+	mapping, err := esm.New(client, c.queue, invoker, func(o *esm.Options) {
 		o.BatchSize = c.batchSize
 		o.Window = c.window
 		o.Concurrency = c.concurrency
@@ -242,6 +230,8 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	case err != nil:
 		return badInput(err)
 	}
+
+	c.checkVisibility(ctx, client, std.stderr)
 
 	finished, noticed := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -272,6 +262,49 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		return errFailed // the summary says so
 	}
 	return nil // stopped as asked, a signal included
+}
+
+// region returns the function's region: for a queue on AWS, the queue's,
+// which -region or the env file's AWS_REGION must not contradict (Lambda
+// maps a queue only to a function in its region); else -region, the env
+// file's, this shell's, else us-east-1.
+func (c *runCommand) region(environ []string) (string, error) {
+	q, err := parseQueueURL(c.queue)
+	if err != nil {
+		return "", asUsage(c.flags, err, badInput)
+	}
+	if !q.aws {
+		return c.fn.regionOr(environ, "us-east-1"), nil
+	}
+	for _, r := range []struct{ name, value string }{
+		{"-region", c.fn.region},
+		{"AWS_REGION in the env file", lookup(c.fn.extra, "AWS_REGION")},
+		{"AWS_DEFAULT_REGION in the env file", lookup(c.fn.extra, "AWS_DEFAULT_REGION")},
+	} {
+		if r.value != "" && r.value != q.region {
+			return "", c.flags.usageError("%s is %s, but the queue URL %s is in %s, and Lambda maps a queue only to a function in its region", r.name, r.value, c.queue, q.region)
+		}
+	}
+	return q.region, nil
+}
+
+// checkVisibility warns, in a line on stderr, when the queue's visibility
+// timeout is shorter than the function's timeout: Lambda refuses to create
+// such an event source mapping, and a batch still running when the
+// visibility timeout ends is handed out again. A queue that cannot be read
+// is left to the mapping to report.
+func (c *runCommand) checkVisibility(ctx context.Context, client *sqs.Client, stderr io.Writer) {
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(c.queue), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameVisibilityTimeout},
+	})
+	if err != nil {
+		return
+	}
+	vt, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)])
+	if err != nil || time.Duration(vt)*time.Second >= c.fn.timeout {
+		return
+	}
+	fmt.Fprintf(stderr, "lambdakit run: warning: the queue's VisibilityTimeout (%ds) is shorter than the function's timeout (%v): Lambda refuses such an event source mapping, and a batch still running when it ends is delivered again\n", vt, c.fn.timeout)
 }
 
 // batchPrinter reports each batch: a JSON line on standard output, a REPORT

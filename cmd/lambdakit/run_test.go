@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +171,31 @@ func TestRunQueue(t *testing.T) {
 		}
 		if !strings.Contains(r.stderr, "function errors           1") {
 			t.Errorf("stderr:\n%s\nwant 1 function error in the summary", r.stderr)
+		}
+	})
+
+	t.Run("a visibility timeout shorter than the function's timeout is warned about", func(t *testing.T) {
+		t.Parallel()
+		const warning = "lambdakit run: warning: the queue's VisibilityTimeout (1s) is shorter than the function's timeout (%s): " +
+			"Lambda refuses such an event source mapping, and a batch still running when it ends is delivered again\n"
+		tpl := writeFile(t, t.TempDir(), "template.yaml", "Resources:\n  Fn:\n    Type: AWS::Serverless::Function\n    Properties:\n      Timeout: 7\n")
+		for _, c := range []struct {
+			args []string
+			want string // the timeout the warning names; "" for no warning
+		}{
+			{[]string{"-timeout", "5s"}, "5s"},
+			{[]string{"-template", tpl}, "7s"},
+			{[]string{"-timeout", "1s"}, ""},
+		} {
+			url := queue(t, "a")
+			r := lambdakit(t, env, append(append([]string{"run", "-queue", url, "-until-empty"}, c.args...), fn)...)
+			if r.code != 0 {
+				t.Fatalf("%v: exit status %d; want 0\n%s", c.args, r.code, r.stderr)
+			}
+			n := strings.Count(r.stderr, "VisibilityTimeout")
+			if c.want == "" && n != 0 || c.want != "" && (n != 1 || !strings.Contains(r.stderr, fmt.Sprintf(warning, c.want))) {
+				t.Errorf("%v: stderr:\n%s\nwant the warning once naming %q (none for \"\")", c.args, r.stderr, c.want)
+			}
 		}
 	})
 

@@ -1,5 +1,6 @@
 // Command echo is a Lambda bootstrap for the lambdakit CLI tests. It answers
-// an event with the event itself and a little of its environment, and fails
+// an event with the event itself and a little of its environment (and the
+// variables the event names in "env"), and fails
 // when the event says {"fail": "reason"}.
 package main
 
@@ -19,7 +20,20 @@ func handle(ctx context.Context, ev map[string]any) (map[string]any, error) {
 	if reason, ok := ev["fail"].(string); ok {
 		return nil, errors.New(reason)
 	}
+	// {"env": ["NAME", ...]} asks for those variables: "env" answers
+	// with each one's value, or null for a variable that is not set.
+	env := map[string]any{}
+	names, _ := ev["env"].([]any)
+	for _, n := range names {
+		name, _ := n.(string)
+		if v, ok := os.LookupEnv(name); ok {
+			env[name] = v
+		} else {
+			env[name] = nil
+		}
+	}
 	return map[string]any{
+		"env":      env,
 		"got":      ev,
 		"function": os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 		"region":   os.Getenv("AWS_REGION"),

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// Where the commands send their AWS calls. A command must never send
+// traffic where the user did not point it: a queue URL names its host, and
+// the endpoint an environment variable left in the shell must neither
+// send a local queue's calls to AWS (with the shell's credentials) nor a
+// queue's calls to another local server. newSQSClient is the one rule for
+// every command that takes a queue URL (run, publish, redrive):
+//
+//   - A queue URL on AWS, sqs.REGION.amazonaws.com (or .amazonaws.com.cn,
+//     .api.aws, sqs-fips., the legacy REGION.queue.amazonaws.com and
+//     queue.amazonaws.com, the ISO partitions), gets the SDK's own endpoint
+//     for REGION, and REGION is the client's region. The command refuses
+//     when the configured SQS endpoint (AWS_ENDPOINT_URL_SQS,
+//     AWS_ENDPOINT_URL, endpoint_url in the AWS config file) is not on AWS
+//     (moto_server left in the shell), names another region, or when
+//     -region names another region. A configured endpoint on AWS in the
+//     URL's region (a VPC endpoint) is kept.
+//   - A queue URL on any other host (127.0.0.1, localhost, a LocalStack or
+//     ElasticMQ host, a VPC endpoint's own name, whose region becomes the
+//     client's) makes scheme://host:port of the URL the client's endpoint.
+//     The command refuses when a configured SQS endpoint has another
+//     scheme, host or port (its path aside).
+//   - A URL under an AWS domain that is not SQS's is refused.
+//
+// Every queue of one command must be on one endpoint. The refusals are
+// usage errors (exit status 2), told in one sentence naming both sides,
+// before any request. What AWS_REGION and the like say otherwise stays the
+// SDK's: credentials, retries, the region of a queue on a local host.
+//
+// 'records' takes a table name, which names no host: it uses the SDK's
+// endpoint, and says on standard error which one before its first request
+// (dynamoDescription).
+
+// queueURLHelp says, in the usage of every command that takes a queue URL,
+// where its calls go: the rule of newSQSClient.
+const queueURLHelp = `The queue URL says where the queue is, and the calls go there. A URL on AWS
+(https://sqs.REGION.amazonaws.com/..., or SQS's other hosts) goes to SQS's
+endpoint for REGION, with REGION as the region; a URL on any other host
+(http://127.0.0.1:5000/...) makes scheme://host:port of the URL the SQS
+endpoint. When AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL (or endpoint_url in
+the AWS config file) names another endpoint, the command refuses, before any
+call, with a usage error naming both: a variable left in the shell never
+sends the calls elsewhere. Credentials, and the region of a queue not on
+AWS, come from the AWS SDK's usual sources: AWS_PROFILE, AWS_ACCESS_KEY_ID,
+AWS_REGION and so on.
+`
+
+// endpointError is a command line whose queue URL and AWS configuration
+// disagree about where to send the calls: a usage error.
+type endpointError struct{ msg string }
+
+func (e *endpointError) Error() string { return e.msg }
+
+func refuse(format string, args ...any) error {
+	return &endpointError{fmt.Sprintf(format, args...)}
+}
+
+// asUsage turns a refusal into the command's usage error, and leaves any
+// other error to wrap.
+func asUsage(fs *cmdFlags, err error, wrap func(error) error) error {
+	var refused *endpointError
+	if errors.As(err, &refused) {
+		return fs.usageError("%s", refused.msg)
+	}
+	return wrap(err)
+}
+
+// queueHost is where a queue URL says its queue is.
+type queueHost struct {
+	url    string
+	aws    bool   // a standard SQS host of AWS
+	region string // the region an SQS host of AWS names (a VPC endpoint's too)
+	origin string // not aws: scheme://host[:port] as the URL gives it, the endpoint
+	norm   string // not aws: origin, normalized (see origin)
+}
+
+// where says, for messages and for comparing two queues, where the queue
+// is.
+func (h queueHost) where() string {
+	if h.aws {
+		return "AWS SQS in " + h.region
+	}
+	return h.norm
+}
+
+// validQueueURL reports whether u has the shape of a queue URL:
+// http(s)://host/account/name.
+func validQueueURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "https" || p.Scheme == "http") && p.Host != "" && strings.Trim(p.Path, "/") != ""
+}
+
+// awsDomains are the DNS suffixes of AWS's partitions.
+var awsDomains = []string{".amazonaws.com", ".amazonaws.com.cn", ".api.aws", ".c2s.ic.gov", ".sc2s.sgov.gov"}
+
+// awsDomain returns the AWS domain host is under, or "".
+func awsDomain(host string) string {
+	for _, d := range awsDomains {
+		if strings.HasSuffix(host, d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// sqsHostRegion returns the region an SQS host of AWS names, and whether
+// host is one of SQS's standard hosts (as opposed to a VPC endpoint's,
+// vpce-ID.sqs.REGION.vpce.amazonaws.com, which names a region too).
+// ok is false for a host that is not SQS's.
+func sqsHostRegion(host string) (region string, standard, ok bool) {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "queue.amazonaws.com" {
+		return "us-east-1", true, true
+	}
+	d := awsDomain(host)
+	if d == "" {
+		return "", false, false
+	}
+	labels := strings.Split(strings.TrimSuffix(host, d), ".")
+	switch {
+	case len(labels) == 2 && (labels[0] == "sqs" || labels[0] == "sqs-fips"):
+		return labels[1], true, true
+	case len(labels) == 2 && labels[1] == "queue":
+		return labels[0], true, true
+	}
+	if i := slices.Index(labels, "sqs"); i >= 0 && i+1 < len(labels) {
+		return labels[i+1], false, true
+	}
+	return "", false, false
+}
+
+// origin returns scheme://host:port of u, the port made explicit, in lower
+// case: two URLs with the same origin reach the same server.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// parseQueueURL says where the queue of a URL is.
+func parseQueueURL(raw string) (queueHost, error) {
+	if !validQueueURL(raw) {
+		return queueHost{}, refuse("%q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo", raw)
+	}
+	u, _ := url.Parse(raw)
+	region, standard, isSQS := sqsHostRegion(u.Hostname())
+	switch {
+	case standard:
+		if p := u.Port(); p != "" && p != "443" {
+			return queueHost{}, refuse("the queue URL %s names an AWS host with port %s: SQS answers on 443 only", raw, p)
+		}
+		return queueHost{url: raw, aws: true, region: region}, nil
+	case !isSQS && awsDomain(strings.ToLower(u.Hostname())) != "":
+		return queueHost{}, refuse("the queue URL %s names an AWS host that is not SQS's", raw)
+	}
+	// A custom endpoint (a VPC endpoint's name included): it is kept as
+	// given, and compared by origin.
+	return queueHost{url: raw, region: region, origin: u.Scheme + "://" + u.Host, norm: origin(u)}, nil
+}
+
+// endpointSource names where the SDK found the endpoint it has for
+// service ("SQS", "DYNAMODB"), for messages: the variable, else the config
+// file.
+func endpointSource(environ []string, service string) string {
+	for _, name := range []string{"AWS_ENDPOINT_URL_" + service, "AWS_ENDPOINT_URL"} {
+		if lookup(environ, name) != "" {
+			return name
+		}
+	}
+	return "endpoint_url in the AWS config file"
+}
+
+// newSQSClient loads the AWS configuration as the SDK does and returns a
+// client for the queues at queueURLs, which must be on one endpoint, by the
+// rule at the top of this file. region is the region the command line
+// asks for ("" for none). A refusal is an *endpointError; any other error
+// is the configuration's.
+func newSQSClient(ctx context.Context, environ []string, region string, queueURLs ...string) (*sqs.Client, error) {
+	var hosts []queueHost
+	for _, u := range queueURLs {
+		h, err := parseQueueURL(u)
+		if err != nil {
+			return nil, err
+		}
+		hosts = append(hosts, h)
+	}
+	if len(hosts) == 0 {
+		return nil, refuse("no queue URL")
+	}
+	q := hosts[0]
+	for _, h := range hosts[1:] {
+		if h.where() != q.where() {
+			return nil, refuse("the queues %s and %s are on different endpoints (%s, %s): give queues on one endpoint", q.url, h.url, q.where(), h.where())
+		}
+	}
+	var opts []func(*config.LoadOptions) error
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	// The endpoint the SDK would use, from the variables and the config
+	// file, as it resolves them: nil when none is configured.
+	configured := aws.ToString(sqs.NewFromConfig(cfg).Options().BaseEndpoint)
+	source := endpointSource(environ, "SQS")
+
+	if region != "" && q.region != "" && region != q.region {
+		return nil, refuse("-region %s, but the queue URL %s is in %s", region, q.url, q.region)
+	}
+	if q.aws {
+		if configured != "" {
+			c, err := url.Parse(configured)
+			if err != nil || c.Hostname() == "" {
+				return nil, refuse("the SQS endpoint %q (%s) is not a URL", configured, source)
+			}
+			cr, _, isSQS := sqsHostRegion(c.Hostname())
+			switch {
+			case !isSQS:
+				return nil, refuse("the queue URL %s is on AWS, but the SQS endpoint is %s (%s): unset %[3]s, or give the URL of a queue on that endpoint", q.url, configured, source)
+			case cr != q.region:
+				return nil, refuse("the queue URL %s is in %s, but the SQS endpoint %s (%s) is in %s", q.url, q.region, configured, source, cr)
+			}
+		}
+		cfg.Region = q.region
+		return sqs.NewFromConfig(cfg), nil
+	}
+
+	if configured != "" {
+		c, err := url.Parse(configured)
+		if err != nil || c.Hostname() == "" {
+			return nil, refuse("the SQS endpoint %q (%s) is not a URL", configured, source)
+		}
+		if origin(c) != q.norm {
+			return nil, refuse("the queue URL %s is on %s, but the SQS endpoint is %s (%s): unset %[4]s, or make the two agree", q.url, q.origin, configured, source)
+		}
+	}
+	switch {
+	case q.region != "":
+		cfg.Region = q.region // a VPC endpoint signs for its region
+	case cfg.Region == "":
+		cfg.Region = "us-east-1" // any will do for a local server; the SDK needs one to sign
+	}
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(q.origin) }), nil
+}
+
+// dynamoDescription says, in a few words for standard error, where a
+// DynamoDB client with this configuration sends its calls: the configured
+// endpoint and where it comes from, or AWS in the client's region.
+func dynamoDescription(environ []string, endpoint *string, region string) string {
+	if e := aws.ToString(endpoint); e != "" {
+		return fmt.Sprintf("at %s (%s)", e, endpointSource(environ, "DYNAMODB"))
+	}
+	return fmt.Sprintf("on AWS DynamoDB in %s (no AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL is set)", firstNonEmpty(region, "no region"))
+}
+
+// endpointVariable reports whether name is one of the SDK's endpoint
+// variables: AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>,
+// AWS_IGNORE_CONFIGURED_ENDPOINT_URLS.
+func endpointVariable(name string) bool {
+	return name == "AWS_ENDPOINT_URL" || strings.HasPrefix(name, "AWS_ENDPOINT_URL_") || name == "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"
+}
+
+// functionEnviron is the environment a function gets besides Lambda's
+// variables: the shell's, then extra (an env file's, the demo's). When
+// extra sets an endpoint variable, it sets the function's endpoints alone:
+// the shell's endpoint variables are left out, since the SDK prefers a
+// service's own variable to AWS_ENDPOINT_URL, and an
+// AWS_ENDPOINT_URL_DYNAMODB left in the shell would send the function's
+// DynamoDB calls elsewhere than the env file says.
+func functionEnviron(shell, extra []string) []string {
+	if !slices.ContainsFunc(extra, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return endpointVariable(k) }) {
+		return append(slices.Clip(shell), extra...)
+	}
+	env := make([]string, 0, len(shell)+len(extra))
+	for _, kv := range shell {
+		if k, _, _ := strings.Cut(kv, "="); !endpointVariable(k) {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
