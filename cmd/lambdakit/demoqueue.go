@@ -440,7 +440,7 @@ func (d *demo) awaitCompleted(recs []events.SQSMessage, bound time.Duration) {
 	defer cancel()
 	records := dynamostore.NewRecords(d.db, localTables["IdempotencyTable"])
 	for _, m := range recs {
-		id := recordID(paymentPrefix, paymentID(m.Body))
+		id := lambdakit.RecordID(paymentPrefix, paymentID(m.Body))
 		for ctx.Err() == nil {
 			if rec, err := records.Get(ctx, id); err == nil && rec.Status == lambdakit.StatusCompleted {
 				break

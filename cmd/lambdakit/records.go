@@ -16,7 +16,6 @@ import (
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
-	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
 const recordsUsage = `Usage: lambdakit records get    [flags] KEY
@@ -278,12 +277,7 @@ func (c *recordsCommand) checkPrefix(ctx context.Context) error {
 	return nil
 }
 
-func (c *recordsCommand) id() string { return recordID(c.prefix, c.key) }
-
-// recordID is the ID of the idempotency record of key under prefix, as
-// lambdakit stores it: "<prefix>#<sha256 hex of key>", which is also the
-// deduplication ID the producer derives from the key.
-func recordID(prefix, key string) string { return prefix + "#" + producer.DedupID(key) }
+func (c *recordsCommand) id() string { return lambdakit.RecordID(c.prefix, c.key) }
 
 func (c *recordsCommand) get(ctx context.Context) error {
 	rec, err := c.records.Get(ctx, c.id())
