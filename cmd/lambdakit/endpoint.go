@@ -22,8 +22,8 @@ import (
 // every command that takes a queue URL (run, publish, redrive):
 //
 //   - A queue URL on AWS, sqs.REGION.amazonaws.com (or .amazonaws.com.cn,
-//     .api.aws, sqs-fips., the legacy REGION.queue.amazonaws.com and
-//     queue.amazonaws.com, the ISO partitions), gets the SDK's own endpoint
+//     the ISO partitions, the legacy REGION.queue.amazonaws.com and
+//     queue.amazonaws.com), gets the SDK's own endpoint
 //     for REGION, and REGION is the client's region. The command refuses
 //     when the configured SQS endpoint (AWS_ENDPOINT_URL_SQS,
 //     AWS_ENDPOINT_URL, endpoint_url in the AWS config file) is not on AWS
@@ -35,7 +35,10 @@ import (
 //     client's) makes scheme://host:port of the URL the client's endpoint.
 //     The command refuses when a configured SQS endpoint has another
 //     scheme, host or port (its path aside).
-//   - A URL under an AWS domain that is not SQS's is refused.
+//   - A URL under an AWS domain that is not SQS's is refused, and so is a
+//     FIPS (sqs-fips.) or dual-stack (.api.aws) URL: the SDK chooses those
+//     endpoints from the standard URL and AWS_USE_FIPS_ENDPOINT or
+//     AWS_USE_DUALSTACK_ENDPOINT, and the refusal says so.
 //
 // Every queue of one command must be on one endpoint. The refusals are
 // usage errors (exit status 2), told in one sentence naming both sides,
@@ -119,30 +122,38 @@ func awsDomain(host string) string {
 }
 
 // sqsHostRegion returns the region an SQS host of AWS names, and whether
-// host is one of SQS's standard hosts (as opposed to a VPC endpoint's,
-// vpce-ID.sqs.REGION.vpce.amazonaws.com, which names a region too).
-// ok is false for a host that is not SQS's.
+// host is one of SQS's standard hosts, the ones the SDK resolves for a
+// region (sqs.REGION.amazonaws.com and its partitions' forms, the legacy
+// REGION.queue.amazonaws.com and queue.amazonaws.com), as opposed to a VPC
+// endpoint's (vpce-ID.sqs.REGION.vpce.amazonaws.com), which names a region
+// too. ok is false for a host that is neither; FIPS and dual-stack hosts
+// are neither: see parseQueueURL.
 func sqsHostRegion(host string) (region string, standard, ok bool) {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	host = normHost(host)
 	if host == "queue.amazonaws.com" {
 		return "us-east-1", true, true
 	}
 	d := awsDomain(host)
-	if d == "" {
+	if d == "" || d == ".api.aws" {
 		return "", false, false
 	}
 	labels := strings.Split(strings.TrimSuffix(host, d), ".")
 	switch {
-	case len(labels) == 2 && (labels[0] == "sqs" || labels[0] == "sqs-fips"):
+	case len(labels) == 2 && labels[0] == "sqs":
 		return labels[1], true, true
-	case len(labels) == 2 && labels[1] == "queue":
+	case len(labels) == 2 && labels[1] == "queue" && d == ".amazonaws.com":
 		return labels[0], true, true
 	}
-	if i := slices.Index(labels, "sqs"); i >= 0 && i+1 < len(labels) {
-		return labels[i+1], false, true
+	// vpce-ID[-AZ].sqs.REGION.vpce: an interface VPC endpoint of SQS.
+	if n := len(labels); n >= 4 && labels[n-1] == "vpce" && labels[n-3] == "sqs" && strings.HasPrefix(labels[0], "vpce-") {
+		return labels[n-2], false, true
 	}
 	return "", false, false
 }
+
+// normHost is a host name as DNS compares it: lower case, without the
+// trailing dot of a fully qualified name.
+func normHost(host string) string { return strings.TrimSuffix(strings.ToLower(host), ".") }
 
 // origin returns scheme://host:port of u, the port made explicit, in lower
 // case: two URLs with the same origin reach the same server.
@@ -167,7 +178,11 @@ func parseQueueURL(raw string) (queueHost, error) {
 			return queueHost{}, refuse("the queue URL %s names an AWS host with port %s: SQS answers on 443 only", raw, p)
 		}
 		return queueHost{url: raw, aws: true, region: region}, nil
-	case !isSQS && awsDomain(strings.ToLower(u.Hostname())) != "":
+	case strings.HasPrefix(normHost(u.Hostname()), "sqs-fips.") || awsDomain(normHost(u.Hostname())) == ".api.aws":
+		// The SDK picks these from the standard URL and its own
+		// settings; routing by this URL's host would bypass them.
+		return queueHost{}, refuse("the queue URL %s names a FIPS or dual-stack SQS endpoint: give the queue's standard URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME) and set AWS_USE_FIPS_ENDPOINT=true or AWS_USE_DUALSTACK_ENDPOINT=true, which the AWS SDK applies", raw)
+	case !isSQS && awsDomain(normHost(u.Hostname())) != "":
 		return queueHost{}, refuse("the queue URL %s names an AWS host that is not SQS's", raw)
 	}
 	// A custom endpoint (a VPC endpoint's name included): it is kept as
