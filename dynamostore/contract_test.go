@@ -1,8 +1,11 @@
 package dynamostore_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -17,4 +20,39 @@ func TestStoreContract(t *testing.T) {
 // checks as on the memory store.
 func TestIdempotencyChecks(t *testing.T) {
 	lambdakittest.RunIdempotencyChecks(t, func(t *testing.T) lambdakit.Store { return setup(t).store })
+}
+
+// A handler's empty result ([]byte{}) is no result on both stores (the
+// store contract checks the stores themselves): the "record done" line of
+// its duplicate says the same outcome on DynamoDB and on the memory store
+// (not "replayed" on one and "duplicate" on the other), so a test of a
+// consumer on MemoryStore sees what production logs.
+func TestEmptyResultDuplicateLogsTheSameOutcomeOnBothStores(t *testing.T) {
+	f := setup(t)
+	outcome := map[string]string{}
+	for name, s := range map[string]lambdakit.Store{"dynamostore": f.store, "MemoryStore": &lambdakittest.MemoryStore{}} {
+		var logs lambdakittest.LogBuffer
+		h := lambdakit.Idempotent(s, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+			o.Logger = logs.Logger()
+			o.Prefix = "review4-" + name
+		})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return []byte{}, nil }))
+		batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = logs.Logger() })
+		msg := lambdakittest.Message(`{"id":"review4-empty"}`)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		for _, m := range []events.SQSMessage{msg, lambdakittest.Redelivery(msg)} {
+			logs.Reset()
+			if resp, err := batch(ctx, lambdakittest.Event(m)); err != nil || len(resp.BatchItemFailures) > 0 {
+				t.Fatalf("%s: got %+v, %v", name, resp, err)
+			}
+		}
+		cancel()
+		for _, line := range logs.Lines(t) {
+			if line["msg"] == "record done" {
+				outcome[name], _ = line["outcome"].(string)
+			}
+		}
+	}
+	if outcome["dynamostore"] != outcome["MemoryStore"] {
+		t.Errorf("duplicate's outcome: dynamostore %q, MemoryStore %q; want the same", outcome["dynamostore"], outcome["MemoryStore"])
+	}
 }

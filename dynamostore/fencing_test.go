@@ -2,8 +2,6 @@ package dynamostore_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -292,10 +290,4 @@ func TestFencingAnOwnerPastItsLeaseSendsNothing(t *testing.T) {
 	if len(lines) != 1 || lines[0]["reason"] != lambdakit.ErrStillRunning.Error() {
 		t.Errorf("got lines %v; want one, \"%v\"", lines, lambdakit.ErrStillRunning)
 	}
-}
-
-// sha256Hex is the hex SHA-256 of key, as record IDs carry it.
-func sha256Hex(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
 }

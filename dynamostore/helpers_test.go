@@ -3,6 +3,9 @@ package dynamostore_test
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -178,5 +181,20 @@ func (f *fixture) checkCalls(tb testing.TB, want map[string]int) {
 	}
 	if got := f.calls.Total(); got != total {
 		tb.Errorf("requests = %v; want %v", f.calls.Counts(), want)
+	}
+}
+
+// sha256Hex is the hex SHA-256 of key, as record IDs carry it.
+func sha256Hex(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func putRaw(tb testing.TB, f *fixture, item map[string]types.AttributeValue) {
+	tb.Helper()
+	if _, err := f.db.PutItem(tb.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
+		tb.Fatalf("PutItem: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -113,8 +112,6 @@ func (f *fixture) count(tb testing.TB) int {
 	}
 	return len(out.Items)
 }
-
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // A completion DynamoDB refuses for good (an item over 400 KB) after the
 // handler's work was done must not release

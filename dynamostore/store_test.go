@@ -202,13 +202,6 @@ func TestAcquire(t *testing.T) {
 	})
 }
 
-func putRaw(tb testing.TB, f *fixture, item map[string]types.AttributeValue) {
-	tb.Helper()
-	if _, err := f.db.PutItem(tb.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
-		tb.Fatalf("PutItem: %v", err)
-	}
-}
-
 func TestAcquireConcurrentlyHasOneWinner(t *testing.T) {
 	f := setup(t)
 	t0 := now()

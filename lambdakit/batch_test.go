@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -17,106 +18,12 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
-// batchLog is the JSON log of a batch,
-// read by message ID.
-type batchLog struct{ lambdakittest.LogBuffer }
-
-// failures returns the ERROR lines: records that failed, or were sent to
-// the dead-letter queue; a record that succeeds has an INFO line.
-func (l *batchLog) failures(tb testing.TB) []map[string]any {
-	tb.Helper()
-	var out []map[string]any
-	for _, line := range l.Lines(tb) {
-		if line["level"] == "ERROR" {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-// byMessageID returns the failure lines by message ID, and fails the test
-// if a record was logged twice or a line misses its messageId or reason.
-func (l *batchLog) byMessageID(tb testing.TB) map[string]map[string]any {
-	tb.Helper()
-	out := map[string]map[string]any{}
-	for _, line := range l.failures(tb) {
-		id, _ := line["messageId"].(string)
-		reason, _ := line["reason"].(string)
-		if id == "" || reason == "" {
-			tb.Errorf("log line %v: got no messageId or reason; want both", line)
-			continue
-		}
-		if _, dup := out[id]; dup {
-			tb.Errorf("message %s: got two log lines; want one", id)
-		}
-		out[id] = line
-	}
-	return out
-}
-
-// reason is the logged reason for the failure of message id.
-func (l *batchLog) reason(tb testing.TB, id string) string {
-	tb.Helper()
-	line, ok := l.byMessageID(tb)[id]
-	if !ok {
-		tb.Errorf("message %s: got no log line; want one", id)
-		return ""
-	}
-	return line["reason"].(string)
-}
-
-// newBatch returns Batch(h) logging to a fresh batchLog.
-func newBatch(h lambdakit.Handler, optFns ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, *batchLog) {
-	log := &batchLog{}
-	withLog := func(o *lambdakit.BatchOptions) { o.Logger = log.Logger() }
-	return lambdakit.Batch(h, append([]func(*lambdakit.BatchOptions){withLog}, optFns...)...), log
-}
-
-// batchCtx is a context for one invocation, with a deadline far enough away
-// that only a broken batch reaches it.
-func batchCtx(tb testing.TB) context.Context {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
-}
-
 func ids(msgs ...events.SQSMessage) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.MessageId
 	}
 	return out
-}
-
-// wantFailed checks that resp reports exactly the messages want, in order.
-func wantFailed(tb testing.TB, resp events.SQSEventResponse, want ...string) {
-	tb.Helper()
-	var got []string
-	for _, f := range resp.BatchItemFailures {
-		got = append(got, f.ItemIdentifier)
-	}
-	if !slices.Equal(got, want) {
-		tb.Errorf("got batchItemFailures %q; want %q", got, want)
-	}
-}
-
-// calls counts handler calls per message body, in the order they start.
-type calls struct {
-	mu    sync.Mutex
-	order []string
-}
-
-func (c *calls) add(body string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.order = append(c.order, body)
-}
-
-func (c *calls) list() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.order)
 }
 
 // inFlight measures how many handlers run at once.
@@ -978,4 +885,44 @@ func TestBatchRecordContext(t *testing.T) {
 			}
 		}
 	})
+}
+
+// README ("Semantics"): "A handler that calls runtime.Goexit (as t.FailNow
+// does) fails its record with ErrHandlerExited and releases the lock, like a
+// panic"; ErrHandlerExited's godoc says the same. That holds under Batch
+// (the way the middleware is meant to be run), though Batch's per-record
+// goroutine is unwound by the Goexit too: the record fails with
+// ErrHandlerExited, not ErrStillRunning ("still running at the invocation
+// deadline", reason code deadline), since the batch was nowhere near its
+// deadline and the handler is not running; the next record of its FIFO
+// group is ErrSkipped, not ErrNotStarted. Otherwise the record's log line,
+// reason code and metrics would blame the deadline.
+func TestGoexitUnderBatchFailsWithErrHandlerExited(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	h := idempotent(store, lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		if msg.Body == paymentBody("p-exit", 1) {
+			runtime.Goexit()
+		}
+		return []byte(`"ok"`), nil
+	}))
+	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = silentLogger() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	exit := lambdakittest.Message(paymentBody("p-exit", 1), lambdakittest.InGroup("g"))
+	after := lambdakittest.Message(paymentBody("p-after", 1), lambdakittest.InGroup("g"))
+	_, err := batch(ctx, lambdakittest.Event(exit, after))
+	var all *lambdakit.AllFailedError
+	if !errors.As(err, &all) || len(all.Failures) != 2 {
+		t.Fatalf("got %v; want both records failed (an *AllFailedError)", err)
+	}
+	if e := all.Failures[0].Err; !errors.Is(e, lambdakit.ErrHandlerExited) {
+		t.Errorf("record that called Goexit: got %v; want ErrHandlerExited", e)
+	}
+	if e := all.Failures[1].Err; !errors.Is(e, lambdakit.ErrSkipped) {
+		t.Errorf("next record of its FIFO group: got %v; want ErrSkipped", e)
+	}
+	// The lock is released, as the README promises.
+	if n := len(store.Records()); n != 0 {
+		t.Errorf("%d records left; want the lock released", n)
+	}
 }

@@ -15,11 +15,7 @@ import (
 
 // The benchmarks measure what the toolkit adds per record on the idempotent
 // path: key extraction, hashing, lock, completion, with the in-memory store
-// and a handler that does nothing.
-
-var noop = lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
-	return nil, nil
-})
+// and a handler that does nothing (noop).
 
 func benchMessages(n int) []events.SQSMessage {
 	msgs := make([]events.SQSMessage, n)

@@ -1,19 +1,27 @@
 package lambdakit_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
-// Review attack, held: PayloadBody against encoding/json decoding into
-// map[string]any (numbers compared by exact value). Random bodies mix the
+// Payload canonicalisation (canonical.go): bodies that decode to one
+// payment share a payload, whatever their spelling; bodies that decode to
+// different payments never do.
+
+// PayloadBody against encoding/json decoding into map[string]any (numbers
+// compared by exact value). Random bodies mix the
 // spellings the canonical form must merge (number forms, escapes, surrogate
 // pairs, lone surrogates, U+FFFD, NUL) and the ones it must keep apart
 // (string vs number, "true" vs true, case and fold variants of names such
@@ -128,49 +136,121 @@ func TestReviewPayloadAgreesWithMapDecoding(t *testing.T) {
 	}
 }
 
-// repeatsNames reports whether an object in body names a member twice,
-// after decoding escapes.
-func repeatsNames(t *testing.T, body string) bool {
-	t.Helper()
-	d := json.NewDecoder(strings.NewReader(body))
-	type frame struct {
-		object bool
-		names  map[string]bool
-		expect bool // the next token of an object is a name
+// Two bodies that encoding/json decodes into different payments are never
+// one payload, even when they differ only in a repeated member. Decoding
+// into a struct does not replace an earlier value with a later one in two
+// cases: a later null leaves a string, number or struct field as it was,
+// and a later object is merged into the struct the earlier one filled. So
+// {"currency":"USD","currency":null} is a USD payment and
+// {"currency":"EUR","currency":null} a EUR one; were their payloads equal
+// (keeping only the last of a repeated member, as a map does), the second
+// would replay the first's result: a EUR payment answered with a USD charge,
+// and never charged. The second must fail with ErrPayloadMismatch (or, with
+// PayloadFields, the first already fails on the repeated field).
+func TestReviewPayloadDuplicateMembersThatStructsDecodeDifferently(t *testing.T) {
+	pairs := []struct {
+		name, first, second string
+	}{
+		{
+			"later null keeps the earlier string",
+			`{"payment_id":"p1","amount":100,"currency":"USD","currency":null}`,
+			`{"payment_id":"p1","amount":100,"currency":"EUR","currency":null}`,
+		},
+		{
+			"later null keeps the earlier number",
+			`{"payment_id":"p1","amount":100,"amount":null,"currency":"USD"}`,
+			`{"payment_id":"p1","amount":999,"amount":null,"currency":"USD"}`,
+		},
+		{
+			"later object is merged into the earlier one",
+			`{"payment_id":"p1","amount":100,"currency":"USD","card":{"number":"4111"},"card":{}}`,
+			`{"payment_id":"p1","amount":100,"currency":"USD","card":{"number":"5500"},"card":{}}`,
+		},
 	}
-	var stack []*frame
-	for {
-		tok, err := d.Token()
-		if err != nil {
-			return false
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.object && top.expect {
-			if name, ok := tok.(string); ok {
-				if top.names[name] {
-					return true
+	payloads := map[string]func(*lambdakit.IdempotencyOptions){
+		"PayloadBody": func(*lambdakit.IdempotencyOptions) {},
+		"PayloadFields": func(o *lambdakit.IdempotencyOptions) {
+			o.Payload = lambdakit.PayloadFields("payment_id", "amount", "currency", "card.number")
+		},
+	}
+	for _, p := range pairs {
+		for pname, opt := range payloads {
+			t.Run(pname+"/"+p.name, func(t *testing.T) {
+				// The premise: encoding/json decodes the two bodies
+				// into different payments.
+				var a, b reviewPayment
+				if json.Unmarshal([]byte(p.first), &a) != nil || json.Unmarshal([]byte(p.second), &b) != nil || a == b {
+					t.Fatalf("premise: bodies decode to %+v and %+v; want two different payments", a, b)
 				}
-				top.names[name] = true
-				top.expect = false
-				continue
+				var charged []reviewPayment
+				h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.TypedResult(func(_ context.Context, v reviewPayment) (reviewPayment, error) {
+					charged = append(charged, v)
+					return v, nil
+				}), opt)
+				if _, err := handle(t, h, lambdakittest.Message(p.first)); err != nil {
+					// PayloadFields refuses a field named twice: the
+					// record fails, and nothing is taken for a
+					// duplicate. That is safe too.
+					if pname == "PayloadFields" && len(charged) == 0 {
+						return
+					}
+					t.Fatalf("first payment: %v", err)
+				}
+				got, err := handle(t, h, lambdakittest.Message(p.second))
+				if err == nil && len(charged) == 1 {
+					t.Fatalf("second payment %+v was answered with the first one's result %s without running; want ErrPayloadMismatch", b, got)
+				}
+				if !errors.Is(err, lambdakit.ErrPayloadMismatch) {
+					t.Errorf("second payment: got err %v; want ErrPayloadMismatch", err)
+				}
+			})
+		}
+	}
+}
+
+// The same payment re-sent by another JSON encoder is the same payload:
+// escapes, spacing, key order and number spellings must not matter.
+func TestIdempotentPayloadComparesValuesNotText(t *testing.T) {
+	same := []struct{ name, first, again string }{
+		{"escapes", `{"payment_id":"o<1>","amount":5}`, `{"payment_id":"o\u003c1\u003e","amount":5}`},
+		{"key order and spacing", `{"payment_id":"p","amount":1,"currency":"EUR"}`, "{ \"currency\" : \"EUR\",\n \"amount\": 1, \"payment_id\": \"p\" }"},
+		{"nested key order", `{"payment_id":"p","card":{"last4":"4242","exp":"12/30"}}`, `{"card":{"exp":"12/30","last4":"4242"},"payment_id":"p"}`},
+		{"number spelling", `{"payment_id":"p","amount":100}`, `{"payment_id":"p","amount":1e2}`},
+		{"fraction spelling", `{"payment_id":"p","rate":0.5}`, `{"payment_id":"p","rate":5.00E-1}`},
+		{"escaped slash and unicode", `{"payment_id":"p","note":"a/b é"}`, `{"payment_id":"p","note":"a\/b \u00e9"}`},
+	}
+	for _, tc := range same {
+		t.Run("same: "+tc.name, func(t *testing.T) {
+			fx := &testenv.Counter{}
+			h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+				fx.Add("p")
+				return nil, nil
+			}))
+			for i, body := range []string{tc.first, tc.again} {
+				if _, err := handle(t, h, lambdakittest.Message(body)); err != nil {
+					t.Fatalf("message %d (%s): %v", i+1, body, err)
+				}
 			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{object: true, names: map[string]bool{}, expect: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: the enclosing object expects a name next.
-		if len(stack) > 0 && stack[len(stack)-1].object {
-			stack[len(stack)-1].expect = true
-		}
+			if n := fx.Count("p"); n != 1 {
+				t.Errorf("handler ran %d times; want 1 (the second is a duplicate)", n)
+			}
+		})
+	}
+	different := []struct{ name, first, again string }{
+		{"other amount", `{"payment_id":"p","amount":100}`, `{"payment_id":"p","amount":101}`},
+		{"number versus string", `{"payment_id":"p","amount":100}`, `{"payment_id":"p","amount":"100"}`},
+		{"extra field", `{"payment_id":"p","amount":1}`, `{"payment_id":"p","amount":1,"x":null}`},
+		{"array order", `{"payment_id":"p","l":[1,2]}`, `{"payment_id":"p","l":[2,1]}`},
+	}
+	for _, tc := range different {
+		t.Run("different: "+tc.name, func(t *testing.T) {
+			h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return nil, nil }))
+			if _, err := handle(t, h, lambdakittest.Message(tc.first)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := handle(t, h, lambdakittest.Message(tc.again)); !errors.Is(err, lambdakit.ErrPayloadMismatch) {
+				t.Errorf("got %v; want ErrPayloadMismatch", err)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 // What happens after the handler's side effect: a completion that can
 // never succeed, a result that cannot be encoded, a write staged too late
 // and a release whose answer was lost must none of them run the work again.
+// Writes staged in time commit with the completion; a result too large for
+// the store completes the record without it, and is replayed to nobody.
 
 // stagesUnsupported charges (counted) and then stages a write the memory
 // store cannot commit, so that every completion of it is refused.
@@ -263,5 +266,160 @@ func TestReleaseWhoseAnswerWasLostIsNotALostLease(t *testing.T) {
 	}
 	if !errors.Is(err, declined) {
 		t.Errorf("got %v; want the handler's error", err)
+	}
+}
+
+func TestStageOutsideIdempotentHandler(t *testing.T) {
+	if err := lambdakit.Stage(context.Background(), func() {}); !errors.Is(err, lambdakit.ErrNotStaging) {
+		t.Errorf("got %v; want ErrNotStaging", err)
+	}
+}
+
+func TestIdempotentStagedWritesCommitWithCompletion(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	book := &ledger{}
+	fail := true
+	h := idempotent(store, lambdakit.Typed(func(ctx context.Context, p payment) error {
+		if err := lambdakit.Stage(ctx, book.write(p.PaymentID)); err != nil {
+			return err
+		}
+		if fail {
+			return errors.New("failed after staging")
+		}
+		return nil
+	}))
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	if _, err := handle(t, h, msg); err == nil {
+		t.Fatal("got success; want the handler's error")
+	}
+	if n := book.count("p1"); n != 0 {
+		t.Errorf("got %d ledger rows after a failed handler; want its staged write dropped", n)
+	}
+	fail = false
+	for range 3 {
+		if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := book.count("p1"); n != 1 {
+		t.Errorf("got %d ledger rows; want 1", n)
+	}
+}
+
+// limitedStore refuses to keep results larger than max bytes, as DynamoDB
+// refuses items over 400 KB.
+type limitedStore struct {
+	*lambdakittest.MemoryStore
+	max int
+}
+
+func (s limitedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
+	if len(rec.Data) > s.max {
+		return fmt.Errorf("%d bytes: %w", len(rec.Data), lambdakit.ErrResultNotStorable)
+	}
+	return s.MemoryStore.Complete(ctx, rec)
+}
+
+func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
+	store := limitedStore{&lambdakittest.MemoryStore{}, 8}
+	fx := &testenv.Counter{}
+	h := idempotent(store, charger(fx)) // result "ch_p-long" is 11 bytes
+	msg := lambdakittest.Message(paymentBody("p-long", 1))
+	got, err := handle(t, h, msg)
+	if err != nil || string(got) != `"ch_p-long"` {
+		t.Fatalf("first: got %s, %v; want the result and success", got, err)
+	}
+	got, err = handle(t, h, lambdakittest.Redelivery(msg))
+	if err != nil || got != nil {
+		t.Errorf("duplicate: got %s, %v; want success with no cached result", got, err)
+	}
+	if c := fx.Count("p-long"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+	for _, rec := range store.Records() {
+		if rec.Status != lambdakit.StatusCompleted {
+			t.Errorf("got status %s; want the record completed, not left in progress", rec.Status)
+		}
+	}
+}
+
+// README ("Semantics"): "A result too large for an item (400 KB) is not
+// cached; the record is still completed, so the work is never repeated, and
+// duplicates get no result." Run's godoc: "A duplicate whose result could
+// not be kept (see ErrResultNotStorable) gets the zero Res." That holds for
+// a container with a warm cache (CacheSize) too: the result the store did
+// not keep is not put in the cache, so a duplicate gets no result whichever
+// container it lands on, and no result over 400 KB is held in memory.
+func TestUnstorableResultIsNotReplayedFromTheWarmCache(t *testing.T) {
+	store := limitedStore{&lambdakittest.MemoryStore{}, 8}
+	fx := &testenv.Counter{}
+	h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 16 })
+	msg := lambdakittest.Message(paymentBody("p-long", 1))
+	if got, err := handle(t, h, msg); err != nil || string(got) != `"ch_p-long"` {
+		t.Fatalf("first: got %s, %v; want the result and success", got, err)
+	}
+	// What another container (no warm cache) answers for the duplicate.
+	cold := idempotent(store, charger(fx))
+	coldGot, err := handle(t, cold, lambdakittest.Redelivery(msg))
+	if err != nil || coldGot != nil {
+		t.Fatalf("duplicate in another container: got %s, %v; want success with no result", coldGot, err)
+	}
+	got, err := handle(t, h, lambdakittest.Redelivery(msg))
+	if err != nil || got != nil {
+		t.Errorf("duplicate in the warm container: got %q, %v; want success with no result, as the store holds (and as another container answers: %q)", got, err, coldGot)
+	}
+	if c := fx.Count("p-long"); c != 1 {
+		t.Errorf("got %d charges; want 1", c)
+	}
+}
+
+// The same holds for a message with the key that waited in the container
+// for the first one: it gets no result, as the record holds none and a
+// redelivery elsewhere gets none.
+func TestUnstorableResultIsNotReplayedToAWaiter(t *testing.T) {
+	store := limitedStore{&lambdakittest.MemoryStore{}, 8}
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var runs atomic.Int32
+	h := idempotent(store, lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		if runs.Add(1) == 1 {
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return []byte(`"a result longer than 8 bytes"`), nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := paymentBody("p-wait", 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m := lambdakittest.Message(body)
+		_, _ = h.Handle(ctx, &m)
+	}()
+	<-entered
+	type res struct {
+		out []byte
+		err error
+	}
+	waiter := make(chan res, 1)
+	go func() {
+		m := lambdakittest.Message(body)
+		out, err := h.Handle(ctx, &m)
+		waiter <- res{out, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // let it join the flight
+	close(release)
+	<-done
+	select {
+	case r := <-waiter:
+		if r.err != nil || r.out != nil {
+			t.Errorf("waiter: got %q, %v; want success with no result, as the record holds", r.out, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("waiter did not return")
 	}
 }

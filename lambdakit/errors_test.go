@@ -71,9 +71,6 @@ func TestBatchErrorsCarryTheRecordFailures(t *testing.T) {
 	})
 }
 
-// TestMain removes the binaries the package's tests build.
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // Lambda reports the type name of the error a Go handler returns as
 // errorType (aws-lambda-go takes reflect's name, pointer stripped). A real
 // bootstrap under the local Runtime API shows what a caller would see.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,40 +18,6 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
-
-type payment struct {
-	PaymentID string `json:"payment_id"`
-	Amount    int    `json:"amount"`
-}
-
-func paymentBody(id string, amount int) string {
-	return fmt.Sprintf(`{"payment_id":%q,"amount":%d}`, id, amount)
-}
-
-// charger is a typed handler whose effect is counted and whose result is a
-// charge ID, so that replays can be told from first runs.
-func charger(fx *testenv.Counter) lambdakit.Handler {
-	return lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
-		fx.Add(p.PaymentID)
-		return "ch_" + p.PaymentID, nil
-	})
-}
-
-func silentLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func quiet(o *lambdakit.IdempotencyOptions) { o.Logger = silentLogger() }
-
-func idempotent(store lambdakit.Store, h lambdakit.Handler, opts ...func(*lambdakit.IdempotencyOptions)) lambdakit.Handler {
-	opts = append([]func(*lambdakit.IdempotencyOptions){quiet}, opts...)
-	return lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), opts...)(h)
-}
-
-func handle(tb testing.TB, h lambdakit.Handler, msg events.SQSMessage) ([]byte, error) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return h.Handle(ctx, &msg)
-}
 
 func TestIdempotentDuplicateSkipsHandlerAndReplaysResult(t *testing.T) {
 	for _, times := range []int{2, 10} {
@@ -422,5 +390,167 @@ func TestIdempotentNilPayloadMeansTheDefault(t *testing.T) {
 	}
 	if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 200))); !errors.Is(err, lambdakit.ErrPayloadMismatch) {
 		t.Errorf("got %v; want ErrPayloadMismatch: a nil Payload validates the whole body", err)
+	}
+}
+
+// Only a body that truly has no key may run without idempotency: a body
+// whose key cannot be read safely must fail, whatever ProcessWithoutKey says.
+func TestIdempotentProcessWithoutKeyRefusesUnreadableKeys(t *testing.T) {
+	bodies := map[string]string{
+		"key named again in other case":   `{"payment_id":"p1","PAYMENT_ID":"p2"}`,
+		"trailing bytes after the object": `{"payment_id":"p1"} {"payment_id":"p2"}`,
+		"not JSON":                        `payment_id=p1`,
+		"truncated":                       `{"payment_id":"p1"`,
+		"key is an object":                `{"payment_id":{"id":"p1"}}`,
+	}
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			store := &lambdakittest.MemoryStore{}
+			ran := 0
+			h := idempotent(store, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+				ran++
+				return nil, nil
+			}), func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
+			_, err := handle(t, h, lambdakittest.Message(body))
+			if ran != 0 || !errors.Is(err, lambdakit.ErrInvalidKey) || errors.Is(err, lambdakit.ErrNoKey) {
+				t.Errorf("got %d runs, err %v; want no run and ErrInvalidKey (not ErrNoKey)", ran, err)
+			}
+		})
+	}
+	t.Run("a body without the field still runs", func(t *testing.T) {
+		ran := 0
+		h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+			ran++
+			return nil, nil
+		}), func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
+		if _, err := handle(t, h, lambdakittest.Message(`{"amount":1}`)); err != nil || ran != 1 {
+			t.Errorf("got %d runs, err %v; want 1 run, nil", ran, err)
+		}
+	})
+}
+
+// ProcessWithoutKey runs without a lock only a message that truly has no
+// key. A body whose key field is set and then set again to null (or whose
+// parent object is repeated without it or as null) must not read as having
+// no key (ErrNoKey): a handler decoding it with encoding/json sees the key,
+// since null leaves the earlier string in place and a repeated object is
+// merged, and running it without a lock would charge the payment again on
+// every delivery. It runs at most once, or fails with ErrInvalidKey.
+func TestReviewProcessWithoutKeyRunsMessagesWhoseKeyAStructSees(t *testing.T) {
+	bodies := map[string]struct {
+		path, body string
+	}{
+		"key set then null":          {"payment_id", `{"payment_id":"p1","amount":100,"payment_id":null}`},
+		"parent repeated without it": {"card.number", `{"card":{"number":"4111"},"amount":100,"card":{}}`},
+		"parent repeated as null":    {"card.number", `{"card":{"number":"4111"},"amount":100,"card":null}`},
+	}
+	for name, c := range bodies {
+		t.Run(name, func(t *testing.T) {
+			var v reviewPayment
+			if err := json.Unmarshal([]byte(c.body), &v); err != nil || v.PaymentID == "" && v.Card.Number == "" {
+				t.Fatalf("premise: %s decodes to %+v (err %v); want the key present", c.body, v, err)
+			}
+			ran := 0
+			h := lambdakit.Idempotent(&lambdakittest.MemoryStore{}, lambdakit.KeyFromField(c.path), quiet,
+				func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })(
+				lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+					ran++
+					return nil, nil
+				}))
+			msg := lambdakittest.Message(c.body)
+			for range 2 {
+				_, _ = handle(t, h, lambdakittest.Redelivery(msg))
+			}
+			if ran > 1 {
+				t.Errorf("the same message ran %d times without a lock, though a struct decodes its key; want at most once (or ErrInvalidKey)", ran)
+			}
+		})
+	}
+}
+
+func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
+	// 40 payments, each sent twice by its producer, delivered by a queue
+	// that redelivers every failed record, to several containers at once,
+	// over a store that fails 20% of calls (half of them after the change
+	// was made) and a handler that fails 20% of the time. The ledger row is
+	// staged with the completion (single-phase), so it must be written
+	// exactly once per payment, and every message must end up processed.
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			store := &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0.2, Seed: seed}
+			book := &ledger{}
+			var mu sync.Mutex
+			rng := rand.New(rand.NewPCG(seed, 99))
+			flaky := func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return rng.Float64() < 0.2
+			}
+			handler := lambdakit.Typed(func(ctx context.Context, p payment) error {
+				if flaky() {
+					return errors.New("flaky downstream")
+				}
+				return lambdakit.Stage(ctx, book.write(p.PaymentID))
+			})
+			// Each round is one visibility timeout later: leases left behind
+			// by failed calls (the invocation deadline) have ended by then.
+			start := time.Now()
+			var clock atomic.Int64
+			now := func() time.Time { return start.Add(time.Duration(clock.Load()) * time.Minute) }
+			containers := make([]lambdakit.BatchFunc, 3)
+			for i := range containers {
+				containers[i] = lambdakit.Batch(idempotent(store, handler, func(o *lambdakit.IdempotencyOptions) {
+					o.CacheSize = 8
+					o.Now = now
+				}), func(o *lambdakit.BatchOptions) {
+					o.Concurrency = 4
+					o.Logger = silentLogger()
+					o.AllowAllFailed = true
+				})
+			}
+
+			var queue []events.SQSMessage
+			for i := range 40 {
+				body := paymentBody(fmt.Sprintf("p%d", i), i+1)
+				queue = append(queue, lambdakittest.Message(body), lambdakittest.Message(body))
+			}
+			rng.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
+
+			for round := 0; len(queue) > 0; round++ {
+				if round == 200 {
+					t.Fatalf("%d messages still unprocessed after 200 rounds", len(queue))
+				}
+				// Up to 10 records per batch, batches spread over the containers.
+				var next []events.SQSMessage
+				for start := 0; start < len(queue); start += 10 {
+					batch := queue[start:min(start+10, len(queue))]
+					ctx, cancel := context.WithDeadline(t.Context(), now().Add(30*time.Second))
+					resp, err := containers[(round+start)%len(containers)](ctx, lambdakittest.Event(batch...))
+					cancel()
+					if err != nil {
+						t.Fatalf("batch error: %v", err)
+					}
+					failed := map[string]bool{}
+					for _, f := range resp.BatchItemFailures {
+						failed[f.ItemIdentifier] = true
+					}
+					for _, m := range batch {
+						if failed[m.MessageId] {
+							next = append(next, lambdakittest.Redelivery(m))
+						}
+					}
+				}
+				queue = next
+				clock.Add(1)
+			}
+			for i := range 40 {
+				if n := book.count(fmt.Sprintf("p%d", i)); n != 1 {
+					t.Errorf("p%d: got %d ledger rows; want exactly 1", i, n)
+				}
+			}
+			if store.Injected() == 0 {
+				t.Error("no faults were injected; the test proves nothing")
+			}
+		})
 	}
 }

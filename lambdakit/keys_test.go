@@ -1,6 +1,7 @@
 package lambdakit_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math/big"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -586,4 +588,28 @@ func TestKeyFromFieldRefusesNamesThatDifferOnlyInCase(t *testing.T) {
 			t.Errorf("got %q, %v; want p1", got, err)
 		}
 	})
+}
+
+// A numeric key is one key however it is spelled: 1, 1.0, 1e0 and 10e-1
+// are the same number, and so the same record.
+func TestIdempotentNumericKeySpellingsAreOneKey(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &testenv.Counter{}
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+		o.DisableValidation = true
+	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+		fx.Add("1")
+		return nil, nil
+	}))
+	for _, body := range []string{`{"id":1}`, `{"id":1.0}`, `{"id":1e0}`, `{"id":10e-1}`, `{"id":0.1E1}`} {
+		if _, err := handle(t, h, lambdakittest.Message(body)); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+	}
+	if n := fx.Count("1"); n != 1 {
+		t.Errorf("handler ran %d times; want 1", n)
+	}
+	if recs := store.Records(); len(recs) != 1 {
+		t.Errorf("got %d records; want 1", len(recs))
+	}
 }

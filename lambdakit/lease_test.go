@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,139 +15,9 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
-func TestIdempotentWarmCacheAnswersDuplicatesWithoutRequests(t *testing.T) {
-	store := &lambdakittest.MemoryStore{}
-	fx := &testenv.Counter{}
-	h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 2 })
-	msg := lambdakittest.Message(paymentBody("p1", 100))
-	if _, err := handle(t, h, msg); err != nil {
-		t.Fatal(err)
-	}
-	before := store.Calls()
-	got, err := handle(t, h, lambdakittest.Redelivery(msg))
-	if err != nil || string(got) != `"ch_p1"` {
-		t.Fatalf("got %s, %v; want the cached result", got, err)
-	}
-	if after := store.Calls(); after != before {
-		t.Errorf("got store calls %+v after a cached duplicate; want still %+v", after, before)
-	}
-	if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 5))); !errors.Is(err, lambdakit.ErrPayloadMismatch) {
-		t.Errorf("cached key with another payload: got %v; want ErrPayloadMismatch", err)
-	}
-	// Two more keys push p1 out of a cache of two: the store answers again.
-	for _, id := range []string{"p2", "p3"} {
-		if _, err := handle(t, h, lambdakittest.Message(paymentBody(id, 1))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before = store.Calls()
-	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
-		t.Fatal(err)
-	}
-	if got := store.Calls().Acquire - before.Acquire; got != 1 {
-		t.Errorf("got %d acquires after eviction; want 1", got)
-	}
-	if c := fx.Count("p1"); c != 1 {
-		t.Errorf("got %d charges; want 1", c)
-	}
-}
-
-// ledger is what single-phase handlers write: one row per payment.
-type ledger struct {
-	mu   sync.Mutex
-	rows map[string]int
-}
-
-func (l *ledger) write(id string) func() {
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.rows == nil {
-			l.rows = map[string]int{}
-		}
-		l.rows[id]++
-	}
-}
-
-func (l *ledger) count(id string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.rows[id]
-}
-
-func TestIdempotentStagedWritesCommitWithCompletion(t *testing.T) {
-	store := &lambdakittest.MemoryStore{}
-	book := &ledger{}
-	fail := true
-	h := idempotent(store, lambdakit.Typed(func(ctx context.Context, p payment) error {
-		if err := lambdakit.Stage(ctx, book.write(p.PaymentID)); err != nil {
-			return err
-		}
-		if fail {
-			return errors.New("failed after staging")
-		}
-		return nil
-	}))
-	msg := lambdakittest.Message(paymentBody("p1", 100))
-	if _, err := handle(t, h, msg); err == nil {
-		t.Fatal("got success; want the handler's error")
-	}
-	if n := book.count("p1"); n != 0 {
-		t.Errorf("got %d ledger rows after a failed handler; want its staged write dropped", n)
-	}
-	fail = false
-	for range 3 {
-		if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := book.count("p1"); n != 1 {
-		t.Errorf("got %d ledger rows; want 1", n)
-	}
-}
-
-func TestStageOutsideIdempotentHandler(t *testing.T) {
-	if err := lambdakit.Stage(context.Background(), func() {}); !errors.Is(err, lambdakit.ErrNotStaging) {
-		t.Errorf("got %v; want ErrNotStaging", err)
-	}
-}
-
-// limitedStore refuses to keep results larger than max bytes, as DynamoDB
-// refuses items over 400 KB.
-type limitedStore struct {
-	*lambdakittest.MemoryStore
-	max int
-}
-
-func (s limitedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
-	if len(rec.Data) > s.max {
-		return fmt.Errorf("%d bytes: %w", len(rec.Data), lambdakit.ErrResultNotStorable)
-	}
-	return s.MemoryStore.Complete(ctx, rec)
-}
-
-func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
-	store := limitedStore{&lambdakittest.MemoryStore{}, 8}
-	fx := &testenv.Counter{}
-	h := idempotent(store, charger(fx)) // result "ch_p-long" is 11 bytes
-	msg := lambdakittest.Message(paymentBody("p-long", 1))
-	got, err := handle(t, h, msg)
-	if err != nil || string(got) != `"ch_p-long"` {
-		t.Fatalf("first: got %s, %v; want the result and success", got, err)
-	}
-	got, err = handle(t, h, lambdakittest.Redelivery(msg))
-	if err != nil || got != nil {
-		t.Errorf("duplicate: got %s, %v; want success with no cached result", got, err)
-	}
-	if c := fx.Count("p-long"); c != 1 {
-		t.Errorf("got %d charges; want 1", c)
-	}
-	for _, rec := range store.Records() {
-		if rec.Status != lambdakit.StatusCompleted {
-			t.Errorf("got status %s; want the record completed, not left in progress", rec.Status)
-		}
-	}
-}
+// The lock on a key: taking it (an Acquire retried, or failing after it
+// took the lock), how long it holds (the lease while the handler runs, the
+// TTL once the record is completed), and an owner that loses it.
 
 // stealingStore lets another owner take every record over between Acquire
 // and Complete, as happens when a handler outlives its lease.
@@ -253,93 +121,6 @@ func TestIdempotentLostLeaseIsCountedOncePerLease(t *testing.T) {
 	}
 }
 
-func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
-	// 40 payments, each sent twice by its producer, delivered by a queue
-	// that redelivers every failed record, to several containers at once,
-	// over a store that fails 20% of calls (half of them after the change
-	// was made) and a handler that fails 20% of the time. The ledger row is
-	// staged with the completion (single-phase), so it must be written
-	// exactly once per payment, and every message must end up processed.
-	for _, seed := range []uint64{1, 2, 3} {
-		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
-			store := &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0.2, Seed: seed}
-			book := &ledger{}
-			var mu sync.Mutex
-			rng := rand.New(rand.NewPCG(seed, 99))
-			flaky := func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return rng.Float64() < 0.2
-			}
-			handler := lambdakit.Typed(func(ctx context.Context, p payment) error {
-				if flaky() {
-					return errors.New("flaky downstream")
-				}
-				return lambdakit.Stage(ctx, book.write(p.PaymentID))
-			})
-			// Each round is one visibility timeout later: leases left behind
-			// by failed calls (the invocation deadline) have ended by then.
-			start := time.Now()
-			var clock atomic.Int64
-			now := func() time.Time { return start.Add(time.Duration(clock.Load()) * time.Minute) }
-			containers := make([]lambdakit.BatchFunc, 3)
-			for i := range containers {
-				containers[i] = lambdakit.Batch(idempotent(store, handler, func(o *lambdakit.IdempotencyOptions) {
-					o.CacheSize = 8
-					o.Now = now
-				}), func(o *lambdakit.BatchOptions) {
-					o.Concurrency = 4
-					o.Logger = silentLogger()
-					o.AllowAllFailed = true
-				})
-			}
-
-			var queue []events.SQSMessage
-			for i := range 40 {
-				body := paymentBody(fmt.Sprintf("p%d", i), i+1)
-				queue = append(queue, lambdakittest.Message(body), lambdakittest.Message(body))
-			}
-			rng.Shuffle(len(queue), func(i, j int) { queue[i], queue[j] = queue[j], queue[i] })
-
-			for round := 0; len(queue) > 0; round++ {
-				if round == 200 {
-					t.Fatalf("%d messages still unprocessed after 200 rounds", len(queue))
-				}
-				// Up to 10 records per batch, batches spread over the containers.
-				var next []events.SQSMessage
-				for start := 0; start < len(queue); start += 10 {
-					batch := queue[start:min(start+10, len(queue))]
-					ctx, cancel := context.WithDeadline(t.Context(), now().Add(30*time.Second))
-					resp, err := containers[(round+start)%len(containers)](ctx, lambdakittest.Event(batch...))
-					cancel()
-					if err != nil {
-						t.Fatalf("batch error: %v", err)
-					}
-					failed := map[string]bool{}
-					for _, f := range resp.BatchItemFailures {
-						failed[f.ItemIdentifier] = true
-					}
-					for _, m := range batch {
-						if failed[m.MessageId] {
-							next = append(next, lambdakittest.Redelivery(m))
-						}
-					}
-				}
-				queue = next
-				clock.Add(1)
-			}
-			for i := range 40 {
-				if n := book.count(fmt.Sprintf("p%d", i)); n != 1 {
-					t.Errorf("p%d: got %d ledger rows; want exactly 1", i, n)
-				}
-			}
-			if store.Injected() == 0 {
-				t.Error("no faults were injected; the test proves nothing")
-			}
-		})
-	}
-}
-
 // retryingStore answers every Acquire as a client whose first request went
 // through but whose answer was lost, so that it asked again.
 type retryingStore struct{ *lambdakittest.MemoryStore }
@@ -363,48 +144,6 @@ func TestIdempotentRetriedAcquireKeepsTheLock(t *testing.T) {
 	}
 	if c := fx.Count("p1"); c != 1 {
 		t.Errorf("got %d charges; want 1", c)
-	}
-}
-
-// panickyStore panics in its first Acquire (a buggy custom Store, or a
-// panic inside an SDK call); later calls go to the memory store.
-type panickyStore struct {
-	*lambdakittest.MemoryStore
-	calls atomic.Int32
-}
-
-func (s *panickyStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
-	if s.calls.Add(1) == 1 {
-		panic("store exploded")
-	}
-	return s.MemoryStore.Acquire(ctx, rec, now)
-}
-
-// A panic in the store fails the record like any error, and leaves nothing
-// behind: a later message with the same key in this container is not left
-// waiting for a flight that never ends.
-func TestIdempotentStorePanicFailsTheRecordOnly(t *testing.T) {
-	store := &panickyStore{MemoryStore: &lambdakittest.MemoryStore{}}
-	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet)(lambdakit.HandlerFunc(
-		func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) { return nil, nil }))
-
-	msg := lambdakittest.Message(`{"payment_id":"p1"}`)
-	var pe *lambdakit.PanicError
-	if _, err := h.Handle(context.Background(), &msg); !errors.As(err, &pe) || pe.Value != "store exploded" {
-		t.Fatalf("got %v; want a PanicError from the store", err)
-	}
-
-	// The store works again. A redelivery in the same container should reach it.
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	again := lambdakittest.Redelivery(msg)
-	start := time.Now()
-	_, err := h.Handle(ctx, &again)
-	if errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("redelivery blocked %v on a flight stranded by the earlier panic, then failed: %v", time.Since(start).Round(time.Millisecond), err)
-	}
-	if err != nil {
-		t.Fatalf("redelivery: %v", err)
 	}
 }
 
@@ -461,5 +200,205 @@ func TestIdempotentRecordOutlivesAShortTTLWhileRunning(t *testing.T) {
 	}
 	if !errors.Is(during, lambdakit.ErrInProgress) {
 		t.Errorf("second container while the first runs: got %v; want ErrInProgress", during)
+	}
+}
+
+// The lease is what makes "at most once while the lease is live" safe: in
+// Lambda it is the invocation deadline, which is also the handler's
+// context's deadline, so a handler that honours its context stops by the
+// time another owner may take the record over (README "Why fencing
+// matters": an owner outliving its lease is the failure fencing exists
+// for). Without a deadline, Do leases the key for LeaseWithoutDeadline
+// ("the lease used when the context has no deadline (outside Lambda)"), and
+// fn's context must end with that lease too. Were it the caller's context
+// unchanged, another process would take the key over once the lease ended
+// and run fn while the first fn, though it honours its context, was still
+// running and never told: two owners at once, for every call that outlives
+// LeaseWithoutDeadline.
+func TestDoWithoutDeadlineEndsFnsContextWithTheLease(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	lease := 300 * time.Millisecond
+	opts := func(o *lambdakit.IdempotencyOptions) { o.Logger = silentLogger(); o.LeaseWithoutDeadline = lease }
+	first, second := lambdakit.NewIdempotency(store, opts), lambdakit.NewIdempotency(store, opts) // two processes
+
+	start := time.Now()
+	stopped := make(chan time.Duration, 1) // when the first fn saw its context end
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := first.Do(context.Background(), "order-1", nil, func(ctx context.Context) ([]byte, error) {
+			select {
+			case <-ctx.Done(): // a well-behaved fn: it stops when told
+				stopped <- time.Since(start)
+				return nil, ctx.Err()
+			case <-time.After(3 * time.Second):
+				stopped <- -1
+				return []byte(`"first"`), nil
+			}
+		})
+		firstDone <- err
+	}()
+
+	time.Sleep(lease + 200*time.Millisecond) // the first owner's lease has ended
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var overlap bool
+	got, err := second.Do(ctx, "order-1", nil, func(context.Context) ([]byte, error) {
+		select {
+		case <-stopped:
+		default:
+			overlap = true // the first fn is still running, never told its lease ended
+		}
+		return []byte(`"second"`), nil
+	})
+	if err != nil || string(got) != `"second"` {
+		t.Fatalf("second owner after the first's lease ended: got %s, %v; want it to take over", got, err)
+	}
+	if overlap {
+		t.Errorf("the second owner ran while the first owner's fn was still running with a live context, %v after the first lease (%v) ended; want fn's context to end with its lease",
+			time.Since(start)-lease, lease)
+	}
+	select {
+	case <-firstDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("first Do did not return")
+	}
+}
+
+// blockingStore's Complete and Release block until their context ends,
+// like a call to a frozen endpoint without a timeout.
+type blockingStore struct {
+	lambdakittest.MemoryStore
+	deadline chan bool // whether the cleanup context had a deadline
+}
+
+func (s *blockingStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
+	_, ok := ctx.Deadline()
+	s.deadline <- ok
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Cleanup after the handler (Complete, Release) runs on a context that ends
+// with the record's lease at the latest, never on one without a deadline:
+// a hung call must not hold same-key messages in the container for long.
+func TestIdempotentCleanupIsBoundedByTheLease(t *testing.T) {
+	store := &blockingStore{deadline: make(chan bool, 4)}
+	h := idempotent(store, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+		return []byte(`"ok"`), nil
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		msg := lambdakittest.Message(paymentBody("p-hung", 1))
+		_, err := h.Handle(ctx, &msg)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("got nil; want the hung completion's error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Handle still waits on a hung Complete 10 s after a 300 ms invocation deadline")
+	}
+	if ok := <-store.deadline; !ok {
+		t.Error("Complete ran on a context without a deadline")
+	}
+}
+
+// Both stores must agree, to the millisecond, on when a record stops
+// counting; RunStoreContract checks that on each. This checks the
+// middleware's side: with a TTL shorter than the invocation, the record
+// stays held for the whole lease.
+func TestIdempotentShortTTLHoldsTheWholeLease(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	// The invocation's deadline must lie ahead of the real clock (stores
+	// refuse a context already ended), the test's own clock just before it.
+	base := time.Now().Add(time.Hour).Truncate(time.Second)
+	now := base.Add(100 * time.Millisecond)
+	clock := func() time.Time { return now }
+	entered := make(chan struct{})
+	gate := make(chan struct{})
+	owner := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+		o.TTL = time.Millisecond
+		o.Now = clock
+	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+		close(entered)
+		<-gate
+		return nil, nil
+	}))
+	ctx, cancel := context.WithDeadline(context.Background(), base.Add(900*time.Millisecond))
+	defer cancel()
+	ownerErr := make(chan error, 1)
+	go func() {
+		msg := lambdakittest.Message(paymentBody("p-ttl", 1))
+		_, err := owner.Handle(ctx, &msg)
+		ownerErr <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-ownerErr:
+		t.Fatalf("owner ended before its handler ran: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("owner's handler did not start in 5 s")
+	}
+	defer close(gate)
+	for _, at := range []time.Duration{100 * time.Millisecond, 899 * time.Millisecond} {
+		other := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+			o.Now = func() time.Time { return base.Add(at) }
+		})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+			return nil, fmt.Errorf("second owner ran at +%v while the first held the lease", at)
+		}))
+		if _, err := handle(t, other, lambdakittest.Message(paymentBody("p-ttl", 1))); !errors.Is(err, lambdakit.ErrInProgress) {
+			t.Errorf("at +%v: got %v; want ErrInProgress", at, err)
+		}
+	}
+}
+
+// TTL is "how long a completed record is remembered": the expiration
+// counts from the completion, not from when the lock was taken, or a
+// record would be remembered only TTL minus the handler's run time. Here a
+// handler runs 14 of Lambda's 15 minutes under a 20-minute TTL; a duplicate
+// 10 minutes after the completion, well within the TTL, must be skipped.
+// (Powertools too computes the expiry when it saves the result.)
+func TestReviewTTLCountsFromCompletion(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	start := time.Now()
+	var mu sync.Mutex
+	now := start
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+	}
+	ran := 0
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+		o.TTL = 20 * time.Minute
+		o.Now = clock
+	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+		ran++
+		advance(14 * time.Minute) // a long run, as the clock sees it
+		return []byte(`"ch_1"`), nil
+	}))
+	// Lambda's longest invocation; the test itself takes no real time.
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(15*time.Minute))
+	defer cancel()
+	msg := lambdakittest.Message(paymentBody("p-ttl-complete", 1))
+	if _, err := h.Handle(ctx, &msg); err != nil {
+		t.Fatal(err)
+	}
+	advance(10 * time.Minute) // 10 minutes after the completion
+	again := lambdakittest.Redelivery(msg)
+	if _, err := h.Handle(ctx, &again); err != nil {
+		t.Fatal(err)
+	}
+	if ran != 1 {
+		t.Errorf("handler ran %d times; want 1: a duplicate 10 min after completion, with a 20 min TTL, must be skipped", ran)
 	}
 }

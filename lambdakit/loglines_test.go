@@ -2,9 +2,9 @@ package lambdakit_test
 
 // What the README's Logs section promises of the record lines: written by
 // the time their batch answers and before its metrics line, not kept in
-// memory, and not lost when the process dies after logging them. An attempt
-// to write a batch's lines in one call (ce4bdfd, reverted in 393bb67)
-// broke all three; any batching of log lines must keep them.
+// memory, and not lost when the process dies after logging them. Writing a
+// batch's lines in one call at the end would break all three; any batching
+// of log lines must keep them.
 
 import (
 	"context"

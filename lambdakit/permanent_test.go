@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -12,36 +14,10 @@ import (
 	"testing/synctest"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
-
-// deadLetters is a DeadLetterSender that keeps what it was given in
-// memory, and fails while fail is set. The SQS one, producer.DeadLetterQueue,
-// is tested against moto in its own package.
-type deadLetters struct {
-	mu      sync.Mutex
-	fail    error
-	sent    []string // message IDs, in order
-	reasons []error
-}
-
-func (d *deadLetters) SendDeadLetter(ctx context.Context, msg *events.SQSMessage, reason error) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.fail != nil {
-		return d.fail
-	}
-	d.sent = append(d.sent, msg.MessageId)
-	d.reasons = append(d.reasons, reason)
-	return nil
-}
-
-func (d *deadLetters) ids() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.sent)
-}
 
 var errBadFormat = errors.New("bad format")
 
@@ -311,3 +287,111 @@ func TestWaiterOfAPermanentFailureIsNotPermanent(t *testing.T) {
 		}
 	})
 }
+
+// A message that waited in the container for an earlier one with its key
+// is not sent along when that one fails permanently (README: "it did not
+// run): it runs on its own, and only its own failure counts"), whatever
+// decides what is permanent: the batch's own BatchOptions.IsPermanent as
+// well as lambdakit.IsPermanent. The waiter must not carry the earlier
+// error in a form a custom IsPermanent would call permanent, or it would
+// follow it into the dead-letter queue and be reported succeeded, never run.
+//
+// A natural setting: IsPermanent counting lambdakit.ErrDecode (a body that
+// does not decode never will), and a producer that sent a payment with a
+// string amount, then the corrected payment with the same payment_id. The
+// corrected payment must be charged, once, and stay out of the DLQ.
+func TestReview2WaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lambdakittest.MemoryStore{}
+		dlq := &deadLetters{}
+		fx := &testenv.Counter{}
+		entered := make(chan struct{})
+		release := make(chan struct{})
+		var runs atomic.Int32
+		typed := charger(fx) // lambdakit.TypedResult: fails with ErrDecode on a string amount
+		slow := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+			if runs.Add(1) == 1 {
+				close(entered)
+				<-release
+			}
+			return typed.Handle(ctx, msg)
+		})
+		idem := idempotent(store, slow)
+		batch, _ := newBatch(idem, func(o *lambdakit.BatchOptions) {
+			o.DeadLetters = dlq
+			o.IsPermanent = func(err error) bool {
+				return errors.Is(err, lambdakit.ErrDecode) || lambdakit.IsPermanent(err)
+			}
+		})
+		bad := lambdakittest.Message(`{"payment_id":"pay-9","amount":"100"}`)
+		fixed := lambdakittest.Message(`{"payment_id":"pay-9","amount":100}`)
+		var badResp, fixedResp events.SQSEventResponse
+		var wg sync.WaitGroup
+		wg.Go(func() { badResp, _ = batch(batchCtx(t), lambdakittest.Event(bad)) })
+		<-entered
+		wg.Go(func() { fixedResp, _ = batch(batchCtx(t), lambdakittest.Event(fixed)) })
+		synctest.Wait() // the fixed payment waits for the bad one
+		close(release)
+		wg.Wait()
+
+		wantFailed(t, badResp) // in the DLQ: reported succeeded
+		if got := dlq.ids(); !slices.Equal(got, []string{bad.MessageId}) {
+			t.Errorf("dead letters %q; want only the undecodable message %q", got, bad.MessageId)
+		}
+		// The fixed payment did not run while it waited: it runs on its
+		// own once the bad one has failed, and is charged, once, instead
+		// of following the bad one into the DLQ.
+		wantFailed(t, fixedResp)
+		if n := fx.Count("pay-9"); n != 1 {
+			t.Errorf("payment charged %d times; want 1", n)
+		}
+	})
+}
+
+// BatchOptions.IsPermanent is the function's own code, like a handler or a
+// dead-letter sender, and a panic in it fails only its record, as a
+// handler's or a sender's does (README: "A panicking IsPermanent fails its
+// record like any error"). An unrecovered one would kill the whole process:
+// an IsPermanent that dereferences a nil *HTTPError for an error of another
+// kind would crash the function on every batch holding such a record, and
+// every record of those batches would come back (on a FIFO queue, until
+// maxReceiveCount moved them all to the dead-letter queue).
+//
+// The batch runs in a child process, so that a panic would end only that.
+func TestReview2PanickingIsPermanentCrashesTheProcess(t *testing.T) {
+	if os.Getenv("REVIEW2_ISPERMANENT_CHILD") == "1" {
+		dlq := &deadLetters{}
+		batch, _ := newBatch(failPoison, func(o *lambdakit.BatchOptions) {
+			o.DeadLetters = dlq
+			o.IsPermanent = func(err error) bool {
+				var he *review2HTTPError
+				errors.As(err, &he)
+				return he.Code == 400 // nil for other errors: panics
+			}
+		})
+		ok, flaky := lambdakittest.Message("fine"), lambdakittest.Message("flaky")
+		resp, _ := batch(batchCtx(t), lambdakittest.Event(ok, flaky))
+		wantFailed(t, resp, flaky.MessageId)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReview2PanickingIsPermanentCrashesTheProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "REVIEW2_ISPERMANENT_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("the batch with a panicking IsPermanent: got %v; want the flaky record failed and the process alive\n%s", err, firstLines(string(out), 12))
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// review2HTTPError is an error type a function might mark permanent by its
+// status code.
+type review2HTTPError struct{ Code int }
+
+func (e *review2HTTPError) Error() string { return "HTTP error" }

@@ -2,8 +2,10 @@ package lambdakit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,18 +14,6 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
-
-// completeAll runs msgs once through a fresh container, so that their
-// records are completed in store.
-func completeAll(t *testing.T, store lambdakit.Store, msgs []events.SQSMessage) {
-	t.Helper()
-	h := idempotent(store, charger(&testenv.Counter{}))
-	for _, m := range msgs {
-		if _, err := handle(t, h, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func payments(prefix string, n int) []events.SQSMessage {
 	msgs := make([]events.SQSMessage, n)
@@ -168,14 +158,149 @@ func TestBatchReadAheadKeepsTheRules(t *testing.T) {
 	}
 }
 
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
+// The read ahead runs the middleware's KeyFunc on every record of the
+// batch, including records the function routes elsewhere and that never
+// reach this Idempotent. A KeyFunc written for the records that do reach it
+// may panic on the others, in the goroutine of whichever record made the
+// read ahead; that panic must fail nobody (it costs only the read ahead),
+// since the record whose goroutine it ran in is a good one and the other
+// record never calls the KeyFunc. Batch promises that a panic fails only
+// its record. Were the good record failed, on a FIFO queue it would also
+// stop its group, so the pair would come back together, again and again,
+// until maxReceiveCount moved the good payment to the dead-letter queue,
+// never charged.
+func TestReview2ReadAheadPanicOfAnotherRecordsKeyFailsAGoodRecord(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	// Payments carry "payment": {"id": ...}; refunds are routed to a
+	// handler of their own and have no "payment" object at all.
+	paymentKey := func(msg *events.SQSMessage) (string, error) {
+		var body struct {
+			Payment *struct {
+				ID string `json:"id"`
+			} `json:"payment"`
 		}
-		time.Sleep(5 * time.Millisecond)
+		if err := json.Unmarshal([]byte(msg.Body), &body); err != nil {
+			return "", errors.Join(lambdakit.ErrInvalidKey, err)
+		}
+		return body.Payment.ID, nil // only payments get here: no nil check
 	}
+	fx := &testenv.Counter{}
+	charge := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		fx.Add(msg.Body)
+		return []byte(`"charged"`), nil
+	})
+	payments := lambdakit.Idempotent(store, paymentKey, quiet)(charge)
+	refunds := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		return nil, nil
+	})
+	router := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		if strings.Contains(msg.Body, `"refund"`) {
+			return refunds.Handle(ctx, msg)
+		}
+		return payments.Handle(ctx, msg)
+	})
+
+	// Both come back after an earlier failed batch: receive count 2.
+	pay := lambdakittest.Redelivery(lambdakittest.Message(`{"payment":{"id":"pay-1"},"amount":100}`, lambdakittest.InGroup("customer-1")))
+	refund := lambdakittest.Redelivery(lambdakittest.Message(`{"refund":{"id":"ref-1"},"amount":100}`, lambdakittest.InGroup("customer-1")))
+	b, logs := newBatch(router)
+	resp, err := b(batchCtx(t), lambdakittest.Event(pay, refund))
+	if err != nil {
+		t.Errorf("got batch error %v; want none", err)
+	}
+	wantFailed(t, resp)
+	if n := fx.Count(pay.Body); n != 1 {
+		t.Errorf("payment charged %d times; want 1", n)
+	}
+	for id, line := range logs.byMessageID(t) {
+		t.Logf("message %s failed: %v", id, line["reason"])
+	}
+}
+
+// swappingStore is a MemoryStore whose batch read answers every ID with the
+// record of another ID (a broken BatchGetter, or one keyed by something
+// else): the read ahead must not replay one payment's result for another.
+type swappingStore struct{ *lambdakittest.MemoryStore }
+
+func (s swappingStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
+	all := s.Records()
+	out := map[string]lambdakit.IdempotencyRecord{}
+	for _, id := range ids {
+		for other, rec := range all {
+			if other != id {
+				out[id] = rec // the map key is id, the record another's
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// The read ahead never replays one payment's record for another, runs an
+// expired record again (once), and leaves every record to the lock when
+// the batch read fails.
+func TestReview2ReadAheadRegressions(t *testing.T) {
+	t.Run("records under other IDs are not replayed", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		a, b := lambdakittest.Message(paymentBody("swap-a", 100)), lambdakittest.Message(paymentBody("swap-b", 200))
+		completeAll(t, mem, []events.SQSMessage{a})
+		fx := &testenv.Counter{}
+		h := idempotent(swappingStore{mem}, charger(fx))
+		batch, _ := newBatch(h)
+		resp, err := batch(batchCtx(t), lambdakittest.Event(lambdakittest.Redelivery(a), lambdakittest.Redelivery(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFailed(t, resp)
+		if fx.Count("swap-b") != 1 || fx.Count("swap-a") != 0 {
+			t.Errorf("got %d runs of swap-a and %d of swap-b; want 0 and 1", fx.Count("swap-a"), fx.Count("swap-b"))
+		}
+	})
+
+	t.Run("an expired completed record is run again, once", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		now := time.Now()
+		clock := func() time.Time { return now }
+		msg := lambdakittest.Message(paymentBody("expired-1", 100))
+		first := idempotent(mem, charger(&testenv.Counter{}), func(o *lambdakit.IdempotencyOptions) { o.Now = clock; o.TTL = time.Minute })
+		if _, err := handle(t, first, msg); err != nil {
+			t.Fatal(err)
+		}
+		later := func() time.Time { return now.Add(2 * time.Minute) }
+		fx := &testenv.Counter{}
+		h := idempotent(mem, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.Now = later; o.TTL = time.Minute })
+		batch, _ := newBatch(h)
+		again := lambdakittest.Redelivery(msg)
+		resp, err := batch(batchCtx(t), lambdakittest.Event(again, lambdakittest.Redelivery(again)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFailed(t, resp)
+		if n := fx.Count("expired-1"); n != 1 {
+			t.Errorf("handler ran %d times; want 1", n)
+		}
+	})
+
+	t.Run("a batch read that fails leaves every record to the lock", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		done := payments("readfail", 3)
+		completeAll(t, mem, done)
+		fx := &testenv.Counter{}
+		h := idempotent(failingGetter{mem}, charger(fx))
+		batch, _ := newBatch(h)
+		resp, err := batch(batchCtx(t), lambdakittest.Event(redelivered(done)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFailed(t, resp)
+		if n := fx.Total(); n != 0 {
+			t.Errorf("handler ran %d times; want 0 (duplicates found by the lock)", n)
+		}
+	})
+}
+
+type failingGetter struct{ *lambdakittest.MemoryStore }
+
+func (failingGetter) GetRecords(context.Context, []string) (map[string]lambdakit.IdempotencyRecord, error) {
+	return nil, errors.New("read failed")
 }

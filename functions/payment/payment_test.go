@@ -6,131 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/internal/gateway"
-	"github.com/lambdakit/lambdakit/internal/samtemplate"
-	"github.com/lambdakit/lambdakit/internal/testenv"
-	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
-
-var moto testenv.Moto
-
-func TestMain(m *testing.M) { moto.Run(m) }
-
-// mustHandler is newHandler for a configuration that must be valid.
-func mustHandler(tb testing.TB, c config, db dynamostore.API, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) lambdakit.BatchFunc {
-	tb.Helper()
-	h, err := newHandler(c, db, client, logger, batchOpts...)
-	if err != nil {
-		tb.Fatalf("newHandler: %v", err)
-	}
-	return h
-}
-
-// fixture is one function instance with its own tables (created from
-// template.yaml) and gateway.
-type fixture struct {
-	db      *dynamodb.Client
-	calls   *testenv.Counter
-	gw      *gateway.Gateway
-	cfg     config
-	handler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
-	logs    *lambdakittest.LogBuffer
-}
-
-func setup(tb testing.TB, gatewayHandler http.Handler) *fixture {
-	tb.Helper()
-	f := &fixture{calls: &testenv.Counter{}, gw: &gateway.Gateway{}, logs: &lambdakittest.LogBuffer{}}
-	if gatewayHandler == nil {
-		gatewayHandler = f.gw
-	}
-	srv := httptest.NewServer(gatewayHandler)
-	tb.Cleanup(srv.Close)
-	f.db = dynamodb.NewFromConfig(moto.Config(tb), func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, f.calls.APIOption)
-	})
-	tables, err := samtemplate.Tables("../../template.yaml")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	name := testenv.Name(tb)
-	f.cfg = config{IdempotencyTable: name + "-idem", PaymentsTable: name + "-pay", GatewayURL: srv.URL, TTL: defaultTTL}
-	for logical, physical := range map[string]string{"IdempotencyTable": f.cfg.IdempotencyTable, "PaymentsTable": f.cfg.PaymentsTable} {
-		t, err := samtemplate.Find(tables, logical)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := t.Create(context.Background(), f.db, physical); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	client := &http.Client{Timeout: 300 * time.Millisecond}
-	f.handler = mustHandler(tb, f.cfg, f.db, client, slog.New(slog.NewJSONHandler(f.logs, nil)))
-	f.calls.Reset()
-	return f
-}
-
-func body(id, customer string, amount int) string {
-	return fmt.Sprintf(`{"payment_id":%q,"order_id":"ord_1","customer_id":%q,"amount":%d,"currency":"EUR"}`, id, customer, amount)
-}
-
-// run sends one batch and returns the IDs of the failed records.
-func (f *fixture) run(tb testing.TB, msgs ...events.SQSMessage) map[string]bool {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	resp, err := f.handler(ctx, lambdakittest.Event(msgs...))
-	if err != nil && len(resp.BatchItemFailures) != len(msgs) {
-		tb.Fatalf("batch error %v with %d of %d failed", err, len(resp.BatchItemFailures), len(msgs))
-	}
-	failed := map[string]bool{}
-	for _, x := range resp.BatchItemFailures {
-		failed[x.ItemIdentifier] = true
-	}
-	return failed
-}
-
-func (f *fixture) ledger(tb testing.TB, id string) map[string]types.AttributeValue {
-	tb.Helper()
-	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(f.cfg.PaymentsTable), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"payment_id": &types.AttributeValueMemberS{Value: id}},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out.Item
-}
-
-func (f *fixture) idempotencyRecords(tb testing.TB) int {
-	tb.Helper()
-	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.cfg.IdempotencyTable)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return len(out.Items)
-}
-
-func attr(item map[string]types.AttributeValue, name string) string {
-	switch v := item[name].(type) {
-	case *types.AttributeValueMemberS:
-		return v.Value
-	case *types.AttributeValueMemberN:
-		return v.Value
-	}
-	return ""
-}
 
 func TestPaymentIsChargedOnceAndRecorded(t *testing.T) {
 	f := setup(t, nil)
@@ -185,8 +69,8 @@ func TestPaymentIDsAtTheRuleEdgesAreCharged(t *testing.T) {
 }
 
 // A payment is one log line: the batch's line for the record, with the
-// payment's own fields beside its outcome (it was two lines, one write
-// each, when the sample logged for itself).
+// payment's own fields beside its outcome, not a second line (a second
+// write) of the function's own.
 func TestPaymentIsOneLogLine(t *testing.T) {
 	f := setup(t, nil)
 	charged := lambdakittest.Message(body("pay_line", "cus_1", 100))
@@ -491,5 +375,41 @@ func TestPaymentFieldNamedTwiceInOtherCaseFails(t *testing.T) {
 	}
 	if c := f.gw.Charges(); len(c) != 1 || c[0].PaymentID != "pay_1" || c[0].Amount != 100 {
 		t.Errorf("got charges %+v; want pay_1 once, 100", c)
+	}
+}
+
+// Two payments with one payment_id, for different customers, each followed
+// by "customer_id":null. parsePayment (encoding/json into Payment) sees
+// cus_A and cus_B, both valid, though a map would see customer_id null in
+// both. The second must not be taken for a duplicate of the first and
+// answered with its charge (cus_B never charged, no mismatch raised): it
+// fails as a reused key with a different payload (ErrPayloadMismatch), as it
+// does without the nulls, or the first is already refused for naming a
+// field twice.
+func TestReviewPaymentForAnotherCustomerIsNotTakenForADuplicate(t *testing.T) {
+	f := setup(t, nil)
+	first := lambdakittest.Message(`{"payment_id":"pay_n","order_id":"ord_1","customer_id":"cus_A","customer_id":null,"amount":100,"currency":"EUR"}`)
+	second := lambdakittest.Message(`{"payment_id":"pay_n","order_id":"ord_1","customer_id":"cus_B","customer_id":null,"amount":100,"currency":"EUR"}`)
+	for _, m := range []string{first.Body, second.Body} {
+		p, _, err := parsePayment(m)
+		if err != nil {
+			t.Fatalf("premise: %s is refused: %v", m, err)
+		}
+		t.Logf("handler decodes customer %q", p.CustomerID)
+	}
+	// A field named twice is refused by payload validation, so the first
+	// already fails, charging nothing; if it went through, the second must
+	// fail as a mismatch. Either way cus_B is never answered with cus_A's
+	// charge.
+	if failed := f.run(t, first); len(failed) != 0 {
+		if n := len(f.gw.Charges()); n != 0 {
+			t.Fatalf("first payment failed after %d charges; want a refusal before any", n)
+		}
+	}
+	failed := f.run(t, second)
+	charges := f.gw.Charges()
+	if !failed[second.MessageId] {
+		t.Errorf("payment for cus_B reported done with %d gateway charge(s) %+v, the ledger row says customer %q; want it failed as a payload mismatch",
+			len(charges), charges, attr(f.ledger(t, "pay_n"), "customer_id"))
 	}
 }

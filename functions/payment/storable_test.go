@@ -18,15 +18,14 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
-// Issue 15, defect 1 (the sample's half): a payment whose stored fields
-// would make its ledger row larger than DynamoDB's 400 KB item limit was
-// charged, and then the completing TransactWriteItems failed with a
-// ValidationException on every delivery; each delivery called the gateway
-// again, and the message reached the DLQ with no ledger row and no
-// idempotency record. Such a payment must be refused by validation, before
-// any lock or charge, as a permanent failure: with a dead-letter queue it
-// goes there on its first delivery; without one it fails every delivery,
-// never reaching the gateway.
+// A payment whose stored fields would make its ledger row larger than
+// DynamoDB's 400 KB item limit must be refused by validation, before any
+// lock or charge, as a permanent failure: with a dead-letter queue it goes
+// there on its first delivery; without one it fails every delivery, never
+// reaching the gateway. Were it charged first, the completing
+// TransactWriteItems would fail with a ValidationException on every
+// delivery, each delivery would call the gateway again, and the message
+// would reach the DLQ with no ledger row and no idempotency record.
 //
 // DynamoDB counts an item as the UTF-8 bytes of its attribute names and
 // string values: each case below makes the ledger row more than 409,600

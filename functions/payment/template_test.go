@@ -29,8 +29,6 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
-const templatePath = "../../template.yaml"
-
 // grants is what a role allows: actions by the logical ID of the
 // template resource they apply to.
 type grants map[string]map[string]bool

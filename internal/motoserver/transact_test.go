@@ -13,12 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/lambdakit/lambdakit/internal/testenv"
 )
-
-var moto testenv.Moto
-
-func TestMain(m *testing.M) { moto.Run(m) }
 
 // The server Start runs is moto patched by the launcher, unless moto is a
 // version the launcher was not written for: then it says why, and the
@@ -239,35 +234,6 @@ func fill(t *testing.T, db *dynamodb.Client, table string, n int) {
 			t.Fatalf("BatchWriteItem: %v, %d unprocessed", err, len(out.UnprocessedItems))
 		}
 	}
-}
-
-func createTable(t *testing.T, db *dynamodb.Client, sortKey, stream bool) string {
-	t.Helper()
-	name := testenv.Name(t)
-	in := &dynamodb.CreateTableInput{
-		TableName:   aws.String(name),
-		BillingMode: types.BillingModePayPerRequest,
-	}
-	if sortKey {
-		in.AttributeDefinitions = []types.AttributeDefinition{
-			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS},
-		}
-		in.KeySchema = []types.KeySchemaElement{
-			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange},
-		}
-	} else {
-		in.AttributeDefinitions = []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}}
-		in.KeySchema = []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}}
-	}
-	if stream {
-		in.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages}
-	}
-	if _, err := db.CreateTable(context.Background(), in); err != nil {
-		t.Fatalf("CreateTable: %v", err)
-	}
-	return name
 }
 
 func item(id, v string) map[string]types.AttributeValue {

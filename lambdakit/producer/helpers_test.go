@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
@@ -58,6 +59,10 @@ func asEvent(m types.Message, queueARN string) *events.SQSMessage {
 func payment(id, group string) producer.Message {
 	return producer.Message{Body: fmt.Sprintf(`{"payment_id":%q,"customer_id":%q,"amount":100}`, id, group)}
 }
+
+// lambdakitKey is the consumer's KeyFunc, which Options.Key is given so
+// that a message's deduplication ID derives from its idempotency key.
+var lambdakitKey = lambdakit.KeyFromField("payment_id")
 
 // fifoOptions are the options of the sample: key payment_id, group
 // customer_id.

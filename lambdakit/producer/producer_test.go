@@ -21,8 +21,6 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
-var lambdakitKey = lambdakit.KeyFromField("payment_id")
-
 func TestDedupIDIsStable(t *testing.T) {
 	// Fixed here, so that a change of the derivation, which would make
 	// producers of two versions disagree, fails the test.

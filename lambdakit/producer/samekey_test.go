@@ -15,10 +15,10 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
-// Issue 15, defect 4: on a FIFO queue, messages of one Send that share an
-// idempotency key share a deduplication ID, and SQS accepts all of them
-// (the call succeeds, each entry gets a MessageId) but delivers only the
-// first. moto 5.2 does the same (Queue.add_message skips a message whose
+// On a FIFO queue, messages of one Send that share an idempotency key share
+// a deduplication ID, and SQS accepts all of them (the call succeeds, each
+// entry gets a MessageId) but delivers only the first; Send must say which
+// of them were not sent. moto 5.2 does the same (Queue.add_message skips a message whose
 // dedup ID it holds from the last 5 minutes and still answers success), so
 // these tests run against moto with no stand-in for SQS's answer.
 func TestFIFOSameKeyInOneSend(t *testing.T) {
