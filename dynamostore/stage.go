@@ -112,8 +112,8 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
 			return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 		}
-		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ValidationError" {
-			return fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
+		if len(reasons) > 0 && permanentReason(aws.ToString(reasons[0].Code)) {
+			return rejectedErr(rec.ID, err)
 		}
 		// The write to report: one whose reason no retry changes, if
 		// any (so that a conflict on another write cannot hide it),
@@ -140,7 +140,7 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 		}
 	}
 	if invalid(err) {
-		return fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
+		return rejectedErr(rec.ID, err)
 	}
 	return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 }

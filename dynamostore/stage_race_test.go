@@ -3,7 +3,9 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -97,5 +100,37 @@ func TestStagedConditionLosingARaceIsRetried(t *testing.T) {
 	}
 	if balance, _ := readAccount(); balance != 85 {
 		t.Errorf("balance = %d after %d deliveries (errors %v); want 85 (100 - 5 - 10): order-A's debit is lost", balance, len(errs), errs)
+	}
+}
+
+// Which cancellation reasons make a staged completion a rejected one (never
+// retried: the engine records the failure) and which leave it retryable.
+// DynamoDB's answers come from a proxy, since moto does not give every
+// reason; the transaction holds the completion and two staged writes.
+func TestStagedCancellationReasons(t *testing.T) {
+	for _, c := range []struct {
+		reasons  []string
+		rejected bool
+	}{
+		{[]string{"None", "ValidationError", "None"}, true},
+		{[]string{"None", "ItemCollectionSizeLimitExceeded", "None"}, true},
+		{[]string{"ValidationError", "None", "None"}, true},
+		// A conflict on one write must not hide an invalid other one.
+		{[]string{"None", "TransactionConflict", "ValidationError"}, true},
+		{[]string{"None", "ConditionalCheckFailed", "None"}, false},
+		{[]string{"None", "TransactionConflict", "None"}, false},
+	} {
+		t.Run(strings.Join(c.reasons, ","), func(t *testing.T) {
+			p := setupProxied(t, quickBackoff)
+			rec := record("reasons", now())
+			p.mustAcquire(t, rec, time.Now())
+			p.proxy.Answer("TransactWriteItems", -1, http.StatusBadRequest, testenv.DynamoDBTransactionCanceled(c.reasons...))
+			rec.Status = lambdakit.StatusCompleted
+			rec.Staged = []any{ledgerPut(p.table, "a"), ledgerPut(p.table, "b")}
+			err := p.store.Complete(t.Context(), rec)
+			if err == nil || errors.Is(err, lambdakit.ErrCompletionRejected) != c.rejected {
+				t.Errorf("got %v; want rejected: %v", err, c.rejected)
+			}
+		})
 	}
 }

@@ -260,10 +260,17 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	case errors.As(err, &failed):
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	case invalid(err):
-		return fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
+		return rejectedErr(rec.ID, err)
 	default:
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
+}
+
+// rejectedErr is the error of a completion of record id that DynamoDB
+// refused for good (err): lambdakit.ErrCompletionRejected, which the engine
+// does not answer by releasing the key.
+func rejectedErr(id string, err error) error {
+	return fmt.Errorf("dynamostore: complete %s: %w: %w", id, lambdakit.ErrCompletionRejected, err)
 }
 
 // invalid reports whether DynamoDB refused a request as invalid

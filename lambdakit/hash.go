@@ -24,7 +24,8 @@ func RecordID(prefix, key string) string {
 
 // KeyHash returns the hex SHA-256 of key, 64 characters: the part of its
 // record ID after the prefix, and the FIFO MessageDeduplicationId
-// producer.DedupID gives a message with the key.
+// producer.DedupID gives a message with the key. (The engine hashes
+// payloads the same way, for validation.)
 func KeyHash(key string) string {
 	sum := sha256.Sum256(bytesOf(key))
 	return hex.EncodeToString(sum[:])
@@ -33,21 +34,20 @@ func KeyHash(key string) string {
 // recordID is RecordID with the engine's prefix.
 func (e *Idempotency) recordID(key string) string { return RecordID(e.opts.Prefix, key) }
 
-func hashHex(p string) string {
-	sum := sha256.Sum256(bytesOf(p))
-	return hex.EncodeToString(sum[:])
-}
-
 // newLease returns a token for a lease acquired at now: the time in epoch
 // milliseconds, a dot and 128 random bits. The random part fences owners
 // apart; it is no secret, so the fast runtime generator will do. The time
 // lets an owner whose release was refused tell a takeover from its own
 // earlier release (see releasedEarlier).
 func newLease(now time.Time) string {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
-	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	return strconv.FormatInt(now.UnixMilli(), 10) + "." + hex.EncodeToString(b[:])
+	var r [16]byte
+	binary.LittleEndian.PutUint64(r[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(r[8:], rand.Uint64())
+	var buf [20 + 1 + 2*len(r)]byte // on the stack: the string is the one allocation
+	b := strconv.AppendInt(buf[:0], now.UnixMilli(), 10)
+	b = append(b, '.')
+	b = hex.AppendEncode(b, r[:])
+	return string(b)
 }
 
 // leaseTaken returns when, by its owner's clock, the lease was acquired: the

@@ -151,7 +151,7 @@ func (e *Idempotency) Do(ctx context.Context, key string, payload []byte, fn fun
 		if err != nil {
 			return nil, err
 		}
-		validation = hashHex(p)
+		validation = KeyHash(p)
 	}
 	return e.do(ctx, e.recordID(key), validation, nil, fn)
 }
@@ -364,8 +364,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 		// The work is done; only its result could not be encoded
 		// (TypedResult, Run). Complete without it, as when the store
 		// cannot keep it: releasing would run the work again.
-		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
+		e.resultNotCached(ctx, id, err)
 		result, err = nil, nil
 	}
 	if err != nil {
@@ -389,8 +388,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 	if errors.Is(err, ErrResultNotStorable) {
 		// The work is done; forgetting that would repeat it. Complete
 		// without the result: duplicates then replay no result.
-		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-			messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
+		e.resultNotCached(ctx, id, err)
 		rec.Data = nil
 		err = e.complete(cctx, rec)
 	}
@@ -417,6 +415,13 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 	rec.Data = bytes.Clone(rec.Data)
 	e.state.cache.put(rec)
 	return result, rec, false, nil
+}
+
+// resultNotCached warns that the record id completes without a result,
+// for the reason err: the store cannot hold it, or it could not be encoded.
+func (e *Idempotency) resultNotCached(ctx context.Context, id string, err error) {
+	e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
+		messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
 }
 
 // maxFailure bounds the reason a rejected completion leaves on its record:

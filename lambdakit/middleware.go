@@ -61,7 +61,7 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		if err != nil {
 			return nil, err
 		}
-		validation = hashHex(p)
+		validation = KeyHash(p)
 	}
 	return m.do(ctx, id, validation,
 		func(now time.Time) (IdempotencyRecord, bool) { return m.prefetched(ctx, msg, id, now) },

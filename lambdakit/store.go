@@ -103,7 +103,9 @@ type Store interface {
 	// carries rec.Lease. Otherwise it returns ErrLeaseLost and changes
 	// nothing. When the completion can never succeed as asked, whatever
 	// the retries (staged writes it cannot commit, an item over the
-	// backend's size limit, a staged condition that fails), it returns an
+	// backend's size limit, a staged write the backend finds invalid; not
+	// a staged condition that fails, which the handler may pass when it
+	// runs again), it returns an
 	// error wrapping ErrCompletionRejected or ErrStagingUnsupported and
 	// changes nothing: the engine then completes the record with its
 	// Failure and no staged writes.
