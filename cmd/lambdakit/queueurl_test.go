@@ -1,15 +1,13 @@
 package main_test
 
-// A second pair of eyes on commit 3fd3c1d: ways for run, publish and
-// redrive to send traffic where the user did not point them, or for
-// redrive to lose a message. Every test stays on loopback: a request for a
-// host that is not loopback goes to connectRecorder, a proxy on 127.0.0.1
-// that records the host asked for and forwards nothing.
+// Where a queue URL's calls go, for URLs near the edges of the endpoint
+// rule, and redrive keeping every message whatever its deduplication ID.
+// Every test stays on loopback: a request for a host that is not loopback
+// goes to connectRecorder, a proxy on 127.0.0.1 that records the host asked
+// for and forwards nothing.
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -124,53 +121,6 @@ func TestQueueURLHostIsWhereCallsGo(t *testing.T) {
 	}
 }
 
-// answerLostProxy forwards every request to target; the first n
-// SendMessage answers it throws away after forwarding (the message is
-// enqueued) and answers 500 instead: a send whose success is lost on the
-// way back.
-func answerLostProxy(t *testing.T, target string, n int) string {
-	t.Helper()
-	var mu sync.Mutex
-	fwd := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		req.Header = r.Header.Clone()
-		resp, err := fwd.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		respBody, _ := io.ReadAll(resp.Body)
-		mu.Lock()
-		lose := testenv.Operation(r) == "SendMessage" && n > 0
-		if lose {
-			n--
-		}
-		mu.Unlock()
-		if lose {
-			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-			w.WriteHeader(500)
-			io.WriteString(w, `{"__type":"com.amazonaws.sqs#InternalError","message":"answer lost by the test proxy"}`)
-			return
-		}
-		for k, vs := range resp.Header {
-			for _, v := range vs {
-				w.Header().Add(k, v)
-			}
-		}
-		w.WriteHeader(resp.StatusCode)
-		w.Write(respBody)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 // TestRedriveKeepsEveryMessageWhateverItsDedupID puts FIFO messages whose dedup IDs sit
 // on the edges of redriveDedupID (101, 102, 128 characters, a '~' inside,
 // a tail that looks like an earlier redrive's) in a DLQ, sends each once
@@ -200,7 +150,9 @@ func TestRedriveKeepsEveryMessageWhateverItsDedupID(t *testing.T) {
 			target.drain(t)
 			publishQueue{viaProxy, dlq.url}.sendAll(t, msgs)
 
-			lost := answerLostProxy(t, dp.URL, 1)
+			lostProxy := testenv.NewProxy(t, dp.URL)
+			lostProxy.LoseAnswer("SendMessage", 1, 500, `{"__type":"com.amazonaws.sqs#InternalError","message":"answer lost by the test proxy"}`)
+			lost := lostProxy.URL
 			env := awsEnv("SQS", lost, attempts)
 			r1 := cli(t, env, "", "redrive", "-from", at(lost, dlq.url), "-to", at(lost, target.url))
 			r2 := cli(t, redriveEnv(dp.URL), "", "redrive", "-from", at(dp.URL, dlq.url), "-to", at(dp.URL, target.url))

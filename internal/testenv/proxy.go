@@ -41,6 +41,7 @@ type rule struct {
 	status int
 	body   string
 	hang   bool
+	lose   bool // forward first: the request takes effect, its answer is lost
 }
 
 // NewProxy starts a proxy to target (a moto_server URL) on a free loopback
@@ -63,6 +64,9 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 		if rl == nil {
 			forward.ServeHTTP(w, r)
 			return
+		}
+		if rl.lose {
+			forward.ServeHTTP(httptest.NewRecorder(), r)
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
 		if rl.hang {
@@ -122,6 +126,14 @@ func (p *Proxy) take(op string) *rule {
 // in the order they were added.
 func (p *Proxy) Answer(op string, n, status int, body string) {
 	p.add(&rule{op: op, n: n, status: status, body: body})
+}
+
+// LoseAnswer makes the proxy forward the next n requests for op (n < 0:
+// every one), so that they take effect, and answer them with status and
+// body instead of moto's answer: a request whose answer was lost on the
+// way back.
+func (p *Proxy) LoseAnswer(op string, n, status int, body string) {
+	p.add(&rule{op: op, n: n, status: status, body: body, lose: true})
 }
 
 // Hang makes the proxy never answer the next n requests for op (n < 0:

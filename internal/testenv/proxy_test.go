@@ -65,3 +65,25 @@ func TestProxyHangsUntilTheClientGivesUp(t *testing.T) {
 		t.Errorf("next ListTables: got %v; want moto's answer", err)
 	}
 }
+
+func TestProxyLosesTheAnswerOfARequestThatTookEffect(t *testing.T) {
+	proxy := testenv.NewProxy(t, moto.Server(t).URL)
+	client := dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(proxy.URL)
+		o.RetryMaxAttempts = 1
+	})
+	name := testenv.Name(t)
+	proxy.LoseAnswer("CreateTable", 1, http.StatusInternalServerError, testenv.DynamoDBError("InternalServerError", "answer lost"))
+	_, err := client.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err == nil {
+		t.Fatal("CreateTable: got success; want the proxy's error")
+	}
+	if _, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err != nil {
+		t.Errorf("DescribeTable: %v; want the table created though its answer was lost", err)
+	}
+}
