@@ -11,7 +11,7 @@ import (
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
-// The CLI sends traffic only where the user pointed it (issue 15): a queue
+// The CLI sends traffic only where the user pointed it: a queue
 // URL names its host, and an endpoint variable that disagrees is refused,
 // not followed. Every run here is offline (see offline): whatever the CLI
 // decides, no request leaves loopback.

@@ -307,7 +307,7 @@ func (r *redriveCommand) handle(ctx context.Context, m types.Message) bool {
 // once they were received, moved to the DLQ or deleted, and answers a send
 // with one of them as sent (with a MessageId) without enqueuing it: the old
 // ID, resent within that window, would lose the message, since the command
-// deletes from -from what -to accepted (issue 15, defect 2).
+// deletes from -from what -to accepted.
 //
 // Random rather than derived from the DLQ message: an ID derived from the
 // message (its ID, its receipt) would let SQS drop the second copy when a

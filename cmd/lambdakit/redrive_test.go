@@ -427,7 +427,7 @@ func (p *dedupProxy) Dropped() int {
 	return p.dropped
 }
 
-// TestRedriveFIFODedupWindow is issue 15, defect 2: a FIFO message that
+// TestRedriveFIFODedupWindow: a FIFO message that
 // reaches the DLQ and is redriven within 5 minutes of its first send must
 // not be lost to SQS's deduplication. Real SQS's answer is simulated by
 // dedupProxy (see there); moto alone would not show the loss.

@@ -6,13 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
@@ -222,6 +218,7 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		o.ReportBatchItemFailures = c.partial
 		o.OnBatch = out.batch
 		o.OnWarning = func(err error) { fmt.Fprintf(std.stderr, "lambdakit run: warning: %v\n", err) }
+		o.FunctionTimeout = c.fn.timeout
 	})
 	var optErr *esm.OptionError
 	switch {
@@ -230,8 +227,6 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	case err != nil:
 		return badInput(err)
 	}
-
-	c.checkVisibility(ctx, client, std.stderr)
 
 	finished, noticed := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -286,25 +281,6 @@ func (c *runCommand) region(environ []string) (string, error) {
 		}
 	}
 	return q.region, nil
-}
-
-// checkVisibility warns, in a line on stderr, when the queue's visibility
-// timeout is shorter than the function's timeout: Lambda refuses to create
-// such an event source mapping, and a batch still running when the
-// visibility timeout ends is handed out again. A queue that cannot be read
-// is left to the mapping to report.
-func (c *runCommand) checkVisibility(ctx context.Context, client *sqs.Client, stderr io.Writer) {
-	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(c.queue), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameVisibilityTimeout},
-	})
-	if err != nil {
-		return
-	}
-	vt, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)])
-	if err != nil || time.Duration(vt)*time.Second >= c.fn.timeout {
-		return
-	}
-	fmt.Fprintf(stderr, "lambdakit run: warning: the queue's VisibilityTimeout (%ds) is shorter than the function's timeout (%v): Lambda refuses such an event source mapping, and a batch still running when it ends is delivered again\n", vt, c.fn.timeout)
 }
 
 // batchPrinter reports each batch: a JSON line on standard output, a REPORT

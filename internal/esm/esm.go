@@ -96,8 +96,14 @@ type Options struct {
 	// time.
 	OnBatch func(BatchResult)
 	// OnWarning, if set, is told of errors Run recovers from (a failed
-	// receive that is retried, a failed delete), one call at a time.
+	// receive that is retried, a failed delete), one call at a time, and
+	// of a queue whose visibility timeout is shorter than FunctionTimeout.
 	OnWarning func(error)
+	// FunctionTimeout is the function's timeout, if known. Lambda refuses
+	// to map a queue whose visibility timeout is shorter (a batch still
+	// running when it ends is handed out again); Run warns of it
+	// (OnWarning) when it reads the queue's attributes.
+	FunctionTimeout time.Duration
 }
 
 // Errors a BatchResult or Run can carry.
@@ -283,14 +289,20 @@ type run struct {
 // ctx is not an error.
 func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 	out, err := m.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       aws.String(m.queueURL),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn, types.QueueAttributeNameFifoQueue},
+		QueueUrl: aws.String(m.queueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn, types.QueueAttributeNameFifoQueue,
+			types.QueueAttributeNameVisibilityTimeout},
 	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return Summary{}, nil
 		}
 		return Summary{}, fmt.Errorf("%w: %s: %w", ErrQueue, m.queueURL, err)
+	}
+	if vt, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil &&
+		m.opts.FunctionTimeout > 0 && time.Duration(vt)*time.Second < m.opts.FunctionTimeout && m.opts.OnWarning != nil {
+		m.opts.OnWarning(fmt.Errorf("the queue's VisibilityTimeout (%ds) is shorter than the function's timeout (%v): Lambda refuses such an event source mapping, and a batch still running when it ends is delivered again",
+			vt, m.opts.FunctionTimeout))
 	}
 	arn := out.Attributes[string(types.QueueAttributeNameQueueArn)]
 	if regionOf(arn) == "" {
