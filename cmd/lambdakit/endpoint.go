@@ -241,12 +241,15 @@ func newSQSClient(ctx context.Context, environ []string, region string, queueURL
 	if region != "" && q.region != "" && region != q.region {
 		return nil, refuse("-region %s, but the queue URL %s is in %s", region, q.url, q.region)
 	}
+	var c *url.URL
+	if configured != "" {
+		c, err = url.Parse(configured)
+		if err != nil || c.Hostname() == "" {
+			return nil, refuse("the SQS endpoint %q (%s) is not a URL", configured, source)
+		}
+	}
 	if q.aws {
-		if configured != "" {
-			c, err := url.Parse(configured)
-			if err != nil || c.Hostname() == "" {
-				return nil, refuse("the SQS endpoint %q (%s) is not a URL", configured, source)
-			}
+		if c != nil {
 			cr, _, isSQS := sqsHostRegion(c.Hostname())
 			switch {
 			case !isSQS:
@@ -259,14 +262,8 @@ func newSQSClient(ctx context.Context, environ []string, region string, queueURL
 		return sqs.NewFromConfig(cfg), nil
 	}
 
-	if configured != "" {
-		c, err := url.Parse(configured)
-		if err != nil || c.Hostname() == "" {
-			return nil, refuse("the SQS endpoint %q (%s) is not a URL", configured, source)
-		}
-		if origin(c) != q.norm {
-			return nil, refuse("the queue URL %s is on %s, but the SQS endpoint is %s (%s): unset %[4]s, or make the two agree", q.url, q.origin, configured, source)
-		}
+	if c != nil && origin(c) != q.norm {
+		return nil, refuse("the queue URL %s is on %s, but the SQS endpoint is %s (%s): unset %[4]s, or make the two agree", q.url, q.origin, configured, source)
 	}
 	switch {
 	case q.region != "":
