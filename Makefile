@@ -4,7 +4,7 @@
 GO        ?= go
 BIN       := bin
 EVENT     ?= events/payments-new.json
-# Flags for `make chaos`, e.g. CHAOS_FLAGS="-payments 5000 -seed 3" (go run ./internal/chaos/cmd/chaos -h)
+# Flags for `make chaos`, e.g. CHAOS_FLAGS="-payments 5000 -seed 3" (go run ./tools/chaos -h)
 CHAOS_FLAGS ?=
 # Integration tests and the demo need moto_server (DynamoDB and SQS on one
 # loopback port), `make lint` needs cfn-lint: Python programs. They come from
@@ -67,7 +67,7 @@ $(STATICCHECK):
 ## bench: micro benchmarks, end to end against moto with the bare floor, cold start, flat cost (one run)
 ## BENCHFLAGS passes flags to the harness, e.g. BENCHFLAGS='-only flat -moto-patch=false'
 bench: deps
-	$(GO) run ./internal/bench/cmd/bench $(BENCHFLAGS)
+	$(GO) run ./tools/bench $(BENCHFLAGS)
 
 ## fuzz: each fuzz target for FUZZTIME (default 30s); `make test` runs their seeds
 # A run whose only failure is "context deadline exceeded" is Go's race at
@@ -99,7 +99,7 @@ invoke: deps build
 
 ## chaos: the payment sample under faults, kills and duplicates across processes, one table of counts (a few minutes)
 chaos: deps build
-	$(WITH_MOTO) $(GO) run ./internal/chaos/cmd/chaos -bootstrap $(BIN)/bootstrap -template template.yaml $(CHAOS_FLAGS)
+	$(WITH_MOTO) $(GO) run ./tools/chaos -bootstrap $(BIN)/bootstrap -template template.yaml $(CHAOS_FLAGS)
 
 ## deploy: sam build && sam deploy with samconfig.toml (needs the SAM CLI and AWS credentials)
 deploy:

@@ -22,7 +22,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"gopkg.in/yaml.v3"
 
-	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"

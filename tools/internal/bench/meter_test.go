@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambdakit/lambdakit/internal/bench"
+	"github.com/lambdakit/lambdakit/tools/internal/bench"
 )
 
 // str is a string attribute value on the wire.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdakit/lambdakit/internal/chaos"
+	"github.com/lambdakit/lambdakit/tools/internal/chaos"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
@@ -16,7 +16,7 @@ import (
 func buildBootstrap(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "bootstrap")
-	out, err := exec.Command("go", "build", "-o", path, "../../functions/payment").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", path, "../../../functions/payment").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -34,7 +34,7 @@ func TestChaosSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := chaos.Run(ctx, bootstrap, chaos.DefaultFaults, func(o *chaos.Options) {
-		o.Template = "../../template.yaml"
+		o.Template = "../../../template.yaml"
 		o.Payments = 60
 		o.Deliveries = 3
 		o.Processes = 3

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdakit/lambdakit/internal/bench"
+	"github.com/lambdakit/lambdakit/tools/internal/bench"
 )
 
 // waitFor polls cond every 10 ms for up to 5 s.

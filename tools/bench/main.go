@@ -1,7 +1,7 @@
 // Command bench is `make bench`: it prints the project's performance
-// figures as Markdown tables, all from one run. See internal/bench.
+// figures as Markdown tables, all from one run. See tools/internal/bench.
 //
-//	go run ./internal/bench/cmd/bench [flags]
+//	go run ./tools/bench [flags]
 //
 // Sections (-only): micro, e2e, sizes, delay, cold, flat. -moto-patch=false runs moto
 // unpatched (LAMBDAKIT_MOTO_PATCH=0), to compare the flat-cost run.
@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/lambdakit/lambdakit/internal/bench"
+	"github.com/lambdakit/lambdakit/tools/internal/bench"
 )
 
 type config struct {
@@ -87,7 +87,7 @@ func run(ctx context.Context, c config) error {
 	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	out := os.Stdout
 	machine := bench.ThisMachine()
-	command := "go run ./internal/bench/cmd/bench " + strings.Join(os.Args[1:], " ")
+	command := "go run ./tools/bench " + strings.Join(os.Args[1:], " ")
 
 	var micro []bench.Micro
 	if c.only["micro"] {
@@ -113,7 +113,7 @@ func run(ctx context.Context, c config) error {
 	if err := bench.Build(ctx, c.repo, lkBin, "./functions/payment"); err != nil {
 		return err
 	}
-	if err := bench.Build(ctx, c.repo, bareBin, "./internal/bench/bare"); err != nil {
+	if err := bench.Build(ctx, c.repo, bareBin, "./tools/bench/bare"); err != nil {
 		return err
 	}
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/dynamostore"
-	"github.com/lambdakit/lambdakit/internal/bench"
+	"github.com/lambdakit/lambdakit/tools/internal/bench"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
@@ -31,7 +31,7 @@ func newWorld(t *testing.T, ctx context.Context) *world {
 		t.Skip("builds two bootstraps and runs them against moto")
 	}
 	testenv.RequireMotoServer(t)
-	repo, err := filepath.Abs("../..")
+	repo, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func newWorld(t *testing.T, ctx context.Context) *world {
 	if err := bench.Build(ctx, repo, lkBin, "./functions/payment"); err != nil {
 		t.Fatal(err)
 	}
-	if err := bench.Build(ctx, repo, bareBin, "./internal/bench/bare"); err != nil {
+	if err := bench.Build(ctx, repo, bareBin, "./tools/bench/bare"); err != nil {
 		t.Fatal(err)
 	}
 	stack, err := bench.StartStack()

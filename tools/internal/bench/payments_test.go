@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/lambdakit/lambdakit/internal/bench"
+	"github.com/lambdakit/lambdakit/tools/internal/bench"
 )
 
 func paymentID(t *testing.T, body string) string {

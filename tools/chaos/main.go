@@ -1,7 +1,7 @@
 // Command chaos runs the payment sample under chaos and prints one table:
 // deliveries, unique payments, distinct charges, payments charged more
 // than once, payments lost, locks left stuck, lease-lost events and the
-// time taken (see package internal/chaos). `make chaos` runs it; the flags
+// time taken (see package tools/internal/chaos). `make chaos` runs it; the flags
 // size the run and set the faults.
 //
 // Exit status: 0 when every promise held, 1 when one broke (the table
@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lambdakit/lambdakit/internal/chaos"
+	"github.com/lambdakit/lambdakit/tools/internal/chaos"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 )
 
 // GatewayFaults are what the gateway does wrong, as fractions of charge

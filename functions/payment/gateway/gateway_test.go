@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdakit/lambdakit/internal/gateway"
+	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 )
 
 func post(tb testing.TB, g *gateway.Gateway, key, body string) (int, map[string]any, http.Header) {

@@ -13,7 +13,7 @@
 // units and counts the connections to it (ConnCounter), and the sandbox
 // gateway, whose connections are counted too. Each row is a Scenario:
 // batches delivered to containers, fresh or warm from an earlier row. The floor is
-// internal/bench/bare, run through the same Runtime API with the same
+// tools/bench/bare, run through the same Runtime API with the same
 // batches and concurrency.
 //
 // A new row is one more Scenario: its batches (built with Payments,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambdakit/lambdakit/internal/bench"
+	"github.com/lambdakit/lambdakit/tools/internal/bench"
 )
 
 func TestParseMicro(t *testing.T) {
@@ -45,7 +45,7 @@ func TestParseMicroWithoutBenchmarksFails(t *testing.T) {
 // Every benchmark of lambdakit/bench_test.go is described, and divided by
 // its records, in the micro table.
 func TestMicroDescribesEveryBenchmark(t *testing.T) {
-	src, err := os.ReadFile("../../lambdakit/bench_test.go")
+	src, err := os.ReadFile("../../../lambdakit/bench_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}

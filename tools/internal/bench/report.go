@@ -74,7 +74,7 @@ type E2EConfig struct {
 func PrintE2E(w io.Writer, cfg E2EConfig, rows []Row) {
 	fmt.Fprintf(w, "### End to end: the real bootstrap, local Runtime API, moto_server\n\n")
 	fmt.Fprintf(w, "%d records per row in batches of %d, %d containers invoked at once (records of a batch run concurrently), function timeout %v. "+
-		"`lambdakit` is functions/payment; `bare` is internal/bench/bare, aws-lambda-go and the SDK making exactly the requests the design needs; "+
+		"`lambdakit` is functions/payment; `bare` is tools/bench/bare, aws-lambda-go and the SDK making exactly the requests the design needs; "+
 		"`ratio` is lambdakit / bare. DynamoDB requests are counted at a proxy in front of moto, retries included. "+
 		"Request units are computed from the requests and item sizes by DynamoDB's documented on-demand rules (1 WRU per KB written, twice in a transaction; "+
 		"1 RRU per 4 KB read strongly consistent), not measured by moto. Latency is the invocation's duration as the Runtime API saw it; "+
