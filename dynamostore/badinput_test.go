@@ -6,16 +6,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambdakit/lambdakit/lambdakit"
-	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/storetest"
 )
 
 // Bad input through Batch and Idempotent on DynamoDB (moto): the rows of the
 // README's "Bad input" table that are not about the payment sample, each on
 // a table of its own, scanned after every batch for locks left behind.
 func TestBadInput(t *testing.T) {
-	lambdakittest.RunBadInput(t, func(t *testing.T) lambdakittest.BadInputTarget {
+	storetest.RunBadInput(t, func(t *testing.T) storetest.BadInputTarget {
 		f := setup(t)
-		return lambdakittest.BadInputTarget{
+		return storetest.BadInputTarget{
 			Store:    f.store,
 			Statuses: f.statuses,
 			// Items hold 400 KB, and the store keeps strings only.

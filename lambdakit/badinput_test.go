@@ -5,15 +5,16 @@ import (
 
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/storetest"
 )
 
 // Bad input through Batch and Idempotent on the in-memory store: the rows of
 // the README's "Bad input" table that are not about the payment sample. The
 // same rows run on DynamoDB (moto) in dynamostore's TestBadInput.
 func TestBadInput(t *testing.T) {
-	lambdakittest.RunBadInput(t, func(t *testing.T) lambdakittest.BadInputTarget {
+	storetest.RunBadInput(t, func(t *testing.T) storetest.BadInputTarget {
 		store := &lambdakittest.MemoryStore{}
-		return lambdakittest.BadInputTarget{
+		return storetest.BadInputTarget{
 			Store: store,
 			Statuses: func(*testing.T) map[string]lambdakit.IdempotencyStatus {
 				out := map[string]lambdakit.IdempotencyStatus{}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/storetest"
 )
 
 func engineCtx(t *testing.T) context.Context {
@@ -18,7 +19,7 @@ func engineCtx(t *testing.T) context.Context {
 }
 
 func TestIdempotencyDo(t *testing.T) {
-	lambdakittest.RunIdempotencyChecks(t, func(t *testing.T) lambdakit.Store { return &lambdakittest.MemoryStore{} })
+	storetest.RunIdempotencyChecks(t, func(t *testing.T) lambdakit.Store { return &lambdakittest.MemoryStore{} })
 }
 
 type order struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/storetest"
 )
 
 func TestIdempotentDuplicateSkipsHandlerAndReplaysResult(t *testing.T) {
@@ -477,7 +478,7 @@ func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
 	// exactly once per payment, and every message must end up processed.
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
-			store := &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0.2, Seed: seed}
+			store := &storetest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0.2, Seed: seed}
 			book := &ledger{}
 			var mu sync.Mutex
 			rng := rand.New(rand.NewPCG(seed, 99))

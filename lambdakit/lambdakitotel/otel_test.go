@@ -20,6 +20,7 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakitotel"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/storetest"
 )
 
 // A batch of a new payment, a duplicate, a failing one, a payload mismatch
@@ -305,7 +306,7 @@ func TestWrapStoreKeepsBatchGetterExactlyWhenTheStoreHasIt(t *testing.T) {
 	if _, ok := lambdakitotel.WrapStore(mem).(lambdakit.BatchGetter); !ok {
 		t.Error("WrapStore(MemoryStore) is no BatchGetter; want one, as the store is")
 	}
-	if _, ok := lambdakitotel.WrapStore(&lambdakittest.FaultyStore{Store: mem}).(lambdakit.BatchGetter); ok {
+	if _, ok := lambdakitotel.WrapStore(&storetest.FaultyStore{Store: mem}).(lambdakit.BatchGetter); ok {
 		t.Error("WrapStore(FaultyStore) is a BatchGetter; want none, as the store is none")
 	}
 }
@@ -385,7 +386,7 @@ func TestLeaseLostIsRecorded(t *testing.T) {
 // kind, the records fail as StoreError, and the invocation, every record
 // failed, is an error too (ErrAllFailed).
 func TestStoreErrorsAndAllFailed(t *testing.T) {
-	store := &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 1, Seed: 7}
+	store := &storetest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 1, Seed: 7}
 	sr, tp := recorder(t)
 	logs := &lambdakittest.LogBuffer{}
 	msgs := []events.SQSMessage{
@@ -638,7 +639,7 @@ func TestDefaultsToTheGlobalProvider(t *testing.T) {
 func TestWrappedStoreKeepsTheContract(t *testing.T) {
 	sr, tp := recorder(t)
 	var mems []*lambdakittest.MemoryStore
-	lambdakittest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
+	storetest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
 		mem := &lambdakittest.MemoryStore{}
 		mems = append(mems, mem)
 		return lambdakitotel.WrapStore(mem, withProvider(tp))

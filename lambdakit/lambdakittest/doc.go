@@ -1,5 +1,8 @@
-// Package lambdakittest helps test code built on lambdakit: an in-memory
-// Store, a Store wrapper that injects faults for chaos tests, builders for
-// SQS events, and RunStoreContract, the contract every lambdakit.Store must
-// meet.
+// Package lambdakittest helps test a consumer built on lambdakit: builders
+// for SQS events and redeliveries (Message, Event, Redelivery), MemoryStore,
+// an in-memory Store that counts its calls, and LogBuffer, which captures
+// the engine's log lines for assertions.
+//
+// What the author of a Store needs (the contract every Store must meet, a
+// Store that injects faults) is in package storetest.
 package lambdakittest

@@ -1,4 +1,4 @@
-package lambdakittest
+package storetest
 
 import (
 	"bytes"

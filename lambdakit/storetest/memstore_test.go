@@ -1,26 +1,27 @@
-package lambdakittest_test
+package storetest_test
 
 import (
 	"testing"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/storetest"
 )
 
 func TestMemoryStoreContract(t *testing.T) {
-	lambdakittest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
+	storetest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
 		return &lambdakittest.MemoryStore{}
 	})
 }
 
 func TestFaultyStoreWithoutFaultsMeetsContract(t *testing.T) {
-	lambdakittest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
-		return &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0}
+	storetest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
+		return &storetest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0}
 	})
 }
 
 func TestFaultyStoreInjectsTheChosenFraction(t *testing.T) {
-	s := &lambdakittest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0.3, Seed: 7}
+	s := &storetest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0.3, Seed: 7}
 	const calls = 2000
 	for i := range calls {
 		_ = s.Release(t.Context(), "id", string(rune('a'+i%26)))

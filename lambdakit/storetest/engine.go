@@ -1,4 +1,4 @@
-package lambdakittest
+package storetest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
 // RunIdempotencyChecks checks lambdakit.Idempotency.Do on a store: a
@@ -113,7 +114,7 @@ func RunIdempotencyChecks(t *testing.T, newStore func(t *testing.T) lambdakit.St
 		h := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), opts)(lambdakit.HandlerFunc(
 			func(context.Context, *events.SQSMessage) ([]byte, error) { ran++; return []byte(`"from sqs"`), nil }))
 		k := key(t, "order-5")
-		msg := Message(fmt.Sprintf(`{"id":%q}`, k))
+		msg := lambdakittest.Message(fmt.Sprintf(`{"id":%q}`, k))
 		if _, err := h.Handle(engineCtx(t), &msg); err != nil {
 			t.Fatal(err)
 		}

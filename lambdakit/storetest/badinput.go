@@ -1,4 +1,4 @@
-package lambdakittest
+package storetest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
 // BadInputTarget is what RunBadInput runs on: a Store, a way to look at
@@ -47,7 +48,7 @@ func RunBadInput(t *testing.T, newTarget func(t *testing.T) BadInputTarget) {
 // badRun is one batch handler over a target, with what it saw.
 type badRun struct {
 	target BadInputTarget
-	logs   LogBuffer
+	logs   lambdakittest.LogBuffer
 	mu     sync.Mutex
 	runs   map[string]int               // handler runs by the decoded "id"
 	errs   map[*events.SQSMessage]error // what the middleware returned
@@ -227,7 +228,7 @@ func (r *badRun) lines(t *testing.T, messageID, msg string) []map[string]any {
 
 // good returns a good record for row, whose handler must run once.
 func good(row string) events.SQSMessage {
-	return Message(fmt.Sprintf(`{"id":"good-%s","n":1}`, row))
+	return lambdakittest.Message(fmt.Sprintf(`{"id":"good-%s","n":1}`, row))
 }
 
 // alone checks that the good record (the last of the event) succeeded and
@@ -248,7 +249,7 @@ func (r *badRun) alone(t *testing.T, row string) {
 func failsAlone(body string, want error, reason string) func(*testing.T, *badRun) {
 	return func(t *testing.T, r *badRun) {
 		row := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
-		r.batch(t, Event(Message(body), good(row)))
+		r.batch(t, lambdakittest.Event(lambdakittest.Message(body), good(row)))
 		r.failed(t, 0, want, reason)
 		r.alone(t, row)
 	}
@@ -291,7 +292,7 @@ var badInputRows = []badRow{
 	{"key_empty", failsAlone(`{"id":""}`, lambdakit.ErrNoKey, `field "id" is empty`)},
 	{"key_missing_with_ProcessWithoutKey", func(t *testing.T, r *badRun) {
 		r.opts = append(r.opts, func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
-		r.batch(t, Event(Message(`{"n":1}`), good("key_missing_with_ProcessWithoutKey")))
+		r.batch(t, lambdakittest.Event(lambdakittest.Message(`{"n":1}`), good("key_missing_with_ProcessWithoutKey")))
 		r.succeeded(t, 0)
 		r.alone(t, "key_missing_with_ProcessWithoutKey")
 		if n := r.ran(nil); n != 1 {
@@ -306,7 +307,7 @@ var badInputRows = []badRow{
 		failsAlone(`id=1&n=2`, lambdakit.ErrInvalidKey, "body is not valid JSON")(t, r)
 	}},
 	{"number_key_spelled_two_ways", func(t *testing.T, r *badRun) {
-		r.batch(t, Event(Message(`{"id":15,"n":1}`), Message(`{"id":1.5e1,"n":1}`), good("number_key_spelled_two_ways")))
+		r.batch(t, lambdakittest.Event(lambdakittest.Message(`{"id":15,"n":1}`), lambdakittest.Message(`{"id":1.5e1,"n":1}`), good("number_key_spelled_two_ways")))
 		r.succeeded(t, 0)
 		r.succeeded(t, 1)
 		r.alone(t, "number_key_spelled_two_ways")
@@ -317,25 +318,25 @@ var badInputRows = []badRow{
 	{"body_near_256_KiB", bigBody(256 << 10)},
 	{"body_near_1_MiB", bigBody(1 << 20)},
 	{"JSON_nested_10000_deep", func(t *testing.T, r *badRun) {
-		r.batch(t, Event(Message(deep("deep", 10000)), good("JSON_nested_10000_deep")))
+		r.batch(t, lambdakittest.Event(lambdakittest.Message(deep("deep", 10000)), good("JSON_nested_10000_deep")))
 		r.succeeded(t, 0)
 		r.alone(t, "JSON_nested_10000_deep")
 	}},
 	{"JSON_nested_10001_deep", failsAlone(deep("deeper", 10001), lambdakit.ErrInvalidKey, "body is not valid JSON")},
 	{"key_longer_than_DynamoDB_allows", func(t *testing.T, r *badRun) {
 		long := strings.Repeat("k", 300<<10) // DynamoDB's partition key: 2,048 bytes
-		r.batch(t, Event(Message(fmt.Sprintf(`{"id":%q}`, long)), good("key_longer_than_DynamoDB_allows")))
+		r.batch(t, lambdakittest.Event(lambdakittest.Message(fmt.Sprintf(`{"id":%q}`, long)), good("key_longer_than_DynamoDB_allows")))
 		r.succeeded(t, 0)
 		r.alone(t, "key_longer_than_DynamoDB_allows")
 		// A second batch: the long key is recognised.
-		r.batch(t, Event(Message(fmt.Sprintf(`{"id":%q}`, long))))
+		r.batch(t, lambdakittest.Event(lambdakittest.Message(fmt.Sprintf(`{"id":%q}`, long))))
 		r.succeeded(t, 0)
 		if n := r.ran(long); n != 1 {
 			t.Errorf("the handler ran %d times for the long key; want 1", n)
 		}
 	}},
 	{"non-UTF-8_bytes_in_a_string", func(t *testing.T, r *badRun) {
-		r.batch(t, Event(Message("{\"id\":\"utf-\xff\",\"n\":1}"), good("non-UTF-8_bytes_in_a_string")))
+		r.batch(t, lambdakittest.Event(lambdakittest.Message("{\"id\":\"utf-\xff\",\"n\":1}"), good("non-UTF-8_bytes_in_a_string")))
 		r.succeeded(t, 0)
 		r.alone(t, "non-UTF-8_bytes_in_a_string")
 		if n := r.ran("utf-\ufffd"); n != 1 {
@@ -371,17 +372,17 @@ var badInputRows = []badRow{
 		}
 	}},
 	{"record_without_messageId_that_succeeds", func(t *testing.T, r *badRun) {
-		noID := Message(`{"id":"no-id-ok"}`)
+		noID := lambdakittest.Message(`{"id":"no-id-ok"}`)
 		noID.MessageId = ""
-		r.batch(t, Event(noID, good("record_without_messageId_that_succeeds")))
+		r.batch(t, lambdakittest.Event(noID, good("record_without_messageId_that_succeeds")))
 		r.succeeded(t, 0)
 		r.alone(t, "record_without_messageId_that_succeeds")
 	}},
 	{"record_without_messageId_that_fails", func(t *testing.T, r *badRun) {
-		noID := Message(`{"n":1}`)
+		noID := lambdakittest.Message(`{"n":1}`)
 		noID.MessageId = ""
 		ok := good("record_without_messageId_that_fails")
-		_, err := r.batch(t, Event(noID, ok))
+		_, err := r.batch(t, lambdakittest.Event(noID, ok))
 		missing := (*lambdakit.MissingMessageIDError)(nil)
 		if !errors.As(err, &missing) || missing.Missing != 1 {
 			t.Errorf("got %v; want a *MissingMessageIDError: the whole batch fails", err)
@@ -393,15 +394,15 @@ var badInputRows = []badRow{
 		r.succeeded(t, 1)
 		// Lambda hands the whole batch back; the good record is then a
 		// duplicate and its handler does not run again.
-		r.batch(t, Event(noID, Redelivery(ok)))
+		r.batch(t, lambdakittest.Event(noID, lambdakittest.Redelivery(ok)))
 		r.succeeded(t, 1)
 		if n := r.ran("good-record_without_messageId_that_fails"); n != 1 {
 			t.Errorf("the good record's handler ran %d times over the two batches; want 1", n)
 		}
 	}},
 	{"two_records_with_one_messageId", func(t *testing.T, r *badRun) {
-		a := Message(`{"id":"same-id"}`)
-		r.batch(t, Event(a, a, good("two_records_with_one_messageId")))
+		a := lambdakittest.Message(`{"id":"same-id"}`)
+		r.batch(t, lambdakittest.Event(a, a, good("two_records_with_one_messageId")))
 		r.succeeded(t, 0)
 		r.succeeded(t, 1)
 		r.alone(t, "two_records_with_one_messageId")
@@ -410,10 +411,10 @@ var badInputRows = []badRow{
 		}
 	}},
 	{"two_records_with_one_messageId_one_failing", func(t *testing.T, r *badRun) {
-		a := Message(`{"id":"twin"}`)
+		a := lambdakittest.Message(`{"id":"twin"}`)
 		b := a
 		b.Body = `{"n":1}` // no key: fails
-		r.batch(t, Event(a, b, good("two_records_with_one_messageId_one_failing")))
+		r.batch(t, lambdakittest.Event(a, b, good("two_records_with_one_messageId_one_failing")))
 		r.succeeded(t, 0)
 		r.failed(t, 1, lambdakit.ErrNoKey, "no idempotency key")
 		r.alone(t, "two_records_with_one_messageId_one_failing")
@@ -423,8 +424,8 @@ var badInputRows = []badRow{
 	}},
 	{"result_larger_than_an_item_holds", func(t *testing.T, r *badRun) {
 		const size = 450_000 // DynamoDB's items hold 400 KB
-		msg := Message(fmt.Sprintf(`{"id":"big-result","result_size":%d}`, size))
-		r.batch(t, Event(msg, good("result_larger_than_an_item_holds")))
+		msg := lambdakittest.Message(fmt.Sprintf(`{"id":"big-result","result_size":%d}`, size))
+		r.batch(t, lambdakittest.Event(msg, good("result_larger_than_an_item_holds")))
 		r.succeeded(t, 0)
 		r.alone(t, "result_larger_than_an_item_holds")
 		r.replayed(t, msg, size+2 <= r.target.MaxResult || r.target.MaxResult == 0, "big-result")
@@ -444,8 +445,8 @@ var badInputRows = []badRow{
 			}
 			return []byte(`"ok"`), nil
 		})
-		msg := Message(`{"id":"raw"}`)
-		r.batch(t, Event(msg, good("result_not_UTF-8")))
+		msg := lambdakittest.Message(`{"id":"raw"}`)
+		r.batch(t, lambdakittest.Event(msg, good("result_not_UTF-8")))
 		r.succeeded(t, 0)
 		r.alone(t, "result_not_UTF-8")
 		r.replayed(t, msg, !r.target.TextResultsOnly, "raw")
@@ -457,7 +458,7 @@ var badInputRows = []badRow{
 func bigBody(size int) func(*testing.T, *badRun) {
 	return func(t *testing.T, r *badRun) {
 		row := t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]
-		r.batch(t, Event(Message(padded("big-"+row, size-64)), good(row)))
+		r.batch(t, lambdakittest.Event(lambdakittest.Message(padded("big-"+row, size-64)), good(row)))
 		r.succeeded(t, 0)
 		r.alone(t, row)
 		if n := r.ran("big-" + row); n != 1 {
@@ -476,8 +477,8 @@ func (r *badRun) replayed(t *testing.T, msg events.SQSMessage, kept bool, id str
 	if warned == kept {
 		t.Errorf("\"result not cached\" warning logged: %t; want %t", warned, !kept)
 	}
-	again := Redelivery(msg)
-	r.batch(t, Event(again))
+	again := lambdakittest.Redelivery(msg)
+	r.batch(t, lambdakittest.Event(again))
 	r.succeeded(t, 0)
 	if n := r.ran(id); n != 1 {
 		t.Errorf("the handler ran %d times; want 1, the redelivery being a duplicate", n)

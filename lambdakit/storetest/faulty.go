@@ -1,4 +1,4 @@
-package lambdakittest
+package storetest
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 // ErrInjected is the error FaultyStore returns for the faults it injects.
-var ErrInjected = errors.New("lambdakittest: injected fault")
+var ErrInjected = errors.New("storetest: injected fault")
 
 // FaultyStore wraps a Store and fails a fraction of its calls, for chaos
 // tests. Half of the faults happen before the call reaches Store (nothing
