@@ -35,10 +35,10 @@ func TestEmptyResultDuplicateLogsTheSameOutcomeOnBothStores(t *testing.T) {
 		var logs lambdakittest.LogBuffer
 		h := lambdakit.Idempotent(s, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
 			o.Logger = logs.Logger()
-			o.Prefix = "review4-" + name
+			o.Prefix = "contract-" + name
 		})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return []byte{}, nil }))
 		batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = logs.Logger() })
-		msg := lambdakittest.Message(`{"id":"review4-empty"}`)
+		msg := lambdakittest.Message(`{"id":"contract-empty"}`)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		for _, m := range []events.SQSMessage{msg, lambdakittest.Redelivery(msg)} {
 			logs.Reset()

@@ -28,7 +28,7 @@ import (
 // as K and the Kelvin sign, duplicate members). Two bodies with one payload
 // must decode to equal values; two bodies that decode to equal values
 // without case-variant names must have one payload.
-func TestReviewPayloadAgreesWithMapDecoding(t *testing.T) {
+func TestPayloadAgreesWithMapDecoding(t *testing.T) {
 	numbers := []string{"0", "-0", "0e5", "0.0", "1", "1.0", "10e-1", "1e0", "0.1E1", "100", "1e2", "1E+2", "0.5", "5e-1",
 		"-1", "-1.0", "1e40", "10000000000000000000000000000000000000000", "1e39", "1000000000000000000000000000000000000000",
 		"1e-7", "0.0000001", "1e-6", "0.000001", "12.25", "1225e-2", "123456789012345678901234567890123456789012", "1.5e300"}
@@ -147,7 +147,7 @@ func TestReviewPayloadAgreesWithMapDecoding(t *testing.T) {
 // would replay the first's result: a EUR payment answered with a USD charge,
 // and never charged. The second must fail with ErrPayloadMismatch (or, with
 // PayloadFields, the first already fails on the repeated field).
-func TestReviewPayloadDuplicateMembersThatStructsDecodeDifferently(t *testing.T) {
+func TestPayloadDuplicateMembersThatStructsDecodeDifferently(t *testing.T) {
 	pairs := []struct {
 		name, first, second string
 	}{
@@ -178,12 +178,12 @@ func TestReviewPayloadDuplicateMembersThatStructsDecodeDifferently(t *testing.T)
 			t.Run(pname+"/"+p.name, func(t *testing.T) {
 				// The premise: encoding/json decodes the two bodies
 				// into different payments.
-				var a, b reviewPayment
+				var a, b nestedPayment
 				if json.Unmarshal([]byte(p.first), &a) != nil || json.Unmarshal([]byte(p.second), &b) != nil || a == b {
 					t.Fatalf("premise: bodies decode to %+v and %+v; want two different payments", a, b)
 				}
-				var charged []reviewPayment
-				h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.TypedResult(func(_ context.Context, v reviewPayment) (reviewPayment, error) {
+				var charged []nestedPayment
+				h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.TypedResult(func(_ context.Context, v nestedPayment) (nestedPayment, error) {
 					charged = append(charged, v)
 					return v, nil
 				}), opt)

@@ -35,10 +35,10 @@ func paymentBody(id string, amount int) string {
 	return fmt.Sprintf(`{"payment_id":%q,"amount":%d}`, id, amount)
 }
 
-// reviewPayment is a payment with a currency and a nested card: what a
+// nestedPayment is a payment with a currency and a nested card: what a
 // typed handler decodes, with a nested object so that encoding/json's
 // merging of repeated objects into a struct shows.
-type reviewPayment struct {
+type nestedPayment struct {
 	PaymentID string `json:"payment_id"`
 	Amount    int    `json:"amount"`
 	Currency  string `json:"currency"`

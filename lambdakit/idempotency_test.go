@@ -437,7 +437,7 @@ func TestIdempotentProcessWithoutKeyRefusesUnreadableKeys(t *testing.T) {
 // since null leaves the earlier string in place and a repeated object is
 // merged, and running it without a lock would charge the payment again on
 // every delivery. It runs at most once, or fails with ErrInvalidKey.
-func TestReviewProcessWithoutKeyRunsMessagesWhoseKeyAStructSees(t *testing.T) {
+func TestProcessWithoutKeyRunsMessagesWhoseKeyAStructSees(t *testing.T) {
 	bodies := map[string]struct {
 		path, body string
 	}{
@@ -447,7 +447,7 @@ func TestReviewProcessWithoutKeyRunsMessagesWhoseKeyAStructSees(t *testing.T) {
 	}
 	for name, c := range bodies {
 		t.Run(name, func(t *testing.T) {
-			var v reviewPayment
+			var v nestedPayment
 			if err := json.Unmarshal([]byte(c.body), &v); err != nil || v.PaymentID == "" && v.Card.Number == "" {
 				t.Fatalf("premise: %s decodes to %+v (err %v); want the key present", c.body, v, err)
 			}

@@ -362,7 +362,7 @@ func TestIdempotentShortTTLHoldsTheWholeLease(t *testing.T) {
 // handler runs 14 of Lambda's 15 minutes under a 20-minute TTL; a duplicate
 // 10 minutes after the completion, well within the TTL, must be skipped.
 // (Powertools too computes the expiry when it saves the result.)
-func TestReviewTTLCountsFromCompletion(t *testing.T) {
+func TestTTLCountsFromCompletion(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	start := time.Now()
 	var mu sync.Mutex

@@ -300,7 +300,7 @@ func TestWaiterOfAPermanentFailureIsNotPermanent(t *testing.T) {
 // does not decode never will), and a producer that sent a payment with a
 // string amount, then the corrected payment with the same payment_id. The
 // corrected payment must be charged, once, and stay out of the DLQ.
-func TestReview2WaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
+func TestWaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
 		dlq := &deadLetters{}
@@ -358,13 +358,13 @@ func TestReview2WaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
 // maxReceiveCount moved them all to the dead-letter queue).
 //
 // The batch runs in a child process, so that a panic would end only that.
-func TestReview2PanickingIsPermanentCrashesTheProcess(t *testing.T) {
-	if os.Getenv("REVIEW2_ISPERMANENT_CHILD") == "1" {
+func TestPanickingIsPermanentDoesNotCrashTheProcess(t *testing.T) {
+	if os.Getenv("LAMBDAKIT_TEST_ISPERMANENT_CHILD") == "1" {
 		dlq := &deadLetters{}
 		batch, _ := newBatch(failPoison, func(o *lambdakit.BatchOptions) {
 			o.DeadLetters = dlq
 			o.IsPermanent = func(err error) bool {
-				var he *review2HTTPError
+				var he *statusError
 				errors.As(err, &he)
 				return he.Code == 400 // nil for other errors: panics
 			}
@@ -374,8 +374,8 @@ func TestReview2PanickingIsPermanentCrashesTheProcess(t *testing.T) {
 		wantFailed(t, resp, flaky.MessageId)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReview2PanickingIsPermanentCrashesTheProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "REVIEW2_ISPERMANENT_CHILD=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPanickingIsPermanentDoesNotCrashTheProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LAMBDAKIT_TEST_ISPERMANENT_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("the batch with a panicking IsPermanent: got %v; want the flaky record failed and the process alive\n%s", err, firstLines(string(out), 12))
@@ -390,8 +390,8 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// review2HTTPError is an error type a function might mark permanent by its
+// statusError is an error type a function might mark permanent by its
 // status code.
-type review2HTTPError struct{ Code int }
+type statusError struct{ Code int }
 
-func (e *review2HTTPError) Error() string { return "HTTP error" }
+func (e *statusError) Error() string { return "HTTP error" }

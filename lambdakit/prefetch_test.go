@@ -169,7 +169,7 @@ func TestBatchReadAheadKeepsTheRules(t *testing.T) {
 // stop its group, so the pair would come back together, again and again,
 // until maxReceiveCount moved the good payment to the dead-letter queue,
 // never charged.
-func TestReview2ReadAheadPanicOfAnotherRecordsKeyFailsAGoodRecord(t *testing.T) {
+func TestReadAheadPanicOfAnotherMessagesKeyFailsNoGoodMessage(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	// Payments carry "payment": {"id": ...}; refunds are routed to a
 	// handler of their own and have no "payment" object at all.
@@ -239,7 +239,7 @@ func (s swappingStore) GetRecords(ctx context.Context, ids []string) (map[string
 // The read ahead never replays one payment's record for another, runs an
 // expired record again (once), and leaves every record to the lock when
 // the batch read fails.
-func TestReview2ReadAheadRegressions(t *testing.T) {
+func TestReadAheadRegressions(t *testing.T) {
 	t.Run("records under other IDs are not replayed", func(t *testing.T) {
 		mem := &lambdakittest.MemoryStore{}
 		a, b := lambdakittest.Message(paymentBody("swap-a", 100)), lambdakittest.Message(paymentBody("swap-b", 200))

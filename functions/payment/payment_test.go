@@ -386,7 +386,7 @@ func TestPaymentFieldNamedTwiceInOtherCaseFails(t *testing.T) {
 // fails as a reused key with a different payload (ErrPayloadMismatch), as it
 // does without the nulls, or the first is already refused for naming a
 // field twice.
-func TestReviewPaymentForAnotherCustomerIsNotTakenForADuplicate(t *testing.T) {
+func TestPaymentForAnotherCustomerIsNotTakenForADuplicate(t *testing.T) {
 	f := setup(t, nil)
 	first := lambdakittest.Message(`{"payment_id":"pay_n","order_id":"ord_1","customer_id":"cus_A","customer_id":null,"amount":100,"currency":"EUR"}`)
 	second := lambdakittest.Message(`{"payment_id":"pay_n","order_id":"ord_1","customer_id":"cus_B","customer_id":null,"amount":100,"currency":"EUR"}`)
