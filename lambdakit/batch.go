@@ -263,25 +263,6 @@ func isFIFO(recs []events.SQSMessage) bool {
 }
 
 func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []int, out *outcomes) {
-	// A handler that calls runtime.Goexit unwinds this goroutine past
-	// runRecord, which no recover stops: fail its record for what it is,
-	// and skip the rest of its task as after any failure, rather than let
-	// the answer blame the deadline.
-	running := -1 // position in task of the record in the handler
-	defer func() {
-		if running < 0 {
-			return
-		}
-		i := task[running]
-		note := &out.notes[i]
-		note.mu.Lock()
-		note.elapsed = time.Since(note.start)
-		note.mu.Unlock()
-		out.set(i, ErrHandlerExited)
-		for _, j := range task[running+1:] {
-			out.set(j, ErrSkipped)
-		}
-	}()
 	for n, i := range task {
 		if ctx.Err() != nil {
 			return // not started: answer reports ErrNotStarted
@@ -292,9 +273,19 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 		note.start = time.Now()
 		note.messageID = recs[i].MessageId
 		note.mu.Unlock()
-		running = n
-		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i])
-		running = -1
+		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i], func() {
+			// The handler called runtime.Goexit, which unwinds this
+			// goroutine past the rest of runTask: fail its record for
+			// what it is, and skip the rest of its task as after any
+			// failure, rather than let the answer blame the deadline.
+			note.mu.Lock()
+			note.elapsed = time.Since(note.start)
+			note.mu.Unlock()
+			out.set(i, ErrHandlerExited)
+			for _, j := range task[n+1:] {
+				out.set(j, ErrSkipped)
+			}
+		})
 		err := b.deadLetter(ctx, &recs[i], herr)
 		note.mu.Lock()
 		note.elapsed = time.Since(note.start)
@@ -315,13 +306,12 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 	}
 }
 
-func (b *batch) runRecord(ctx context.Context, msg *events.SQSMessage) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = newPanicError(p)
-		}
-	}()
-	_, err = b.h.Handle(ctx, msg)
+// runRecord runs the handler on msg. A panic fails only its record, as a
+// *PanicError; onGoexit runs if the handler calls runtime.Goexit instead.
+func (b *batch) runRecord(ctx context.Context, msg *events.SQSMessage, onGoexit func()) (err error) {
+	if pe := protect(func() { _, err = b.h.Handle(ctx, msg) }, onGoexit); pe != nil {
+		return pe
+	}
 	return err
 }
 

@@ -887,42 +887,59 @@ func TestBatchRecordContext(t *testing.T) {
 	})
 }
 
-// README ("Semantics"): "A handler that calls runtime.Goexit (as t.FailNow
-// does) fails its record with ErrHandlerExited and releases the lock, like a
-// panic"; ErrHandlerExited's godoc says the same. That holds under Batch
-// (the way the middleware is meant to be run), though Batch's per-record
-// goroutine is unwound by the Goexit too: the record fails with
-// ErrHandlerExited, not ErrStillRunning ("still running at the invocation
-// deadline", reason code deadline), since the batch was nowhere near its
-// deadline and the handler is not running; the next record of its FIFO
-// group is ErrSkipped, not ErrNotStarted. Otherwise the record's log line,
-// reason code and metrics would blame the deadline.
+// A handler that calls runtime.Goexit (as t.FailNow does) fails its record
+// with ErrHandlerExited and releases the lock, like a panic. That holds
+// under Batch, though Batch's per-record goroutine is unwound by the Goexit
+// too: the record fails with ErrHandlerExited, not ErrStillRunning (reason
+// deadline), since the batch was nowhere near its deadline and the handler
+// is not running; the next message of its FIFO group is ErrSkipped, not
+// ErrNotStarted. Otherwise the log line, reason code and metrics would
+// blame the deadline. The same holds when the handler's deferred code
+// panics while Goexit unwinds it: the panic is recovered, but the
+// goroutine still exits.
 func TestGoexitUnderBatchFailsWithErrHandlerExited(t *testing.T) {
-	store := &lambdakittest.MemoryStore{}
-	h := idempotent(store, lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
-		if msg.Body == paymentBody("p-exit", 1) {
+	for _, tc := range []struct {
+		name string
+		exit func()
+	}{
+		{"Goexit", runtime.Goexit},
+		{"Goexit, then a deferred panic", func() {
+			defer panic("while exiting")
 			runtime.Goexit()
-		}
-		return []byte(`"ok"`), nil
-	}))
-	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = silentLogger() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	exit := lambdakittest.Message(paymentBody("p-exit", 1), lambdakittest.InGroup("g"))
-	after := lambdakittest.Message(paymentBody("p-after", 1), lambdakittest.InGroup("g"))
-	_, err := batch(ctx, lambdakittest.Event(exit, after))
-	var all *lambdakit.AllFailedError
-	if !errors.As(err, &all) || len(all.Failures) != 2 {
-		t.Fatalf("got %v; want both records failed (an *AllFailedError)", err)
-	}
-	if e := all.Failures[0].Err; !errors.Is(e, lambdakit.ErrHandlerExited) {
-		t.Errorf("record that called Goexit: got %v; want ErrHandlerExited", e)
-	}
-	if e := all.Failures[1].Err; !errors.Is(e, lambdakit.ErrSkipped) {
-		t.Errorf("next record of its FIFO group: got %v; want ErrSkipped", e)
-	}
-	// The lock is released, as the README promises.
-	if n := len(store.Records()); n != 0 {
-		t.Errorf("%d records left; want the lock released", n)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &lambdakittest.MemoryStore{}
+			h := idempotent(store, lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+				if msg.Body == paymentBody("p-exit", 1) {
+					tc.exit()
+				}
+				return []byte(`"ok"`), nil
+			}))
+			batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = silentLogger() })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			exit := lambdakittest.Message(paymentBody("p-exit", 1), lambdakittest.InGroup("g"))
+			after := lambdakittest.Message(paymentBody("p-after", 1), lambdakittest.InGroup("g"))
+			_, err := batch(ctx, lambdakittest.Event(exit, after))
+			var all *lambdakit.AllFailedError
+			if !errors.As(err, &all) || len(all.Failures) != 2 {
+				t.Fatalf("got %v; want both messages failed (an *AllFailedError)", err)
+			}
+			if e := all.Failures[0].Err; !errors.Is(e, lambdakit.ErrHandlerExited) {
+				t.Errorf("message whose handler exited: got %v; want ErrHandlerExited", e)
+			}
+			if e := all.Failures[1].Err; !errors.Is(e, lambdakit.ErrSkipped) {
+				t.Errorf("next message of its FIFO group: got %v; want ErrSkipped", e)
+			}
+			if n := len(store.Records()); n != 0 {
+				t.Errorf("%d records left; want the lock released", n)
+			}
+			// The same key runs again at once: the flight was left too.
+			resp, err := batch(ctx, lambdakittest.Event(lambdakittest.Message(paymentBody("p-exit", 1))))
+			if err == nil || len(resp.BatchItemFailures) != 1 {
+				t.Fatalf("retry: got %+v, %v; want the handler run again (and exit again)", resp, err)
+			}
+		})
 	}
 }

@@ -246,9 +246,9 @@ func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched 
 }
 
 // waitBound is when the lease of a call on ctx ends on the wall clock, as
-// run sets it, rounded up as the store keeps it: the most a call with the
-// same key waits for it in this process. (run counts the lease from the
-// engine's clock, Now, which only tests change.)
+// lockRecord sets it, rounded up as the store keeps it: the most a call
+// with the same key waits for it in this process. (lockRecord counts the
+// lease from the engine's clock, Now, which only tests change.)
 func (e *Idempotency) waitBound(ctx context.Context) time.Time {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -257,105 +257,52 @@ func (e *Idempotency) waitBound(ctx context.Context) time.Time {
 	return roundUp(deadline, time.Millisecond)
 }
 
-// lead processes the message as the flight's leader. Whatever way run ends,
+// lead processes the message as the flight's leader. However once ends,
 // the flight is left in a deferred call, so that waiters are never
 // stranded: a panic, of the handler or of the store, becomes an error, and
 // so does runtime.Goexit, which no recover stops but which runs deferred
 // calls.
 func (e *Idempotency) lead(ctx context.Context, f *flight, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
-	returned := false
-	defer func() {
-		if p := recover(); p != nil {
-			result, rec, duplicate, err = nil, IdempotencyRecord{}, false, newPanicError(p)
-		} else if !returned {
-			rec, err = IdempotencyRecord{}, ErrHandlerExited
-		}
-		e.leave(id, f, rec, err)
-	}()
-	result, rec, duplicate, err = e.run(ctx, id, validation, now, fn)
-	returned = true
+	defer func() { e.leave(id, f, rec, err) }()
+	pe := protect(func() {
+		result, rec, duplicate, err = e.once(ctx, id, validation, now, fn)
+	}, func() {
+		rec, err = IdempotencyRecord{}, ErrHandlerExited
+	})
+	if pe != nil {
+		return nil, IdempotencyRecord{}, false, pe
+	}
 	return result, rec, duplicate, err
 }
 
-// run acquires the record, runs the handler and completes or releases the
-// record. It returns the handler's result and the record as stored; when the
-// key was completed before, duplicate is true and rec is the stored record.
-func (e *Idempotency) run(ctx context.Context, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
-	var cctx context.Context // for cleanup, made once the record may be ours
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = now.Add(e.opts.LeaseWithoutDeadline)
-	}
-	// The record must not expire while its owner may still be running,
-	// whatever the TTL.
-	expiration := now.Add(e.opts.TTL)
-	if deadline.After(expiration) {
-		expiration = deadline
-	}
-	rec = IdempotencyRecord{
-		ID:                   id,
-		Status:               StatusInProgress,
-		Expiration:           expiration,
-		InProgressExpiration: deadline,
-		Validation:           validation,
-		Lease:                newLease(now),
-	}.Rounded()
-	existing, acquired, err := e.acquire(ctx, rec, now)
-	if err != nil || acquired || existing.Lease == rec.Lease {
-		// Cleanup (Complete, Release) must happen even when the batch
-		// has cancelled ctx at its deadline guard: an unreleased lock
-		// delays the retry, an uncompleted record repeats the work. But
-		// not for longer than the lease: after it the record may be
-		// someone else's, and a hung call must not keep later messages
-		// with this key waiting in the container.
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), rec.InProgressExpiration)
-		defer cancel()
-	}
-	switch {
-	case err != nil:
-		// The put may have landed though its answer did not: free the
-		// key if it holds our lease, so that a retry need not wait for
-		// the lease to end. Release leaves anyone else's record alone.
-		if rerr := e.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
-			err = errors.Join(err, rerr)
-		}
+// once runs fn at most once to completion for the record id: it locks the
+// key, calls fn under the lock, and then completes the record with fn's
+// result, or releases the key if fn failed. It returns fn's result and the
+// record as stored; when the key was completed before, duplicate is true
+// and rec is the stored record.
+func (e *Idempotency) once(ctx context.Context, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+	rec = e.lockRecord(ctx, id, validation, now)
+	existing, held, err := e.lock(ctx, rec, now)
+	if err != nil {
 		return nil, IdempotencyRecord{}, false, err
-	case acquired:
-	case existing.Lease == rec.Lease && existing.Status == StatusInProgress:
-		// Our own lock: the store retried a put whose first answer was
-		// lost. We hold it.
-	case existing.Status == StatusCompleted:
-		e.state.cache.put(existing)
-		return nil, existing, true, nil
-	case validation != "" && existing.Validation != "" && existing.Validation != validation:
-		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
-	default:
-		return nil, IdempotencyRecord{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
 	}
+	if !held {
+		return e.taken(existing, validation)
+	}
+	cctx, cancel := cleanupContext(ctx, rec)
+	defer cancel()
 
 	st := &stage{}
-	returned := false
-	defer func() {
-		if !returned {
-			// The handler called runtime.Goexit: free the key as
-			// after a panic, so that a retry need not wait for the
-			// lease to end.
-			st.close()
-			_ = e.release(cctx, id, rec.Lease)
-		}
-	}()
-	fctx := context.WithValue(ctx, stageKey{}, st)
-	if _, ok := ctx.Deadline(); !ok {
-		// fn's context ends with the lease, as a Lambda invocation's
-		// does: past it another owner may take the record over, and
-		// fn must be told to stop. (With a deadline, the lease is it.)
-		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(fctx, rec.InProgressExpiration.Sub(e.opts.Now()))
-		defer cancel()
-	}
-	result, err = call(fctx, fn)
-	returned = true
+	fctx, stop := e.handlerContext(ctx, st, rec)
+	defer stop()
+	result, err = call(fctx, fn, func() {
+		// fn called runtime.Goexit, which unwinds this goroutine past
+		// the rest of once: end fn's context, and free the key as after
+		// a panic, so that a retry need not wait for the lease to end.
+		stop()
+		st.close()
+		_ = e.release(cctx, id, rec.Lease)
+	})
 	// From here on Stage fails: the writes are committed, or dropped, with
 	// what the handler staged so far, and a write staged later (by a
 	// goroutine the handler left running) must not vanish silently.
@@ -368,12 +315,112 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 		result, err = nil, nil
 	}
 	if err != nil {
-		if rerr := e.release(cctx, id, rec.Lease); rerr != nil && !e.releasedEarlier(cctx, rerr, rec) {
-			err = errors.Join(err, e.leaseLost(id, "release", rerr))
-		}
+		return nil, IdempotencyRecord{}, false, e.unlock(cctx, rec, err)
+	}
+	if rec, err = e.commit(ctx, cctx, rec, result, staged); err != nil {
 		return nil, IdempotencyRecord{}, false, err
 	}
+	return result, rec, false, nil
+}
 
+// lockRecord is the record that locks id for a call on ctx: in progress,
+// with a fresh lease that ends with the call's deadline, after which the
+// call is gone and another owner may take the work over.
+func (e *Idempotency) lockRecord(ctx context.Context, id, validation string, now time.Time) IdempotencyRecord {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = now.Add(e.opts.LeaseWithoutDeadline)
+	}
+	// The record must not expire while its owner may still be running,
+	// whatever the TTL.
+	expiration := now.Add(e.opts.TTL)
+	if deadline.After(expiration) {
+		expiration = deadline
+	}
+	return IdempotencyRecord{
+		ID:                   id,
+		Status:               StatusInProgress,
+		Expiration:           expiration,
+		InProgressExpiration: deadline,
+		Validation:           validation,
+		Lease:                newLease(now),
+	}.Rounded()
+}
+
+// lock puts rec, to take its key for this call. held reports whether the
+// call now holds the key; if not, existing is the record that stands in
+// its way.
+func (e *Idempotency) lock(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, held bool, err error) {
+	existing, acquired, err := e.acquire(ctx, rec, now)
+	if err != nil {
+		// The put may have landed though its answer did not: free the
+		// key if it holds our lease, so that a retry need not wait for
+		// the lease to end. Release leaves anyone else's record alone.
+		cctx, cancel := cleanupContext(ctx, rec)
+		defer cancel()
+		if rerr := e.release(cctx, rec.ID, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+			err = errors.Join(err, rerr)
+		}
+		return IdempotencyRecord{}, false, err
+	}
+	// Our own lease in progress: the store retried a put whose first
+	// answer was lost. We hold the key all the same.
+	own := existing.Lease == rec.Lease && existing.Status == StatusInProgress
+	return existing, acquired || own, nil
+}
+
+// taken answers a call that found its key taken by another owner's
+// record: completed, the call is a duplicate of it; in progress, the work
+// is being done elsewhere and the call fails for now, to be retried.
+func (e *Idempotency) taken(existing IdempotencyRecord, validation string) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+	switch {
+	case existing.Status == StatusCompleted:
+		e.state.cache.put(existing)
+		return nil, existing, true, nil
+	case validation != "" && existing.Validation != "" && existing.Validation != validation:
+		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
+	default:
+		return nil, IdempotencyRecord{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
+	}
+}
+
+// cleanupContext is the context to complete or release rec in. Cleanup
+// must happen even when the batch has cancelled ctx at its deadline guard:
+// an unreleased lock delays the retry, an uncompleted record repeats the
+// work. But not for longer than the lease: after it the record may be
+// someone else's, and a hung call must not keep later messages with this
+// key waiting in the container.
+func cleanupContext(ctx context.Context, rec IdempotencyRecord) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.WithoutCancel(ctx), rec.InProgressExpiration)
+}
+
+// handlerContext is the context fn runs in, carrying the stage its writes
+// go to. Without a deadline on ctx it ends with the lease, as a Lambda
+// invocation's does: past it another owner may take the record over, and
+// fn must be told to stop. (With a deadline, the lease is it.) stop ends
+// it.
+func (e *Idempotency) handlerContext(ctx context.Context, st *stage, rec IdempotencyRecord) (fctx context.Context, stop func()) {
+	fctx = context.WithValue(ctx, stageKey{}, st)
+	if _, ok := ctx.Deadline(); ok {
+		return fctx, func() {}
+	}
+	return context.WithTimeout(fctx, rec.InProgressExpiration.Sub(e.opts.Now()))
+}
+
+// unlock releases the key after fn failed, so that a retry can run at once
+// instead of waiting for the lease to end. It returns fn's error, joined
+// with the release's when the key turned out to be lost.
+func (e *Idempotency) unlock(cctx context.Context, rec IdempotencyRecord, err error) error {
+	if rerr := e.release(cctx, rec.ID, rec.Lease); rerr != nil && !e.releasedEarlier(cctx, rerr, rec) {
+		err = errors.Join(err, e.leaseLost(rec.ID, "release", rerr))
+	}
+	return err
+}
+
+// commit completes rec with fn's result and staged writes: from then on
+// the work is done for every container, and is never run again. It returns
+// the record as stored.
+func (e *Idempotency) commit(ctx, cctx context.Context, rec IdempotencyRecord, result []byte, staged []any) (IdempotencyRecord, error) {
 	rec.Status = StatusCompleted
 	rec.Data = result
 	rec.Staged = staged
@@ -384,27 +431,27 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 		rec.Expiration = done
 		rec = rec.Rounded()
 	}
-	err = e.complete(cctx, rec)
+	err := e.complete(cctx, rec)
 	if errors.Is(err, ErrResultNotStorable) {
 		// The work is done; forgetting that would repeat it. Complete
 		// without the result: duplicates then replay no result.
-		e.resultNotCached(ctx, id, err)
+		e.resultNotCached(ctx, rec.ID, err)
 		rec.Data = nil
 		err = e.complete(cctx, rec)
 	}
 	if rejected(err) {
-		return nil, IdempotencyRecord{}, false, e.reject(cctx, rec, err)
+		return IdempotencyRecord{}, e.reject(cctx, rec, err)
 	}
 	if err != nil {
-		err = e.leaseLost(id, "complete", err)
+		err = e.leaseLost(rec.ID, "complete", err)
 		if !errors.Is(err, ErrLeaseLost) {
 			// Nothing is known to be committed; free the key for the
 			// retry. Release refuses a record that did complete.
-			if rerr := e.release(cctx, id, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
+			if rerr := e.release(cctx, rec.ID, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 				err = errors.Join(err, rerr)
 			}
 		}
-		return nil, IdempotencyRecord{}, false, err
+		return IdempotencyRecord{}, err
 	}
 	// The record outlives this call, in the cache and in the flight that
 	// waiters replay: it holds what the store holds (no result when it
@@ -414,7 +461,7 @@ func (e *Idempotency) run(ctx context.Context, id, validation string, now time.T
 	rec.Staged = nil
 	rec.Data = bytes.Clone(rec.Data)
 	e.state.cache.put(rec)
-	return result, rec, false, nil
+	return rec, nil
 }
 
 // resultNotCached warns that the record id completes without a result,
@@ -538,14 +585,13 @@ func (e *Idempotency) release(ctx context.Context, id, lease string) error {
 }
 
 // call runs fn, turning a panic into a *PanicError so that the record's
-// lock is released like after any other failure.
-func call(ctx context.Context, fn func(context.Context) ([]byte, error)) (result []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = newPanicError(p)
-		}
-	}()
-	return fn(ctx)
+// lock is released like after any other failure. onGoexit runs if fn calls
+// runtime.Goexit instead, which no recover stops.
+func call(ctx context.Context, fn func(context.Context) ([]byte, error), onGoexit func()) (result []byte, err error) {
+	if pe := protect(func() { result, err = fn(ctx) }, onGoexit); pe != nil {
+		return nil, pe
+	}
+	return result, err
 }
 
 // replay answers a duplicate from a completed record, found in source.

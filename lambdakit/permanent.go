@@ -73,23 +73,19 @@ func (b *batch) deadLetter(ctx context.Context, msg *events.SQSMessage, err erro
 // permanent calls IsPermanent, turning a panic into an error, so that a
 // broken predicate fails only its record, as a broken handler does.
 func (b *batch) permanent(err error) (permanent bool, perr error) {
-	defer func() {
-		if p := recover(); p != nil {
-			permanent, perr = false, newPanicError(p)
-		}
-	}()
-	return b.opts.IsPermanent(err), nil
+	if pe := protect(func() { permanent = b.opts.IsPermanent(err) }, nil); pe != nil {
+		return false, pe
+	}
+	return permanent, nil
 }
 
 // sendDeadLetter calls the sender, turning a panic into a failed send, so
 // that a broken sender fails only its record, as a broken handler does.
 func (b *batch) sendDeadLetter(ctx context.Context, msg *events.SQSMessage, reason error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = newPanicError(p)
-		}
-	}()
-	return b.opts.DeadLetters.SendDeadLetter(ctx, msg, reason)
+	if pe := protect(func() { err = b.opts.DeadLetters.SendDeadLetter(ctx, msg, reason) }, nil); pe != nil {
+		return pe
+	}
+	return err
 }
 
 // DeadLetterError is the failure of a record that failed permanently and

@@ -124,13 +124,16 @@ func (m *idempotent) readAhead(ctx context.Context, msgs []events.SQSMessage, no
 	// store's read, in the goroutine of whichever record asked first: a
 	// panic of either must not fail that record. It only costs the fast
 	// path.
-	defer func() {
-		if p := recover(); p != nil {
-			m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: read ahead failed; every record takes the lock",
-				slog.String("reason", newPanicError(p).Error()))
-			found = nil
-		}
-	}()
+	if pe := protect(func() { found = m.readUncached(ctx, msgs, now) }, nil); pe != nil {
+		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: read ahead failed; every record takes the lock",
+			slog.String("reason", pe.Error()))
+		return nil
+	}
+	return found
+}
+
+// readUncached is readAhead, but lets a panic through.
+func (m *idempotent) readUncached(ctx context.Context, msgs []events.SQSMessage, now time.Time) map[string]IdempotencyRecord {
 	seen := map[string]bool{}
 	var ids []string
 	for i := range msgs {
