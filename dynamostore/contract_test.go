@@ -17,7 +17,7 @@ func TestStoreContract(t *testing.T) {
 	storetest.RunStoreContract(t, func(*testing.T) lambdakit.Store { return f.store })
 }
 
-// The idempotency engine (Idempotency.Do) on DynamoDB, held to the same
+// The idempotency engine (Once.Do) on DynamoDB, held to the same
 // checks as on the memory store.
 func TestIdempotencyChecks(t *testing.T) {
 	storetest.RunIdempotencyChecks(t, func(t *testing.T) lambdakit.Store { return setup(t).store })
@@ -33,7 +33,7 @@ func TestEmptyResultDuplicateLogsTheSameOutcomeOnBothStores(t *testing.T) {
 	outcome := map[string]string{}
 	for name, s := range map[string]lambdakit.Store{"dynamostore": f.store, "MemoryStore": &lambdakittest.MemoryStore{}} {
 		var logs lambdakittest.LogBuffer
-		h := lambdakit.Idempotent(s, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+		h := lambdakit.Idempotent(s, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 			o.Logger = logs.Logger()
 			o.Prefix = "contract-" + name
 		})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return []byte{}, nil }))

@@ -47,7 +47,7 @@ func newContainer(t *testing.T, f *fixture, h lambdakit.Handler, skew time.Durat
 			o.BaseEndpoint = aws.String(c.proxy.URL)
 		}
 	})
-	idem := lambdakit.Idempotent(newStore(t, client, f.table), lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+	idem := lambdakit.Idempotent(newStore(t, client, f.table), lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 		o.Prefix = "fencing"
 		o.CacheSize = 10
 		o.Logger = c.logs.Logger()

@@ -28,7 +28,7 @@ func TestReadAheadOnDynamoDB(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	first := lambdakit.Batch(lambdakit.Idempotent(f.store, key, func(o *lambdakit.IdempotencyOptions) { o.Logger = discardLogger() })(handler),
+	first := lambdakit.Batch(lambdakit.Idempotent(f.store, key, func(o *lambdakit.Options) { o.Logger = discardLogger() })(handler),
 		func(o *lambdakit.BatchOptions) { o.Logger = discardLogger() })
 	if resp, err := first(ctx, lambdakittest.Event(msgs...)); err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("first delivery: %v, %v", resp, err)
@@ -39,7 +39,7 @@ func TestReadAheadOnDynamoDB(t *testing.T) {
 	for i, m := range msgs {
 		again[i] = lambdakittest.Redelivery(m)
 	}
-	cold := lambdakit.Batch(lambdakit.Idempotent(f.store, key, func(o *lambdakit.IdempotencyOptions) { o.Logger = discardLogger() })(handler),
+	cold := lambdakit.Batch(lambdakit.Idempotent(f.store, key, func(o *lambdakit.Options) { o.Logger = discardLogger() })(handler),
 		func(o *lambdakit.BatchOptions) { o.Logger = discardLogger() })
 	if resp, err := cold(ctx, lambdakittest.Event(again...)); err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("cold redelivery: %v, %v", resp, err)

@@ -24,7 +24,7 @@ import (
 func TestIdempotentRequestCounts(t *testing.T) {
 	f := setup(t)
 	runs := 0
-	h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+	h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 		o.CacheSize = 10
 		o.Logger = discardLogger()
 	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
@@ -43,7 +43,7 @@ func TestIdempotentRequestCounts(t *testing.T) {
 		{"new record that completes", h, map[string]int{"PutItem": 1, "UpdateItem": 1}},
 		{"warm-cache duplicate", h, map[string]int{}},
 		// A second container has an empty cache: it asks the table.
-		{"duplicate", lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+		{"duplicate", lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 			o.Logger = discardLogger()
 		})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 			t.Error("handler ran for a duplicate")
@@ -68,7 +68,7 @@ func TestIdempotentRequestCounts(t *testing.T) {
 func TestIdempotentStagedWritesOnDynamoDB(t *testing.T) {
 	f := setup(t)
 	fail := true
-	h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+	h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 		o.Logger = discardLogger()
 	})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		err := dynamostore.Stage(ctx, types.TransactWriteItem{Put: &types.Put{
@@ -133,7 +133,7 @@ func TestIdempotentCompletionRejectedOnDynamoDB(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := setup(t)
 			charges := 0
-			h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+			h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 				o.Logger = discardLogger()
 			})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 				charges++
@@ -214,7 +214,7 @@ func TestIdempotentReleaseWhoseAnswerWasLost(t *testing.T) {
 		})
 	})
 	declined := errors.New("declined")
-	h := lambdakit.Idempotent(newStore(t, client, f.table), lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+	h := lambdakit.Idempotent(newStore(t, client, f.table), lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 		o.Logger = discardLogger()
 	})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		return nil, declined

@@ -60,7 +60,7 @@ func TestStagedConditionLosingARaceIsRetried(t *testing.T) {
 		}}
 	}
 	runs := 0
-	h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+	h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 		o.Logger = discardLogger()
 	})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		runs++

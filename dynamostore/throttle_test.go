@@ -298,7 +298,7 @@ func TestThrottledRecordFailsWithItsOwnReason(t *testing.T) {
 	p.proxy.Answer("PutItem", -1, http.StatusBadRequest, testenv.DynamoDBError("ProvisionedThroughputExceededException", "slow down"))
 	var logs lambdakittest.LogBuffer
 	runs := 0
-	h := lambdakit.Idempotent(p.store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+	h := lambdakit.Idempotent(p.store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 		o.Logger = logs.Logger()
 	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 		runs++

@@ -335,7 +335,7 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 
 	// An empty list, not null, when nothing failed: what Lambda documents.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
-	var failures []RecordFailure
+	var failures []MessageFailure
 	missing := 0
 	reported := make(map[string]bool)
 	metrics := &invocationMetrics{}
@@ -350,7 +350,7 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 			continue
 		}
 		id := recs[i].MessageId
-		failures = append(failures, RecordFailure{MessageID: id, Err: err})
+		failures = append(failures, MessageFailure{MessageID: id, Err: err})
 		if id == "" {
 			// Lambda fails the whole batch on an empty itemIdentifier;
 			// say so plainly instead.
@@ -397,7 +397,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("messageId", msg.MessageId))
 	if id != "" {
-		attrs = append(attrs, slog.String("id", id))
+		attrs = append(attrs, slog.String("recordId", id))
 	}
 	if g := msg.Attributes["MessageGroupId"]; g != "" {
 		attrs = append(attrs, slog.String("messageGroupId", g))

@@ -52,11 +52,11 @@ func BenchmarkIdempotentNewKey(b *testing.B) {
 func BenchmarkIdempotentDuplicate(b *testing.B) { benchDuplicate(b) }
 
 func BenchmarkIdempotentDuplicateWarmCache(b *testing.B) {
-	benchDuplicate(b, func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 128 })
+	benchDuplicate(b, func(o *lambdakit.Options) { o.CacheSize = 128 })
 }
 
 // benchDuplicate measures a message that was completed before.
-func benchDuplicate(b *testing.B, opts ...func(*lambdakit.IdempotencyOptions)) {
+func benchDuplicate(b *testing.B, opts ...func(*lambdakit.Options)) {
 	h := idempotent(&lambdakittest.MemoryStore{}, noop, opts...)
 	msgs := benchMessages(1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)

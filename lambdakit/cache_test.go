@@ -12,13 +12,13 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
-// The warm cache (IdempotencyOptions.CacheSize): completed records kept in
+// The warm cache (Options.CacheSize): completed records kept in
 // the container, so that a duplicate is answered without a store request.
 
 func TestIdempotentWarmCacheAnswersDuplicatesWithoutRequests(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	fx := &testenv.Counter{}
-	h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 2 })
+	h := idempotent(store, charger(fx), func(o *lambdakit.Options) { o.CacheSize = 2 })
 	msg := lambdakittest.Message(paymentBody("p1", 100))
 	if _, err := handle(t, h, msg); err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestIdempotentCachedResultIsACopy(t *testing.T) {
 		buf = append(buf[:0], "ch_"+id...)
 		return buf, nil
 	})
-	h := idempotent(&lambdakittest.MemoryStore{}, reuse, func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 10 })
+	h := idempotent(&lambdakittest.MemoryStore{}, reuse, func(o *lambdakit.Options) { o.CacheSize = 10 })
 	if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 1))); err != nil {
 		t.Fatal(err)
 	}

@@ -167,9 +167,9 @@ func TestPayloadDuplicateMembersThatStructsDecodeDifferently(t *testing.T) {
 			`{"payment_id":"p1","amount":100,"currency":"USD","card":{"number":"5500"},"card":{}}`,
 		},
 	}
-	payloads := map[string]func(*lambdakit.IdempotencyOptions){
-		"PayloadBody": func(*lambdakit.IdempotencyOptions) {},
-		"PayloadFields": func(o *lambdakit.IdempotencyOptions) {
+	payloads := map[string]func(*lambdakit.Options){
+		"PayloadBody": func(*lambdakit.Options) {},
+		"PayloadFields": func(o *lambdakit.Options) {
 			o.Payload = lambdakit.PayloadFields("payment_id", "amount", "currency", "card.number")
 		},
 	}

@@ -152,7 +152,7 @@ func TestResultThatCannotBeEncodedDoesNotRepeatTheWork(t *testing.T) {
 			}
 		})
 		t.Run("Run, "+name, func(t *testing.T) {
-			e := lambdakit.NewIdempotency(&lambdakittest.MemoryStore{}, quiet)
+			e := lambdakit.NewOnce(&lambdakittest.MemoryStore{}, quiet)
 			fx := &testenv.Counter{}
 			fn := func(ctx context.Context, p payment) (any, error) {
 				fx.Add(p.PaymentID)
@@ -160,7 +160,7 @@ func TestResultThatCannotBeEncodedDoesNotRepeatTheWork(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			first, err := lambdakit.Run(ctx, e, "p1", payment{PaymentID: "p1", Amount: 1}, fn)
+			first, err := lambdakit.DoTyped(ctx, e, "p1", payment{PaymentID: "p1", Amount: 1}, fn)
 			if err != nil {
 				t.Fatalf("first call: %v; want the result it computed", err)
 			}
@@ -170,7 +170,7 @@ func TestResultThatCannotBeEncodedDoesNotRepeatTheWork(t *testing.T) {
 				}
 			}
 			for i := range 3 {
-				got, err := lambdakit.Run(ctx, e, "p1", payment{PaymentID: "p1", Amount: 1}, fn)
+				got, err := lambdakit.DoTyped(ctx, e, "p1", payment{PaymentID: "p1", Amount: 1}, fn)
 				if err != nil || got != nil {
 					t.Errorf("duplicate %d: got %#v, %v; want the zero result (none was kept)", i+1, got, err)
 				}
@@ -353,7 +353,7 @@ func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
 func TestUnstorableResultIsNotReplayedFromTheWarmCache(t *testing.T) {
 	store := limitedStore{&lambdakittest.MemoryStore{}, 8}
 	fx := &testenv.Counter{}
-	h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 16 })
+	h := idempotent(store, charger(fx), func(o *lambdakit.Options) { o.CacheSize = 16 })
 	msg := lambdakittest.Message(paymentBody("p-long", 1))
 	if got, err := handle(t, h, msg); err != nil || string(got) != `"ch_p-long"` {
 		t.Fatalf("first: got %s, %v; want the result and success", got, err)

@@ -17,8 +17,8 @@
 // ErrPayloadMismatch. With Stage, a handler's own writes commit atomically
 // with the completion (single-phase mode).
 //
-// NewIdempotency is the same engine for any function, not only queue
-// records: Do and Run take the key and payload explicitly.
+// NewOnce is the same engine for any function, not only queue
+// records: Do and DoTyped take the key and payload explicitly.
 //
 // Typed and TypedResult decode JSON bodies into a Go type, so a handler is
 // just func(ctx, T) error.

@@ -32,19 +32,19 @@ type receipt struct {
 }
 
 func TestRunTyped(t *testing.T) {
-	e := lambdakit.NewIdempotency(&lambdakittest.MemoryStore{}, quiet)
+	e := lambdakit.NewOnce(&lambdakittest.MemoryStore{}, quiet)
 	n := 0
 	ship := func(ctx context.Context, o order) (receipt, error) {
 		n++
 		return receipt{Number: 100 + n}, nil
 	}
 	for i := range 2 {
-		got, err := lambdakit.Run(engineCtx(t), e, "o-1", order{ID: "o-1", Total: 30}, ship)
+		got, err := lambdakit.DoTyped(engineCtx(t), e, "o-1", order{ID: "o-1", Total: 30}, ship)
 		if err != nil || got.Number != 101 {
 			t.Fatalf("call %d: got %+v, %v; want receipt 101", i+1, got, err)
 		}
 	}
-	if _, err := lambdakit.Run(engineCtx(t), e, "o-1", order{ID: "o-1", Total: 31}, ship); !errors.Is(err, lambdakit.ErrPayloadMismatch) {
+	if _, err := lambdakit.DoTyped(engineCtx(t), e, "o-1", order{ID: "o-1", Total: 31}, ship); !errors.Is(err, lambdakit.ErrPayloadMismatch) {
 		t.Errorf("other order under the key: got %v; want ErrPayloadMismatch", err)
 	}
 	if n != 1 {
@@ -55,7 +55,7 @@ func TestRunTyped(t *testing.T) {
 // Single-phase staging works through Do as through the middleware.
 func TestIdempotencyDoStages(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	e := lambdakit.NewIdempotency(store, quiet)
+	e := lambdakit.NewOnce(store, quiet)
 	written := 0
 	_, err := e.Do(engineCtx(t), "o-stage", nil, func(ctx context.Context) ([]byte, error) {
 		return nil, lambdakit.Stage(ctx, func() { written++ })

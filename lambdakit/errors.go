@@ -57,8 +57,8 @@ func (e *PanicError) Unwrap() error {
 // it.
 var ErrMissingMessageID = errors.New("lambdakit: a failed record has no messageId, so the whole batch fails")
 
-// RecordFailure is one record that failed in a batch.
-type RecordFailure struct {
+// MessageFailure is one record that failed in a batch.
+type MessageFailure struct {
 	// MessageID is the record's SQS message ID, empty if it had none.
 	MessageID string
 	// Err is why the record failed.
@@ -76,7 +76,7 @@ type RecordFailure struct {
 // errors.Is(err, ErrAllFailed) reports true for it.
 type AllFailedError struct {
 	// Failures holds every record of the batch, in batch order.
-	Failures []RecordFailure
+	Failures []MessageFailure
 }
 
 // Error implements error.
@@ -96,7 +96,7 @@ func (e *AllFailedError) Unwrap() error { return ErrAllFailed }
 type MissingMessageIDError struct {
 	// Failures holds every failed record of the batch, with and without
 	// a message ID, in batch order.
-	Failures []RecordFailure
+	Failures []MessageFailure
 	// Missing is how many of them have no message ID.
 	Missing int
 }

@@ -45,12 +45,12 @@ func ExampleKeyFromFields() {
 	// Output: Order:A-7:m-42 <nil>
 }
 
-// Idempotency makes any function idempotent, not only queue records: here
-// an API handler whose client sends an Idempotency-Key header. Run keeps
+// Once makes any function idempotent, not only queue records: here
+// an API handler whose client sends an Idempotency-Key header. DoTyped keeps
 // the request as the payload and the result as JSON.
-func ExampleRun() {
+func ExampleDoTyped() {
 	store := &lambdakittest.MemoryStore{} // dynamostore.New(dynamodb.NewFromConfig(cfg), table)
-	engine := lambdakit.NewIdempotency(store, func(o *lambdakit.IdempotencyOptions) { o.Prefix = "orders-api" })
+	engine := lambdakit.NewOnce(store, func(o *lambdakit.Options) { o.Prefix = "orders-api" })
 	type Order struct{ Item string }
 	type Receipt struct{ Number int }
 	next := 0
@@ -60,7 +60,7 @@ func ExampleRun() {
 		return Receipt{Number: next}, nil
 	}
 	for range 2 { // the client retries after a timeout
-		r, err := lambdakit.Run(context.Background(), engine, "key-from-the-header", Order{Item: "book"}, place)
+		r, err := lambdakit.DoTyped(context.Background(), engine, "key-from-the-header", Order{Item: "book"}, place)
 		fmt.Println("receipt", r.Number, err)
 	}
 	// Output:

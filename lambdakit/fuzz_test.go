@@ -546,7 +546,7 @@ func runFuzzBatch(t *testing.T, event events.SQSEvent, o fuzzOptions) {
 	store := &lambdakittest.MemoryStore{}
 	key := lambdakit.KeyFromField("k")
 	inner := &fuzzHandler{key: key, ok: map[string]int{}}
-	idem := lambdakit.Idempotent(store, key, func(io *lambdakit.IdempotencyOptions) {
+	idem := lambdakit.Idempotent(store, key, func(io *lambdakit.Options) {
 		io.Logger = silentLogger()
 		io.ProcessWithoutKey = o.processWithoutKey
 		if o.cache {

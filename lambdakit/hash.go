@@ -11,7 +11,7 @@ import (
 )
 
 // RecordID returns the ID of the idempotency record of key, for the
-// records of prefix (IdempotencyOptions.Prefix): "<prefix>#<KeyHash(key)>".
+// records of prefix (Options.Prefix): "<prefix>#<KeyHash(key)>".
 // No raw key is kept in a store.
 func RecordID(prefix, key string) string {
 	sum := sha256.Sum256(bytesOf(key))
@@ -32,7 +32,7 @@ func KeyHash(key string) string {
 }
 
 // recordID is RecordID with the engine's prefix.
-func (e *Idempotency) recordID(key string) string { return RecordID(e.opts.Prefix, key) }
+func (e *Once) recordID(key string) string { return RecordID(e.opts.Prefix, key) }
 
 // newLease returns a token for a lease acquired at now: the time in epoch
 // milliseconds, a dot and 128 random bits. The random part fences owners

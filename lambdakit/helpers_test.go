@@ -64,12 +64,12 @@ var noop = lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]by
 // silentLogger discards what it is given.
 func silentLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// quiet is an IdempotencyOptions function that silences the middleware's log.
-func quiet(o *lambdakit.IdempotencyOptions) { o.Logger = silentLogger() }
+// quiet is an Options function that silences the middleware's log.
+func quiet(o *lambdakit.Options) { o.Logger = silentLogger() }
 
 // idempotent wraps h in Idempotent, keyed by payment_id, logging nothing.
-func idempotent(store lambdakit.Store, h lambdakit.Handler, opts ...func(*lambdakit.IdempotencyOptions)) lambdakit.Handler {
-	opts = append([]func(*lambdakit.IdempotencyOptions){quiet}, opts...)
+func idempotent(store lambdakit.Store, h lambdakit.Handler, opts ...func(*lambdakit.Options)) lambdakit.Handler {
+	opts = append([]func(*lambdakit.Options){quiet}, opts...)
 	return lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), opts...)(h)
 }
 

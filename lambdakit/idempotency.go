@@ -13,11 +13,11 @@ import (
 	"unicode/utf8"
 )
 
-// IdempotencyOptions configures NewIdempotency and Idempotent. The zero
+// Options configures NewOnce and Idempotent. The zero
 // value of each field means its default. Payload, DisableValidation,
 // ProcessWithoutKey and Prefetch concern the SQS middleware (Idempotent)
 // only: Do is given its payload.
-type IdempotencyOptions struct {
+type Options struct {
 	// Prefix namespaces the records of one function in a shared table:
 	// IDs are "<Prefix>#<sha256 of key>". Default: the function name from
 	// AWS_LAMBDA_FUNCTION_NAME, else "lambdakit". Set it explicitly when a
@@ -56,18 +56,18 @@ type IdempotencyOptions struct {
 	Now func() time.Time
 }
 
-// Idempotency runs work at most once to completion per key: the engine
+// Once runs work at most once to completion per key: the engine
 // behind Idempotent, for work that does not come from SQS (an API Gateway
 // handler, an EventBridge target, a Step Functions task) and has its key and
 // payload at hand. It keeps the same records in the same Store, with the
 // same lease, fencing, payload validation, warm cache and single-phase
-// staging (Stage) as the SQS middleware. One Idempotency per function: it
+// staging (Stage) as the SQS middleware. One Once per function: it
 // holds the warm container's cache and its flights. It is safe for
 // concurrent use.
-type Idempotency struct {
+type Once struct {
 	store  Store
 	getter BatchGetter // nil when the store cannot read ahead
-	opts   IdempotencyOptions
+	opts   Options
 	state  *idempotencyState
 }
 
@@ -77,9 +77,9 @@ type idempotencyState struct {
 	cache   *lru
 }
 
-// NewIdempotency returns the engine on store.
-func NewIdempotency(store Store, optFns ...func(*IdempotencyOptions)) *Idempotency {
-	o := IdempotencyOptions{
+// NewOnce returns the engine on store.
+func NewOnce(store Store, optFns ...func(*Options)) *Once {
+	o := Options{
 		Prefix:               os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 		TTL:                  7 * 24 * time.Hour,
 		Payload:              PayloadBody,
@@ -113,7 +113,7 @@ func NewIdempotency(store Store, optFns ...func(*IdempotencyOptions)) *Idempoten
 		o.Now = time.Now
 	}
 	getter, _ := store.(BatchGetter)
-	return &Idempotency{store: store, getter: getter, opts: o,
+	return &Once{store: store, getter: getter, opts: o,
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
@@ -141,7 +141,7 @@ func NewIdempotency(store Store, optFns ...func(*IdempotencyOptions)) *Idempoten
 // The SQS middleware (Idempotent) and Do keep records alike: a key given
 // to Do is the key a KeyFunc would derive, and its record ID is
 // "<Prefix>#<sha256 hex of key>".
-func (e *Idempotency) Do(ctx context.Context, key string, payload []byte, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+func (e *Once) Do(ctx context.Context, key string, payload []byte, fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	if key == "" {
 		return nil, fmt.Errorf("%w: empty key", ErrNoKey)
 	}
@@ -156,13 +156,13 @@ func (e *Idempotency) Do(ctx context.Context, key string, payload []byte, fn fun
 	return e.do(ctx, e.recordID(key), validation, nil, fn)
 }
 
-// Run is Do for typed requests and results: req, as JSON, is the payload,
+// DoTyped is Do for typed requests and results: req, as JSON, is the payload,
 // and fn's result is kept as JSON, so that a duplicate gets the first
 // call's result back. A duplicate whose result could not be kept (see
 // ErrResultNotStorable), because the store could not hold it or because
 // json.Marshal refused it (NaN, say), gets the zero Res; the call that ran
 // fn gets fn's result all the same, and fn does not run again.
-func Run[Req, Res any](ctx context.Context, e *Idempotency, key string, req Req, fn func(context.Context, Req) (Res, error)) (Res, error) {
+func DoTyped[Req, Res any](ctx context.Context, e *Once, key string, req Req, fn func(context.Context, Req) (Res, error)) (Res, error) {
 	var zero Res
 	payload, err := json.Marshal(req)
 	if err != nil {
@@ -195,7 +195,7 @@ func Run[Req, Res any](ctx context.Context, e *Idempotency, key string, req Req,
 
 // do is Do for a record ID and payload hash. prefetched, when not nil, may
 // answer a duplicate from what its batch read ahead.
-func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched func(now time.Time) (IdempotencyRecord, bool), fn func(context.Context) ([]byte, error)) ([]byte, error) {
+func (e *Once) do(ctx context.Context, id, validation string, prefetched func(now time.Time) (IdempotencyRecord, bool), fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	now := e.opts.Now()
 	note := noteFrom(ctx)
 	note.setID(id)
@@ -249,7 +249,7 @@ func (e *Idempotency) do(ctx context.Context, id, validation string, prefetched 
 // lockRecord sets it, rounded up as the store keeps it: the most a call
 // with the same key waits for it in this process. (lockRecord counts the
 // lease from the engine's clock, Now, which only tests change.)
-func (e *Idempotency) waitBound(ctx context.Context) time.Time {
+func (e *Once) waitBound(ctx context.Context) time.Time {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(e.opts.LeaseWithoutDeadline)
@@ -257,15 +257,15 @@ func (e *Idempotency) waitBound(ctx context.Context) time.Time {
 	return roundUp(deadline, time.Millisecond)
 }
 
-// lead processes the message as the flight's leader. However once ends,
+// lead processes the message as the flight's leader. However execute ends,
 // the flight is left in a deferred call, so that waiters are never
 // stranded: a panic, of the handler or of the store, becomes an error, and
 // so does runtime.Goexit, which no recover stops but which runs deferred
 // calls.
-func (e *Idempotency) lead(ctx context.Context, f *flight, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+func (e *Once) lead(ctx context.Context, f *flight, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
 	defer func() { e.leave(id, f, rec, err) }()
 	pe := protect(func() {
-		result, rec, duplicate, err = e.once(ctx, id, validation, now, fn)
+		result, rec, duplicate, err = e.execute(ctx, id, validation, now, fn)
 	}, func() {
 		rec, err = IdempotencyRecord{}, ErrHandlerExited
 	})
@@ -275,12 +275,12 @@ func (e *Idempotency) lead(ctx context.Context, f *flight, id, validation string
 	return result, rec, duplicate, err
 }
 
-// once runs fn at most once to completion for the record id: it locks the
+// execute runs fn at most once to completion for the record id: it locks the
 // key, calls fn under the lock, and then completes the record with fn's
 // result, or releases the key if fn failed. It returns fn's result and the
 // record as stored; when the key was completed before, duplicate is true
 // and rec is the stored record.
-func (e *Idempotency) once(ctx context.Context, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+func (e *Once) execute(ctx context.Context, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
 	rec = e.lockRecord(ctx, id, validation, now)
 	existing, held, err := e.lock(ctx, rec, now)
 	if err != nil {
@@ -297,7 +297,7 @@ func (e *Idempotency) once(ctx context.Context, id, validation string, now time.
 	defer stop()
 	result, err = call(fctx, fn, func() {
 		// fn called runtime.Goexit, which unwinds this goroutine past
-		// the rest of once: end fn's context, and free the key as after
+		// the rest of execute: end fn's context, and free the key as after
 		// a panic, so that a retry need not wait for the lease to end.
 		stop()
 		st.close()
@@ -309,7 +309,7 @@ func (e *Idempotency) once(ctx context.Context, id, validation string, now time.
 	staged := st.close()
 	if errors.Is(err, ErrResultNotStorable) {
 		// The work is done; only its result could not be encoded
-		// (TypedResult, Run). Complete without it, as when the store
+		// (TypedResult, DoTyped). Complete without it, as when the store
 		// cannot keep it: releasing would run the work again.
 		e.resultNotCached(ctx, id, err)
 		result, err = nil, nil
@@ -326,7 +326,7 @@ func (e *Idempotency) once(ctx context.Context, id, validation string, now time.
 // lockRecord is the record that locks id for a call on ctx: in progress,
 // with a fresh lease that ends with the call's deadline, after which the
 // call is gone and another owner may take the work over.
-func (e *Idempotency) lockRecord(ctx context.Context, id, validation string, now time.Time) IdempotencyRecord {
+func (e *Once) lockRecord(ctx context.Context, id, validation string, now time.Time) IdempotencyRecord {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = now.Add(e.opts.LeaseWithoutDeadline)
@@ -350,7 +350,7 @@ func (e *Idempotency) lockRecord(ctx context.Context, id, validation string, now
 // lock puts rec, to take its key for this call. held reports whether the
 // call now holds the key; if not, existing is the record that stands in
 // its way.
-func (e *Idempotency) lock(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, held bool, err error) {
+func (e *Once) lock(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, held bool, err error) {
 	existing, acquired, err := e.acquire(ctx, rec, now)
 	if err != nil {
 		// The put may have landed though its answer did not: free the
@@ -372,7 +372,7 @@ func (e *Idempotency) lock(ctx context.Context, rec IdempotencyRecord, now time.
 // taken answers a call that found its key taken by another owner's
 // record: completed, the call is a duplicate of it; in progress, the work
 // is being done elsewhere and the call fails for now, to be retried.
-func (e *Idempotency) taken(existing IdempotencyRecord, validation string) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+func (e *Once) taken(existing IdempotencyRecord, validation string) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
 	switch {
 	case existing.Status == StatusCompleted:
 		e.state.cache.put(existing)
@@ -399,7 +399,7 @@ func cleanupContext(ctx context.Context, rec IdempotencyRecord) (context.Context
 // invocation's does: past it another owner may take the record over, and
 // fn must be told to stop. (With a deadline, the lease is it.) stop ends
 // it.
-func (e *Idempotency) handlerContext(ctx context.Context, st *stage, rec IdempotencyRecord) (fctx context.Context, stop func()) {
+func (e *Once) handlerContext(ctx context.Context, st *stage, rec IdempotencyRecord) (fctx context.Context, stop func()) {
 	fctx = context.WithValue(ctx, stageKey{}, st)
 	if _, ok := ctx.Deadline(); ok {
 		return fctx, func() {}
@@ -410,7 +410,7 @@ func (e *Idempotency) handlerContext(ctx context.Context, st *stage, rec Idempot
 // unlock releases the key after fn failed, so that a retry can run at once
 // instead of waiting for the lease to end. It returns fn's error, joined
 // with the release's when the key turned out to be lost.
-func (e *Idempotency) unlock(cctx context.Context, rec IdempotencyRecord, err error) error {
+func (e *Once) unlock(cctx context.Context, rec IdempotencyRecord, err error) error {
 	if rerr := e.release(cctx, rec.ID, rec.Lease); rerr != nil && !e.releasedEarlier(cctx, rerr, rec) {
 		err = errors.Join(err, e.leaseLost(rec.ID, "release", rerr))
 	}
@@ -420,7 +420,7 @@ func (e *Idempotency) unlock(cctx context.Context, rec IdempotencyRecord, err er
 // commit completes rec with fn's result and staged writes: from then on
 // the work is done for every container, and is never run again. It returns
 // the record as stored.
-func (e *Idempotency) commit(ctx, cctx context.Context, rec IdempotencyRecord, result []byte, staged []any) (IdempotencyRecord, error) {
+func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result []byte, staged []any) (IdempotencyRecord, error) {
 	rec.Status = StatusCompleted
 	rec.Data = result
 	rec.Staged = staged
@@ -466,9 +466,9 @@ func (e *Idempotency) commit(ctx, cctx context.Context, rec IdempotencyRecord, r
 
 // resultNotCached warns that the record id completes without a result,
 // for the reason err: the store cannot hold it, or it could not be encoded.
-func (e *Idempotency) resultNotCached(ctx context.Context, id string, err error) {
+func (e *Once) resultNotCached(ctx context.Context, id string, err error) {
 	e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-		messageAttr(ctx), slog.String("id", id), slog.String("reason", err.Error()))
+		messageAttr(ctx), slog.String("recordId", id), slog.String("reason", err.Error()))
 }
 
 // maxFailure bounds the reason a rejected completion leaves on its record:
@@ -489,7 +489,7 @@ func rejected(err error) bool {
 // fails permanently: with a dead-letter sender it goes to the DLQ at once,
 // without one it comes back and fails again, without running the work,
 // until the queue's redrive policy moves it. It returns the record's error.
-func (e *Idempotency) reject(ctx context.Context, rec IdempotencyRecord, cause error) error {
+func (e *Once) reject(ctx context.Context, rec IdempotencyRecord, cause error) error {
 	if !errors.Is(cause, ErrCompletionRejected) {
 		cause = fmt.Errorf("%w: %w", ErrCompletionRejected, cause)
 	}
@@ -550,7 +550,7 @@ func truncate(s string, n int) string {
 // misreads: a takeover by a third owner whose clock ran ahead, who then
 // released the key to the present holder; the record still fails with the
 // handler's error, only the LeaseLost count is missed.
-func (e *Idempotency) releasedEarlier(ctx context.Context, err error, rec IdempotencyRecord) bool {
+func (e *Once) releasedEarlier(ctx context.Context, err error, rec IdempotencyRecord) bool {
 	if !errors.Is(err, ErrLeaseLost) || e.getter == nil || ctx.Err() != nil {
 		return false
 	}
@@ -568,18 +568,18 @@ func (e *Idempotency) releasedEarlier(ctx context.Context, err error, rec Idempo
 
 // acquire, complete and release make the store's requests, timing each for
 // the invocation's metrics and marking its failures as *StoreError.
-func (e *Idempotency) acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (IdempotencyRecord, bool, error) {
+func (e *Once) acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (IdempotencyRecord, bool, error) {
 	defer noteFrom(ctx).storeCall(time.Now())
 	existing, acquired, err := e.store.Acquire(ctx, rec, now)
 	return existing, acquired, storeErr("acquire", err)
 }
 
-func (e *Idempotency) complete(ctx context.Context, rec IdempotencyRecord) error {
+func (e *Once) complete(ctx context.Context, rec IdempotencyRecord) error {
 	defer noteFrom(ctx).storeCall(time.Now())
 	return storeErr("complete", e.store.Complete(ctx, rec))
 }
 
-func (e *Idempotency) release(ctx context.Context, id, lease string) error {
+func (e *Once) release(ctx context.Context, id, lease string) error {
 	defer noteFrom(ctx).storeCall(time.Now())
 	return storeErr("release", e.store.Release(ctx, id, lease))
 }
@@ -595,7 +595,7 @@ func call(ctx context.Context, fn func(context.Context) ([]byte, error), onGoexi
 }
 
 // replay answers a duplicate from a completed record, found in source.
-func (e *Idempotency) replay(ctx context.Context, rec IdempotencyRecord, validation string, source int) ([]byte, error) {
+func (e *Once) replay(ctx context.Context, rec IdempotencyRecord, validation string, source int) ([]byte, error) {
 	if validation != "" && rec.Validation != "" && rec.Validation != validation {
 		return nil, ErrPayloadMismatch
 	}
@@ -608,7 +608,7 @@ func (e *Idempotency) replay(ctx context.Context, rec IdempotencyRecord, validat
 		note.setDuplicate(source, len(rec.Data) > 0) // Batch logs the record's line
 	} else {
 		e.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
-			slog.String("id", rec.ID))
+			slog.String("recordId", rec.ID))
 	}
 	// A copy: the caller may change what it gets, and the cached record
 	// must answer the next duplicate the same. An empty result is no
@@ -623,7 +623,7 @@ func (e *Idempotency) replay(ctx context.Context, rec IdempotencyRecord, validat
 // *LeaseLostError, which Batch logs, once, with a LeaseLost metric: another
 // owner took the work over, which means a lease (the invocation deadline)
 // was too short or clocks disagree. Other errors are returned as they are.
-func (e *Idempotency) leaseLost(id, op string, err error) error {
+func (e *Once) leaseLost(id, op string, err error) error {
 	if !errors.Is(err, ErrLeaseLost) {
 		return err
 	}

@@ -238,7 +238,7 @@ func TestIdempotentPayloadMismatchFailsWithoutRunning(t *testing.T) {
 	t.Run("chosen fields ignore the rest", func(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
 		fx := &testenv.Counter{}
-		h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) {
+		h := idempotent(store, charger(fx), func(o *lambdakit.Options) {
 			o.Payload = lambdakit.PayloadFields("amount")
 		})
 		for _, body := range []string{
@@ -257,7 +257,7 @@ func TestIdempotentPayloadMismatchFailsWithoutRunning(t *testing.T) {
 	t.Run("validation off", func(t *testing.T) {
 		store := &lambdakittest.MemoryStore{}
 		fx := &testenv.Counter{}
-		h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.DisableValidation = true })
+		h := idempotent(store, charger(fx), func(o *lambdakit.Options) { o.DisableValidation = true })
 		for _, amount := range []int{100, 200} {
 			if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", amount))); err != nil {
 				t.Fatal(err)
@@ -287,7 +287,7 @@ func TestIdempotentMissingKey(t *testing.T) {
 		h := idempotent(store, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 			ran++
 			return nil, nil
-		}), func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
+		}), func(o *lambdakit.Options) { o.ProcessWithoutKey = true })
 		for range 2 {
 			if _, err := handle(t, h, lambdakittest.Message(`{"amount":1}`)); err != nil {
 				t.Fatal(err)
@@ -321,7 +321,7 @@ func TestIdempotentInProgressElsewhereFailsUntilLeaseEnds(t *testing.T) {
 		t.Fatalf("setup: acquired=%v err=%v", ok, err)
 	}
 
-	h := idempotent(store, charger(fx), func(o *lambdakit.IdempotencyOptions) {
+	h := idempotent(store, charger(fx), func(o *lambdakit.Options) {
 		o.Prefix = "payments"
 		o.Now = func() time.Time { return now }
 	})
@@ -344,7 +344,7 @@ func TestIdempotentInProgressElsewhereFailsUntilLeaseEnds(t *testing.T) {
 func TestIdempotentRecordSchema(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	now := time.Now().Truncate(time.Second)
-	h := idempotent(store, charger(&testenv.Counter{}), func(o *lambdakit.IdempotencyOptions) {
+	h := idempotent(store, charger(&testenv.Counter{}), func(o *lambdakit.Options) {
 		o.Prefix = "payments"
 		o.TTL = 24 * time.Hour
 		o.Now = func() time.Time { return now }
@@ -385,7 +385,7 @@ func TestIdempotentPrefixDefaultsToFunctionName(t *testing.T) {
 
 func TestIdempotentNilPayloadMeansTheDefault(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
-	h := idempotent(store, charger(&testenv.Counter{}), func(o *lambdakit.IdempotencyOptions) { o.Payload = nil })
+	h := idempotent(store, charger(&testenv.Counter{}), func(o *lambdakit.Options) { o.Payload = nil })
 	if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100))); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestIdempotentProcessWithoutKeyRefusesUnreadableKeys(t *testing.T) {
 			h := idempotent(store, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 				ran++
 				return nil, nil
-			}), func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
+			}), func(o *lambdakit.Options) { o.ProcessWithoutKey = true })
 			_, err := handle(t, h, lambdakittest.Message(body))
 			if ran != 0 || !errors.Is(err, lambdakit.ErrInvalidKey) || errors.Is(err, lambdakit.ErrNoKey) {
 				t.Errorf("got %d runs, err %v; want no run and ErrInvalidKey (not ErrNoKey)", ran, err)
@@ -423,7 +423,7 @@ func TestIdempotentProcessWithoutKeyRefusesUnreadableKeys(t *testing.T) {
 		h := idempotent(&lambdakittest.MemoryStore{}, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 			ran++
 			return nil, nil
-		}), func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
+		}), func(o *lambdakit.Options) { o.ProcessWithoutKey = true })
 		if _, err := handle(t, h, lambdakittest.Message(`{"amount":1}`)); err != nil || ran != 1 {
 			t.Errorf("got %d runs, err %v; want 1 run, nil", ran, err)
 		}
@@ -453,7 +453,7 @@ func TestProcessWithoutKeyRunsMessagesWhoseKeyAStructSees(t *testing.T) {
 			}
 			ran := 0
 			h := lambdakit.Idempotent(&lambdakittest.MemoryStore{}, lambdakit.KeyFromField(c.path), quiet,
-				func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })(
+				func(o *lambdakit.Options) { o.ProcessWithoutKey = true })(
 				lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 					ran++
 					return nil, nil
@@ -500,7 +500,7 @@ func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
 			now := func() time.Time { return start.Add(time.Duration(clock.Load()) * time.Minute) }
 			containers := make([]lambdakit.BatchFunc, 3)
 			for i := range containers {
-				containers[i] = lambdakit.Batch(idempotent(store, handler, func(o *lambdakit.IdempotencyOptions) {
+				containers[i] = lambdakit.Batch(idempotent(store, handler, func(o *lambdakit.Options) {
 					o.CacheSize = 8
 					o.Now = now
 				}), func(o *lambdakit.BatchOptions) {

@@ -120,7 +120,7 @@ func PayloadBody(msg *events.SQSMessage) (string, error) {
 	return payloadOf(bytesOf(msg.Body))
 }
 
-// payloadOf is what PayloadBody and Idempotency.Do compare: b's canonical
+// payloadOf is what PayloadBody and Once.Do compare: b's canonical
 // JSON value, or b itself, marked as raw, when it is not JSON.
 func payloadOf(b []byte) (string, error) {
 	canon, ok, err := canonicalJSON(b)

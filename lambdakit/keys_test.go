@@ -595,7 +595,7 @@ func TestKeyFromFieldRefusesNamesThatDifferOnlyInCase(t *testing.T) {
 func TestIdempotentNumericKeySpellingsAreOneKey(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	fx := &testenv.Counter{}
-	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), quiet, func(o *lambdakit.Options) {
 		o.DisableValidation = true
 	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 		fx.Add("1")

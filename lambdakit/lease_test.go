@@ -36,7 +36,7 @@ func (s stealingStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRe
 func TestIdempotentLostLeaseFailsAndLogsOnce(t *testing.T) {
 	var logs lambdakittest.LogBuffer
 	idem := lambdakit.Idempotent(stealingStore{&lambdakittest.MemoryStore{}}, lambdakit.KeyFromField("payment_id"),
-		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.Logger(); o.Prefix = "pay" })
+		func(o *lambdakit.Options) { o.Logger = logs.Logger(); o.Prefix = "pay" })
 	var got error
 	record := lambdakit.Middleware(func(next lambdakit.Handler) lambdakit.Handler {
 		return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
@@ -83,7 +83,7 @@ func TestIdempotentLostLeaseFailsAndLogsOnce(t *testing.T) {
 func TestIdempotentLostLeaseIsCountedOncePerLease(t *testing.T) {
 	var logs lambdakittest.LogBuffer
 	idem := lambdakit.Idempotent(stealingStore{&lambdakittest.MemoryStore{}}, lambdakit.KeyFromField("payment_id"),
-		func(o *lambdakit.IdempotencyOptions) { o.Logger = logs.Logger() })
+		func(o *lambdakit.Options) { o.Logger = logs.Logger() })
 	entered := make(chan struct{}, 2)
 	enter := lambdakit.Middleware(func(next lambdakit.Handler) lambdakit.Handler {
 		return lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
@@ -183,13 +183,13 @@ func TestIdempotentRecordOutlivesAShortTTLWhileRunning(t *testing.T) {
 	h := idempotent(store, lambdakit.HandlerFunc(func(ctx context.Context, m *events.SQSMessage) ([]byte, error) {
 		// While this runs, another container sees the message 2 s later:
 		// past the 1 s TTL, before the 1 min lease ends.
-		other := idempotent(store, noop, func(o *lambdakit.IdempotencyOptions) {
+		other := idempotent(store, noop, func(o *lambdakit.Options) {
 			o.TTL = time.Second
 			o.Now = func() time.Time { return now.Add(2 * time.Second) }
 		})
 		_, during = handle(t, other, lambdakittest.Redelivery(msg))
 		return nil, nil
-	}), func(o *lambdakit.IdempotencyOptions) {
+	}), func(o *lambdakit.Options) {
 		o.TTL = time.Second
 		o.Now = func() time.Time { return now }
 	})
@@ -218,8 +218,8 @@ func TestIdempotentRecordOutlivesAShortTTLWhileRunning(t *testing.T) {
 func TestDoWithoutDeadlineEndsFnsContextWithTheLease(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	lease := 300 * time.Millisecond
-	opts := func(o *lambdakit.IdempotencyOptions) { o.Logger = silentLogger(); o.LeaseWithoutDeadline = lease }
-	first, second := lambdakit.NewIdempotency(store, opts), lambdakit.NewIdempotency(store, opts) // two processes
+	opts := func(o *lambdakit.Options) { o.Logger = silentLogger(); o.LeaseWithoutDeadline = lease }
+	first, second := lambdakit.NewOnce(store, opts), lambdakit.NewOnce(store, opts) // two processes
 
 	start := time.Now()
 	stopped := make(chan time.Duration, 1) // when the first fn saw its context end
@@ -320,7 +320,7 @@ func TestIdempotentShortTTLHoldsTheWholeLease(t *testing.T) {
 	clock := func() time.Time { return now }
 	entered := make(chan struct{})
 	gate := make(chan struct{})
-	owner := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+	owner := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.Options) {
 		o.TTL = time.Millisecond
 		o.Now = clock
 	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
@@ -345,7 +345,7 @@ func TestIdempotentShortTTLHoldsTheWholeLease(t *testing.T) {
 	}
 	defer close(gate)
 	for _, at := range []time.Duration{100 * time.Millisecond, 899 * time.Millisecond} {
-		other := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+		other := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.Options) {
 			o.Now = func() time.Time { return base.Add(at) }
 		})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 			return nil, fmt.Errorf("second owner ran at +%v while the first held the lease", at)
@@ -378,7 +378,7 @@ func TestTTLCountsFromCompletion(t *testing.T) {
 		mu.Unlock()
 	}
 	ran := 0
-	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.IdempotencyOptions) {
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), quiet, func(o *lambdakit.Options) {
 		o.TTL = 20 * time.Minute
 		o.Now = clock
 	})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {

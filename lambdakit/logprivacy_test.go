@@ -48,7 +48,7 @@ func TestFailureLinesNeverContainTheBody(t *testing.T) {
 		}
 		return nil
 	})
-	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 		o.Payload = lambdakit.PayloadFields("id", "amount")
 		o.Logger = logs.Logger()
 	})

@@ -100,7 +100,7 @@ func TestBatchMetricsLine(t *testing.T) {
 			return nil, errors.New("gateway down")
 		}
 		return []byte(`"ok"`), nil
-	}), func(o *lambdakit.IdempotencyOptions) { o.CacheSize = 10 })
+	}), func(o *lambdakit.Options) { o.CacheSize = 10 })
 	var out bytes.Buffer
 	b := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) {
 		o.Logger = silentLogger()

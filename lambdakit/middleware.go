@@ -26,19 +26,19 @@ import (
 //   - under Batch, a re-driven batch's completed records are read ahead in
 //     one request (see PrefetchPolicy).
 //
-// It is the Idempotency engine (see NewIdempotency) with the key and
+// It is the Once engine (see NewOnce) with the key and
 // payload taken from each message.
-func Idempotent(store Store, key KeyFunc, optFns ...func(*IdempotencyOptions)) Middleware {
+func Idempotent(store Store, key KeyFunc, optFns ...func(*Options)) Middleware {
 	// One engine per middleware: its cache and flights live as long as
 	// the warm container.
-	e := NewIdempotency(store, optFns...)
+	e := NewOnce(store, optFns...)
 	return func(next Handler) Handler {
-		return &idempotent{Idempotency: e, next: next, key: key}
+		return &idempotent{Once: e, next: next, key: key}
 	}
 }
 
 type idempotent struct {
-	*Idempotency
+	*Once
 	next Handler
 	key  KeyFunc
 }

@@ -105,7 +105,7 @@ func AddLogAttrs(ctx context.Context, attrs ...slog.Attr) bool {
 
 // batchLogKeys are the names of the fields Batch writes on a record's line.
 var batchLogKeys = map[string]bool{
-	"messageId": true, "id": true, "messageGroupId": true, "durationMs": true, "outcome": true,
+	"messageId": true, "recordId": true, "messageGroupId": true, "durationMs": true, "outcome": true,
 	"reasonCode": true, "reason": true, "stack": true, "prefix": true, "op": true, "LeaseLost": true, "_aws": true,
 }
 

@@ -263,7 +263,7 @@ func TestWaiterOfAPermanentFailureIsNotPermanent(t *testing.T) {
 			<-release
 			return nil, lambdakit.Permanent(errBadFormat)
 		})
-		idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) { o.DisableValidation = true })(h)
+		idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) { o.DisableValidation = true })(h)
 		batch, _ := newBatch(idem, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
 		first, second := lambdakittest.Message(`{"id":"k2","n":1}`), lambdakittest.Message(`{"id":"k2","n":2}`)
 		var firstResp, secondResp events.SQSEventResponse

@@ -39,9 +39,9 @@ func TestBatchReadAheadOfRedeliveries(t *testing.T) {
 			return next.Handle(ctx, msg)
 		})
 	}
-	run := func(t *testing.T, store lambdakit.Store, fx *testenv.Counter, msgs []events.SQSMessage, opts ...func(*lambdakit.IdempotencyOptions)) {
+	run := func(t *testing.T, store lambdakit.Store, fx *testenv.Counter, msgs []events.SQSMessage, opts ...func(*lambdakit.Options)) {
 		t.Helper()
-		h := lambdakit.Chain(charger(fx), outer, lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), append([]func(*lambdakit.IdempotencyOptions){quiet}, opts...)...))
+		h := lambdakit.Chain(charger(fx), outer, lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), append([]func(*lambdakit.Options){quiet}, opts...)...))
 		b, _ := newBatch(h)
 		resp, err := b(batchCtx(t), lambdakittest.Event(msgs...))
 		if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -98,7 +98,7 @@ func TestBatchReadAheadOfRedeliveries(t *testing.T) {
 		first := payments("never", 4)
 		completeAll(t, store, first)
 		before := store.Calls()
-		run(t, store, &testenv.Counter{}, redelivered(first), func(o *lambdakit.IdempotencyOptions) { o.Prefetch = lambdakit.PrefetchNever })
+		run(t, store, &testenv.Counter{}, redelivered(first), func(o *lambdakit.Options) { o.Prefetch = lambdakit.PrefetchNever })
 		if got := store.Calls(); got.GetRecords != before.GetRecords || got.Acquire-before.Acquire != 4 {
 			t.Errorf("got %+v after %+v; want no read and 4 acquires", got, before)
 		}
@@ -113,7 +113,7 @@ func TestBatchReadAheadOfRedeliveries(t *testing.T) {
 		for i, m := range first {
 			again[i] = lambdakittest.Message(m.Body) // a producer's retry: new message, count 1
 		}
-		run(t, store, &testenv.Counter{}, again, func(o *lambdakit.IdempotencyOptions) { o.Prefetch = lambdakit.PrefetchAlways })
+		run(t, store, &testenv.Counter{}, again, func(o *lambdakit.Options) { o.Prefetch = lambdakit.PrefetchAlways })
 		if got := store.Calls(); got.GetRecords-before.GetRecords != 1 || got.Acquire != before.Acquire {
 			t.Errorf("got %+v after %+v; want 1 read and no acquire", got, before)
 		}
@@ -262,13 +262,13 @@ func TestReadAheadRegressions(t *testing.T) {
 		now := time.Now()
 		clock := func() time.Time { return now }
 		msg := lambdakittest.Message(paymentBody("expired-1", 100))
-		first := idempotent(mem, charger(&testenv.Counter{}), func(o *lambdakit.IdempotencyOptions) { o.Now = clock; o.TTL = time.Minute })
+		first := idempotent(mem, charger(&testenv.Counter{}), func(o *lambdakit.Options) { o.Now = clock; o.TTL = time.Minute })
 		if _, err := handle(t, first, msg); err != nil {
 			t.Fatal(err)
 		}
 		later := func() time.Time { return now.Add(2 * time.Minute) }
 		fx := &testenv.Counter{}
-		h := idempotent(mem, charger(fx), func(o *lambdakit.IdempotencyOptions) { o.Now = later; o.TTL = time.Minute })
+		h := idempotent(mem, charger(fx), func(o *lambdakit.Options) { o.Now = later; o.TTL = time.Minute })
 		batch, _ := newBatch(h)
 		again := lambdakittest.Redelivery(msg)
 		resp, err := batch(batchCtx(t), lambdakittest.Event(again, lambdakittest.Redelivery(again)))

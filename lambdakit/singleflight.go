@@ -33,7 +33,7 @@ type flight struct {
 // join registers the caller as the one processing id, with its lease ending
 // at leaseEnd, and returns its flight; or returns the flight already
 // processing id and a channel that is closed when it ends.
-func (e *Idempotency) join(id string, leaseEnd time.Time) (f *flight, wait <-chan struct{}) {
+func (e *Once) join(id string, leaseEnd time.Time) (f *flight, wait <-chan struct{}) {
 	e.state.mu.Lock()
 	defer e.state.mu.Unlock()
 	if f, ok := e.state.flights[id]; ok {
@@ -48,7 +48,7 @@ func (e *Idempotency) join(id string, leaseEnd time.Time) (f *flight, wait <-cha
 }
 
 // leave ends the flight with its outcome and wakes its waiters.
-func (e *Idempotency) leave(id string, f *flight, rec IdempotencyRecord, err error) {
+func (e *Once) leave(id string, f *flight, rec IdempotencyRecord, err error) {
 	e.state.mu.Lock()
 	defer e.state.mu.Unlock()
 	f.rec, f.err = rec, err
@@ -60,7 +60,7 @@ func (e *Idempotency) leave(id string, f *flight, rec IdempotencyRecord, err err
 
 // abandon stops routing calls with id to f, whose leader outlived its lease;
 // the next call leads a flight of its own.
-func (e *Idempotency) abandon(id string, f *flight) {
+func (e *Once) abandon(id string, f *flight) {
 	e.state.mu.Lock()
 	defer e.state.mu.Unlock()
 	e.forget(id, f)
@@ -68,7 +68,7 @@ func (e *Idempotency) abandon(id string, f *flight) {
 
 // forget removes f from the flights, unless a later flight has replaced it.
 // The caller holds the state's mutex.
-func (e *Idempotency) forget(id string, f *flight) {
+func (e *Once) forget(id string, f *flight) {
 	if e.state.flights[id] == f {
 		delete(e.state.flights, id)
 	}

@@ -198,7 +198,7 @@ func TestWaiterDoesNotOutwaitTheLeadersLease(t *testing.T) {
 func TestTakenOverOwnerInTheContainerDoesNotComplete(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	lease := 300 * time.Millisecond
-	e := lambdakit.NewIdempotency(store, func(o *lambdakit.IdempotencyOptions) {
+	e := lambdakit.NewOnce(store, func(o *lambdakit.Options) {
 		o.Logger = silentLogger()
 		o.LeaseWithoutDeadline = lease
 	})

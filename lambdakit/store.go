@@ -136,7 +136,7 @@ var (
 	ErrLeaseLost = errors.New("lambdakit: idempotency lease lost")
 	// ErrResultNotStorable means a handler's result cannot be kept: the
 	// store cannot hold it (too large for an item, or not text), or it
-	// could not be encoded (TypedResult and Run return an error wrapping
+	// could not be encoded (TypedResult and DoTyped return an error wrapping
 	// it for a result json.Marshal refuses, such as NaN). Either way the
 	// work is done: the record is completed without a cached result, and
 	// duplicates replay none. A handler of your own whose work is done but

@@ -59,7 +59,7 @@ func newRecordsTable(t *testing.T, db *dynamodb.Client) *recordsTable {
 		rt.runs[msg.Body]++
 		return []byte(cachedResult), nil
 	})
-	idem := lk.Idempotent(rt.store, lk.KeyFromField("payment_id"), func(o *lk.IdempotencyOptions) {
+	idem := lk.Idempotent(rt.store, lk.KeyFromField("payment_id"), func(o *lk.Options) {
 		o.Prefix = "payment"
 		o.Logger = slog.New(slog.DiscardHandler)
 	})

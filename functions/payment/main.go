@@ -107,7 +107,7 @@ func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.
 		return nil, err
 	}
 	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
-		func(o *lambdakit.IdempotencyOptions) {
+		func(o *lambdakit.Options) {
 			o.Prefix = idempotencyPrefix
 			o.TTL = c.TTL
 			// Only what defines the payment; other fields may differ.

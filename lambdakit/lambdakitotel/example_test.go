@@ -34,7 +34,7 @@ func Example() {
 	h := lambdakit.Chain(charge,
 		lambdakitotel.Middleware(withTP), // outside Idempotent, so that it sees duplicates
 		lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
-			func(o *lambdakit.IdempotencyOptions) { o.Logger = quiet }))
+			func(o *lambdakit.Options) { o.Logger = quiet }))
 	handler := lambdakitotel.WrapBatch(lambdakit.Batch(h,
 		func(o *lambdakit.BatchOptions) { o.Logger = quiet; o.DisableMetrics = true }), withTP)
 

@@ -65,7 +65,7 @@ func withProvider(tp trace.TracerProvider) func(*lambdakitotel.Options) {
 // WrapBatch(Batch(Chain(h, Middleware, Idempotent(WrapStore(store))))).
 func traced(tp trace.TracerProvider, store lambdakit.Store, h lambdakit.Handler, logs *lambdakittest.LogBuffer) lambdakit.BatchFunc {
 	idem := lambdakit.Idempotent(lambdakitotel.WrapStore(store, withProvider(tp)), lambdakit.KeyFromField("payment_id"),
-		func(o *lambdakit.IdempotencyOptions) { o.Prefix = prefix; o.Logger = logs.Logger() })
+		func(o *lambdakit.Options) { o.Prefix = prefix; o.Logger = logs.Logger() })
 	batch := lambdakit.Batch(lambdakit.Chain(h, lambdakitotel.Middleware(withProvider(tp)), idem),
 		func(o *lambdakit.BatchOptions) { o.Logger = logs.Logger(); o.DisableMetrics = true })
 	return lambdakitotel.WrapBatch(batch, withProvider(tp))
@@ -75,7 +75,7 @@ func traced(tp trace.TracerProvider, store lambdakit.Store, h lambdakit.Handler,
 func untraced(store lambdakit.Store) lambdakit.BatchFunc {
 	logs := &lambdakittest.LogBuffer{}
 	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
-		func(o *lambdakit.IdempotencyOptions) { o.Prefix = prefix; o.Logger = logs.Logger() })
+		func(o *lambdakit.Options) { o.Prefix = prefix; o.Logger = logs.Logger() })
 	return lambdakit.Batch(idem(charge), func(o *lambdakit.BatchOptions) { o.Logger = logs.Logger(); o.DisableMetrics = true })
 }
 

@@ -617,7 +617,7 @@ func TestDefaultsToTheGlobalProvider(t *testing.T) {
 	t.Cleanup(func() { otel.SetTracerProvider(old) })
 	store := &lambdakittest.MemoryStore{}
 	idem := lambdakit.Idempotent(lambdakitotel.WrapStore(store), lambdakit.KeyFromField("payment_id"),
-		func(o *lambdakit.IdempotencyOptions) {
+		func(o *lambdakit.Options) {
 			o.Prefix = prefix
 			o.Logger = (&lambdakittest.LogBuffer{}).Logger()
 		})

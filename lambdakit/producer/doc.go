@@ -14,7 +14,7 @@
 // process and run, and different for different keys.
 //
 // The consumer's idempotency record for that message has the ID
-// "<prefix>#<DedupID(key)>" (lambdakit.IdempotencyOptions.Prefix), so an
+// "<prefix>#<DedupID(key)>" (lambdakit.Options.Prefix), so an
 // operator holding a message from the dead-letter queue finds its record by
 // putting the prefix in front of the message's MessageDeduplicationId
 // attribute.

@@ -193,7 +193,7 @@ type Options struct {
 	Key lambdakit.KeyFunc
 	// Payload derives what must be the same in two messages with one key
 	// for them to be one message: pass the consumer's
-	// IdempotencyOptions.Payload if it sets one. On a FIFO queue, a key
+	// Options.Payload if it sets one. On a FIFO queue, a key
 	// repeated within one Send is left out as an ErrDuplicate when the
 	// payloads are equal, and refused with ErrKeyConflict when they are
 	// not. Default lambdakit.PayloadBody, the consumer's default.

@@ -49,7 +49,7 @@ func TestDedupIDIsTheRecordIDWithoutItsPrefix(t *testing.T) {
 	}
 	res := mustSend(t, p, payment("pay_1001", "cus_A"), payment("pay_1002", "cus_B"))
 	store := &lambdakittest.MemoryStore{}
-	h := lambdakit.Idempotent(store, lambdakitKey, func(o *lambdakit.IdempotencyOptions) { o.Prefix = "payment" })(
+	h := lambdakit.Idempotent(store, lambdakitKey, func(o *lambdakit.Options) { o.Prefix = "payment" })(
 		lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { return nil, nil }))
 	got := testenv.Drain(t, client, url)
 	if len(got) != 2 {

@@ -53,7 +53,7 @@ type badRun struct {
 	runs   map[string]int               // handler runs by the decoded "id"
 	errs   map[*events.SQSMessage]error // what the middleware returned
 	seen   map[*events.SQSMessage]bool  // records the middleware returned for
-	opts   []func(*lambdakit.IdempotencyOptions)
+	opts   []func(*lambdakit.Options)
 	inner  lambdakit.Handler // nil: the default handler
 	event  events.SQSEvent   // the last batch run
 	resp   events.SQSEventResponse
@@ -114,7 +114,7 @@ func (r *badRun) batch(t *testing.T, event events.SQSEvent) (events.SQSEventResp
 			return out, err
 		})
 	})
-	opts := append([]func(*lambdakit.IdempotencyOptions){func(o *lambdakit.IdempotencyOptions) {
+	opts := append([]func(*lambdakit.Options){func(o *lambdakit.Options) {
 		o.Prefix = "badinput"
 		o.Logger = r.logs.Logger()
 	}}, r.opts...)
@@ -291,7 +291,7 @@ var badInputRows = []badRow{
 	{"key_null", failsAlone(`{"id":null}`, lambdakit.ErrNoKey, `field "id" missing or null`)},
 	{"key_empty", failsAlone(`{"id":""}`, lambdakit.ErrNoKey, `field "id" is empty`)},
 	{"key_missing_with_ProcessWithoutKey", func(t *testing.T, r *badRun) {
-		r.opts = append(r.opts, func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
+		r.opts = append(r.opts, func(o *lambdakit.Options) { o.ProcessWithoutKey = true })
 		r.batch(t, lambdakittest.Event(lambdakittest.Message(`{"n":1}`), good("key_missing_with_ProcessWithoutKey")))
 		r.succeeded(t, 0)
 		r.alone(t, "key_missing_with_ProcessWithoutKey")
@@ -303,7 +303,7 @@ var badInputRows = []badRow{
 		}
 	}},
 	{"body_not_JSON_with_ProcessWithoutKey", func(t *testing.T, r *badRun) {
-		r.opts = append(r.opts, func(o *lambdakit.IdempotencyOptions) { o.ProcessWithoutKey = true })
+		r.opts = append(r.opts, func(o *lambdakit.Options) { o.ProcessWithoutKey = true })
 		failsAlone(`id=1&n=2`, lambdakit.ErrInvalidKey, "body is not valid JSON")(t, r)
 	}},
 	{"number_key_spelled_two_ways", func(t *testing.T, r *badRun) {

@@ -15,14 +15,14 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
-// RunIdempotencyChecks checks lambdakit.Idempotency.Do on a store: a
+// RunIdempotencyChecks checks lambdakit.Once.Do on a store: a
 // duplicate gets the first result without running; a payload re-encoded is
 // a duplicate, another payload a mismatch; an error releases the key; ten
 // concurrent calls with one key run once; Do and the SQS middleware share
 // records. newStore may return the same store every time: each check uses
 // keys of its own.
 func RunIdempotencyChecks(t *testing.T, newStore func(t *testing.T) lambdakit.Store) {
-	quiet := func(o *lambdakit.IdempotencyOptions) { o.Logger = slog.New(slog.DiscardHandler) }
+	quiet := func(o *lambdakit.Options) { o.Logger = slog.New(slog.DiscardHandler) }
 	key := func(t *testing.T, k string) string { return t.Name() + "/" + k }
 	engineCtx := func(t *testing.T) context.Context {
 		t.Helper()
@@ -31,7 +31,7 @@ func RunIdempotencyChecks(t *testing.T, newStore func(t *testing.T) lambdakit.St
 		return ctx
 	}
 	t.Run("a duplicate gets the first result without running", func(t *testing.T) {
-		e := lambdakit.NewIdempotency(newStore(t), quiet)
+		e := lambdakit.NewOnce(newStore(t), quiet)
 		var runs atomic.Int32
 		fn := func(context.Context) ([]byte, error) {
 			return []byte(fmt.Sprintf(`{"run":%d}`, runs.Add(1))), nil
@@ -47,7 +47,7 @@ func RunIdempotencyChecks(t *testing.T, newStore func(t *testing.T) lambdakit.St
 		}
 	})
 	t.Run("the same payload from another encoder is a duplicate, another payload a mismatch", func(t *testing.T) {
-		e := lambdakit.NewIdempotency(newStore(t), quiet)
+		e := lambdakit.NewOnce(newStore(t), quiet)
 		fn := func(context.Context) ([]byte, error) { return []byte(`"ok"`), nil }
 		if _, err := e.Do(engineCtx(t), key(t, "order-2"), []byte(`{"a":1,"b":"x"}`), fn); err != nil {
 			t.Fatal(err)
@@ -63,7 +63,7 @@ func RunIdempotencyChecks(t *testing.T, newStore func(t *testing.T) lambdakit.St
 		}
 	})
 	t.Run("an error releases the key for the retry", func(t *testing.T) {
-		e := lambdakit.NewIdempotency(newStore(t), quiet)
+		e := lambdakit.NewOnce(newStore(t), quiet)
 		fail := errors.New("gateway down")
 		if _, err := e.Do(engineCtx(t), key(t, "order-3"), nil, func(context.Context) ([]byte, error) { return nil, fail }); !errors.Is(err, fail) {
 			t.Fatalf("got %v; want the function's error", err)
@@ -74,7 +74,7 @@ func RunIdempotencyChecks(t *testing.T, newStore func(t *testing.T) lambdakit.St
 		}
 	})
 	t.Run("ten concurrent calls with one key run once", func(t *testing.T) {
-		e := lambdakit.NewIdempotency(newStore(t), quiet)
+		e := lambdakit.NewOnce(newStore(t), quiet)
 		var runs atomic.Int32
 		var wg sync.WaitGroup
 		errs := make(chan error, 10)
@@ -102,14 +102,14 @@ func RunIdempotencyChecks(t *testing.T, newStore func(t *testing.T) lambdakit.St
 		}
 	})
 	t.Run("an empty key is ErrNoKey", func(t *testing.T) {
-		e := lambdakit.NewIdempotency(newStore(t), quiet)
+		e := lambdakit.NewOnce(newStore(t), quiet)
 		if _, err := e.Do(engineCtx(t), "", nil, func(context.Context) ([]byte, error) { return nil, nil }); !errors.Is(err, lambdakit.ErrNoKey) {
 			t.Errorf("got %v; want ErrNoKey", err)
 		}
 	})
 	t.Run("Do and the SQS middleware share records", func(t *testing.T) {
 		store := newStore(t)
-		opts := func(o *lambdakit.IdempotencyOptions) { o.Prefix = "shared"; o.Logger = slog.New(slog.DiscardHandler) }
+		opts := func(o *lambdakit.Options) { o.Prefix = "shared"; o.Logger = slog.New(slog.DiscardHandler) }
 		ran := 0
 		h := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), opts)(lambdakit.HandlerFunc(
 			func(context.Context, *events.SQSMessage) ([]byte, error) { ran++; return []byte(`"from sqs"`), nil }))
@@ -118,7 +118,7 @@ func RunIdempotencyChecks(t *testing.T, newStore func(t *testing.T) lambdakit.St
 		if _, err := h.Handle(engineCtx(t), &msg); err != nil {
 			t.Fatal(err)
 		}
-		got, err := lambdakit.NewIdempotency(store, opts).Do(engineCtx(t), k, []byte(msg.Body),
+		got, err := lambdakit.NewOnce(store, opts).Do(engineCtx(t), k, []byte(msg.Body),
 			func(context.Context) ([]byte, error) { ran++; return nil, nil })
 		if err != nil || string(got) != `"from sqs"` || ran != 1 {
 			t.Errorf("got %s, %v after %d runs; want the SQS record's result and 1 run", got, err, ran)

@@ -31,7 +31,7 @@ import (
 // paymentIdempotency is the idempotency middleware of functions/payment
 // (its newHandler): key, prefix, payload fields and TTL.
 func paymentIdempotency(store lambdakit.Store) lambdakit.Middleware {
-	return lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.IdempotencyOptions) {
+	return lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) {
 		o.Prefix = "payment"
 		o.TTL = 552 * time.Hour // functions/payment's defaultTTL
 		o.Payload = lambdakit.PayloadFields("payment_id", "order_id", "customer_id", "amount", "currency")

@@ -22,7 +22,7 @@ func TestLogStatsReadsLambdakitLines(t *testing.T) {
 	// Each call makes a container of its own, with its own clock: within
 	// one, a second message with the key would wait for the first.
 	container := func(h lambdakit.Handler, now func() time.Time) lambdakit.BatchFunc {
-		idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.IdempotencyOptions) {
+		idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
 			o.Prefix = "t"
 			o.Logger = logger
 			o.Now = now
