@@ -91,11 +91,11 @@ fuzz:
 
 ## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap)
 demo: deps build
-	$(WITH_MOTO) $(BIN)/lambdakit demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
+	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
 
 ## invoke: the demo environment on the event files you name (EVENT="a.json b.json")
 invoke: deps build
-	$(WITH_MOTO) $(BIN)/lambdakit demo $(EVENT)
+	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap $(EVENT)
 
 ## chaos: the payment sample under faults, kills and duplicates across processes, one table of counts (a few minutes)
 chaos: deps build

@@ -51,21 +51,16 @@
 // table name names no endpoint, says on standard error where its calls go
 // before the first one.
 //
-// Local and demo are the payment sample's own tools. Local starts the
-// sample function's outside world on this machine until Ctrl-C
-// (moto_server, the sandbox gateway, the tables of template.yaml) and
-// writes the function's environment for invoke, run or sam local:
-//
-//	lambdakit local [-listen 127.0.0.1] [-moto-port 5000] [-gateway-port 8080] \
-//	    [-env-file FILE] [-env-host HOST]
-//
-// Demo tells the sample's story on its events (make demo).
+// The payment sample's own tools, which start its outside world (moto_server,
+// the sandbox gateway, its tables) and tell its story, are not in this CLI:
+// they are the sample's command, go run ./functions/payment/demo.
 //
 // Each command is a type in a file of its own with a Run(ctx, args) method
 // that parses its flags once and checks every input before anything
 // starts; the error it returns says how it ended, and main turns it into
-// the exit status in one place (exitStatus). Every command takes its flags
-// before its arguments, answers -h with its full usage (exit status 0), and
-// a usage error with the error, the synopsis and where the full usage is,
-// in three lines on standard error, with exit status 2.
+// the exit status in one place (ExitStatus of internal/cmdline, which the
+// sample's demo shares). Every command takes its flags before its
+// arguments, answers -h with its full usage (exit status 0), and a usage
+// error with the error, the synopsis and where the full usage is, in three
+// lines on standard error, with exit status 2.
 package main

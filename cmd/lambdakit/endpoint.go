@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 )
 
 // Where the commands send their AWS calls. A command must never send
@@ -75,10 +77,10 @@ func refuse(format string, args ...any) error {
 
 // asUsage turns a refusal into the command's usage error, and leaves any
 // other error to wrap.
-func asUsage(fs *cmdFlags, err error, wrap func(error) error) error {
+func asUsage(fs *cmdline.Flags, err error, wrap func(error) error) error {
 	var refused *endpointError
 	if errors.As(err, &refused) {
-		return fs.usageError("%s", refused.msg)
+		return fs.UsageError("%s", refused.msg)
 	}
 	return wrap(err)
 }
@@ -292,7 +294,7 @@ func endpointVariable(name string) bool {
 }
 
 // functionEnviron is the environment a function gets besides Lambda's
-// variables: the shell's, then extra (an env file's, the demo's). When
+// variables: the shell's, then extra (an env file's). When
 // extra sets an endpoint variable, it sets the function's endpoints alone:
 // the shell's endpoint variables are left out, since the SDK prefers a
 // service's own variable to AWS_ENDPOINT_URL, and an

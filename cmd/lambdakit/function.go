@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
 )
@@ -68,8 +69,8 @@ func (f *functionFlags) define(fs *flag.FlagSet, timeoutHelp string) {
 // the template's function, if -template names one, else Lambda's defaults.
 // It reads the env file, and checks the result. Every input is read here,
 // before anything starts.
-func (f *functionFlags) settle(fs *cmdFlags) error {
-	set := fs.set()
+func (f *functionFlags) settle(fs *cmdline.Flags) error {
+	set := fs.Given()
 	fn, err := f.templateFunction(fs)
 	if err != nil {
 		return err
@@ -91,7 +92,7 @@ func (f *functionFlags) settle(fs *cmdFlags) error {
 	}
 	if f.envFile != "" {
 		if f.extra, f.logicalID, err = readEnvFile(f.envFile, f.logicalID); err != nil {
-			return badInput(err)
+			return cmdline.BadInput(err)
 		}
 	}
 	if !set["function-name"] {
@@ -100,28 +101,28 @@ func (f *functionFlags) settle(fs *cmdFlags) error {
 	switch f.logFormat = strings.ToLower(f.logFormat); f.logFormat {
 	case "text", "json":
 	default:
-		return fs.usageError("-log-format %q: want text or json", f.logFormat)
+		return fs.UsageError("-log-format %q: want text or json", f.logFormat)
 	}
 	switch {
 	case f.timeout <= 0:
-		return fs.usageError("-timeout %v: want a positive duration", f.timeout)
+		return fs.UsageError("-timeout %v: want a positive duration", f.timeout)
 	case f.memory <= 0:
-		return fs.usageError("-memory %d: want a positive number of MB", f.memory)
+		return fs.UsageError("-memory %d: want a positive number of MB", f.memory)
 	case f.functionName == "":
-		return fs.usageError("-function-name: want a name")
+		return fs.UsageError("-function-name: want a name")
 	}
 	return nil
 }
 
 // templateFunction returns the function of -template that -logical-id
 // names, or its only one; the zero Function without -template.
-func (f *functionFlags) templateFunction(fs *cmdFlags) (samtemplate.Function, error) {
+func (f *functionFlags) templateFunction(fs *cmdline.Flags) (samtemplate.Function, error) {
 	if f.template == "" {
 		return samtemplate.Function{}, nil
 	}
 	fns, err := samtemplate.Functions(f.template)
 	if err != nil {
-		return samtemplate.Function{}, badInput(fmt.Errorf("template: %w", err))
+		return samtemplate.Function{}, cmdline.BadInput(fmt.Errorf("template: %w", err))
 	}
 	var ids []string
 	for _, fn := range fns {
@@ -131,15 +132,15 @@ func (f *functionFlags) templateFunction(fs *cmdFlags) (samtemplate.Function, er
 	case f.logicalID != "":
 		fn, err := samtemplate.FindFunction(fns, f.logicalID)
 		if err != nil {
-			return fn, fs.usageError("-logical-id %s: template %s has no such function (it has %s)", f.logicalID, f.template, strings.Join(ids, ", "))
+			return fn, fs.UsageError("-logical-id %s: template %s has no such function (it has %s)", f.logicalID, f.template, strings.Join(ids, ", "))
 		}
 		return fn, nil
 	case len(fns) == 1:
 		return fns[0], nil
 	case len(fns) == 0:
-		return samtemplate.Function{}, badInput(fmt.Errorf("template %s declares no AWS::Serverless::Function", f.template))
+		return samtemplate.Function{}, cmdline.BadInput(fmt.Errorf("template %s declares no AWS::Serverless::Function", f.template))
 	}
-	return samtemplate.Function{}, fs.usageError("template %s has functions %s: choose one with -logical-id", f.template, strings.Join(ids, ", "))
+	return samtemplate.Function{}, fs.UsageError("template %s has functions %s: choose one with -logical-id", f.template, strings.Join(ids, ", "))
 }
 
 // regionOr returns the function's region: -region, else AWS_REGION or
@@ -165,7 +166,7 @@ func (f *functionFlags) newRunner(std stdio, bootstrap, region string) (*runtime
 		o.LogLevel = f.logLevel
 	})
 	if err != nil {
-		return nil, badInput(err)
+		return nil, cmdline.BadInput(err)
 	}
 	return r, nil
 }

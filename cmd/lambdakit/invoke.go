@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 )
 
@@ -97,9 +98,9 @@ func (c *invokeCommand) Run(ctx context.Context, args []string) error {
 		res, err := runner.Invoke(ctx, ev.body)
 		if err != nil {
 			if ctx.Err() != nil {
-				return interrupted(fmt.Errorf("interrupted during %s", ev.name))
+				return cmdline.Interrupted(fmt.Errorf("interrupted during %s", ev.name))
 			}
-			return cannotRun(fmt.Errorf("%s: %s", ev.name, startFailure(err, c.bootstrap)))
+			return cmdline.CannotRun(fmt.Errorf("%s: %s", ev.name, startFailure(err, c.bootstrap)))
 		}
 		report(c.stderr, &c.fn, res)
 		if res.Outcome != runtimeapi.OutcomeSuccess {
@@ -107,28 +108,28 @@ func (c *invokeCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.stderr, "lambdakit invoke: %s: %s\n", ev.name, describe(res, c.fn.timeout))
 		}
 		if err := printResult(c.stdout, ev.name, res); err != nil {
-			return cannotRun(fmt.Errorf("write: %w", err))
+			return cmdline.CannotRun(fmt.Errorf("write: %w", err))
 		}
 	}
 	if err := runner.Close(); err != nil {
-		return cannotRun(fmt.Errorf("stop the function: %w", err))
+		return cmdline.CannotRun(fmt.Errorf("stop the function: %w", err))
 	}
 	if anyFailed {
-		return errFailed
+		return cmdline.ErrFailed
 	}
 	return nil
 }
 
 // parse reads the command line and every file it names.
 func (c *invokeCommand) parse(args []string) error {
-	fs := newFlags(c.stderr, "invoke", invokeUsage, invokeExitStatus)
+	fs := cmdline.NewFlags(c.stderr, "invoke", invokeUsage, invokeExitStatus)
 	c.fn.define(fs.FlagSet, "each event's deadline is its start plus this")
-	rest, err := fs.parse(args)
+	rest, err := fs.ParseArgs(args)
 	if err != nil {
 		return err
 	}
 	if len(rest) < 2 {
-		return fs.usageError("need a BOOTSTRAP and at least one EVENT_FILE")
+		return fs.UsageError("need a BOOTSTRAP and at least one EVENT_FILE")
 	}
 	if err := c.fn.settle(fs); err != nil {
 		return err
@@ -143,11 +144,11 @@ func (c *invokeCommand) parse(args []string) error {
 			body, err = os.ReadFile(name)
 		}
 		if err != nil {
-			return badInput(fmt.Errorf("event: %w", err))
+			return cmdline.BadInput(fmt.Errorf("event: %w", err))
 		}
 		if !json.Valid(body) {
 			// Lambda's Invoke API refuses such a payload before any function runs.
-			return badInput(fmt.Errorf("event %s is not valid JSON", name))
+			return cmdline.BadInput(fmt.Errorf("event %s is not valid JSON", name))
 		}
 		c.events = append(c.events, event{name, body})
 	}

@@ -2,23 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
-)
 
-// Exit statuses, shared by the commands so that scripts can rely on them.
-// Commands return errors; exitStatus turns them into these.
-const (
-	exitOK          = 0   // everything worked
-	exitFailed      = 1   // the command ran, and what it ran failed (a function error, a crash ...)
-	exitUsage       = 2   // bad flags or arguments, or input that cannot be read
-	exitCannotRun   = 3   // the tool itself could not do its job (a binary that will not start ...)
-	exitInterrupted = 130 // SIGINT or SIGTERM, as shells report a SIGINT
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 )
 
 // stdio is the outside world a command may touch, given to it when it is
@@ -32,7 +22,7 @@ type stdio struct {
 // A command is one subcommand, in a file of its own. Run parses args (the
 // flags and arguments after the command's name) once, checks every input
 // before anything starts, and does the work. Its error says how it ended:
-// see errors.go; nil is success.
+// see internal/cmdline, whose ExitStatus maps it; nil is success.
 type command interface {
 	Run(ctx context.Context, args []string) error
 }
@@ -49,8 +39,6 @@ func commands(std stdio) []subcommand {
 	return []subcommand{
 		{"invoke", "run a bootstrap binary on event files through a local Lambda Runtime API", &invokeCommand{stdio: std}},
 		{"run", "run a bootstrap on the messages of an SQS queue, as Lambda's event source mapping does", &runCommand{stdio: std}},
-		{"local", "the payment sample: start local DynamoDB, its sandbox gateway and tables, until Ctrl-C", &localCommand{stdio: std}},
-		{"demo", "the payment sample: run it on its sample events against local DynamoDB and a sandbox gateway", &demoCommand{stdio: std}},
 		{"publish", "send JSON lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", &publishCommand{stdio: std}},
 		{"records", "show, delete or list stuck idempotency records in DynamoDB", &recordsCommand{stdio: std}},
 		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", &redriveCommand{stdio: std}},
@@ -79,54 +67,21 @@ func run(ctx context.Context, std stdio, args []string) int {
 	cmds := commands(std)
 	if len(args) == 0 {
 		usage(std.stderr, cmds)
-		return exitUsage
+		return cmdline.ExitUsage
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
 		usage(std.stdout, cmds)
-		return exitOK
+		return cmdline.ExitOK
 	}
 	for _, c := range cmds {
 		if c.name == args[0] {
-			return exitStatus(std.stderr, c.name, c.cmd.Run(ctx, args[1:]))
+			return cmdline.ExitStatus(std.stderr, "lambdakit "+c.name, "lambdakit "+c.name+" -h", c.cmd.Run(ctx, args[1:]))
 		}
 	}
 	fmt.Fprintf(std.stderr, "lambdakit: unknown command %q\n\n", args[0])
 	usage(std.stderr, cmds)
-	return exitUsage
-}
-
-// exitStatus is the one place that maps how a command ended to the exit
-// status: it tells err on stderr as the command's last word, and returns
-// the status err calls for.
-func exitStatus(stderr io.Writer, name string, err error) int {
-	var (
-		usage       *usageError
-		input       *inputError
-		cannot      *cannotRunError
-		interrupted *interruptedError
-		fail        *failedError
-	)
-	status := exitFailed
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, flag.ErrHelp): // -h: the command printed its full usage
-		return exitOK
-	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "lambdakit %s: %s\n%s\nRun 'lambdakit %[1]s -h' for the flags and details.\n", name, usage.msg, usage.synopsis)
-		return exitUsage
-	case errors.As(err, &input):
-		status = exitUsage
-	case errors.As(err, &cannot):
-		status = exitCannotRun
-	case errors.As(err, &interrupted):
-		status = exitInterrupted
-	case errors.As(err, &fail) && fail.err == nil:
-		return exitFailed // the command has told the failure
-	}
-	fmt.Fprintf(stderr, "lambdakit %s: %v\n", name, err)
-	return status
+	return cmdline.ExitUsage
 }
 
 func main() {

@@ -485,34 +485,106 @@ func TestHelp(t *testing.T) {
 }
 
 // Every command answers -h with its full usage, its flags included, and
-// exit status 0; the sample's own tools say that they are.
+// exit status 0. None is a tool of the payment sample: those are the
+// sample's own command (go run ./functions/payment/demo).
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, c := range []struct {
-		args   []string
-		sample bool
-	}{
-		{[]string{"invoke", "-h"}, false},
-		{[]string{"run", "-h"}, false},
-		{[]string{"publish", "-h"}, false},
-		{[]string{"records", "-h"}, false},
-		{[]string{"records", "stuck", "-h"}, false},
-		{[]string{"redrive", "-h"}, false},
-		{[]string{"local", "-h"}, true},
-		{[]string{"demo", "-help"}, true},
+	for _, args := range [][]string{
+		{"invoke", "-h"},
+		{"run", "-h"},
+		{"publish", "-h"},
+		{"records", "-h"},
+		{"records", "stuck", "-h"},
+		{"redrive", "-help"},
 	} {
-		r := lambdakit(t, nil, c.args...)
-		if r.code != 0 || !strings.Contains(r.stderr, "Usage: lambdakit "+c.args[0]) || !strings.Contains(r.stderr, "Flags:\n  -") {
-			t.Errorf("lambdakit %v: exit status %d, stderr:\n%s\nwant 0 and the usage with the flags", c.args, r.code, r.stderr)
+		r := lambdakit(t, nil, args...)
+		if r.code != 0 || !strings.Contains(r.stderr, "Usage: lambdakit "+args[0]) || !strings.Contains(r.stderr, "Flags:\n  -") {
+			t.Errorf("lambdakit %v: exit status %d, stderr:\n%s\nwant 0 and the usage with the flags", args, r.code, r.stderr)
 		}
-		if got := strings.Contains(r.stderr, "payment sample"); got != c.sample {
-			t.Errorf("lambdakit %v: says it is a tool of the payment sample: %t; want %t", c.args, got, c.sample)
+		if strings.Contains(r.stderr, "payment sample") {
+			t.Errorf("lambdakit %v: says it is a tool of the payment sample:\n%s", args, r.stderr)
 		}
 	}
 	r := lambdakit(t, nil, "help")
 	for _, name := range []string{"local", "demo"} {
-		if !regexp.MustCompile(`(?m)^  ` + name + ` +the payment sample: `).MatchString(r.stdout) {
-			t.Errorf("lambdakit help does not say that %s is the payment sample's:\n%s", name, r.stdout)
+		if regexp.MustCompile(`(?m)^  ` + name + ` `).MatchString(r.stdout) {
+			t.Errorf("lambdakit help lists %s, the payment sample's:\n%s", name, r.stdout)
 		}
+		if c := lambdakit(t, nil, name, "-h"); c.code != 2 || !strings.Contains(c.stderr, "unknown command") {
+			t.Errorf("lambdakit %s -h: exit status %d, stderr:\n%s\nwant 2 and an unknown command", name, c.code, c.stderr)
+		}
+	}
+}
+
+// Every command tells a usage error in the short form, before it starts
+// anything: none of these reaches an AWS endpoint or starts a server.
+func TestUsageErrorsAreShort(t *testing.T) {
+	_, echo := binaries(t)
+	ev := writeFile(t, t.TempDir(), "event.json", `{}`)
+	const queue = "http://127.0.0.1:1/123456789012/orders"
+	for _, c := range []struct {
+		name    string
+		command string
+		args    []string
+		want    string
+	}{
+		{"invoke unknown flag", "invoke", []string{"-frobnicate", echo, ev}, "flag provided but not defined: -frobnicate"},
+		{"invoke flag after the arguments", "invoke", []string{echo, ev, "-timeout", "5s"}, "flag -timeout after the arguments"},
+		{"invoke missing value", "invoke", []string{"-timeout"}, "flag needs an argument: -timeout"},
+		{"run unknown flag", "run", []string{"-frobnicate", echo}, "flag provided but not defined: -frobnicate"},
+		{"run flag after the arguments", "run", []string{"-queue", queue, echo, "-until-empty"}, "flag -until-empty after the arguments"},
+		{"publish unknown flag", "publish", []string{"-frobnicate", ev}, "flag provided but not defined: -frobnicate"},
+		{"publish flag after the arguments", "publish", []string{"-queue", queue, ev, "-max-size", "5"}, "flag -max-size after the arguments"},
+		{"records unknown flag", "records", []string{"get", "-frobnicate", "k"}, "flag provided but not defined: -frobnicate"},
+		{"records flag after the arguments", "records", []string{"get", "-table", "t", "k", "-prefix", "p"}, "flag -prefix after the arguments"},
+		{"records without an action", "records", nil, "want get, delete or stuck"},
+		{"redrive unknown flag", "redrive", []string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{"redrive flag after the arguments", "redrive", []string{"-from", queue, "extra", "-to", queue + "2"}, "flag -to after the arguments"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := lambdakit(t, nil, append([]string{c.command}, c.args...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("exit status %d, stderr:\n%s\nwant 2 and %q", r.code, r.stderr, c.want)
+			}
+			checkShortUsage(t, r, c.command)
+		})
+	}
+}
+
+// "--" lets an argument start with "-"; "-" alone is standard input.
+func TestInvokeDashArguments(t *testing.T) {
+	_, echo := binaries(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "-event.json", `{"n": 1}`)
+	cli, _ := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cli, "invoke", "-timeout", "10s", "--", echo, "-event.json", "-")
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(`{"n": 2}`)
+	out, err := cmd.Output()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		t.Fatalf("exit status %d; stderr:\n%s", exitErr.ExitCode(), exitErr.Stderr)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(outputs(t, string(out))); got != 2 {
+		t.Errorf("%d results; want 2 (the file named -event.json, then standard input)\n%s", got, out)
+	}
+}
+
+// checkShortUsage checks that a usage error is told in a few lines that
+// say where the full usage is, and nothing goes to standard output.
+func checkShortUsage(t *testing.T, r cliResult, command string) {
+	t.Helper()
+	if n := strings.Count(r.stderr, "\n"); n > 3 {
+		t.Errorf("usage error in %d lines; want 3 at most:\n%s", n, r.stderr)
+	}
+	if want := "Run 'lambdakit " + command + " -h'"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr:\n%s\nwant it to say %q", r.stderr, want)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout = %q; want nothing", r.stdout)
 	}
 }
 

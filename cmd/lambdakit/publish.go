@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
@@ -76,7 +77,7 @@ const (
 // publishCommand is 'lambdakit publish': JSON lines to an SQS queue.
 type publishCommand struct {
 	stdio
-	flags      *cmdFlags
+	flags      *cmdline.Flags
 	queue      string
 	keyField   string
 	groupField string
@@ -87,13 +88,13 @@ type publishCommand struct {
 
 // parse reads the command line and opens FILE, last.
 func (c *publishCommand) parse(args []string) error {
-	fs := newFlags(c.stderr, "publish", publishUsage, publishExitStatus)
+	fs := cmdline.NewFlags(c.stderr, "publish", publishUsage, publishExitStatus)
 	c.flags = fs
 	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required)")
 	fs.StringVar(&c.keyField, "key-field", "", "the JSON `path` of the idempotency key (\"id\", \"order.id\"), as the consumer's lambdakit.KeyFromField; required for FIFO queues")
 	fs.StringVar(&c.groupField, "group-field", "", "the JSON `path` of the message group ID; required for FIFO queues")
 	fs.IntVar(&c.maxSize, "max-size", 0, "refuse lines over this many `bytes`, and do not read the queue's attributes (default: the queue's MaximumMessageSize)")
-	rest, err := fs.parse(args)
+	rest, err := fs.ParseArgs(args)
 	if err != nil {
 		return err
 	}
@@ -103,30 +104,30 @@ func (c *publishCommand) parse(args []string) error {
 	case 1:
 		file = rest[0]
 	default:
-		return fs.usageError("one FILE at most; got %q", rest)
+		return fs.UsageError("one FILE at most; got %q", rest)
 	}
 	if c.queue == "" {
-		return fs.usageError("-queue is required")
+		return fs.UsageError("-queue is required")
 	}
 	if !validQueueURL(c.queue) {
-		return fs.usageError("-queue %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo", c.queue)
+		return fs.UsageError("-queue %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo", c.queue)
 	}
 	if strings.HasSuffix(c.queue, ".fifo") && (c.keyField == "" || c.groupField == "") {
-		return fs.usageError("-queue is a FIFO queue: -key-field and -group-field are required")
+		return fs.UsageError("-queue is a FIFO queue: -key-field and -group-field are required")
 	}
 	for name, path := range map[string]string{"-key-field": c.keyField, "-group-field": c.groupField} {
 		if path != "" && slices.Contains(strings.Split(path, "."), "") {
-			return fs.usageError("%s %q: want field names separated by single dots", name, path)
+			return fs.UsageError("%s %q: want field names separated by single dots", name, path)
 		}
 	}
 	if c.maxSize < 0 {
-		return fs.usageError("-max-size %d: want a positive number of bytes", c.maxSize)
+		return fs.UsageError("-max-size %d: want a positive number of bytes", c.maxSize)
 	}
 	c.in = c.stdin
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
-			return badInput(err)
+			return cmdline.BadInput(err)
 		}
 		c.in, c.file = f, f
 	}
@@ -150,11 +151,11 @@ func (c *publishCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stderr, "lambdakit publish: %s\n", pub.counts())
 	switch {
 	case ctx.Err() != nil:
-		return errInterrupted
+		return cmdline.ErrInterrupted
 	case err != nil:
-		return badInput(fmt.Errorf("reading input: %w", err))
+		return cmdline.BadInput(fmt.Errorf("reading input: %w", err))
 	case pub.failed > 0:
-		return errFailed // each failed line is told
+		return cmdline.ErrFailed // each failed line is told
 	}
 	return nil
 }
@@ -166,7 +167,7 @@ func (c *publishCommand) newProducer(ctx context.Context) (*producer.Producer, e
 	// reads the rest from the process environment: credentials, region.
 	client, err := newSQSClient(ctx, c.environ, "", c.queue)
 	if err != nil {
-		return nil, asUsage(c.flags, err, failed)
+		return nil, asUsage(c.flags, err, cmdline.Failed)
 	}
 	opts := func(o *producer.Options) {
 		if c.keyField != "" {
@@ -187,11 +188,11 @@ func (c *publishCommand) newProducer(ctx context.Context) (*producer.Producer, e
 	}
 	switch {
 	case errors.Is(err, producer.ErrNoKeyFunc), errors.Is(err, producer.ErrNoGroupFunc):
-		return nil, c.flags.usageError("the queue is a FIFO queue: -key-field and -group-field are required")
+		return nil, c.flags.UsageError("the queue is a FIFO queue: -key-field and -group-field are required")
 	case ctx.Err() != nil:
-		return nil, errInterrupted
+		return nil, cmdline.ErrInterrupted
 	case err != nil:
-		return nil, failed(err)
+		return nil, cmdline.Failed(err)
 	}
 	return p, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -24,7 +25,7 @@ const recordsUsage = `Usage: lambdakit records get    [flags] KEY
 
 Looks at a function's idempotency records in its DynamoDB table. A record's
 ID is "<prefix>#<sha256 hex of the key>": -prefix is the function's
-IdempotencyOptions.Prefix (the function's name unless the code sets one;
+lambdakit.Options.Prefix (the function's name unless the code sets one;
 functions/payment sets "payment"), and KEY is the idempotency key its KeyFunc
 derives from a message, such as a payment_id. The table holds neither the
 key nor the message, only that hash. Flags come before KEY.
@@ -100,7 +101,7 @@ type recordsCommand struct {
 
 // parse reads the command line: the action, then its flags and KEY.
 func (c *recordsCommand) parse(args []string) error {
-	fs := newFlags(c.stderr, "records", recordsUsage, recordsExitStatus)
+	fs := cmdline.NewFlags(c.stderr, "records", recordsUsage, recordsExitStatus)
 	fs.StringVar(&c.table, "table", lookup(c.environ, "IDEMPOTENCY_TABLE"), "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable lambdakit's examples and SAM template give the function)")
 	fs.StringVar(&c.prefix, "prefix", "", "the function's record ID `prefix`, without the '#' (required)")
 	fs.BoolVar(&c.json, "json", false, "print JSON, one object per record per line")
@@ -108,46 +109,46 @@ func (c *recordsCommand) parse(args []string) error {
 	fs.BoolVar(&c.force, "force", false, "delete: delete a record in progress even though its lease has not ended")
 	fs.DurationVar(&c.olderThan, "older-than", 0, "stuck: list the records whose lease ended more than this `duration` ago (0: every ended lease)")
 	if len(args) == 0 {
-		return fs.usageError("want get, delete or stuck")
+		return fs.UsageError("want get, delete or stuck")
 	}
 	switch c.action = args[0]; c.action {
 	case "-h", "-help", "--help", "help":
-		fs.printHelp()
+		fs.PrintHelp()
 		return flag.ErrHelp
 	case "get", "delete", "stuck":
 	default:
-		return fs.usageError("unknown action %q: want get, delete or stuck", c.action)
+		return fs.UsageError("unknown action %q: want get, delete or stuck", c.action)
 	}
-	rest, err := fs.parse(args[1:])
+	rest, err := fs.ParseArgs(args[1:])
 	if err != nil {
 		return err
 	}
-	set := fs.set()
+	set := fs.Given()
 	for name, action := range map[string]string{"yes": "delete", "force": "delete", "older-than": "stuck"} {
 		if set[name] && c.action != action {
-			return fs.usageError("-%s is for %s only", name, action)
+			return fs.UsageError("-%s is for %s only", name, action)
 		}
 	}
 	switch {
 	case c.action == "stuck" && len(rest) > 0:
-		return fs.usageError("stuck takes no KEY; got %q", rest)
+		return fs.UsageError("stuck takes no KEY; got %q", rest)
 	case c.action != "stuck" && len(rest) == 0:
-		return fs.usageError("%s needs a KEY", c.action)
+		return fs.UsageError("%s needs a KEY", c.action)
 	case c.action != "stuck" && len(rest) > 1:
-		return fs.usageError("want one KEY, got %q", rest)
+		return fs.UsageError("want one KEY, got %q", rest)
 	case c.table == "":
-		return fs.usageError("-table is required (or set IDEMPOTENCY_TABLE)")
+		return fs.UsageError("-table is required (or set IDEMPOTENCY_TABLE)")
 	case c.prefix == "":
-		return fs.usageError("-prefix is required: the function's IdempotencyOptions.Prefix")
+		return fs.UsageError("-prefix is required: the function's lambdakit.Options.Prefix")
 	case strings.HasSuffix(c.prefix, "#"):
-		return fs.usageError("-prefix %q: give the prefix without its '#'", c.prefix)
+		return fs.UsageError("-prefix %q: give the prefix without its '#'", c.prefix)
 	case c.olderThan < 0:
-		return fs.usageError("-older-than %v: want 0 or more", c.olderThan)
+		return fs.UsageError("-older-than %v: want 0 or more", c.olderThan)
 	}
 	if c.action != "stuck" {
 		c.key = rest[0]
 		if c.key == "" {
-			return fs.usageError("KEY is empty")
+			return fs.UsageError("KEY is empty")
 		}
 	}
 	return nil
@@ -232,7 +233,7 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 	// first call: a shell without AWS_ENDPOINT_URL reaches AWS.
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return cannotRun(fmt.Errorf("AWS configuration: %w", err))
+		return cmdline.CannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
 	client := dynamodb.NewFromConfig(cfg)
 	c.where = dynamoDescription(c.environ, client.Options().BaseEndpoint, cfg.Region)
@@ -251,17 +252,17 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 func (c *recordsCommand) fail(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
-		return errInterrupted
+		return cmdline.ErrInterrupted
 	case errors.Is(err, dynamostore.ErrNoTable):
-		return cannotRun(fmt.Errorf("table %q does not exist %s (check -table, the region and the endpoint)", c.table, c.where))
+		return cmdline.CannotRun(fmt.Errorf("table %q does not exist %s (check -table, the region and the endpoint)", c.table, c.where))
 	case errors.Is(err, dynamostore.ErrNotFound):
 		fmt.Fprintf(c.stderr, "lambdakit records: no record for key %q (id %s)\n", c.key, c.id())
 		if err := c.checkPrefix(ctx); err != nil {
 			return err
 		}
-		return errFailed
+		return cmdline.ErrFailed
 	}
-	return cannotRun(err)
+	return cmdline.CannotRun(err)
 }
 
 // checkPrefix tells, after a search came back empty, whether the prefix
@@ -272,7 +273,7 @@ func (c *recordsCommand) checkPrefix(ctx context.Context) error {
 	case err != nil:
 		return c.fail(ctx, err)
 	case !found:
-		return failed(fmt.Errorf("no record in table %q has the prefix %q: is -prefix the function's IdempotencyOptions.Prefix?", c.table, c.prefix))
+		return cmdline.Failed(fmt.Errorf("no record in table %q has the prefix %q: is -prefix the function's lambdakit.Options.Prefix?", c.table, c.prefix))
 	}
 	return nil
 }
@@ -303,7 +304,7 @@ func (c *recordsCommand) delete(ctx context.Context) error {
 		c.print(rec, nil)
 	}
 	if recordState(rec, c.now) == stateInProgress && !c.force {
-		return failed(fmt.Errorf("not deleted: the record is in progress and its lease ends at %s (%s); its owner may still be running. Wait for the lease to end, or use -force",
+		return cmdline.Failed(fmt.Errorf("not deleted: the record is in progress and its lease ends at %s (%s); its owner may still be running. Wait for the lease to end, or use -force",
 			formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now)))
 	}
 	if !c.yes {
@@ -311,17 +312,17 @@ func (c *recordsCommand) delete(ctx context.Context) error {
 		answer, err := readAnswer(ctx, c.stdin)
 		if ctx.Err() != nil {
 			fmt.Fprintln(c.stderr) // end the prompt's line
-			return errInterrupted
+			return cmdline.ErrInterrupted
 		}
 		if err != nil || (answer != "y" && answer != "yes") {
-			return failed(errors.New("not deleted"))
+			return cmdline.Failed(errors.New("not deleted"))
 		}
 	}
 	switch err := c.records.Delete(ctx, rec); {
 	case errors.Is(err, dynamostore.ErrRecordChanged):
-		return failed(fmt.Errorf("not deleted: %s changed since it was read; look again", rec.ID))
+		return cmdline.Failed(fmt.Errorf("not deleted: %s changed since it was read; look again", rec.ID))
 	case errors.Is(err, dynamostore.ErrNotFound):
-		return failed(fmt.Errorf("not deleted: %s is gone already", rec.ID))
+		return cmdline.Failed(fmt.Errorf("not deleted: %s is gone already", rec.ID))
 	case err != nil:
 		return c.fail(ctx, err)
 	}

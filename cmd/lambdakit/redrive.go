@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 )
 
 const redriveUsage = `Usage: lambdakit redrive [flags] -from DLQ_URL -to QUEUE_URL
@@ -86,7 +88,7 @@ const redriveVisibility = 120
 // back to a queue.
 type redriveCommand struct {
 	stdio
-	flags    *cmdFlags
+	flags    *cmdline.Flags
 	from, to string
 	dryRun   bool
 	max      int
@@ -102,36 +104,36 @@ type redriveCommand struct {
 
 // parse reads the command line.
 func (r *redriveCommand) parse(args []string) error {
-	fs := newFlags(r.stderr, "redrive", redriveUsage, redriveExitStatus)
+	fs := cmdline.NewFlags(r.stderr, "redrive", redriveUsage, redriveExitStatus)
 	r.flags = fs
 	fs.StringVar(&r.from, "from", "", "the dead-letter queue's `URL` (required)")
 	fs.StringVar(&r.to, "to", "", "the `URL` of the queue to move the messages to (required)")
 	fs.BoolVar(&r.dryRun, "dry-run", false, "list what would move; send and delete nothing")
 	fs.IntVar(&r.max, "max", 0, "take at most this many `messages` from -from (0: all)")
-	rest, err := fs.parse(args)
+	rest, err := fs.ParseArgs(args)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(rest) > 0:
-		return fs.usageError("no arguments besides the flags; got %q", rest)
+		return fs.UsageError("no arguments besides the flags; got %q", rest)
 	case r.from == "":
-		return fs.usageError("-from is required: the dead-letter queue's URL")
+		return fs.UsageError("-from is required: the dead-letter queue's URL")
 	case r.to == "":
-		return fs.usageError("-to is required: the URL of the queue to move the messages to")
+		return fs.UsageError("-to is required: the URL of the queue to move the messages to")
 	case r.max < 0:
-		return fs.usageError("-max %d: want 0 (all) or more", r.max)
+		return fs.UsageError("-max %d: want 0 (all) or more", r.max)
 	}
 	for name, u := range map[string]string{"-from": r.from, "-to": r.to} {
 		if !validQueueURL(u) {
-			return fs.usageError("%s %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders-dlq.fifo", name, u)
+			return fs.UsageError("%s %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/orders-dlq.fifo", name, u)
 		}
 	}
 	switch {
 	case r.from == r.to:
-		return fs.usageError("-from and -to are the same queue")
+		return fs.UsageError("-from and -to are the same queue")
 	case isFIFOURL(r.from) != isFIFOURL(r.to):
-		return fs.usageError("-from and -to must both be FIFO queues (names ending in .fifo) or both standard queues")
+		return fs.UsageError("-from and -to must both be FIFO queues (names ending in .fifo) or both standard queues")
 	}
 	return nil
 }
@@ -146,7 +148,7 @@ func (r *redriveCommand) Run(ctx context.Context, args []string) error {
 	// The queue URLs name where the queues are (see endpoint.go).
 	client, err := newSQSClient(ctx, r.environ, "", r.from, r.to)
 	if err != nil {
-		return asUsage(r.flags, err, cannotRun)
+		return asUsage(r.flags, err, cmdline.CannotRun)
 	}
 	r.client, r.fifo = client, isFIFOURL(r.from)
 	r.seen, r.blocked = map[string]bool{}, map[string]bool{}
@@ -409,11 +411,11 @@ func (r *redriveCommand) stop(ctx context.Context, err error) error {
 	r.summary(r.stderr)
 	switch {
 	case ctx.Err() != nil:
-		return errInterrupted
+		return cmdline.ErrInterrupted
 	case err != nil:
-		return cannotRun(err)
+		return cmdline.CannotRun(err)
 	case r.failed+r.held+r.notDeleted > 0:
-		return errFailed // the summary says so
+		return cmdline.ErrFailed // the summary says so
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
@@ -75,7 +76,7 @@ Exit status:
 // runCommand is 'lambdakit run': the SQS event source mapping, locally.
 type runCommand struct {
 	stdio
-	flags       *cmdFlags
+	flags       *cmdline.Flags
 	fn          functionFlags
 	queue       string
 	batchSize   int
@@ -96,7 +97,7 @@ var optionFlags = map[string]string{
 
 // parse reads the command line, the template and the env file.
 func (c *runCommand) parse(args []string) error {
-	fs := newFlags(c.stderr, "run", runUsage, runExitStatus)
+	fs := cmdline.NewFlags(c.stderr, "run", runUsage, runExitStatus)
 	c.flags = fs
 	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required), as SQS returns it: http://127.0.0.1:5000/123456789012/orders.fifo")
 	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more (default: the template's, else Lambda's 10)")
@@ -105,34 +106,34 @@ func (c *runCommand) parse(args []string) error {
 	fs.BoolVar(&c.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
 	fs.BoolVar(&c.partial, "report-batch-item-failures", true, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; false deletes every batch the function answers (default: true, or what the template's SQS event says)")
 	c.fn.define(fs.FlagSet, "each invocation's deadline is its start plus this")
-	rest, err := fs.parse(args)
+	rest, err := fs.ParseArgs(args)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(rest) == 0:
-		return fs.usageError("need a BOOTSTRAP")
+		return fs.UsageError("need a BOOTSTRAP")
 	case len(rest) > 1:
-		return fs.usageError("want one BOOTSTRAP, got %s", strings.Join(rest, " "))
+		return fs.UsageError("want one BOOTSTRAP, got %s", strings.Join(rest, " "))
 	case c.queue == "":
-		return fs.usageError("-queue: want the queue's URL")
+		return fs.UsageError("-queue: want the queue's URL")
 	case !validQueueURL(c.queue):
-		return fs.usageError("-queue %q: want http(s)://host/account/name", c.queue)
+		return fs.UsageError("-queue %q: want http(s)://host/account/name", c.queue)
 	}
 	c.bootstrap = rest[0]
 	if err := c.fn.settle(fs); err != nil {
 		return err
 	}
-	if err := c.eventFromTemplate(fs.set()); err != nil {
+	if err := c.eventFromTemplate(fs.Given()); err != nil {
 		return err
 	}
 	// Zero would mean esm's default; on the command line it is a mistake.
 	// esm.New checks the rest of the range.
 	switch {
 	case c.batchSize == 0:
-		return fs.usageError("-batch-size 0: want 1 or more")
+		return fs.UsageError("-batch-size 0: want 1 or more")
 	case c.concurrency == 0:
-		return fs.usageError("-concurrency 0: want 1 or more")
+		return fs.UsageError("-concurrency 0: want 1 or more")
 	}
 	return nil
 }
@@ -146,7 +147,7 @@ func (c *runCommand) eventFromTemplate(set map[string]bool) error {
 	}
 	all, err := samtemplate.SQSEvents(c.fn.template)
 	if err != nil {
-		return badInput(fmt.Errorf("template: %w", err))
+		return cmdline.BadInput(fmt.Errorf("template: %w", err))
 	}
 	var evs []samtemplate.SQSEvent
 	for _, ev := range all {
@@ -185,7 +186,7 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	// The queue URL names where the queue is (see endpoint.go).
 	client, err := newSQSClient(ctx, std.environ, c.fn.region, c.queue)
 	if err != nil {
-		return asUsage(c.flags, err, badInput)
+		return asUsage(c.flags, err, cmdline.BadInput)
 	}
 	// One Runner, one warm process, per batch in flight, as Lambda has an
 	// execution environment per concurrent invocation. Out of range,
@@ -223,9 +224,9 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	var optErr *esm.OptionError
 	switch {
 	case errors.As(err, &optErr):
-		return c.flags.usageError("%s %s", firstNonEmpty(optionFlags[optErr.Option], optErr.Option), optErr.Reason)
+		return c.flags.UsageError("%s %s", firstNonEmpty(optionFlags[optErr.Option], optErr.Option), optErr.Reason)
 	case err != nil:
-		return badInput(err)
+		return cmdline.BadInput(err)
 	}
 
 	finished, noticed := make(chan struct{}), make(chan struct{})
@@ -248,13 +249,13 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	printSummary(std.stderr, summary, ctx.Err() != nil, runErr)
 	switch {
 	case out.err != nil:
-		return cannotRun(fmt.Errorf("write: %w", out.err))
+		return cmdline.CannotRun(fmt.Errorf("write: %w", out.err))
 	case errors.Is(runErr, esm.ErrQueue):
-		return cannotRun(runErr)
+		return cmdline.CannotRun(runErr)
 	case runErr != nil:
-		return cannotRun(errors.New(startFailure(runErr, c.bootstrap)))
+		return cmdline.CannotRun(errors.New(startFailure(runErr, c.bootstrap)))
 	case summary.FunctionErrors+summary.InvalidResponses+summary.DeleteFailures > 0:
-		return errFailed // the summary says so
+		return cmdline.ErrFailed // the summary says so
 	}
 	return nil // stopped as asked, a signal included
 }
@@ -266,7 +267,7 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 func (c *runCommand) region(environ []string) (string, error) {
 	q, err := parseQueueURL(c.queue)
 	if err != nil {
-		return "", asUsage(c.flags, err, badInput)
+		return "", asUsage(c.flags, err, cmdline.BadInput)
 	}
 	if !q.aws {
 		return c.fn.regionOr(environ, "us-east-1"), nil
@@ -277,7 +278,7 @@ func (c *runCommand) region(environ []string) (string, error) {
 		{"AWS_DEFAULT_REGION in the env file", lookup(c.fn.extra, "AWS_DEFAULT_REGION")},
 	} {
 		if r.value != "" && r.value != q.region {
-			return "", c.flags.usageError("%s is %s, but the queue URL %s is in %s, and Lambda maps a queue only to a function in its region", r.name, r.value, c.queue, q.region)
+			return "", c.flags.UsageError("%s is %s, but the queue URL %s is in %s, and Lambda maps a queue only to a function in its region", r.name, r.value, c.queue, q.region)
 		}
 	}
 	return q.region, nil

@@ -2,7 +2,7 @@
 
 moto 5.2.1 rolls back a failed TransactWriteItems by deep-copying, before
 every transaction, each whole table the transaction names. A local stack that
-runs for days (lambdakit local, make demo, long test runs) then gets slower
+runs for days (demo local, make demo, long test runs) then gets slower
 with every item it stores: a few thousand payments in, each transaction takes
 tens of milliseconds, and batches hit the function's deadline guard. Real
 DynamoDB's cost per transaction does not depend on table size.

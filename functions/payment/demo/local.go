@@ -17,11 +17,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
 )
 
-const localUsage = `Usage: lambdakit local [flags]
+const localUsage = `Usage: go run ./functions/payment/demo local [flags]
 
 A tool of the payment sample (functions/payment): it starts what the sample
 function needs on this machine and keeps it running until Ctrl-C: moto_server (DynamoDB and SQS) on -listen:-moto-port, the
@@ -35,14 +36,14 @@ else to standard output; messages go to standard error. Its endpoints name
 -env-host, which must be how the function reaches this machine:
 
   lambdakit invoke, lambdakit run (on this machine): the defaults
-      lambdakit local -env-file local-env.json
+      go run ./functions/payment/demo local -env-file local-env.json
   sam local invoke, Docker Desktop (macOS, Windows): host.docker.internal
   reaches the host's loopback, so the servers stay on 127.0.0.1
-      lambdakit local -env-host host.docker.internal -env-file sam-env.json
+      go run ./functions/payment/demo local -env-host host.docker.internal -env-file sam-env.json
   sam local invoke, Linux: a container reaches the host through the Docker
   bridge's gateway address (usually 172.17.0.1; 'docker network inspect
   bridge' shows it), not its loopback, so listen there
-      lambdakit local -listen 172.17.0.1 -env-file sam-env.json
+      go run ./functions/payment/demo local -listen 172.17.0.1 -env-file sam-env.json
 
 events/env.json is the file for sam local with the default ports and
 host.docker.internal; on Linux add --add-host host.docker.internal:172.17.0.1
@@ -57,7 +58,8 @@ var localTables = map[string]string{
 	"PaymentsTable":    "lambdakit-payments",
 }
 
-// localCommand is 'lambdakit local': the payment sample's outside world.
+// localCommand is the payment sample's outside world, what the command
+// runs as "demo local".
 type localCommand struct {
 	stdio
 	localConfig
@@ -67,22 +69,22 @@ type localCommand struct {
 
 // parse reads and checks the command line.
 func (c *localCommand) parse(args []string) error {
-	fs := newFlags(c.stderr, "local", localUsage, "")
+	fs := cmdline.NewFlags(c.stderr, "local", localUsage, "")
 	fs.StringVar(&c.listen, "listen", loopback, "the IP `address` moto_server and the gateway listen on: 127.0.0.1 for this machine only, the Docker bridge's address (172.17.0.1) for sam local on Linux, 0.0.0.0 for every interface")
 	fs.IntVar(&c.motoPort, "moto-port", 5000, "moto_server's `port` (0: a free one)")
 	fs.IntVar(&c.gatewayPort, "gateway-port", 8080, "the sandbox gateway's `port` (0: a free one)")
 	fs.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
 	fs.StringVar(&c.envFile, "env-file", "", "write the function's environment to `FILE` instead of standard output")
 	fs.StringVar(&c.envHost, "env-host", "", "the `host` the environment's endpoints name (default: the -listen address, or 127.0.0.1 with 0.0.0.0)")
-	rest, err := fs.parse(args)
+	rest, err := fs.ParseArgs(args)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
-		return fs.usageError("unexpected arguments %q", rest)
+		return fs.UsageError("unexpected arguments %q", rest)
 	}
 	if msg := c.check(); msg != "" {
-		return fs.usageError("%s", msg)
+		return fs.UsageError("%s", msg)
 	}
 	return nil
 }
@@ -158,31 +160,31 @@ func (c *localCommand) Run(ctx context.Context, args []string) error {
 	l, err := startLocal(ctx, c.localConfig)
 	defer l.stop()
 	if err != nil {
-		return cannotRun(err)
+		return cmdline.CannotRun(err)
 	}
 	env, err := json.MarshalIndent(map[string]map[string]string{"PaymentFunction": envMap(l.functionEnv(c.envHost))}, "", "  ")
 	if err != nil {
-		return cannotRun(err)
+		return cmdline.CannotRun(err)
 	}
 	env = append(env, '\n')
 
-	fmt.Fprintf(c.stderr, "lambdakit local: moto_server (DynamoDB, SQS) on %s, sandbox gateway on %s\n", l.moto.URL, l.gatewayURL)
-	fmt.Fprintf(c.stderr, "lambdakit local: tables %s and %s created from %s\n",
+	fmt.Fprintf(c.stderr, "demo local: moto_server (DynamoDB, SQS) on %s, sandbox gateway on %s\n", l.moto.URL, l.gatewayURL)
+	fmt.Fprintf(c.stderr, "demo local: tables %s and %s created from %s\n",
 		localTables["IdempotencyTable"], localTables["PaymentsTable"], c.template)
 	if ip := net.ParseIP(c.listen); ip.IsUnspecified() {
-		fmt.Fprintf(c.stderr, "lambdakit local: listening on every interface (-listen %s): other machines that reach this one reach them too\n", c.listen)
+		fmt.Fprintf(c.stderr, "demo local: listening on every interface (-listen %s): other machines that reach this one reach them too\n", c.listen)
 	}
 	if c.envFile != "" {
 		if err := os.WriteFile(c.envFile, env, 0o644); err != nil {
-			return cannotRun(err)
+			return cmdline.CannotRun(err)
 		}
-		fmt.Fprintf(c.stderr, "lambdakit local: wrote the function's environment (endpoints on %s) to %s, for 'lambdakit invoke -env-file %[2]s' or 'sam local invoke --env-vars %[2]s'\n",
+		fmt.Fprintf(c.stderr, "demo local: wrote the function's environment (endpoints on %s) to %s, for 'lambdakit invoke -env-file %[2]s' or 'sam local invoke --env-vars %[2]s'\n",
 			c.envHost, c.envFile)
 	} else {
 		c.stdout.Write(env)
-		fmt.Fprintf(c.stderr, "lambdakit local: the function's environment (endpoints on %s) is on standard output; -env-file FILE writes it to a file\n", c.envHost)
+		fmt.Fprintf(c.stderr, "demo local: the function's environment (endpoints on %s) is on standard output; -env-file FILE writes it to a file\n", c.envHost)
 	}
-	fmt.Fprintln(c.stderr, "lambdakit local: Ctrl-C stops everything.")
+	fmt.Fprintln(c.stderr, "demo local: Ctrl-C stops everything.")
 	<-ctx.Done()
 	return nil
 }
@@ -225,7 +227,7 @@ type portBusyError struct {
 }
 
 func (e *portBusyError) Error() string {
-	return fmt.Sprintf("%s is in use (by another 'lambdakit local'?); choose another port with %s", e.addr, e.flag)
+	return fmt.Sprintf("%s is in use (by another 'demo local'?); choose another port with %s", e.addr, e.flag)
 }
 
 func (e *portBusyError) Unwrap() error { return e.err }

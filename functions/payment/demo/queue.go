@@ -17,8 +17,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
-	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
+	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -71,13 +71,18 @@ type queueOutcome struct {
 // flight, so that the crash hook knows the batch it interrupts.
 type crashSlot struct {
 	runner *runtimeapi.Runner
-	mu     sync.Mutex
-	recs   []events.SQSMessage
+	// turn makes the mapping's pollers take the one process in turn, so
+	// that recs is the batch the process is running.
+	turn sync.Mutex
+	mu   sync.Mutex
+	recs []events.SQSMessage
 }
 
 func (s *crashSlot) Invoke(ctx context.Context, event []byte, optFns ...func(*runtimeapi.InvokeOptions)) (runtimeapi.Result, error) {
 	var ev events.SQSEvent
 	_ = json.Unmarshal(event, &ev) // an event that does not decode holds no records
+	s.turn.Lock()
+	defer s.turn.Unlock()
 	s.mu.Lock()
 	s.recs = ev.Records
 	s.mu.Unlock()
@@ -428,7 +433,7 @@ func (d *demo) queueSummary(q queueOutcome) bool {
 	return ok
 }
 
-// paymentPrefix is the payment sample's IdempotencyOptions.Prefix.
+// paymentPrefix is the payment sample's lambdakit.Options.Prefix.
 const paymentPrefix = "payment"
 
 // awaitCompleted waits, up to bound, until the idempotency records of recs'

@@ -19,12 +19,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
-const demoUsage = `Usage: lambdakit demo [flags] [EVENT_FILE...]
+const demoUsage = `Usage: go run ./functions/payment/demo [flags] [EVENT_FILE...]
 
 The payment sample's story (functions/payment, template.yaml, events/): it
 runs the sample function locally, without Docker, the way Lambda would:
@@ -44,7 +45,9 @@ everything it started. The function talks to the demo's moto_server only:
 the shell's AWS endpoint variables are not passed to it.
 
 With EVENT_FILE arguments it runs those files, in order, instead of the story
-(and without the queue).
+(and without the queue). 'go run ./functions/payment/demo local' starts the
+same outside world and keeps it running for sam local or lambdakit invoke;
+see its -h.
 
 Flags:
 `
@@ -69,7 +72,8 @@ func story() []act {
 	}
 }
 
-// demoCommand is 'lambdakit demo': the payment sample's story.
+// demoCommand is the payment sample's story, what the command runs
+// without "local".
 type demoCommand struct {
 	stdio
 	bootstrap string
@@ -83,12 +87,12 @@ type demoCommand struct {
 // parse reads the command line and checks every file the story reads, so
 // that a typo costs a line, not a moto_server start.
 func (c *demoCommand) parse(args []string) error {
-	fs := newFlags(c.stderr, "demo", demoUsage, "")
+	fs := cmdline.NewFlags(c.stderr, "demo", demoUsage, "")
 	fs.StringVar(&c.bootstrap, "bootstrap", "bin/bootstrap", "the payment function's binary, built for this machine")
 	fs.StringVar(&c.template, "template", "template.yaml", "the payment sample's SAM template, whose tables and queues to create")
 	fs.StringVar(&c.eventsDir, "events", "events", "the folder of the story's sample events")
 	fs.BoolVar(&c.verbose, "v", false, "also print the function's own log lines")
-	rest, err := fs.parse(args)
+	rest, err := fs.ParseArgs(args)
 	if err != nil {
 		return err
 	}
@@ -105,7 +109,7 @@ func (c *demoCommand) parse(args []string) error {
 		}
 	}
 	if err := checkDemoInputs(c.bootstrap, c.acts); err != nil {
-		return badInput(err)
+		return cmdline.BadInput(err)
 	}
 	return nil
 }
@@ -118,14 +122,14 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	// ended is how the story ended when err stopped it.
 	ended := func(err error) error {
 		if ctx.Err() != nil {
-			return interrupted(err)
+			return cmdline.Interrupted(err)
 		}
-		return failed(err)
+		return cmdline.Failed(err)
 	}
 	d := &demo{out: c.stdout, verbose: c.verbose}
 	defer d.stop()
 	if err := d.start(ctx, c.bootstrap, c.template, c.environ); err != nil {
-		return cannotRun(err)
+		return cmdline.CannotRun(err)
 	}
 	var previous []events.SQSMessage
 	for i, a := range c.acts {
@@ -144,7 +148,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		queue = &q
 	}
 	if ok := d.summary(ctx, queue); !ok {
-		return errFailed // the summary says what is wrong
+		return cmdline.ErrFailed // the summary says what is wrong
 	}
 	return nil
 }
@@ -257,9 +261,20 @@ func (d *demo) newRunner(bootstrap string, timeout time.Duration, environ []stri
 		o.LogFormat = "JSON"
 		// The shell's endpoint variables are left out: the function talks
 		// to the demo's moto_server only.
-		o.Env = functionEnviron(environ, d.functionEnv(loopback))
+		o.Env = append(withoutEndpoints(environ), d.functionEnv(loopback)...)
 		o.Stdout = &d.logs
 		o.Stderr = &d.logs
+	})
+}
+
+// withoutEndpoints is environ without the AWS SDK's endpoint variables
+// (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>,
+// AWS_IGNORE_CONFIGURED_ENDPOINT_URLS), which would send the function's
+// calls elsewhere than the demo's moto_server.
+func withoutEndpoints(environ []string) []string {
+	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return k == "AWS_ENDPOINT_URL" || strings.HasPrefix(k, "AWS_ENDPOINT_URL_") || k == "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"
 	})
 }
 

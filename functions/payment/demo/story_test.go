@@ -1,0 +1,108 @@
+package main_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lambdakit/lambdakit/internal/testenv"
+)
+
+// The demo tells the story of the sample events and checks the outcome
+// itself; it must work twice in a row (each run starts from nothing).
+func TestDemoStory(t *testing.T) {
+	testenv.RequireMotoServer(t)
+	bootstrap := testenv.Build(t, "..")
+	for run := 1; run <= 2; run++ {
+		r := demo(t, nil, "-bootstrap", bootstrap, "-template", "../../../template.yaml", "-events", "../../../events")
+		stdout := r.stdout.String()
+		if r.code != 0 {
+			t.Fatalf("run %d: exit status %d; want 0\nstdout:\n%s\nstderr:\n%s", run, r.code, stdout, r.stderr.String())
+		}
+		// The acts on event files, then the act through the queue, then the
+		// summary.
+		story, queue, ok := strings.Cut(stdout, "\n8. Through the queue")
+		if !ok {
+			t.Fatalf("run %d: no act 8 through the queue:\n%s", run, stdout)
+		}
+		queue, summary, _ := strings.Cut(queue, "\nSummary\n")
+		for _, want := range []struct {
+			part, text string
+			times      int
+		}{
+			{story, "skipped    duplicate, gateway not called", 3},
+			{story, "declined   card_declined", 1},
+			{story, "FAILED     invalid payment:", 4},
+			{story, "FAILED     payment gateway unavailable: HTTP 503", 1},
+			{story, "not attempted after an earlier failure in its FIFO group", 1},
+			{story, "idempotency key reused with a different payload", 1},
+			{queue, "published pay_6002 again with another deduplication ID", 1},
+			{queue, "the function was killed after the gateway charged pay_6004, before it answered", 1},
+			{queue, "pay_6004     [cus_G] KILLED     charged ch_", 1},
+			// pay_6003 comes before pay_6004 in its group, so it was
+			// charged before the kill; the function wrote nothing
+			// about it, as its batch never answered.
+			{queue, "pay_6003     [cus_G] no answer  charged ch_", 1},
+			{queue, "again: the gateway's stored answer for the same Idempotency-Key, no new charge", 1},
+			{queue, "FAILED     invalid payment: amount must be a positive integer in minor units, got 12.50", 1},
+			{queue, "DLQ lambdakit-payment-dlq.fifo: pay_6099, moved there by the redrive policy after failing 2 deliveries", 1},
+			{summary, "gateway: 16 requests, 13 charges for 13 payments", 1},
+			{summary, "14 rows: CHARGED 13, DECLINED 1", 1},
+			{summary, "queue: 6 messages published, 5 deleted after success, 1 in the DLQ (pay_6099), 0 left", 1},
+			{summary, "pay_6004 was charged once (ch_", 1},
+			{summary, "every payment was charged at most once", 1},
+		} {
+			if got := strings.Count(want.part, want.text); got != want.times {
+				t.Errorf("run %d: %q appears %d times; want %d\n%s", run, want.text, got, want.times, stdout)
+			}
+		}
+	}
+}
+
+func TestDemoNamedEvents(t *testing.T) {
+	testenv.RequireMotoServer(t)
+	bootstrap := testenv.Build(t, "..")
+	// Service endpoints left in the shell lead nowhere: the function must
+	// talk to the demo's own moto_server all the same.
+	const deadEndpoint = "http://127.0.0.1:1" // a loopback port nothing listens on
+	env := []string{"AWS_ENDPOINT_URL=" + deadEndpoint, "AWS_ENDPOINT_URL_DYNAMODB=" + deadEndpoint, "AWS_ENDPOINT_URL_SQS=" + deadEndpoint}
+	r := demo(t, env, "-bootstrap", bootstrap, "-template", "../../../template.yaml",
+		"../../../events/payments-new.json", "../../../events/payments-new.json")
+	stdout := r.stdout.String()
+	if r.code != 0 {
+		t.Fatalf("exit status %d; want 0\n%s\n%s", r.code, stdout, r.stderr.String())
+	}
+	if c, s := strings.Count(stdout, "charged    ch_"), strings.Count(stdout, "skipped    duplicate"); c != 3 || s != 3 {
+		t.Errorf("got %d charged, %d skipped; want 3 and 3\n%s", c, s, stdout)
+	}
+}
+
+func TestDemoChecksItsInputsBeforeStarting(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"bootstrap": "#!/bin/sh\n", "bad.json": `[1, 2]`} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bootstrap := filepath.Join(dir, "bootstrap") // it is not run
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no bootstrap", []string{"-bootstrap", filepath.Join(dir, "nope")}, "build it with 'make build'"},
+		{"missing event", []string{"-bootstrap", bootstrap, filepath.Join(dir, "nope.json")}, "nope.json"},
+		{"not an SQS event", []string{"-bootstrap", bootstrap, filepath.Join(dir, "bad.json")}, "want an SQS event"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := demo(t, nil, c.args...)
+			if r.code != 2 || !strings.HasPrefix(r.stderr.String(), "demo: ") || !strings.Contains(r.stderr.String(), c.want) {
+				t.Errorf("exit status %d, stderr:\n%s\nwant 2 and %q", r.code, r.stderr.String(), c.want)
+			}
+			if strings.Contains(r.stdout.String(), "moto_server") {
+				t.Errorf("the demo started:\n%s", r.stdout.String())
+			}
+		})
+	}
+}
