@@ -29,13 +29,18 @@ timeout. Flags come before BOOTSTRAP.
 
 The function's settings come from the flags, then from its resource in
 -template, else Lambda's defaults, as with 'lambdakit invoke'; -template also
-gives the batch size and response types of the function's SQS event.
+gives the batch size and response types of the function's SQS event. As on
+Lambda, responses are read as partial batch responses only with
+ReportBatchItemFailures (the template's FunctionResponseTypes, or
+-report-batch-item-failures); without it a successful invocation deletes its
+whole batch, and a warning says so the first time a function names
+batchItemFailures that are ignored.
 
-Each batch slot (-concurrency) has one warm process, restarted after a crash,
-a timeout or a failed init. Two batches holding messages of one FIFO message
-group never run at once. Ctrl-C (SIGINT) or SIGTERM stops it after the
-batches in flight; -until-empty stops it once the queue has no visible,
-in-flight or delayed messages.
+Each batch slot (-concurrency, 5 unless set, as Lambda starts) has one warm
+process, restarted after a crash, a timeout or a failed init. Two batches
+holding messages of one FIFO message group never run at once. Ctrl-C
+(SIGINT) or SIGTERM stops it after the batches in flight; -until-empty stops
+it once the queue has no visible, in-flight or delayed messages.
 
 ` + queueURLHelp + `
 For a queue on AWS, -region and the env file's AWS_REGION must name the
@@ -46,9 +51,26 @@ region is an AWS queue's, else -region (which sets the SQS client's too), the
 env file's, this shell's, else us-east-1.
 
 A queue whose VisibilityTimeout is shorter than the function's timeout
-(-timeout, or the template's Timeout) gets a warning on standard error: Lambda
-refuses to create such a mapping, and a batch still running when the
-visibility timeout ends is handed out again.
+(-timeout, or the template's Timeout) is refused, as Lambda refuses to create
+such a mapping: a batch still running when the visibility timeout ends would
+be handed out again, a duplicate that cannot happen on AWS.
+-allow-short-visibility-timeout runs it anyway, with a warning, for a test
+that wants that race. Below six times the function's timeout, AWS's
+recommendation, there is a warning.
+
+Where it differs from Lambda's event source mapping, and why:
+  - Concurrency stays at -concurrency. Lambda starts at five batches and
+    scales with the backlog by steps it does not document precisely enough
+    to copy; its MaximumConcurrency is a ceiling, -concurrency the number.
+  - After a failed receive it pauses briefly and retries, and stops after
+    five failures in a row; Lambda's backoff is not documented.
+  - It deletes records with DeleteMessageBatch and reports a failed delete;
+    Lambda retries deletes on its own schedule.
+  - Filter criteria, the maximum record age, and Lambda's throttling of a
+    function out of concurrency are not modelled: a batch slot is never
+    throttled.
+  - Each batch slot is one process, started on its first batch; Lambda may
+    run a batch in any of its execution environments.
 
 Standard output gets one JSON object per batch, one per line:
   {"requestId": ID, "outcome": "success", "records": N, "deleted": [...], "left": [...], "batchItemFailures": [...]}
@@ -69,7 +91,8 @@ Exit status:
        init error, crash, timeout, or a response that fails the whole batch),
        or a delete failed
   2    usage error (a queue URL that the endpoint or region configured
-       contradicts included), or an env or template file that cannot be read
+       contradicts included; a queue whose VisibilityTimeout is shorter than
+       the function's timeout), or an env or template file that cannot be read
   3    the queue cannot be read, or the bootstrap could not be started
 `
 
@@ -84,15 +107,17 @@ type runCommand struct {
 	concurrency int
 	untilEmpty  bool
 	partial     bool
+	shortVisOK  bool
 	bootstrap   string
 }
 
 // optionFlags names the flag behind each esm option, for messages.
 var optionFlags = map[string]string{
-	"queueURL":    "-queue",
-	"BatchSize":   "-batch-size",
-	"Window":      "-window",
-	"Concurrency": "-concurrency",
+	"queueURL":        "-queue",
+	"BatchSize":       "-batch-size",
+	"Window":          "-window",
+	"Concurrency":     "-concurrency",
+	"FunctionTimeout": "-timeout",
 }
 
 // parse reads the command line, the template and the env file.
@@ -101,10 +126,11 @@ func (c *runCommand) parse(args []string) error {
 	c.flags = fs
 	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required), as SQS returns it: http://127.0.0.1:5000/123456789012/orders.fifo")
 	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more (default: the template's, else Lambda's 10)")
-	fs.DurationVar(&c.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): 0 to 5m")
-	fs.IntVar(&c.concurrency, "concurrency", 1, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency; never taken from the template)")
+	fs.DurationVar(&c.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): whole seconds, 0 to 5m")
+	fs.IntVar(&c.concurrency, "concurrency", esm.DefaultConcurrency, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency, 2 to 1000; never taken from the template); the default is the five batches Lambda starts with")
 	fs.BoolVar(&c.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
-	fs.BoolVar(&c.partial, "report-batch-item-failures", true, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; false deletes every batch the function answers (default: true, or what the template's SQS event says)")
+	fs.BoolVar(&c.partial, "report-batch-item-failures", false, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; without it every batch the function answers is deleted, as on Lambda (default: what the template's SQS event says, else false)")
+	fs.BoolVar(&c.shortVisOK, "allow-short-visibility-timeout", false, "run even if the queue's VisibilityTimeout is shorter than the function's timeout, which Lambda refuses: for tests that want a batch handed out again while it runs")
 	c.fn.define(fs.FlagSet, "each invocation's deadline is its start plus this")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -133,7 +159,7 @@ func (c *runCommand) parse(args []string) error {
 	case c.batchSize == 0:
 		return fs.UsageError("-batch-size 0: want 1 or more")
 	case c.concurrency == 0:
-		return fs.UsageError("-concurrency 0: want 1 or more")
+		return fs.UsageError("-concurrency 0: want %d to %d", esm.MinConcurrency, esm.MaxConcurrency)
 	}
 	return nil
 }
@@ -220,6 +246,7 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		o.OnBatch = out.batch
 		o.OnWarning = func(err error) { fmt.Fprintf(std.stderr, "lambdakit run: warning: %v\n", err) }
 		o.FunctionTimeout = c.fn.timeout
+		o.AllowShortVisibilityTimeout = c.shortVisOK
 	})
 	var optErr *esm.OptionError
 	switch {
@@ -240,7 +267,10 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	}()
 	summary, runErr := mapping.Run(ctx)
 	close(finished)
-	<-noticed // the notice, if any, comes before the summary
+	<-noticed                       // the notice, if any, comes before the summary
+	if errors.As(runErr, &optErr) { // the queue's attributes refuse the mapping: nothing ran
+		return c.flags.UsageError("%s %s", firstNonEmpty(optionFlags[optErr.Option], optErr.Option), optErr.Reason)
+	}
 	for _, r := range runners {
 		if err := r.Close(); err != nil && runErr == nil {
 			runErr = fmt.Errorf("stop the function: %w", err)

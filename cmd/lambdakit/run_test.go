@@ -41,8 +41,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{"FIFO batch above 10", []string{"run", "-queue", fifo, "-batch-size", "11", echo}, "-batch-size 11: a FIFO queue takes 1 to 10"},
 		{"window on a FIFO queue", []string{"run", "-queue", fifo, "-window", "1s", echo}, "-window 1s: FIFO queues take no batching window"},
 		{"big batch without a window", []string{"run", "-queue", queue, "-batch-size", "100", echo}, "-batch-size 100: above 10 records"},
-		{"no concurrency", []string{"run", "-queue", queue, "-concurrency", "0", echo}, "-concurrency 0: want 1 or more"},
-		{"too much concurrency", []string{"run", "-queue", queue, "-concurrency", "1001", echo}, "-concurrency 1001: want 1 to 1000"},
+		{"no concurrency", []string{"run", "-queue", queue, "-concurrency", "0", echo}, "-concurrency 0: want 2 to 1000"},
+		{"concurrency 1, below Lambda's least", []string{"run", "-queue", queue, "-concurrency", "1", echo}, "-concurrency 1: want 2 to 1000"},
+		{"too much concurrency", []string{"run", "-queue", queue, "-concurrency", "1001", echo}, "-concurrency 1001: want 2 to 1000"},
+		{"a window in fractions of a second", []string{"run", "-queue", queue, "-window", "1500ms", echo}, "-window 1.5s: want whole seconds, 0 to 5m0s"},
 		{"no batch", []string{"run", "-queue", queue, "-batch-size", "0", echo}, "-batch-size 0: want 1 or more"},
 		{"bad timeout", []string{"run", "-queue", queue, "-timeout", "-1s", echo}, "-timeout -1s"},
 		{"missing bootstrap", []string{"run", "-queue", queue, filepath.Join(t.TempDir(), "nope")}, "nope"},
@@ -99,7 +101,7 @@ func TestRunQueue(t *testing.T) {
 	t.Run("until empty, a named record comes back", func(t *testing.T) {
 		t.Parallel()
 		url := queue(t, "a", "b fail@1", "c")
-		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-timeout", "5s", "-log-format", "text", fn)
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-timeout", "1s", "-report-batch-item-failures", "-log-format", "text", fn)
 		if r.code != 0 {
 			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
 		}
@@ -129,7 +131,7 @@ func TestRunQueue(t *testing.T) {
   Fn:
     Type: AWS::Serverless::Function
     Properties:
-      Timeout: 5
+      Timeout: 1
       Events:
         FromQ:
           Type: SQS
@@ -160,7 +162,7 @@ func TestRunQueue(t *testing.T) {
 	t.Run("a failed invocation makes status 1", func(t *testing.T) {
 		t.Parallel()
 		url := queue(t, "a", "b error@1")
-		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-timeout", "5s", fn)
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-timeout", "1s", fn)
 		if r.code != 1 {
 			t.Fatalf("exit status %d; want 1\nstderr:\n%s", r.code, r.stderr)
 		}
@@ -174,27 +176,41 @@ func TestRunQueue(t *testing.T) {
 		}
 	})
 
-	t.Run("a visibility timeout shorter than the function's timeout is warned about", func(t *testing.T) {
+	t.Run("without ReportBatchItemFailures, named records are deleted, and a warning says so once", func(t *testing.T) {
 		t.Parallel()
-		const warning = "lambdakit run: warning: the queue's VisibilityTimeout (1s) is shorter than the function's timeout (%s): " +
-			"Lambda refuses such an event source mapping, and a batch still running when it ends is delivered again\n"
+		url := queue(t, "a fail@1", "b fail@1", "c")
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-timeout", "1s", "-batch-size", "1", fn)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+		}
+		for _, want := range []string{"records                   3", "deleted                   3", "batchItemFailures         0"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr:\n%s\nwant %q: each record delivered once and deleted, as Lambda deletes them", r.stderr, want)
+			}
+		}
+		const warning = "lambdakit run: warning: the function named 1 records in batchItemFailures, but the mapping does not report batch item failures"
+		if n := strings.Count(r.stderr, warning); n != 1 {
+			t.Errorf("stderr:\n%s\nwant %q once, got it %d times", r.stderr, warning, n)
+		}
+	})
+
+	t.Run("a visibility timeout shorter than the function's timeout is refused", func(t *testing.T) {
+		t.Parallel()
 		tpl := writeFile(t, t.TempDir(), "template.yaml", "Resources:\n  Fn:\n    Type: AWS::Serverless::Function\n    Properties:\n      Timeout: 7\n")
 		for _, c := range []struct {
 			args []string
-			want string // the timeout the warning names; "" for no warning
+			code int
+			want string
 		}{
-			{[]string{"-timeout", "5s"}, "5s"},
-			{[]string{"-template", tpl}, "7s"},
-			{[]string{"-timeout", "1s"}, ""},
+			{[]string{"-timeout", "5s"}, 2, "lambdakit run: -timeout 5s: the queue's VisibilityTimeout (1s) is shorter, and Lambda refuses such an event source mapping"},
+			{[]string{"-template", tpl}, 2, "lambdakit run: -timeout 7s: the queue's VisibilityTimeout (1s) is shorter"},
+			{[]string{"-timeout", "5s", "-allow-short-visibility-timeout"}, 0, "lambdakit run: warning: the queue's VisibilityTimeout (1s) is shorter than the function's timeout (5s)"},
+			{[]string{"-timeout", "1s"}, 0, "lambdakit run: warning: the queue's VisibilityTimeout (1s) is less than six times the function's timeout (1s)"},
 		} {
 			url := queue(t, "a")
 			r := lambdakit(t, env, append(append([]string{"run", "-queue", url, "-until-empty"}, c.args...), fn)...)
-			if r.code != 0 {
-				t.Fatalf("%v: exit status %d; want 0\n%s", c.args, r.code, r.stderr)
-			}
-			n := strings.Count(r.stderr, "VisibilityTimeout")
-			if c.want == "" && n != 0 || c.want != "" && (n != 1 || !strings.Contains(r.stderr, fmt.Sprintf(warning, c.want))) {
-				t.Errorf("%v: stderr:\n%s\nwant the warning once naming %q (none for \"\")", c.args, r.stderr, c.want)
+			if r.code != c.code || strings.Count(r.stderr, c.want) != 1 {
+				t.Errorf("%v: exit status %d, stderr:\n%s\nwant %d and, once, %q", c.args, r.code, r.stderr, c.code, c.want)
 			}
 		}
 	})
@@ -209,12 +225,19 @@ func TestRunQueue(t *testing.T) {
 
 	t.Run("SIGINT stops after the batch in flight", func(t *testing.T) {
 		t.Parallel()
-		url := queue(t, "s1 sleep=1500", "s2", "s3")
+		// Two batch slots, each busy for 1.5 s: the third message is
+		// never taken once the signal stops the pollers.
+		url := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": "10"})
+		for _, body := range []string{"s1 sleep=1500", "s2 sleep=1500", "s3 sleep=1500"} {
+			if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cli, _ := binaries(t)
 		log := filepath.Join(t.TempDir(), "esmfn.log")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, cli, "run", "-queue", url, "-batch-size", "1", fn)
+		cmd := exec.CommandContext(ctx, cli, "run", "-queue", url, "-batch-size", "1", "-concurrency", "2", "-timeout", "3s", fn)
 		cmd.Env = append(append(os.Environ(), env...), "ESMFN_LOG="+log)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -245,10 +268,15 @@ func TestRunQueue(t *testing.T) {
 			t.Fatalf("exit status %d; want 0\nstderr:\n%s", code, stderr.String())
 		}
 		outs := jsonLines[runOutput](t, stdout.String())
-		if len(outs) != 1 || outs[0].Outcome != "success" || len(outs[0].Deleted) != 1 {
-			t.Errorf("stdout:\n%s\nwant the batch in flight finished and deleted, and no other", stdout.String())
+		if len(outs) < 1 || len(outs) > 2 {
+			t.Errorf("stdout:\n%s\nwant the one or two batches in flight, and no other", stdout.String())
 		}
-		for _, want := range []string{"stopping after the batches in flight", "stopped on a signal", "invocations               1"} {
+		for _, o := range outs {
+			if o.Outcome != "success" || len(o.Deleted) != 1 {
+				t.Errorf("batch %+v; want it finished and deleted", o)
+			}
+		}
+		for _, want := range []string{"stopping after the batches in flight", "stopped on a signal", fmt.Sprintf("invocations               %d", len(outs))} {
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("stderr does not say %q:\n%s", want, stderr.String())
 			}

@@ -29,7 +29,9 @@ type Client interface {
 
 // Invoker runs one event through the function. *runtimeapi.Runner and Pool
 // implement it. Function failures are reported in the Result; an error means
-// the invocation could not be run at all, and stops Run.
+// the invocation could not be run at all, and stops Run. An Invoker that
+// serves a fixed number of invocations at once says how many with a
+// Capacity method (a Runner: one; a Pool: its size).
 type Invoker interface {
 	Invoke(ctx context.Context, event []byte, optFns ...func(*runtimeapi.InvokeOptions)) (runtimeapi.Result, error)
 }
@@ -51,8 +53,17 @@ const (
 	DefaultPollWait = 2 * time.Second
 	// MaxPollWait is SQS's longest long poll.
 	MaxPollWait = 20 * time.Second
-	// MaxConcurrency is ScalingConfig's largest MaximumConcurrency.
+	// MinConcurrency and MaxConcurrency bound ScalingConfig's
+	// MaximumConcurrency, as Lambda does.
+	MinConcurrency = 2
 	MaxConcurrency = 1000
+	// DefaultConcurrency is how many batches Lambda starts with on a queue
+	// whose mapping sets no MaximumConcurrency: five. Lambda then scales
+	// with the backlog; Run does not (see Options.Concurrency).
+	DefaultConcurrency = 5
+	// RecommendedVisibilityFactor is how many times the function's timeout
+	// AWS recommends a mapped queue's visibility timeout to be, at least.
+	RecommendedVisibilityFactor = 6
 )
 
 // How Run copes with SQS errors: the SDK has retried each call already, so
@@ -71,17 +82,26 @@ type Options struct {
 	// BatchSize is the most records per invocation (BatchSize). Default 10.
 	BatchSize int
 	// Window is how long to gather records before invoking, on a standard
-	// queue (MaximumBatchingWindowInSeconds). Default 0: invoke with what one
-	// receive returns. FIFO queues take no window.
+	// queue (MaximumBatchingWindowInSeconds): whole seconds, 0 to 300.
+	// Default 0: invoke with what one receive returns. FIFO queues take no
+	// window.
 	Window time.Duration
 	// Concurrency is the most batches in flight at once
-	// (ScalingConfig.MaximumConcurrency). Default 1. Batches run in parallel
-	// only if the Invoker serves invocations in parallel: see Pool.
+	// (ScalingConfig.MaximumConcurrency): 2 to 1000, as Lambda takes it.
+	// Default DefaultConcurrency, the five batches Lambda starts with when
+	// no maximum is set; Run keeps to it, where Lambda would scale up with
+	// the backlog. Batches run in parallel only if the Invoker serves
+	// invocations in parallel (see Pool): Run polls with no more pollers
+	// than its Capacity, since on Lambda each batch in flight has an
+	// execution environment of its own, and a batch received must not wait
+	// for one while its visibility timeout runs.
 	Concurrency int
 	// ReportBatchItemFailures reads the response as a partial batch response
-	// (FunctionResponseTypes: [ReportBatchItemFailures]). Default true, as
-	// the sample's template sets it; with false, every successful invocation
-	// deletes its whole batch, whatever the response says.
+	// (FunctionResponseTypes: [ReportBatchItemFailures]). Default false, as
+	// on Lambda, where FunctionResponseTypes has no default: every
+	// successful invocation deletes its whole batch, whatever the response
+	// says, and Run warns once (OnWarning) when a response names
+	// batchItemFailures that are so ignored.
 	ReportBatchItemFailures bool
 	// UntilEmpty stops Run once a receive finds nothing and the queue reports
 	// no visible, in-flight or delayed messages.
@@ -96,14 +116,20 @@ type Options struct {
 	// time.
 	OnBatch func(BatchResult)
 	// OnWarning, if set, is told of errors Run recovers from (a failed
-	// receive that is retried, a failed delete), one call at a time, and
-	// of a queue whose visibility timeout is shorter than FunctionTimeout.
+	// receive that is retried, a failed delete), one call at a time; of a
+	// queue whose visibility timeout is below RecommendedVisibilityFactor
+	// times FunctionTimeout; and, once, of batchItemFailures ignored.
 	OnWarning func(error)
 	// FunctionTimeout is the function's timeout, if known. Lambda refuses
 	// to map a queue whose visibility timeout is shorter (a batch still
-	// running when it ends is handed out again); Run warns of it
-	// (OnWarning) when it reads the queue's attributes.
+	// running when it ends would be handed out again, a duplicate that
+	// cannot happen on AWS), and so does Run: it returns an OptionError
+	// about FunctionTimeout when it reads the queue's attributes.
 	FunctionTimeout time.Duration
+	// AllowShortVisibilityTimeout lets Run map a queue whose visibility
+	// timeout is shorter than FunctionTimeout, with a warning: for a test
+	// that wants a batch handed out again while it runs, on purpose.
+	AllowShortVisibilityTimeout bool
 }
 
 // Errors a BatchResult or Run can carry.
@@ -203,11 +229,10 @@ type Mapping struct {
 // queue by its URL (a FIFO queue's name ends in .fifo); it makes no call.
 func New(client Client, queueURL string, invoker Invoker, optFns ...func(*Options)) (*Mapping, error) {
 	o := Options{
-		BatchSize:               DefaultBatchSize,
-		Concurrency:             1,
-		ReportBatchItemFailures: true,
-		PollWait:                DefaultPollWait,
-		MaxPayload:              MaxPayload,
+		BatchSize:   DefaultBatchSize,
+		Concurrency: DefaultConcurrency,
+		PollWait:    DefaultPollWait,
+		MaxPayload:  MaxPayload,
 	}
 	for _, fn := range optFns {
 		fn(&o)
@@ -223,7 +248,7 @@ func New(client Client, queueURL string, invoker Invoker, optFns ...func(*Option
 		o.BatchSize = DefaultBatchSize
 	}
 	if o.Concurrency == 0 {
-		o.Concurrency = 1
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.PollWait == 0 {
 		o.PollWait = DefaultPollWait
@@ -249,12 +274,12 @@ func check(o Options, fifo bool) error {
 		return bad("BatchSize", "%d: a standard queue takes 1 to %d", o.BatchSize, MaxBatchSize)
 	case fifo && o.Window != 0:
 		return bad("Window", "%v: FIFO queues take no batching window", o.Window)
-	case o.Window < 0 || o.Window > MaxWindow:
-		return bad("Window", "%v: want 0 to %v", o.Window, MaxWindow)
+	case o.Window < 0 || o.Window > MaxWindow || o.Window%time.Second != 0:
+		return bad("Window", "%v: want whole seconds, 0 to %v", o.Window, MaxWindow)
 	case o.BatchSize > 10 && o.Window < time.Second:
 		return bad("BatchSize", "%d: above 10 records a batch needs a batching window of at least 1s", o.BatchSize)
-	case o.Concurrency < 1 || o.Concurrency > MaxConcurrency:
-		return bad("Concurrency", "%d: want 1 to %d", o.Concurrency, MaxConcurrency)
+	case o.Concurrency < MinConcurrency || o.Concurrency > MaxConcurrency:
+		return bad("Concurrency", "%d: want %d to %d", o.Concurrency, MinConcurrency, MaxConcurrency)
 	case o.PollWait > MaxPollWait:
 		return bad("PollWait", "%v: SQS waits at most %v", o.PollWait, MaxPollWait)
 	case o.MaxPayload < 0:
@@ -272,6 +297,8 @@ type run struct {
 	locks  *groupLocks
 	stop   context.CancelFunc
 	stopCh <-chan struct{}
+
+	ignoredFailures sync.Once // the warning that batchItemFailures are ignored
 
 	mu      sync.Mutex // guards what follows, and serializes the callbacks
 	summary Summary
@@ -299,10 +326,10 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 		}
 		return Summary{}, fmt.Errorf("%w: %s: %w", ErrQueue, m.queueURL, err)
 	}
-	if vt, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil &&
-		m.opts.FunctionTimeout > 0 && time.Duration(vt)*time.Second < m.opts.FunctionTimeout && m.opts.OnWarning != nil {
-		m.opts.OnWarning(fmt.Errorf("the queue's VisibilityTimeout (%ds) is shorter than the function's timeout (%v): Lambda refuses such an event source mapping, and a batch still running when it ends is delivered again",
-			vt, m.opts.FunctionTimeout))
+	if vt, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil {
+		if err := m.checkVisibility(time.Duration(vt) * time.Second); err != nil {
+			return Summary{}, err
+		}
 	}
 	arn := out.Attributes[string(types.QueueAttributeNameQueueArn)]
 	if regionOf(arn) == "" {
@@ -317,12 +344,37 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 	stopCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	r := &run{m: m, ctx: ctx, arn: arn, fifo: fifo, locks: newGroupLocks(), stop: stop, stopCh: stopCtx.Done()}
+	pollers := m.opts.Concurrency
+	if c, ok := m.invoker.(interface{ Capacity() int }); ok {
+		pollers = max(1, min(pollers, c.Capacity()))
+	}
 	var wg sync.WaitGroup
-	for range m.opts.Concurrency {
+	for range pollers {
 		wg.Go(r.work)
 	}
 	wg.Wait()
 	return r.summary, r.err
+}
+
+// checkVisibility applies Lambda's rule on the queue's visibility timeout
+// to the function's timeout, and AWS's recommendation.
+func (m *Mapping) checkVisibility(vt time.Duration) error {
+	ft := m.opts.FunctionTimeout
+	warn := func(format string, args ...any) {
+		if m.opts.OnWarning != nil {
+			m.opts.OnWarning(fmt.Errorf(format, args...))
+		}
+	}
+	switch {
+	case ft <= 0:
+	case vt < ft && !m.opts.AllowShortVisibilityTimeout:
+		return &OptionError{"FunctionTimeout", fmt.Sprintf("%v: the queue's VisibilityTimeout (%v) is shorter, and Lambda refuses such an event source mapping (a batch still running when the visibility timeout ends would be delivered again)", ft, vt)}
+	case vt < ft:
+		warn("the queue's VisibilityTimeout (%v) is shorter than the function's timeout (%v): Lambda refuses such an event source mapping; here a batch still running when it ends is delivered again", vt, ft)
+	case vt < RecommendedVisibilityFactor*ft:
+		warn("the queue's VisibilityTimeout (%v) is less than six times the function's timeout (%v), which AWS recommends so that a batch throttled or retried by Lambda is not delivered again while it waits", vt, ft)
+	}
+	return nil
 }
 
 // stopped reports whether Run should stop taking new batches.
@@ -375,6 +427,15 @@ func (r *run) sqsError(op string, err error) error {
 		r.m.opts.OnWarning(err)
 	}
 	return nil
+}
+
+// warn tells OnWarning of err, one call at a time.
+func (r *run) warn(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m.opts.OnWarning != nil {
+		r.m.opts.OnWarning(err)
+	}
 }
 
 // work is one poller: it gathers a batch, runs it, and again.
@@ -584,6 +645,11 @@ func (r *run) invoke(recs []events.SQSMessage, encs [][]byte) (BatchResult, erro
 		br.Err = fmt.Errorf("%w: %s", ErrInvocationFailed, res.Outcome)
 	case !r.m.opts.ReportBatchItemFailures:
 		keep = map[string]bool{}
+		if failed, err := FailedRecords(res.Payload, recs); err == nil && len(failed) > 0 {
+			r.ignoredFailures.Do(func() {
+				r.warn(fmt.Errorf("the function named %d records in batchItemFailures, but the mapping does not report batch item failures (FunctionResponseTypes lacks ReportBatchItemFailures): Lambda ignores them and deletes the whole batch, so those records are lost", len(failed)))
+			})
+		}
 	default:
 		failed, err := FailedRecords(res.Payload, recs)
 		if err != nil {

@@ -95,8 +95,11 @@ func (h *harness) run(url string, inv esm.Invoker, optFns ...func(*esm.Options))
 
 func (h *harness) runCtx(ctx context.Context, url string, inv esm.Invoker, optFns ...func(*esm.Options)) (esm.Summary, error) {
 	h.t.Helper()
+	// The function answers with partial batch responses, and its mapping
+	// reads them, as the sample's template says.
 	opts := append([]func(*esm.Options){func(o *esm.Options) {
 		o.PollWait = -1
+		o.ReportBatchItemFailures = true
 		o.OnWarning = func(err error) { h.t.Logf("warning: %v", err) }
 	}}, optFns...)
 	m, err := esm.New(h.client, url, inv, opts...)

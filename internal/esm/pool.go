@@ -23,6 +23,10 @@ func NewPool(invokers ...Invoker) *Pool {
 	return p
 }
 
+// Capacity is how many invocations the Pool serves at once: one per
+// invoker.
+func (p *Pool) Capacity() int { return cap(p.free) }
+
 // Invoke waits for a free invoker, or for ctx to end, and runs event on it.
 func (p *Pool) Invoke(ctx context.Context, event []byte, optFns ...func(*runtimeapi.InvokeOptions)) (runtimeapi.Result, error) {
 	var inv Invoker

@@ -272,7 +272,7 @@ func testWholeBatch(t *testing.T, h *harness) {
 			}
 			// The window gathers the three into one batch.
 			s := h.run(url, h.runner(timeout), func(o *esm.Options) {
-				o.BatchSize, o.Window = 3, 500*time.Millisecond
+				o.BatchSize, o.Window = 3, time.Second
 				o.ReportBatchItemFailures = !tt.noReport
 			})
 
@@ -292,6 +292,11 @@ func testWholeBatch(t *testing.T, h *harness) {
 			}
 			if !maps.EqualFunc(got, want, slices.Equal) {
 				t.Errorf("deliveries by label (receive counts) %v; want %v", got, want)
+			}
+			// Several pollers may split the redelivered records into more
+			// batches than one, as Lambda's may.
+			if s.Invocations > wantSummary.Invocations && s.Invocations <= wantSummary.Invocations+2 {
+				wantSummary.Invocations = s.Invocations
 			}
 			if s != wantSummary {
 				t.Errorf("summary %+v; want %+v", s, wantSummary)
@@ -508,7 +513,9 @@ func testStop(t *testing.T, h *harness) {
 	var err error
 	go func() {
 		defer close(done)
-		s, err = h.runCtx(ctx, url, inv, func(o *esm.Options) { o.BatchSize, o.Window = 2, time.Second })
+		// Two pollers, Lambda's least: at most two batches (four records)
+		// can be taken before the stop, so one record is never received.
+		s, err = h.runCtx(ctx, url, inv, func(o *esm.Options) { o.BatchSize, o.Window, o.Concurrency = 2, time.Second, esm.MinConcurrency })
 	}()
 	select {
 	case <-done:
@@ -518,15 +525,20 @@ func testStop(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatalf("Run: %v; want nil after its context ended", err)
 	}
-	if s.Invocations != 1 || s.Records != 2 || s.Deleted != 2 || s.Empty {
-		t.Errorf("summary %+v; want the batch in flight (2 records) finished and deleted, nothing more", s)
+	if s.Invocations < 1 || s.Invocations > 2 || s.Records > 4 || s.Deleted != s.Records || s.Empty {
+		t.Errorf("summary %+v; want the one or two batches in flight finished and deleted, nothing more", s)
 	}
 	invs := h.invocations()
-	if len(invs) != 1 || invs[0].End.IsZero() {
-		t.Errorf("the function logged %d invocations; want 1, answered", len(invs))
+	if len(invs) != s.Invocations {
+		t.Errorf("the function logged %d invocations; want %d", len(invs), s.Invocations)
 	}
-	if visible, inFlight, _ := h.counts(url); visible != 3 || inFlight != 0 {
-		t.Errorf("queue has %d visible, %d in flight; want 3 visible, none in flight (nothing received after the stop)", visible, inFlight)
+	for _, inv := range invs {
+		if inv.End.IsZero() {
+			t.Errorf("an invocation was not answered: %+v", inv)
+		}
+	}
+	if visible, inFlight, _ := h.counts(url); visible != 5-s.Records || inFlight != 0 {
+		t.Errorf("queue has %d visible, %d in flight; want %d visible, none in flight (nothing received after the stop)", visible, inFlight, 5-s.Records)
 	}
 }
 

@@ -123,6 +123,10 @@ func NewRunner(path string, optFns ...func(*RunnerOptions)) (*Runner, error) {
 	return &Runner{path: abs, opts: o, done: make(chan struct{}), turn: make(chan struct{}, 1)}, nil
 }
 
+// Capacity is how many invocations a Runner serves at once: one, as a
+// Lambda execution environment does.
+func (r *Runner) Capacity() int { return 1 }
+
 // Invoke runs one event through the function and returns what it produced.
 // It starts a process first if none is running, or if the last one is gone
 // or did not become idle in time after its previous event. A process that

@@ -136,6 +136,7 @@ func runMapping(t *testing.T, client *sqs.Client, url string, fn lambdakit.Batch
 	m, err := esm.New(client, url, inProcess{fn}, func(o *esm.Options) {
 		o.UntilEmpty = true
 		o.PollWait = -1
+		o.ReportBatchItemFailures = true // as a lambdakit function's mapping is configured
 		o.OnWarning = func(err error) { t.Logf("esm warning: %v", err) }
 	})
 	if err != nil {

@@ -78,6 +78,9 @@ type crashSlot struct {
 	recs []events.SQSMessage
 }
 
+// Capacity tells the mapping that the slot runs one batch at a time.
+func (s *crashSlot) Capacity() int { return 1 }
+
 func (s *crashSlot) Invoke(ctx context.Context, event []byte, optFns ...func(*runtimeapi.InvokeOptions)) (runtimeapi.Result, error) {
 	var ev events.SQSEvent
 	_ = json.Unmarshal(event, &ev) // an event that does not decode holds no records
@@ -250,11 +253,12 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 	})
 	defer d.gw.OnCharge(nil)
 
-	fmt.Fprintf(d.out, "   running the event source mapping until the queue is empty (batch size %d, one batch at a time)\n", ev.BatchSize)
+	fmt.Fprintf(d.out, "   running the event source mapping until the queue is empty (batch size %d, one batch at a time: one function process)\n", ev.BatchSize)
 	d.logs.Reset()
 	batch := 0
 	mapping, err := esm.New(sqsc, queueURL, slot, func(o *esm.Options) {
 		o.BatchSize = ev.BatchSize
+		o.Concurrency = esm.MinConcurrency
 		o.ReportBatchItemFailures = ev.ReportBatchItemFailures
 		o.UntilEmpty = true
 		o.OnBatch = func(b esm.BatchResult) {
