@@ -289,7 +289,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	if !held {
 		return e.taken(existing, validation)
 	}
-	cctx, cancel := cleanupContext(ctx, rec)
+	cctx, cancel := e.cleanupContext(ctx, rec)
 	defer cancel()
 
 	st := &stage{}
@@ -307,7 +307,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	// what the handler staged so far, and a write staged later (by a
 	// goroutine the handler left running) must not vanish silently.
 	staged := st.close()
-	if errors.Is(err, ErrResultNotStorable) {
+	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
 		// The work is done; only its result could not be encoded
 		// (TypedResult, DoTyped). Complete without it, as when the store
 		// cannot keep it: releasing would run the work again.
@@ -356,7 +356,7 @@ func (e *Once) lock(ctx context.Context, rec IdempotencyRecord, now time.Time) (
 		// The put may have landed though its answer did not: free the
 		// key if it holds our lease, so that a retry need not wait for
 		// the lease to end. Release leaves anyone else's record alone.
-		cctx, cancel := cleanupContext(ctx, rec)
+		cctx, cancel := e.cleanupContext(ctx, rec)
 		defer cancel()
 		if rerr := e.release(cctx, rec.ID, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			err = errors.Join(err, rerr)
@@ -390,8 +390,17 @@ func (e *Once) taken(existing IdempotencyRecord, validation string) (result []by
 // work. But not for longer than the lease: after it the record may be
 // someone else's, and a hung call must not keep later messages with this
 // key waiting in the container.
-func cleanupContext(ctx context.Context, rec IdempotencyRecord) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(context.WithoutCancel(ctx), rec.InProgressExpiration)
+//
+// The lease ends at ctx's deadline, on the wall clock, or without one
+// LeaseWithoutDeadline after the engine's clock (Now): then its end is
+// turned into a duration on that clock, as handlerContext does, since a
+// wall-clock deadline would end cleanup at once for a clock behind it.
+func (e *Once) cleanupContext(ctx context.Context, rec IdempotencyRecord) (context.Context, context.CancelFunc) {
+	cctx := context.WithoutCancel(ctx)
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(cctx, rec.InProgressExpiration)
+	}
+	return context.WithTimeout(cctx, rec.InProgressExpiration.Sub(e.opts.Now()))
 }
 
 // handlerContext is the context fn runs in, carrying the stage its writes
@@ -432,7 +441,7 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 		rec = rec.Rounded()
 	}
 	err := e.complete(cctx, rec)
-	if errors.Is(err, ErrResultNotStorable) {
+	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
 		// The work is done; forgetting that would repeat it. Complete
 		// without the result: duplicates then replay no result.
 		e.resultNotCached(ctx, rec.ID, err)
@@ -479,7 +488,16 @@ const maxFailure = 1024
 // rejected reports whether a completion failed for a reason no retry can
 // change.
 func rejected(err error) bool {
-	return errors.Is(err, ErrCompletionRejected) || errors.Is(err, ErrStagingUnsupported)
+	return (errors.Is(err, ErrCompletionRejected) || errors.Is(err, ErrStagingUnsupported)) && !panicked(err)
+}
+
+// panicked reports whether err is a panic. A panic's value may wrap any
+// error, ErrResultNotStorable or ErrCompletionRejected among them, but a
+// panic says only that the code stopped half-way: never that the work is
+// done, nor that the store refused it for good.
+func panicked(err error) bool {
+	var pe *PanicError
+	return errors.As(err, &pe)
 }
 
 // reject handles a completion the store refused for good, after the work
@@ -568,20 +586,34 @@ func (e *Once) releasedEarlier(ctx context.Context, err error, rec IdempotencyRe
 
 // acquire, complete and release make the store's requests, timing each for
 // the invocation's metrics and marking its failures as *StoreError.
-func (e *Once) acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (IdempotencyRecord, bool, error) {
+// The store's calls. A store that panics fails the call as an error does,
+// so that the engine cleans up as after any store error: an acquire that
+// landed before the panic is released, a completion that did not land
+// frees the key. Left to unwind, the panic would skip that cleanup and
+// leave the key locked until its lease ends.
+
+func (e *Once) acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, acquired bool, err error) {
 	defer noteFrom(ctx).storeCall(time.Now())
-	existing, acquired, err := e.store.Acquire(ctx, rec, now)
+	if pe := protect(func() { existing, acquired, err = e.store.Acquire(ctx, rec, now) }, nil); pe != nil {
+		return IdempotencyRecord{}, false, storeErr("acquire", pe)
+	}
 	return existing, acquired, storeErr("acquire", err)
 }
 
-func (e *Once) complete(ctx context.Context, rec IdempotencyRecord) error {
+func (e *Once) complete(ctx context.Context, rec IdempotencyRecord) (err error) {
 	defer noteFrom(ctx).storeCall(time.Now())
-	return storeErr("complete", e.store.Complete(ctx, rec))
+	if pe := protect(func() { err = e.store.Complete(ctx, rec) }, nil); pe != nil {
+		err = pe
+	}
+	return storeErr("complete", err)
 }
 
-func (e *Once) release(ctx context.Context, id, lease string) error {
+func (e *Once) release(ctx context.Context, id, lease string) (err error) {
 	defer noteFrom(ctx).storeCall(time.Now())
-	return storeErr("release", e.store.Release(ctx, id, lease))
+	if pe := protect(func() { err = e.store.Release(ctx, id, lease) }, nil); pe != nil {
+		err = pe
+	}
+	return storeErr("release", err)
 }
 
 // call runs fn, turning a panic into a *PanicError so that the record's
