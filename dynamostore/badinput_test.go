@@ -10,7 +10,7 @@ import (
 )
 
 // Bad input through Batch and Idempotent on DynamoDB (moto): the rows of the
-// README's "Bad input" table that are not about the payment sample, each on
+// bad-input table of docs/batch-processing.md that are not about the payment sample, each on
 // a table of its own, scanned after every batch for locks left behind.
 func TestBadInput(t *testing.T) {
 	storetest.RunBadInput(t, func(t *testing.T) storetest.BadInputTarget {

@@ -24,7 +24,7 @@ func TestIdempotencyChecks(t *testing.T) {
 }
 
 // A handler's empty result ([]byte{}) is no result on both stores (the
-// store contract checks the stores themselves): the "record done" line of
+// store contract checks the stores themselves): the "message done" line of
 // its duplicate says the same outcome on DynamoDB and on the memory store
 // (not "replayed" on one and "duplicate" on the other), so a test of a
 // consumer on MemoryStore sees what production logs.
@@ -48,7 +48,7 @@ func TestEmptyResultDuplicateLogsTheSameOutcomeOnBothStores(t *testing.T) {
 		}
 		cancel()
 		for _, line := range logs.Lines(t) {
-			if line["msg"] == "record done" {
+			if line["msg"] == "message done" {
 				outcome[name], _ = line["outcome"].(string)
 			}
 		}

@@ -223,9 +223,9 @@ func TestFencingTheTableRefusesAnOwnerThatWasTakenOver(t *testing.T) {
 	t.Run("each failure is logged once, with the LeaseLost metric", func(t *testing.T) {
 		for _, id := range []string{ok.MessageId, bad.MessageId} {
 			lines := a.linesAbout(t, id)
-			if len(lines) != 1 || lines[0]["msg"] != "record failed" || lines[0]["LeaseLost"] != float64(1) ||
+			if len(lines) != 1 || lines[0]["msg"] != "message failed" || lines[0]["LeaseLost"] != float64(1) ||
 				lines[0]["prefix"] != "fencing" || lines[0]["_aws"] == nil {
-				t.Errorf("got lines %v; want one \"record failed\" line with LeaseLost 1 and its EMF block", lines)
+				t.Errorf("got lines %v; want one \"message failed\" line with LeaseLost 1 and its EMF block", lines)
 			}
 		}
 		if all := a.logs.Lines(t); len(all) != 2 {

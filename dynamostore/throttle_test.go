@@ -318,7 +318,7 @@ func TestThrottledRecordFailsWithItsOwnReason(t *testing.T) {
 	}
 	var reason string
 	for _, line := range logs.Lines(t) {
-		if line["msg"] == "record failed" && line["messageId"] == throttledMsg.MessageId {
+		if line["msg"] == "message failed" && line["messageId"] == throttledMsg.MessageId {
 			reason, _ = line["reason"].(string)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // Bad input through Batch and Idempotent on the in-memory store: the rows of
-// the README's "Bad input" table that are not about the payment sample. The
+// the bad-input table of docs/batch-processing.md that are not about the payment sample. The
 // same rows run on DynamoDB (moto) in dynamostore's TestBadInput.
 func TestBadInput(t *testing.T) {
 	storetest.RunBadInput(t, func(t *testing.T) storetest.BadInputTarget {

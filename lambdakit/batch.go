@@ -35,8 +35,8 @@ type BatchOptions struct {
 	// failed. By default it returns ErrAllFailed instead, so that the event
 	// source mapping backs off rather than polling again at full speed.
 	AllowAllFailed bool
-	// Logger receives one line per record: "record failed" at ERROR with
-	// the reason, "record done" at INFO otherwise. Default: JSON on
+	// Logger receives one line per record: "message failed" at ERROR with
+	// the reason, "message done" at INFO otherwise. Default: JSON on
 	// standard error with the Lambda request ID, at the level in
 	// AWS_LAMBDA_LOG_LEVEL.
 	Logger *slog.Logger
@@ -408,7 +408,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", string(ReasonPermanent)),
 			slog.String("reason", dead.Error()))
 		attrs = append(attrs, own...)
-		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed permanently: sent to the dead-letter queue", attrs...)
+		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "message failed permanently: sent to the dead-letter queue", attrs...)
 		return
 	}
 	if err == nil {
@@ -421,7 +421,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 		}
 		attrs = append(attrs, slog.String("outcome", outcome))
 		attrs = append(attrs, own...)
-		b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "record done", attrs...)
+		b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "message done", attrs...)
 		return
 	}
 	attrs = append(attrs, slog.String("outcome", "failed"), slog.String("reasonCode", string(ReasonOf(err))),
@@ -434,7 +434,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 		attrs = append(attrs, leaseLostMetric(lost)...)
 	}
 	attrs = append(attrs, own...)
-	b.opts.Logger.LogAttrs(ctx, slog.LevelError, "record failed", attrs...)
+	b.opts.Logger.LogAttrs(ctx, slog.LevelError, "message failed", attrs...)
 }
 
 // leaseLostMetric makes a failure line also a CloudWatch metric in the

@@ -343,10 +343,10 @@ func TestIdempotentResultTooLargeCompletesWithoutResult(t *testing.T) {
 	}
 }
 
-// README ("Semantics"): "A result too large for an item (400 KB) is not
-// cached; the record is still completed, so the work is never repeated, and
-// duplicates get no result." Run's godoc: "A duplicate whose result could
-// not be kept (see ErrResultNotStorable) gets the zero Res." That holds for
+// A result too large for an item (400 KB) is not cached; the record is
+// still completed, so the work is never repeated, and duplicates get no
+// result; with DoTyped, a duplicate whose result could not be kept (see
+// ErrResultNotStorable) gets the zero Res. That holds for
 // a container with a warm cache (CacheSize) too: the result the store did
 // not keep is not put in the cache, so a duplicate gets no result whichever
 // container it lands on, and no result over 400 KB is held in memory.

@@ -59,7 +59,7 @@ func TestIdempotentLostLeaseFailsAndLogsOnce(t *testing.T) {
 		t.Fatalf("got handler error %#v; want a *LeaseLostError on complete wrapping ErrLeaseLost", got)
 	}
 	lines := logs.Lines(t)
-	if len(lines) != 1 || lines[0]["msg"] != "record failed" || lines[0]["level"] != "ERROR" || lines[0]["messageId"] != msg.MessageId {
+	if len(lines) != 1 || lines[0]["msg"] != "message failed" || lines[0]["level"] != "ERROR" || lines[0]["messageId"] != msg.MessageId {
 		t.Fatalf("got log lines %v; want exactly one ERROR line, the record's failure", lines)
 	}
 	// The line is a CloudWatch metric in the Embedded Metric Format.
@@ -206,9 +206,7 @@ func TestIdempotentRecordOutlivesAShortTTLWhileRunning(t *testing.T) {
 // The lease is what makes "at most once while the lease is live" safe: in
 // Lambda it is the invocation deadline, which is also the handler's
 // context's deadline, so a handler that honours its context stops by the
-// time another owner may take the record over (README "Why fencing
-// matters": an owner outliving its lease is the failure fencing exists
-// for). Without a deadline, Do leases the key for LeaseWithoutDeadline
+// time another owner may take the record over (an owner outliving its lease is the failure fencing exists for). Without a deadline, Do leases the key for LeaseWithoutDeadline
 // ("the lease used when the context has no deadline (outside Lambda)"), and
 // fn's context must end with that lease too. Were it the caller's context
 // unchanged, another process would take the key over once the lease ended

@@ -43,8 +43,8 @@ func TestAddLogAttrsStandOnTheRecordLine(t *testing.T) {
 		msg               events.SQSMessage
 		wantMsg, wantOutc string
 	}{
-		{ok, "record done", "processed"},
-		{failed, "record failed", "failed"},
+		{ok, "message done", "processed"},
+		{failed, "message failed", "failed"},
 	} {
 		got := lines[c.msg.MessageId]
 		if len(got) != 1 {

@@ -1,6 +1,6 @@
 package lambdakit_test
 
-// What the README's Logs section promises of the record lines: written by
+// What docs/operations.md promises of the record lines: written by
 // the time their batch answers and before its metrics line, not kept in
 // memory, and not lost when the process dies after logging them. Writing a
 // batch's lines in one call at the end would break all three; any batching

@@ -74,7 +74,7 @@ func TestFailureLinesNeverContainTheBody(t *testing.T) {
 
 	failures := 0
 	for _, l := range logs.Lines(t) {
-		if l["msg"] == "record failed" {
+		if l["msg"] == "message failed" {
 			failures++
 		}
 	}

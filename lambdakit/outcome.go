@@ -84,10 +84,10 @@ func (n *recordNote) storeCall(start time.Time) {
 }
 
 // AddLogAttrs adds attrs to the one line Batch logs for the record whose
-// context is ctx ("record done", or the line of its failure), so that a
+// context is ctx ("message done", or the line of its failure), so that a
 // handler's own fields, a payment ID or a charge ID, stand beside the
 // record's outcome instead of on a line of their own: one line, and one
-// write, per record. The batch's own names (messageId, id, messageGroupId,
+// write, per record. The batch's own names (messageId, recordId, messageGroupId,
 // durationMs, outcome, reasonCode, reason, stack, and a lost lease's
 // metric fields) stay the batch's: an attribute named like one of them is
 // written as "handler.<name>". Outside Batch it adds nothing and reports

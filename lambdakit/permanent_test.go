@@ -289,8 +289,7 @@ func TestWaiterOfAPermanentFailureIsNotPermanent(t *testing.T) {
 }
 
 // A message that waited in the container for an earlier one with its key
-// is not sent along when that one fails permanently (README: "it did not
-// run): it runs on its own, and only its own failure counts"), whatever
+// is not sent along when that one fails permanently (it did not run: it runs on its own, and only its own failure counts), whatever
 // decides what is permanent: the batch's own BatchOptions.IsPermanent as
 // well as lambdakit.IsPermanent. The waiter must not carry the earlier
 // error in a form a custom IsPermanent would call permanent, or it would
@@ -350,8 +349,7 @@ func TestWaiterFollowsCustomPermanentFailureIntoDLQ(t *testing.T) {
 
 // BatchOptions.IsPermanent is the function's own code, like a handler or a
 // dead-letter sender, and a panic in it fails only its record, as a
-// handler's or a sender's does (README: "A panicking IsPermanent fails its
-// record like any error"). An unrecovered one would kill the whole process:
+// handler's or a sender's does (a panicking IsPermanent fails its record like any error). An unrecovered one would kill the whole process:
 // an IsPermanent that dereferences a nil *HTTPError for an error of another
 // kind would crash the function on every batch holding such a record, and
 // every record of those batches would come back (on a FIFO queue, until

@@ -130,8 +130,7 @@ func TestIdempotentStorePanicFailsTheRecordOnly(t *testing.T) {
 
 // A handler that ignores cancellation keeps running after its batch
 // answered (ErrStillRunning). Its record's lease is its invocation deadline
-// (README "Semantics": "The lease is the invocation deadline, so a crashed
-// invocation's lock frees itself at that deadline"), and a message with its
+// (so a crashed invocation's lock frees itself at that deadline), and a message with its
 // key waits in the container no longer than that lease. A redelivery that
 // lands in the same warm container after the deadline must stop waiting on
 // the hung handler and go to the store, as any other container would, and
@@ -193,7 +192,7 @@ func TestWaiterDoesNotOutwaitTheLeadersLease(t *testing.T) {
 // waiter took over, must not complete the record, and must fail. Its
 // cleanup context ends with its lease, so it fails with that context's
 // error before reaching the store (in another container, fencing would
-// refuse it with ErrLeaseLost), as the README ("Semantics") says. The
+// refuse it with ErrLeaseLost), as docs/semantics.md says. The
 // record holds the waiter's result.
 func TestTakenOverOwnerInTheContainerDoesNotComplete(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}

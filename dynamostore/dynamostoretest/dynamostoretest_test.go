@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	dynamostoretest.Run(m)
 }
 
-// The test README.md shows, on the consumer of example_test.go.
+// The test docs/testing.md shows, on the consumer of example_test.go.
 func TestShipsOnce(t *testing.T) {
 	db := dynamostoretest.Start(t)
 	store, err := dynamostore.New(db.Client(), db.NewTable(t))

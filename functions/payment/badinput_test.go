@@ -13,10 +13,10 @@ import (
 )
 
 // Bad payments, through the function's own wiring (validation, idempotency
-// on DynamoDB, ledger) on moto: the sample's rows of the README's "Bad
-// input" table. Each batch carries the bad payment beside a good one, which
-// must be charged once; the bad one fails with the rule it breaks, before
-// any lock or charge, or is charged where the README says so.
+// on DynamoDB, ledger) on moto. Each batch carries the bad payment beside a
+// good one, which must be charged once; the bad one fails with the rule it
+// breaks, before any lock or charge, or is charged where the sample's
+// validation allows it.
 func TestPaymentBadInput(t *testing.T) {
 	valid := body("pay_bad", "cus_1", 100)
 	with := func(old, new string) string {
@@ -129,12 +129,12 @@ func (f *fixture) runBadAndGood(t *testing.T, bad events.SQSMessage, name string
 	}
 }
 
-// reasonFor returns the reason of the one "record failed" line about id.
+// reasonFor returns the reason of the one "message failed" line about id.
 func (f *fixture) reasonFor(t *testing.T, id string) string {
 	t.Helper()
 	var reasons []string
 	for _, l := range f.logs.Lines(t) {
-		if l["msg"] == "record failed" && l["messageId"] == id {
+		if l["msg"] == "message failed" && l["messageId"] == id {
 			reasons = append(reasons, fmt.Sprint(l["reason"]))
 		}
 	}

@@ -398,7 +398,7 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	wantRecord := "payment#" + results[b2].DedupID
 	if !slices.ContainsFunc(logline.Objects(logs.String()), func(l map[string]any) bool {
 		dup := l["outcome"] == "duplicate" || l["outcome"] == "replayed"
-		return l["msg"] == "record done" && dup && l["messageId"] == copyMsg && l["recordId"] == wantRecord
+		return l["msg"] == "message done" && dup && l["messageId"] == copyMsg && l["recordId"] == wantRecord
 	}) {
 		t.Errorf("no log line says that message %s (pay_B2 sent again) was skipped as a duplicate of %s", copyMsg, wantRecord)
 	}

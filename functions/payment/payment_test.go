@@ -87,9 +87,9 @@ func TestPaymentIsOneLogLine(t *testing.T) {
 		t.Fatalf("got %d lines for the record %v; want 1", len(mine), mine)
 	}
 	l := mine[0]
-	if l["msg"] != "record done" || l["outcome"] != "processed" || l["payment_id"] != "pay_line" ||
+	if l["msg"] != "message done" || l["outcome"] != "processed" || l["payment_id"] != "pay_line" ||
 		l["payment"] != "charged" || l["charge_id"] != attr(f.ledger(t, "pay_line"), "charge_id") {
-		t.Errorf("got line %v; want record done, processed, with payment_id, payment charged and the charge's ID", l)
+		t.Errorf("got line %v; want message done, processed, with payment_id, payment charged and the charge's ID", l)
 	}
 }
 
@@ -152,7 +152,7 @@ func TestPaymentGatewayAnswers(t *testing.T) {
 			if failed := f.run(t, msg); !failed[msg.MessageId] {
 				t.Fatal("got success; want the record to fail")
 			}
-			line := findLog(t, f.logs, "record failed")
+			line := findLog(t, f.logs, "message failed")
 			if !strings.Contains(line, c.want.Error()) {
 				t.Errorf("got log %s; want reason %q", line, c.want)
 			}
@@ -180,7 +180,7 @@ func TestPaymentGatewayAnswers(t *testing.T) {
 		if failed := f.run(t, msg); !failed[msg.MessageId] {
 			t.Fatal("got success; want the record to fail")
 		}
-		if line := findLog(t, f.logs, "record failed"); !strings.Contains(line, ErrGatewayTransient.Error()) {
+		if line := findLog(t, f.logs, "message failed"); !strings.Contains(line, ErrGatewayTransient.Error()) {
 			t.Errorf("got log %s; want a transient failure", line)
 		}
 	})
@@ -246,7 +246,7 @@ func TestPaymentInvalidBodiesFailBeforeAnyCall(t *testing.T) {
 			if !failed[msg.MessageId] || failed[ok.MessageId] {
 				t.Fatalf("got failures %v; want only the invalid record", failed)
 			}
-			if line := findLog(t, f.logs, "record failed"); !strings.Contains(line, c.rule) || !strings.Contains(line, msg.MessageId) {
+			if line := findLog(t, f.logs, "message failed"); !strings.Contains(line, c.rule) || !strings.Contains(line, msg.MessageId) {
 				t.Errorf("got log %s; want the rule %q and the messageId", line, c.rule)
 			}
 			if n := f.calls.Total(); n != 2 { // the valid record's lock and completion

@@ -191,7 +191,7 @@ func TestLogsNeverContainMessageBodies(t *testing.T) {
 	lines := f.logs.Lines(t)
 	failures := 0
 	for _, l := range lines {
-		if l["msg"] == "record failed" {
+		if l["msg"] == "message failed" {
 			failures++
 		}
 	}

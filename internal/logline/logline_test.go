@@ -63,14 +63,14 @@ func TestLinesStopsWhenTheLoopBreaks(t *testing.T) {
 
 func TestParseSeparatesObjectsFromOtherLines(t *testing.T) {
 	s := `START RequestId: 1
-{"msg":"record done","n":1}
+{"msg":"message done","n":1}
 [1,2]
 null
 
-{"msg":"record failed"}
+{"msg":"message failed"}
 `
 	objects, others := logline.Parse(s)
-	if len(objects) != 2 || objects[0]["msg"] != "record done" || objects[0]["n"] != 1.0 || objects[1]["msg"] != "record failed" {
+	if len(objects) != 2 || objects[0]["msg"] != "message done" || objects[0]["n"] != 1.0 || objects[1]["msg"] != "message failed" {
 		t.Errorf("got objects %v; want the two JSON objects in order", objects)
 	}
 	if strings.Join(others, "|") != "START RequestId: 1|[1,2]|null" {

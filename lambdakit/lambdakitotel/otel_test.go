@@ -195,7 +195,7 @@ func agreeWithLogs(t *testing.T, logs *lambdakittest.LogBuffer, tr spanTree) {
 	t.Helper()
 	n := 0
 	for _, line := range logs.Lines(t) {
-		if line["msg"] != "record done" && line["msg"] != "record failed" {
+		if line["msg"] != "message done" && line["msg"] != "message failed" {
 			continue
 		}
 		n++
@@ -461,7 +461,7 @@ func TestPanicEndsTheRecordSpan(t *testing.T) {
 	}
 	agreeWithLogs(t, logs, tr)
 	for _, line := range logs.Lines(t) {
-		if line["msg"] == "record failed" {
+		if line["msg"] == "message failed" {
 			if stack, _ := line["stack"].(string); !strings.Contains(stack, "panickingHandler") {
 				t.Errorf("logged stack does not reach the panicking handler:\n%s", stack)
 			}

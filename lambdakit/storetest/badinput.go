@@ -31,7 +31,7 @@ type BadInputTarget struct {
 
 // RunBadInput runs Batch and Idempotent (the key is the body's "id" field,
 // the payload the whole body) over a store, on bad input of every kind the
-// README's "Bad input" table lists, one subtest per row. Each batch carries
+// bad-input table of docs/batch-processing.md lists, one subtest per row. Each batch carries
 // the bad record beside a good one. Each subtest checks the bad record's
 // outcome and the reason logged for it, that the good record succeeded and
 // its handler ran once, that nothing panicked, and that the store holds no
@@ -171,7 +171,7 @@ func (r *badRun) failed(t *testing.T, i int, want error, reason string) {
 	if !r.reported(msg.MessageId) {
 		t.Errorf("record %d (%s): not in batchItemFailures %+v; want it reported", i, msg.MessageId, r.resp.BatchItemFailures)
 	}
-	lines := r.lines(t, msg.MessageId, "record failed")
+	lines := r.lines(t, msg.MessageId, "message failed")
 	if len(lines) != 1 || !strings.Contains(fmt.Sprint(lines[0]["reason"]), reason) {
 		t.Errorf("record %d: got %d failure lines, the first %.300v; want one whose reason says %q", i, len(lines), lines, reason)
 	}
@@ -272,7 +272,7 @@ type badRow struct {
 	run  func(*testing.T, *badRun)
 }
 
-// The rows of the README's "Bad input" table, in its order.
+// The rows of the bad-input table of docs/batch-processing.md, in its order.
 var badInputRows = []badRow{
 	{"body_not_JSON", failsAlone(`id=1&n=2`, lambdakit.ErrInvalidKey, "idempotency key cannot be read safely: body is not valid JSON")},
 	{"body_JSON_but_not_an_object", failsAlone(`["id","x"]`, lambdakit.ErrInvalidKey, "the body or a parent is not an object")},
@@ -387,7 +387,7 @@ var badInputRows = []badRow{
 		if !errors.As(err, &missing) || missing.Missing != 1 {
 			t.Errorf("got %v; want a *MissingMessageIDError: the whole batch fails", err)
 		}
-		lines := r.lines(t, "", "record failed")
+		lines := r.lines(t, "", "message failed")
 		if len(lines) != 1 || !strings.Contains(fmt.Sprint(lines[0]["reason"]), "no idempotency key") {
 			t.Errorf("got %v; want one failure line for the record without messageId", lines)
 		}

@@ -364,7 +364,7 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 }
 
 // awaitLines waits, for a second at most, until the batch's closing line
-// about each record ("record done", "record failed"...) has come through
+// about each record ("message done", "message failed"...) has come through
 // the function's output pipe, which may lag behind the response it posted.
 func (d *demo) awaitLines(recs []events.SQSMessage) {
 	for range 50 {
@@ -402,11 +402,11 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 			continue
 		}
 		switch l["msg"] {
-		case "record failed":
+		case "message failed":
 			if failed {
 				return "FAILED     " + fmt.Sprint(l["reason"])
 			}
-		case "record done":
+		case "message done":
 			// The sample adds the payment's fields to the batch's
 			// line for the record (lambdakit.AddLogAttrs).
 			switch {

@@ -88,7 +88,7 @@ func (f *fn) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventRes
 		wg.Go(func() {
 			defer func() { <-sem }()
 			if err := f.record(ctx, &ev.Records[i]); err != nil {
-				f.logger.Error("record failed", "messageId", ev.Records[i].MessageId, "reason", err.Error())
+				f.logger.Error("message failed", "messageId", ev.Records[i].MessageId, "reason", err.Error())
 				mu.Lock()
 				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 				mu.Unlock()

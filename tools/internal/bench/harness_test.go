@@ -9,8 +9,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/dynamostore"
-	"github.com/lambdakit/lambdakit/tools/internal/bench"
 	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/tools/internal/bench"
 )
 
 // world is both bootstraps built and running against a local stack, each

@@ -10,7 +10,7 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
-// The report is Markdown, so that a run's output can go into the README
+// The report is Markdown, so that a run's output can go into docs/performance.md
 // as it is.
 
 // PrintHeader prints when, where and how the run happened.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdakit/lambdakit/tools/internal/chaos"
 	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/tools/internal/chaos"
 )
 
 // buildBootstrap builds the payment function for this machine.

@@ -9,12 +9,12 @@ import (
 )
 
 // The function's log lines the run reads, as lambdakit's batch writes
-// them: one line per record, "record done" with its outcome, or "record
+// them: one line per record, "message done" with its outcome, or "record
 // failed" with a reason code; a failure for a lost lease also carries a
 // LeaseLost count (the Embedded Metric Format), once per lost lease.
 const (
-	msgDone   = "record done"
-	msgFailed = "record failed"
+	msgDone   = "message done"
+	msgFailed = "message failed"
 )
 
 // logStats is what the function processes said, read from their JSON log

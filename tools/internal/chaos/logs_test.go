@@ -86,7 +86,7 @@ func TestLogStatsReadsLambdakitLines(t *testing.T) {
 func TestLogSinkSplitsLines(t *testing.T) {
 	stats := newLogStats(nil)
 	sink := stats.sink(1)
-	for _, piece := range []string{`{"msg":"record failed","reasonCode":"LeaseLost",`, `"LeaseLost":1,"messageId":"a","reason":"y"}` + "\n" + `{"msg":"record failed","messageId":"m","reason":"x"}`, "\r\nplain text\n"} {
+	for _, piece := range []string{`{"msg":"message failed","reasonCode":"LeaseLost",`, `"LeaseLost":1,"messageId":"a","reason":"y"}` + "\n" + `{"msg":"message failed","messageId":"m","reason":"x"}`, "\r\nplain text\n"} {
 		if _, err := sink.Write([]byte(piece)); err != nil {
 			t.Fatal(err)
 		}
