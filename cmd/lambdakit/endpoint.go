@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/internal/cmdline"
 )
@@ -274,6 +275,17 @@ func newSQSClient(ctx context.Context, environ []string, region string, queueURL
 		cfg.Region = "us-east-1" // any will do for a local server; the SDK needs one to sign
 	}
 	return sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(q.origin) }), nil
+}
+
+// queueReadError says, in the same words in every command, that the queue
+// at queueURL cannot be read: because it does not exist, when SQS says so,
+// else why. Either is exit status 3 (cmdline.CannotRun).
+func queueReadError(queueURL string, err error) error {
+	var gone *types.QueueDoesNotExist
+	if errors.As(err, &gone) {
+		return fmt.Errorf("cannot read the queue %s: it does not exist (check its account, region and name)", queueURL)
+	}
+	return fmt.Errorf("cannot read the queue %s: %w", queueURL, err)
 }
 
 // dynamoDescription says, in a few words for standard error, where a

@@ -53,14 +53,16 @@ type functionFlags struct {
 }
 
 // define defines the flags on fs; timeoutHelp ends the -timeout line.
+// The flags whose default depends on the template have none of their own,
+// so that -h shows the default once, in their help text: settle sets it.
 func (f *functionFlags) define(fs *flag.FlagSet, timeoutHelp string) {
-	fs.DurationVar(&f.timeout, "timeout", lambdaTimeout, "the function's `timeout`: "+timeoutHelp+" (default: the template's Timeout, else Lambda's 3s)")
-	fs.IntVar(&f.memory, "memory", lambdaMemoryMB, "the function's memory in `MB`, as AWS_LAMBDA_FUNCTION_MEMORY_SIZE, not enforced (default: the template's MemorySize, else Lambda's 128)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "the function's `timeout`: "+timeoutHelp+" (default: the template's Timeout, else Lambda's 3s)")
+	fs.IntVar(&f.memory, "memory", 0, "the function's memory in `MB`, as AWS_LAMBDA_FUNCTION_MEMORY_SIZE, not enforced (default: the template's MemorySize, else Lambda's 128)")
 	fs.StringVar(&f.functionName, "function-name", "", "the function's `name`, as AWS_LAMBDA_FUNCTION_NAME and in its ARN (default: the template's FunctionName, else the logical ID, else \""+defaultFunctionName+"\")")
 	fs.StringVar(&f.region, "region", "", "the `region` the function runs in (default: AWS_REGION from the env file, else AWS_REGION or AWS_DEFAULT_REGION, else us-east-1)")
 	fs.StringVar(&f.envFile, "env-file", "", "extra environment variables from `FILE`, in the JSON shape of 'sam local invoke --env-vars'")
 	fs.StringVar(&f.logicalID, "logical-id", "", "the function's logical `ID`: its resource in -template and its section of -env-file (default: the only function of the template, else the only section of the env file)")
-	fs.StringVar(&f.logFormat, "log-format", lambdaLogFormat, "the function's log `format`: text or json, which sets AWS_LAMBDA_LOG_FORMAT=JSON (default: the template's LoggingConfig.LogFormat, else Lambda's text)")
+	fs.StringVar(&f.logFormat, "log-format", "", "the function's log `format`: text or json, which sets AWS_LAMBDA_LOG_FORMAT=JSON (default: the template's LoggingConfig.LogFormat, else Lambda's text)")
 	fs.StringVar(&f.logLevel, "log-level", "", "with -log-format json, the application log `level` in AWS_LAMBDA_LOG_LEVEL: DEBUG, INFO, WARN, ERROR (default: the template's LoggingConfig.ApplicationLogLevel)")
 	fs.StringVar(&f.template, "template", "", "the SAM template `FILE` whose function settings to use where no flag sets them: Timeout, MemorySize, FunctionName, LoggingConfig")
 }
@@ -78,14 +80,20 @@ func (f *functionFlags) settle(fs *cmdline.Flags) error {
 	if f.logicalID == "" {
 		f.logicalID = fn.LogicalID
 	}
-	if !set["timeout"] && fn.Timeout > 0 {
-		f.timeout = time.Duration(fn.Timeout) * time.Second
+	if !set["timeout"] {
+		f.timeout = lambdaTimeout
+		if fn.Timeout > 0 {
+			f.timeout = time.Duration(fn.Timeout) * time.Second
+		}
 	}
-	if !set["memory"] && fn.MemorySize > 0 {
-		f.memory = fn.MemorySize
+	if !set["memory"] {
+		f.memory = lambdaMemoryMB
+		if fn.MemorySize > 0 {
+			f.memory = fn.MemorySize
+		}
 	}
-	if !set["log-format"] && fn.LogFormat != "" {
-		f.logFormat = fn.LogFormat
+	if !set["log-format"] {
+		f.logFormat = firstNonEmpty(fn.LogFormat, lambdaLogFormat)
 	}
 	if !set["log-level"] && fn.ApplicationLogLevel != "" {
 		f.logLevel = fn.ApplicationLogLevel

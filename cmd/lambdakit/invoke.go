@@ -6,10 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
 )
 
 const invokeUsage = `Usage: lambdakit invoke [flags] BOOTSTRAP EVENT_FILE...
@@ -27,6 +32,14 @@ Standard output gets one pretty-printed JSON object per event, in order:
 where OUTCOME is "function error", "init error", "crash" or "timeout".
 Standard error gets the function's own output, a REPORT line per event and a
 line for each failure, so that standard output stays machine-readable.
+
+Any event is run, whatever the function: invoke does not know what the
+function expects. When an SQS function (one that answers with
+batchItemFailures, or whose resource in -template has an SQS event) gets an
+event that is not an SQS event ({"Records": [...]}, a record per message),
+such as a message body on its own, it sees no messages and succeeds: a
+warning on standard error says what the event is and what an SQS event looks
+like. The warning does not change the exit status.
 
 The function's settings (timeout, memory, name, log format and level) come
 from the flags; what they leave out comes from the function's resource in
@@ -73,6 +86,7 @@ type invokeCommand struct {
 	fn        functionFlags
 	bootstrap string
 	events    []event
+	sqsEvent  bool // -template gives the function an SQS event
 }
 
 // event is one event file, read before anything starts so that a typo fails
@@ -103,6 +117,7 @@ func (c *invokeCommand) Run(ctx context.Context, args []string) error {
 			return cmdline.CannotRun(fmt.Errorf("%s: %s", ev.name, startFailure(err, c.bootstrap)))
 		}
 		report(c.stderr, &c.fn, res)
+		c.warnNotSQS(ev, res)
 		if res.Outcome != runtimeapi.OutcomeSuccess {
 			anyFailed = true
 			fmt.Fprintf(c.stderr, "lambdakit invoke: %s: %s\n", ev.name, describe(res, c.fn.timeout))
@@ -135,6 +150,7 @@ func (c *invokeCommand) parse(args []string) error {
 		return err
 	}
 	c.bootstrap = rest[0]
+	c.sqsEvent = c.templateHasSQSEvent()
 	for _, name := range rest[1:] {
 		var body []byte
 		var err error
@@ -153,6 +169,107 @@ func (c *invokeCommand) parse(args []string) error {
 		c.events = append(c.events, event{name, body})
 	}
 	return nil
+}
+
+// templateHasSQSEvent reports whether -template gives the function an SQS
+// event. It is a hint for warnNotSQS only: a template whose events cannot
+// be read gives none.
+func (c *invokeCommand) templateHasSQSEvent() bool {
+	if c.fn.template == "" {
+		return false
+	}
+	evs, err := samtemplate.SQSEvents(c.fn.template)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(evs, func(ev samtemplate.SQSEvent) bool { return ev.Function == c.fn.logicalID })
+}
+
+// warnNotSQS warns when an SQS function got an event that is not an SQS
+// event: it ran on no messages, and a success says nothing. invoke runs
+// any function, so the event itself is no reason to refuse: a function is
+// taken for an SQS function when -template says so or when it answered
+// with a partial batch response.
+func (c *invokeCommand) warnNotSQS(ev event, res runtimeapi.Result) {
+	what := notSQSEvent(ev.body)
+	if what == "" {
+		return
+	}
+	why := "its resource in -template has an SQS event"
+	if !c.sqsEvent {
+		var resp map[string]json.RawMessage
+		if res.Outcome != runtimeapi.OutcomeSuccess || json.Unmarshal(res.Payload, &resp) != nil {
+			return
+		}
+		if _, ok := resp["batchItemFailures"]; !ok {
+			return
+		}
+		why = "it answered with batchItemFailures"
+	}
+	fmt.Fprintf(c.stderr, "lambdakit invoke: warning: %s is not an SQS event (it is %s), but the function takes SQS events (%s): it saw no messages. "+
+		`An SQS event is {"Records": [...]}, a record per message, with the message's body as a JSON string in "body"; `+
+		"'sam local generate-event sqs receive-message' writes one.\n", ev.name, what, why)
+}
+
+// notSQSEvent says what body (valid JSON) is when it is not an SQS event,
+// {"Records": [...]} with at least one record and none from another event
+// source; "" when it is one.
+func notSQSEvent(body []byte) string {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return "not JSON"
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "a JSON " + jsonKind(v)
+	}
+	records, ok := obj["Records"]
+	if !ok {
+		keys := slices.Sorted(maps.Keys(obj))
+		switch {
+		case len(keys) == 0:
+			return "an empty object"
+		case len(keys) > 5:
+			keys = append(keys[:5], "...")
+		}
+		quoted := make([]string, len(keys))
+		for i, k := range keys {
+			quoted[i] = strconv.Quote(k)
+		}
+		noun := "keys"
+		if len(obj) == 1 {
+			noun = "key"
+		}
+		return fmt.Sprintf("an object with the %s %s", noun, strings.Join(quoted, ", "))
+	}
+	list, ok := records.([]any)
+	if !ok || len(list) == 0 {
+		return `an object whose "Records" holds no records`
+	}
+	for _, r := range list {
+		rec, _ := r.(map[string]any)
+		for _, key := range []string{"eventSource", "EventSource"} { // SNS spells it EventSource
+			if src, ok := rec[key].(string); ok && src != "aws:sqs" {
+				return fmt.Sprintf("an event with records from %q", src)
+			}
+		}
+	}
+	return ""
+}
+
+// jsonKind names the kind of a decoded JSON value that is not an object.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case float64:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "null"
 }
 
 // output is what invoke prints on standard output for one event.

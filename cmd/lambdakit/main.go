@@ -39,7 +39,7 @@ func commands(std stdio) []subcommand {
 	return []subcommand{
 		{"invoke", "run a bootstrap binary on event files through a local Lambda Runtime API", &invokeCommand{stdio: std}},
 		{"run", "run a bootstrap on the messages of an SQS queue, as Lambda's event source mapping does", &runCommand{stdio: std}},
-		{"publish", "send JSON lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", &publishCommand{stdio: std}},
+		{"publish", "send JSON Lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", &publishCommand{stdio: std}},
 		{"records", "show, delete or list stuck idempotency records in DynamoDB", &recordsCommand{stdio: std}},
 		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", &redriveCommand{stdio: std}},
 	}

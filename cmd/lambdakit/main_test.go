@@ -634,3 +634,94 @@ func TestCLIDoesNotLinkTesting(t *testing.T) {
 		t.Errorf("go list gave %d packages; want the whole dependency graph", len(deps))
 	}
 }
+
+// invoke runs any function built with aws-lambda-go, so an event that is
+// not an SQS event is run, not refused. But an SQS function given one (a
+// message body on its own, the first mistake with a consumer) sees no
+// records and answers with a success: a warning on standard error says what
+// the event is and what an SQS function wants. A function that is not an
+// SQS function gets no warning.
+func TestInvokeWarnsWhenAnSQSFunctionGetsAnotherEvent(t *testing.T) {
+	_, echo := binaries(t)
+	sqsFn := testenv.Build(t, "../../internal/esm/testdata/esmfn") // answers with batchItemFailures
+	dir := t.TempDir()
+	bare := writeFile(t, dir, "bare.json", `{"payment_id":"p1"}`)
+	sqsEvent := writeFile(t, dir, "sqs.json", `{"Records":[{"messageId":"m1","body":"ok","eventSource":"aws:sqs"}]}`)
+	snsEvent := writeFile(t, dir, "sns.json", `{"Records":[{"EventSource":"aws:sns","Sns":{"Message":"x"}}]}`)
+	tpl := writeFile(t, dir, "template.yaml", `Resources:
+  Queue:
+    Type: AWS::SQS::Queue
+  Consumer:
+    Type: AWS::Serverless::Function
+    Properties:
+      Events:
+        Orders:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Queue.Arn
+`)
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string // in the warning; none: no warning
+	}{
+		{"an SQS function, a message body", []string{sqsFn, bare},
+			[]string{"lambdakit invoke: warning: " + bare + " is not an SQS event", `an object with the key "payment_id"`, `{"Records": [...]}`, `"body"`}},
+		{"an SQS function, an SNS event", []string{sqsFn, snsEvent},
+			[]string{"lambdakit invoke: warning: " + snsEvent + " is not an SQS event", `records from "aws:sns"`}},
+		{"the template's SQS function, a message body", []string{"-template", tpl, echo, bare},
+			[]string{"lambdakit invoke: warning: " + bare + " is not an SQS event"}},
+		{"an SQS function, an SQS event", []string{sqsFn, sqsEvent}, nil},
+		{"another function, any event", []string{echo, bare}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := lambdakit(t, nil, append([]string{"invoke"}, c.args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
+			}
+			if outs := outputs(t, r.stdout); len(outs) != 1 || outs[0].Outcome != "success" {
+				t.Errorf("stdout:\n%s\nwant one success, as before", r.stdout)
+			}
+			if c.want == nil && strings.Contains(r.stderr, "warning") {
+				t.Errorf("stderr:\n%s\nwant no warning", r.stderr)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+				}
+			}
+		})
+	}
+}
+
+// The flag package appends "(default X)" to a flag's help when its default
+// is not the zero value; a help text that states the default itself must
+// not get a second one.
+func TestFlagHelpShowsOneDefault(t *testing.T) {
+	// Left to run.go's owner, who is changing it: remove them from here
+	// once fixed.
+	known := map[string]bool{}
+	appended := regexp.MustCompile(` \(default [^()]*\)$`)
+	for _, args := range [][]string{{"invoke", "-h"}, {"run", "-h"}, {"publish", "-h"}, {"records", "get", "-h"}, {"redrive", "-h"}} {
+		// A table in the environment gives records' -table a value.
+		r := lambdakit(t, []string{"IDEMPOTENCY_TABLE=orders-idempotency"}, args...)
+		_, flags, ok := strings.Cut(r.stderr, "Flags:\n")
+		if !ok {
+			t.Fatalf("%s -h has no flags:\n%s", args[0], r.stderr)
+		}
+		flags, _, _ = strings.Cut(flags, "\nExit status:")
+		for _, entry := range regexp.MustCompile(`(?m)^  -`).Split(flags, -1)[1:] {
+			name, _, _ := strings.Cut(entry, " ")
+			name, _, _ = strings.Cut(name, "\n")
+			help := strings.Join(strings.Fields(entry), " ")
+			if loc := appended.FindStringIndex(help); loc != nil && strings.Contains(strings.ToLower(help[:loc[0]]), "default") {
+				id := args[0] + " -" + name
+				if known[id] {
+					t.Logf("%s: two defaults, left to run.go: %s", id, help)
+					continue
+				}
+				t.Errorf("%s: two defaults: %s", id, help)
+			}
+		}
+	}
+}

@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -20,8 +23,10 @@ import (
 const publishUsage = `Usage: lambdakit publish [flags] [FILE]
 
 Sends each line of FILE (standard input when FILE is absent or "-") to the
-SQS queue -queue as one message, the line's bytes as its body. Each line must
-be a JSON object; blank lines are ignored. Flags come before FILE.
+SQS queue -queue as one message, the line's bytes as its body. FILE is
+JSON Lines: each line must be a JSON object; blank lines are ignored. A JSON
+array (a first line that starts with "[") is refused as a whole, and nothing
+is sent: convert it first, with jq -c '.[]' FILE. Flags come before FILE.
 
 A FIFO queue (its URL ends in ".fifo") needs -key-field and -group-field.
 The key is found as lambdakit.KeyFromField finds it in the consumer, and the
@@ -36,12 +41,12 @@ minutes, and still answers that it was sent. That covers the moment of
 publishing only: redeliveries, redrives and later retries are caught by the
 consumer's idempotency records.
 
-A line that is not a JSON object, lacks the key or group field, is larger
-than the queue accepts, or has characters SQS refuses is reported with its
-line number and skipped; the rest are still sent. A line with the key of an
-earlier line is a duplicate within the input and is not sent again; if its
-body differs from the earlier line's, it is reported as a failure and not
-sent, since one key stands for one body.
+A line that is not a JSON object, lacks the key or group field (named with
+its flag), is larger than the queue accepts, or has characters SQS refuses
+is reported with its line number and skipped; the rest are still sent. A
+line with the key of an earlier line is a duplicate within the input and is
+not sent again; if its body differs from the earlier line's, it is reported
+as a failure and not sent, since one key stands for one body.
 
 Messages go in SendMessageBatch calls of up to 10 entries and 1 MiB. Entries
 that SQS fails on its side are sent again, up to 3 times in all, after a
@@ -61,9 +66,11 @@ Flags:
 const publishExitStatus = `
 Exit status:
   0    every valid line was sent (a duplicate of a sent line counts as sent)
-  1    a line was skipped or failed to send, or the queue could not be read
+  1    a line was skipped or failed to send
   2    usage error (a queue URL that the endpoint configured contradicts
-       included), or FILE cannot be opened or read
+       included), or FILE cannot be opened or read, or is a JSON array
+  3    the queue does not exist or cannot be read, as in every lambdakit
+       command: a missing queue or table is 3
   130  interrupted
 `
 
@@ -83,6 +90,7 @@ type publishCommand struct {
 	groupField string
 	maxSize    int
 	in         io.Reader // FILE, or standard input
+	inName     string    // FILE, or "-" for standard input
 	file       *os.File  // FILE, for Run to close; nil for standard input
 }
 
@@ -123,7 +131,7 @@ func (c *publishCommand) parse(args []string) error {
 	if c.maxSize < 0 {
 		return fs.UsageError("-max-size %d: want a positive number of bytes", c.maxSize)
 	}
-	c.in = c.stdin
+	c.in, c.inName = c.stdin, file
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
@@ -146,12 +154,18 @@ func (c *publishCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pub := &publisher{std: c.stdio, p: p, hasKey: c.keyField != "", seen: map[[sha256.Size]byte]seenLine{}}
+	pub := &publisher{std: c.stdio, p: p, queue: c.queue, hasKey: c.keyField != "", seen: map[[sha256.Size]byte]seenLine{}}
 	err = pub.run(ctx, c.in)
+	if errors.Is(err, errJSONArray) {
+		// Told once, in place of an error for every line of the array.
+		return cmdline.BadInput(jsonArrayError(c.inName))
+	}
 	fmt.Fprintf(c.stderr, "lambdakit publish: %s\n", pub.counts())
 	switch {
 	case ctx.Err() != nil:
 		return cmdline.ErrInterrupted
+	case pub.queueErr != nil:
+		return cmdline.CannotRun(pub.queueErr)
 	case err != nil:
 		return cmdline.BadInput(fmt.Errorf("reading input: %w", err))
 	case pub.failed > 0:
@@ -167,14 +181,14 @@ func (c *publishCommand) newProducer(ctx context.Context) (*producer.Producer, e
 	// reads the rest from the process environment: credentials, region.
 	client, err := newSQSClient(ctx, c.environ, "", c.queue)
 	if err != nil {
-		return nil, asUsage(c.flags, err, cmdline.Failed)
+		return nil, asUsage(c.flags, err, cmdline.CannotRun)
 	}
 	opts := func(o *producer.Options) {
 		if c.keyField != "" {
-			o.Key = lambdakit.KeyFromField(c.keyField)
+			o.Key = lambdakit.KeyFunc(namedField("key", "-key-field", c.keyField))
 		}
 		if c.groupField != "" {
-			o.Group = producer.GroupFromField(c.groupField)
+			o.Group = producer.GroupFunc(namedField("group", "-group-field", c.groupField))
 		}
 		if c.maxSize > 0 {
 			o.MaxMessageSize = c.maxSize
@@ -192,9 +206,65 @@ func (c *publishCommand) newProducer(ctx context.Context) (*producer.Producer, e
 	case ctx.Err() != nil:
 		return nil, cmdline.ErrInterrupted
 	case err != nil:
-		return nil, cmdline.Failed(err)
+		return nil, cmdline.CannotRun(queueReadError(c.queue, err))
 	}
 	return p, nil
+}
+
+// namedField finds the field at path of a line as lambdakit.KeyFromField
+// does in the consumer, and names it, when it cannot, as what it is for
+// ("key", "group") with its flag: lambdakit's own error speaks of an
+// idempotency key whatever the field is.
+func namedField(what, flag, path string) func(*events.SQSMessage) (string, error) {
+	field := lambdakit.KeyFromField(path)
+	return func(msg *events.SQSMessage) (string, error) {
+		v, err := field(msg)
+		if err != nil {
+			return "", &fieldError{what: what, flag: flag, path: path, err: err}
+		}
+		return v, nil
+	}
+}
+
+// fieldError is a line whose key or group field cannot be used.
+type fieldError struct {
+	what, flag, path string
+	err              error // lambdakit's
+}
+
+// Error says which field, and why, in lambdakit's words without its own
+// prefix: `group field "customer_id" (-group-field) missing or null`.
+func (e *fieldError) Error() string {
+	name := fmt.Sprintf("%s field %q (%s)", e.what, e.path, e.flag)
+	why := e.err.Error()
+	for _, prefix := range []error{lambdakit.ErrNoKey, lambdakit.ErrInvalidKey} {
+		why = strings.TrimPrefix(why, prefix.Error()+": ")
+	}
+	if rest, ok := strings.CutPrefix(why, fmt.Sprintf("field %q ", e.path)); ok {
+		return name + " " + rest
+	}
+	return name + ": " + strings.TrimPrefix(why, fmt.Sprintf("field %q: ", e.path))
+}
+
+func (e *fieldError) Unwrap() error { return e.err }
+
+// errJSONArray is an input that starts as a JSON array: see jsonArrayError.
+var errJSONArray = errors.New("a JSON array")
+
+// jsonArrayError says what to do with a JSON array given as FILE (name,
+// "-" for standard input), once, rather than an error for each of its
+// lines.
+func jsonArrayError(name string) error {
+	if name == "-" {
+		return errors.New("standard input is a JSON array, but publish reads JSON Lines, one JSON object per line: nothing was sent. Pipe it through jq -c '.[]' first")
+	}
+	return fmt.Errorf("%s is a JSON array, but publish reads JSON Lines, one JSON object per line: nothing was sent. Convert it with jq -c '.[]' %s | lambdakit publish [flags]", name, name)
+}
+
+// startsJSONArray reports whether the first line of an input (not blank)
+// starts a JSON array: no line of JSON Lines for publish can.
+func startsJSONArray(first string) bool {
+	return strings.HasPrefix(strings.TrimLeft(first, " \t\ufeff"), "[")
 }
 
 // seenLine is the first line with a key.
@@ -207,10 +277,12 @@ type seenLine struct {
 type publisher struct {
 	std    stdio
 	p      *producer.Producer
+	queue  string                         // its URL, for messages
 	hasKey bool                           // a key was asked for: duplicates in the input are found
 	seen   map[[sha256.Size]byte]seenLine // by the key's hash
 
 	lines, sent, duplicates, failed int
+	queueErr                        error // the queue does not exist: nothing more can be sent
 
 	chunk     []producer.Message
 	chunkLine []int
@@ -219,9 +291,12 @@ type publisher struct {
 func (pub *publisher) run(ctx context.Context, in io.Reader) error {
 	// Lines are read on their own goroutine, so that an interrupt is not
 	// stuck behind a read from a terminal or a pipe that stays open.
+	// Stopping early stops the reader too.
+	readCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	lines := make(chan logline.Line, publishChunk)
 	errc := make(chan error, 1)
-	go func() { errc <- readLines(ctx, in, lines) }()
+	go func() { errc <- readLines(readCtx, in, lines) }()
 	for {
 		var l logline.Line
 		var ok bool
@@ -238,12 +313,18 @@ func (pub *publisher) run(ctx context.Context, in io.Reader) error {
 			}
 			return <-errc
 		}
+		if pub.lines == 0 && startsJSONArray(l.Text) {
+			return errJSONArray
+		}
 		pub.lines++
 		pub.add(ctx, l.N, l.Text)
 		if pub.lines%publishProgress == 0 {
 			// Sent first, so that the counts are exact.
 			pub.flush(ctx)
 			fmt.Fprintf(pub.std.stderr, "lambdakit publish: progress: %s\n", pub.counts())
+		}
+		if pub.queueErr != nil {
+			return nil // Run tells it
 		}
 	}
 }
@@ -274,6 +355,11 @@ func (pub *publisher) add(ctx context.Context, n int, text string) {
 	msg := producer.Message{Body: text}
 	r := pub.p.Check(msg)
 	if r.Err != nil {
+		var field *fieldError
+		if errors.As(r.Err, &field) {
+			pub.fail(n, field.Error()) // without the producer's words for it
+			return
+		}
 		pub.fail(n, r.Err.Error())
 		return
 	}
@@ -305,6 +391,14 @@ func (pub *publisher) flush(ctx context.Context) {
 	}
 	res, _ := pub.p.Send(ctx, pub.chunk)
 	for i, r := range res {
+		var gone *types.QueueDoesNotExist
+		if errors.As(r.Err, &gone) {
+			// Found by a send (-max-size reads no attributes): told once,
+			// as when the attributes cannot be read.
+			pub.failed++
+			pub.queueErr = queueReadError(pub.queue, r.Err)
+			continue
+		}
 		if r.Err != nil {
 			pub.fail(pub.chunkLine[i], r.Err.Error())
 		} else {
@@ -320,7 +414,7 @@ func (pub *publisher) fail(n int, reason string) {
 }
 
 func (pub *publisher) counts() string {
-	return fmt.Sprintf("%d lines: sent %d, duplicates in the input %d, failed %d", pub.lines, pub.sent, pub.duplicates, pub.failed)
+	return fmt.Sprintf("%s: sent %d, duplicates in the input %d, failed %d", cmdline.Count(pub.lines, "line", "lines"), pub.sent, pub.duplicates, pub.failed)
 }
 
 // isJSONObject reports whether text is one valid JSON object.

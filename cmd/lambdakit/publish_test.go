@@ -68,7 +68,11 @@ func paymentLine(id, customer string) string {
 
 func wantSummary(t *testing.T, r cliResult, lines, sent, dups, failed int) {
 	t.Helper()
-	want := fmt.Sprintf("lambdakit publish: %d lines: sent %d, duplicates in the input %d, failed %d\n", lines, sent, dups, failed)
+	noun := "lines"
+	if lines == 1 {
+		noun = "line"
+	}
+	want := fmt.Sprintf("lambdakit publish: %d %s: sent %d, duplicates in the input %d, failed %d\n", lines, noun, sent, dups, failed)
 	if !strings.HasSuffix(r.stderr, want) {
 		t.Errorf("stderr does not end with the summary %q:\n%s", want, r.stderr)
 	}
@@ -143,8 +147,8 @@ func TestPublish(t *testing.T) {
 		for _, want := range []string{
 			"lambdakit publish: line 2: not a JSON object\n",
 			"lambdakit publish: line 3: not a JSON object\n",
-			"lambdakit publish: line 4: producer: idempotency key:",
-			"lambdakit publish: line 5: producer: message group:",
+			"lambdakit publish: line 4: key field \"payment_id\" (-key-field) missing",
+			"lambdakit publish: line 5: group field \"customer_id\" (-group-field) missing",
 			"lambdakit publish: line 7: producer: message is 2000 bytes; the queue accepts at most 1024\n",
 		} {
 			if !strings.Contains(r.stderr, want) {
@@ -308,10 +312,88 @@ func TestPublish(t *testing.T) {
 		}
 	})
 
-	t.Run("a queue that cannot be read: exit 1", func(t *testing.T) {
-		r := publish(t, env, `{"a":1}`, "-queue", srv.URL+"/123456789012/no-such-queue")
-		if r.code != 1 || !strings.Contains(r.stderr, "reading the queue's attributes") {
-			t.Errorf("exit status %d; want 1 and the reason\n%s", r.code, r.stderr)
+	// A queue that does not exist is the tool unable to do its job, exit
+	// status 3, as in run and redrive; failed lines are exit status 1.
+	t.Run("a queue that does not exist: exit 3, told once", func(t *testing.T) {
+		missing := srv.URL + "/123456789012/no-such-queue"
+		input := `{"a":1}` + "\n" + `{"a":2}` + "\n"
+		for _, args := range [][]string{
+			{"-queue", missing},                      // found reading its attributes
+			{"-queue", missing, "-max-size", "1000"}, // found by the first send
+		} {
+			r := publish(t, env, input, args...)
+			if r.code != 3 || !strings.Contains(r.stderr, "cannot read the queue "+missing+": it does not exist") {
+				t.Errorf("publish %q: exit status %d; want 3 and the queue named\n%s", args, r.code, r.stderr)
+			}
+			if strings.Contains(r.stderr, "line 1:") {
+				t.Errorf("publish %q: the missing queue is told per line; want once:\n%s", args, r.stderr)
+			}
+		}
+	})
+
+	t.Run("a line without the key or group field names that field and its flag: exit 1", func(t *testing.T) {
+		q := newPublishQueue(t, client, true, nil)
+		input := strings.Join([]string{
+			paymentLine("pay_1", "cus_A"),
+			`{"payment_id":"pay_2"}`,
+			`{"customer_id":"cus_A"}`,
+			`{"payment_id":"pay_4","customer_id":""}`,
+		}, "\n")
+		r := publish(t, env, input, "-queue", q.url, "-key-field", "payment_id", "-group-field", "customer_id")
+		if r.code != 1 {
+			t.Fatalf("exit status %d; want 1\n%s", r.code, r.stderr)
+		}
+		for _, want := range []string{
+			"lambdakit publish: line 2: group field \"customer_id\" (-group-field) missing",
+			"lambdakit publish: line 3: key field \"payment_id\" (-key-field) missing",
+			"lambdakit publish: line 4: group field \"customer_id\" (-group-field) is empty",
+		} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if strings.Contains(l, "group field") && strings.Contains(l, "idempotency key") {
+				t.Errorf("a missing group field is told as a missing idempotency key: %s", l)
+			}
+		}
+		wantSummary(t, r, 4, 1, 0, 3)
+	})
+
+	t.Run("a JSON array is told once as not JSON Lines, nothing sent: exit 2", func(t *testing.T) {
+		q := newPublishQueue(t, client, true, nil)
+		pretty := "[\n  {\n    \"payment_id\": \"pay_1\",\n    \"customer_id\": \"cus_A\"\n  },\n  {\n    \"payment_id\": \"pay_2\",\n    \"customer_id\": \"cus_A\"\n  }\n]\n"
+		file := writeFile(t, dir, "payments.json", pretty)
+		oneLine := "\n  [" + paymentLine("pay_1", "cus_A") + "," + paymentLine("pay_2", "cus_A") + "]\n"
+		for _, c := range []struct {
+			name, stdin, file string
+		}{
+			{"pretty-printed file", "", file},
+			{"one line on standard input", oneLine, "-"},
+		} {
+			r := publish(t, env, c.stdin, "-queue", q.url, "-key-field", "payment_id", "-group-field", "customer_id", c.file)
+			if r.code != 2 {
+				t.Errorf("%s: exit status %d; want 2\n%s", c.name, r.code, r.stderr)
+			}
+			for _, want := range []string{"JSON array", "JSON Lines", "one JSON object per line", "jq -c '.[]'"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("%s: stderr lacks %q:\n%s", c.name, want, r.stderr)
+				}
+			}
+			if n := strings.Count(r.stderr, "\n"); n != 1 || strings.Contains(r.stderr, "not a JSON object") {
+				t.Errorf("%s: %d lines on stderr; want the one that says what to do:\n%s", c.name, n, r.stderr)
+			}
+		}
+		if n := q.count(t); n != 0 {
+			t.Errorf("%d messages on the queue; want none", n)
+		}
+	})
+
+	t.Run("one line is 1 line", func(t *testing.T) {
+		q := newPublishQueue(t, client, false, nil)
+		r := publish(t, env, `{"a":1}`+"\n", "-queue", q.url)
+		if want := "lambdakit publish: 1 line: sent 1, duplicates in the input 0, failed 0\n"; r.code != 0 || !strings.HasSuffix(r.stderr, want) {
+			t.Errorf("exit status %d; want 0 and the summary %q\n%s", r.code, want, r.stderr)
 		}
 	})
 
@@ -355,7 +437,8 @@ func TestPublish(t *testing.T) {
 			t.Errorf("exit status %d; want 0", r.code)
 		}
 		for _, want := range []string{"Usage: lambdakit publish [flags] [FILE]", "-queue URL", "-key-field path", "-group-field path",
-			"standard input", "line number", "5\nminutes", "<prefix>#<deduplication ID>", "duplicate", "Exit status", "  2    usage error"} {
+			"standard input", "line number", "5\nminutes", "<prefix>#<deduplication ID>", "duplicate", "Exit status", "  2    usage error",
+			"JSON Lines", "jq -c '.[]'", "  3    the queue does not exist or cannot be read"} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("-h lacks %q", want)
 			}

@@ -77,7 +77,8 @@ Exit status:
   1    no record for KEY, no record at all with -prefix, or delete declined,
        refused, or beaten by a change to the record
   2    usage error
-  3    the table does not exist or cannot be read
+  3    the table does not exist or cannot be read, as in every lambdakit
+       command: a missing queue or table is 3
   130  interrupted
 `
 
@@ -102,7 +103,12 @@ type recordsCommand struct {
 // parse reads the command line: the action, then its flags and KEY.
 func (c *recordsCommand) parse(args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "records", recordsUsage, recordsExitStatus)
-	fs.StringVar(&c.table, "table", lookup(c.environ, "IDEMPOTENCY_TABLE"), "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable lambdakit's examples and SAM template give the function)")
+	// No default of the flag's own: -h would show it a second time.
+	tableHelp := "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable lambdakit's examples and SAM template give the function)"
+	if env := lookup(c.environ, "IDEMPOTENCY_TABLE"); env != "" {
+		tableHelp = strings.TrimSuffix(tableHelp, ")") + fmt.Sprintf(", here %q)", env)
+	}
+	fs.StringVar(&c.table, "table", "", tableHelp)
 	fs.StringVar(&c.prefix, "prefix", "", "the function's record ID `prefix`, without the '#' (required)")
 	fs.BoolVar(&c.json, "json", false, "print JSON, one object per record per line")
 	fs.BoolVar(&c.yes, "yes", false, "delete: do not ask for confirmation")
@@ -124,6 +130,9 @@ func (c *recordsCommand) parse(args []string) error {
 		return err
 	}
 	set := fs.Given()
+	if !set["table"] {
+		c.table = lookup(c.environ, "IDEMPOTENCY_TABLE")
+	}
 	for name, action := range map[string]string{"yes": "delete", "force": "delete", "older-than": "stuck"} {
 		if set[name] && c.action != action {
 			return fs.UsageError("-%s is for %s only", name, action)
@@ -405,5 +414,5 @@ func (c *recordsCommand) print(rec lambdakit.IdempotencyRecord, deleted *bool) {
 		fmt.Fprintf(w, "lease ends  %s (%s)\n", o.LeaseEnd, relative(rec.InProgressExpiration, c.now))
 	}
 	fmt.Fprintf(w, "validation  %s\n", orNone(o.Validation))
-	fmt.Fprintf(w, "result      %d bytes\n", o.ResultBytes)
+	fmt.Fprintf(w, "result      %s\n", cmdline.Count(o.ResultBytes, "byte", "bytes"))
 }

@@ -75,7 +75,8 @@ Exit status:
        deleted from -from (it will be sent again by the next run)
   2    usage error (queue URLs that the endpoint configured contradicts, or
        on two endpoints, included)
-  3    a queue cannot be read
+  3    a queue does not exist or cannot be read, as in every lambdakit
+       command: a missing queue or table is 3
   130  interrupted (the message in flight is finished or left in -from)
 `
 
@@ -178,7 +179,7 @@ func (r *redriveCommand) checkQueue(ctx context.Context, queueURL string) error 
 		QueueUrl: aws.String(queueURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue},
 	})
 	if err != nil {
-		return fmt.Errorf("cannot read the queue %s: %w", queueURL, err)
+		return queueReadError(queueURL, err)
 	}
 	if fifo := out.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true"; fifo != r.fifo {
 		return fmt.Errorf("the queue %s says FifoQueue=%v, but its URL says otherwise", queueURL, fifo)
@@ -254,7 +255,7 @@ func (r *redriveCommand) handle(ctx context.Context, m types.Message) bool {
 		} else if r.fifo {
 			parts = append(parts, "group "+group, "dedup "+dedup)
 		}
-		parts = append(parts, strconv.Itoa(len(aws.ToString(m.Body)))+" bytes", strconv.Itoa(len(m.MessageAttributes))+" attributes")
+		parts = append(parts, cmdline.Count(len(aws.ToString(m.Body)), "byte", "bytes"), cmdline.Count(len(m.MessageAttributes), "attribute", "attributes"))
 		return strings.Join(parts, ", ")
 	}
 	switch {
@@ -396,9 +397,9 @@ func (r *redriveCommand) release() {
 		out, err := r.client.ChangeMessageVisibilityBatch(ctx, in)
 		switch {
 		case err != nil:
-			fmt.Fprintf(r.stderr, "lambdakit redrive: warning: %d messages left in the DLQ stay invisible for up to %ds: %v\n", len(chunk), redriveVisibility, err)
+			fmt.Fprintf(r.stderr, "lambdakit redrive: warning: %s left in the DLQ will stay invisible for up to %ds: %v\n", cmdline.Count(len(chunk), "message", "messages"), redriveVisibility, err)
 		case len(out.Failed) > 0:
-			fmt.Fprintf(r.stderr, "lambdakit redrive: warning: %d messages left in the DLQ stay invisible for up to %ds\n", len(out.Failed), redriveVisibility)
+			fmt.Fprintf(r.stderr, "lambdakit redrive: warning: %s left in the DLQ will stay invisible for up to %ds\n", cmdline.Count(len(out.Failed), "message", "messages"), redriveVisibility)
 		}
 	}
 }

@@ -162,6 +162,10 @@ func TestRedrive(t *testing.T) {
 		if n := strings.Count(r.stdout, "would move "); n != 3 {
 			t.Errorf("%d 'would move' lines; want 3:\n%s", n, r.stdout)
 		}
+		// One byte is a byte.
+		if n := strings.Count(r.stdout, " (1 byte, 0 attributes)\n"); n != 3 {
+			t.Errorf("%d lines say (1 byte, 0 attributes); want 3:\n%s", n, r.stdout)
+		}
 		if !strings.HasSuffix(r.stderr, "lambdakit redrive: dry run: received 3: would move 3\n") {
 			t.Errorf("stderr does not end with the summary:\n%s", r.stderr)
 		}

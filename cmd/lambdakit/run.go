@@ -56,7 +56,10 @@ such a mapping: a batch still running when the visibility timeout ends would
 be handed out again, a duplicate that cannot happen on AWS.
 -allow-short-visibility-timeout runs it anyway, with a warning, for a test
 that wants that race. Below six times the function's timeout, AWS's
-recommendation, there is a warning.
+recommendation, there is a warning, and another when the visibility timeout
+is not longer than -window plus the function's timeout: a message received
+early in a window could become visible again before its batch is answered.
+A message received twice within one window is put in its event once.
 
 Where it differs from Lambda's event source mapping, and why:
   - Concurrency stays at -concurrency. Lambda starts at five batches and
@@ -93,7 +96,8 @@ Exit status:
   2    usage error (a queue URL that the endpoint or region configured
        contradicts included; a queue whose VisibilityTimeout is shorter than
        the function's timeout), or an env or template file that cannot be read
-  3    the queue cannot be read, or the bootstrap could not be started
+  3    the queue does not exist or cannot be read, or the bootstrap could not
+       be started
 `
 
 // runCommand is 'lambdakit run': the SQS event source mapping, locally.
@@ -125,9 +129,9 @@ func (c *runCommand) parse(args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "run", runUsage, runExitStatus)
 	c.flags = fs
 	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required), as SQS returns it: http://127.0.0.1:5000/123456789012/orders.fifo")
-	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more (default: the template's, else Lambda's 10)")
+	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more; the template's if it sets one, else Lambda's")
 	fs.DurationVar(&c.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): whole seconds, 0 to 5m")
-	fs.IntVar(&c.concurrency, "concurrency", esm.DefaultConcurrency, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency, 2 to 1000; never taken from the template); the default is the five batches Lambda starts with")
+	fs.IntVar(&c.concurrency, "concurrency", esm.DefaultConcurrency, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency, 2 to 1000; never taken from the template); Lambda starts with five when no maximum is set")
 	fs.BoolVar(&c.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
 	fs.BoolVar(&c.partial, "report-batch-item-failures", false, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; without it every batch the function answers is deleted, as on Lambda (default: what the template's SQS event says, else false)")
 	fs.BoolVar(&c.shortVisOK, "allow-short-visibility-timeout", false, "run even if the queue's VisibilityTimeout is shorter than the function's timeout, which Lambda refuses: for tests that want a batch handed out again while it runs")
@@ -342,15 +346,15 @@ func (p *batchPrinter) batch(b esm.BatchResult) {
 	switch {
 	case errors.Is(b.Err, esm.ErrNotInvoked):
 		o.Outcome, o.Reason = "not invoked", "an earlier record of its FIFO group in the same receive was left"
-		line = fmt.Sprintf("%d records left without an invocation: %s", len(b.Records), o.Reason)
+		line = fmt.Sprintf("%s left without an invocation: %s", cmdline.Count(len(b.Records), "record", "records"), o.Reason)
 	case errors.Is(b.Err, esm.ErrInvocationFailed):
 		o.Reason = describe(b.Result, p.fn.timeout)
-		line = fmt.Sprintf("batch of %d records left whole: %s", len(b.Records), o.Reason)
+		line = fmt.Sprintf("batch of %s left whole: %s", cmdline.Count(len(b.Records), "record", "records"), o.Reason)
 	case b.Err != nil:
 		o.Reason = b.Err.Error()
-		line = fmt.Sprintf("batch of %d records left whole: %v", len(b.Records), b.Err)
+		line = fmt.Sprintf("batch of %s left whole: %v", cmdline.Count(len(b.Records), "record", "records"), b.Err)
 	default:
-		line = fmt.Sprintf("batch of %d records: %d deleted, %d left for redelivery", len(b.Records), len(b.Deleted), len(b.Left))
+		line = fmt.Sprintf("batch of %s: %d deleted, %d left for redelivery", cmdline.Count(len(b.Records), "record", "records"), len(b.Deleted), len(b.Left))
 		if len(b.Failed) > 0 {
 			line += fmt.Sprintf(" (%d named in batchItemFailures)", len(b.Failed))
 		}

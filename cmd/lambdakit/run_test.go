@@ -188,7 +188,7 @@ func TestRunQueue(t *testing.T) {
 				t.Errorf("stderr:\n%s\nwant %q: each record delivered once and deleted, as Lambda deletes them", r.stderr, want)
 			}
 		}
-		const warning = "lambdakit run: warning: the function named 1 records in batchItemFailures, but the mapping does not report batch item failures"
+		const warning = "lambdakit run: warning: the function named 1 record in batchItemFailures, but the mapping does not report batch item failures"
 		if n := strings.Count(r.stderr, warning); n != 1 {
 			t.Errorf("stderr:\n%s\nwant %q once, got it %d times", r.stderr, warning, n)
 		}

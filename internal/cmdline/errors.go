@@ -13,11 +13,17 @@ import (
 
 // Exit statuses, shared by the commands so that scripts can rely on them.
 // Commands return errors; ExitStatus turns them into these.
+//
+// The line between 1 and 3 is the same in every command: 1 is what the
+// command ran failing (an invocation, a line to publish, a message to
+// move, a record that is not there), 3 is the command unable to do its job
+// at all, and a queue or table it works on that does not exist or cannot
+// be read is always 3.
 const (
 	ExitOK          = 0   // everything worked
-	ExitFailed      = 1   // the command ran, and what it ran failed (a function error, a crash ...)
-	ExitUsage       = 2   // bad flags or arguments, or input that cannot be read
-	ExitCannotRun   = 3   // the tool itself could not do its job (a binary that will not start ...)
+	ExitFailed      = 1   // the command ran, and what it ran failed (a function error, a crash, a line not sent ...)
+	ExitUsage       = 2   // bad flags or arguments, or input that cannot be read or is not what it must be
+	ExitCannotRun   = 3   // the tool itself could not do its job (a binary that will not start, a queue or table that does not exist or cannot be read ...)
 	ExitInterrupted = 130 // SIGINT or SIGTERM, as shells report a SIGINT
 )
 
@@ -48,8 +54,8 @@ func (e *inputError) Unwrap() error { return e.err }
 func BadInput(err error) error { return &inputError{err} }
 
 // cannotRunError is the tool failing at its own job (exit status 3): a
-// bootstrap that will not start, a queue or table that cannot be read, a
-// port that is taken.
+// bootstrap that will not start, a queue or table that does not exist or
+// cannot be read, a port that is taken.
 type cannotRunError struct{ err error }
 
 func (e *cannotRunError) Error() string { return e.err.Error() }

@@ -3,6 +3,7 @@ package esm
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -330,6 +331,9 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 		if err := m.checkVisibility(time.Duration(vt) * time.Second); err != nil {
 			return Summary{}, err
 		}
+	} else if m.opts.FunctionTimeout > 0 && m.opts.OnWarning != nil {
+		m.opts.OnWarning(fmt.Errorf("the queue's VisibilityTimeout could not be read (%q), so it is not checked against the function's timeout (%v) as Lambda checks it",
+			out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)], m.opts.FunctionTimeout))
 	}
 	arn := out.Attributes[string(types.QueueAttributeNameQueueArn)]
 	if regionOf(arn) == "" {
@@ -356,6 +360,19 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 	return r.summary, r.err
 }
 
+// namedFailures counts the entries of a response's batchItemFailures,
+// valid or not: with the response ignored, any entry is a function that
+// meant some records to come back.
+func namedFailures(payload []byte) int {
+	var resp struct {
+		BatchItemFailures []json.RawMessage `json:"batchItemFailures"`
+	}
+	if json.Unmarshal(payload, &resp) != nil {
+		return 0
+	}
+	return len(resp.BatchItemFailures)
+}
+
 // checkVisibility applies Lambda's rule on the queue's visibility timeout
 // to the function's timeout, and AWS's recommendation.
 func (m *Mapping) checkVisibility(vt time.Duration) error {
@@ -371,6 +388,8 @@ func (m *Mapping) checkVisibility(vt time.Duration) error {
 		return &OptionError{"FunctionTimeout", fmt.Sprintf("%v: the queue's VisibilityTimeout (%v) is shorter, and Lambda refuses such an event source mapping (a batch still running when the visibility timeout ends would be delivered again)", ft, vt)}
 	case vt < ft:
 		warn("the queue's VisibilityTimeout (%v) is shorter than the function's timeout (%v): Lambda refuses such an event source mapping; here a batch still running when it ends is delivered again", vt, ft)
+	case m.opts.Window > 0 && vt <= m.opts.Window+ft:
+		warn("the queue's VisibilityTimeout (%v) is not longer than the batching window (%v) plus the function's timeout (%v): a message received early in a window can become visible again before its batch is answered, and be delivered twice", vt, m.opts.Window, ft)
 	case vt < RecommendedVisibilityFactor*ft:
 		warn("the queue's VisibilityTimeout (%v) is less than six times the function's timeout (%v), which AWS recommends so that a batch throttled or retried by Lambda is not delivered again while it waits", vt, ft)
 	}
@@ -495,15 +514,34 @@ func (r *run) gather() ([]types.Message, error) {
 		if err != nil {
 			r.pause(errorPause)
 		}
-		batch = append(batch, msgs...)
+		batch = addFresh(batch, msgs)
 		switch {
 		case len(batch) >= o.BatchSize, o.Window == 0, time.Since(start) >= o.Window, r.stopped():
 			return batch, nil
 		}
 		if len(msgs) == 0 && wait < time.Second {
 			r.pause(min(idlePause, o.Window-time.Since(start)))
+			if r.stopped() { // told to stop during the pause: receive nothing more
+				return batch, nil
+			}
 		}
 	}
+}
+
+// addFresh appends msgs to batch, except a message the batch holds already:
+// handed out again because its visibility timeout ran out during the window,
+// it takes the place of the earlier copy, whose receipt handle no longer
+// deletes it. An event never holds a message twice.
+func addFresh(batch, msgs []types.Message) []types.Message {
+	for _, m := range msgs {
+		i := slices.IndexFunc(batch, func(b types.Message) bool { return aws.ToString(b.MessageId) == aws.ToString(m.MessageId) })
+		if i < 0 {
+			batch = append(batch, m)
+		} else {
+			batch[i] = m
+		}
+	}
+	return batch
 }
 
 // receive asks for up to n messages, waiting up to wait (in whole seconds)
@@ -645,9 +683,13 @@ func (r *run) invoke(recs []events.SQSMessage, encs [][]byte) (BatchResult, erro
 		br.Err = fmt.Errorf("%w: %s", ErrInvocationFailed, res.Outcome)
 	case !r.m.opts.ReportBatchItemFailures:
 		keep = map[string]bool{}
-		if failed, err := FailedRecords(res.Payload, recs); err == nil && len(failed) > 0 {
+		if n := namedFailures(res.Payload); n > 0 {
 			r.ignoredFailures.Do(func() {
-				r.warn(fmt.Errorf("the function named %d records in batchItemFailures, but the mapping does not report batch item failures (FunctionResponseTypes lacks ReportBatchItemFailures): Lambda ignores them and deletes the whole batch, so those records are lost", len(failed)))
+				records := "records"
+				if n == 1 {
+					records = "record"
+				}
+				r.warn(fmt.Errorf("the function named %d %s in batchItemFailures, but the mapping does not report batch item failures (FunctionResponseTypes lacks ReportBatchItemFailures): Lambda ignores them and deletes the whole batch, so the %s named are lost", n, records, records))
 			})
 		}
 	default:
