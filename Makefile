@@ -14,6 +14,12 @@ CHAOS_FLAGS ?=
 VENV        := .venv
 MOTO_SERVER := $(or $(shell command -v moto_server 2>/dev/null),$(VENV)/bin/moto_server)
 CFN_LINT    := $(or $(shell command -v cfn-lint 2>/dev/null),$(VENV)/bin/cfn-lint)
+# aws-sam-translator, pinned: make deploy-local and its test transform
+# template.yaml with it (scripts/sam-transform), as CloudFormation's
+# AWS::Serverless transform does. A python3 on PATH that has it is used as
+# it is; otherwise it goes into the .venv, where the deploy looks next.
+SAM_TRANSLATOR_VERSION := 1.110.0
+SAM_TRANSLATOR := $(if $(shell python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("samtranslator") is None)' 2>/dev/null && echo y),,sam-translator)
 # The tests and the demo look for moto_server on PATH: the venv's comes first
 # when moto is installed there.
 ifeq ($(MOTO_SERVER),$(VENV)/bin/moto_server)
@@ -33,13 +39,25 @@ STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 all: lint test
 
 ## deps: install what the tests and the demo need and the machine lacks
-deps: $(MOTO_SERVER)
+deps: $(MOTO_SERVER) $(SAM_TRANSLATOR)
+
+# moto, pinned: the local stack's launcher (internal/motoserver/launcher.py)
+# patches the moto versions it names in SUPPORTED_MOTO, and with any other it
+# runs plain moto and warns (a test keeps this pin among them). A moto_server
+# on PATH is used as it is; a .venv made before this pin keeps its moto until
+# `rm -rf .venv && make deps`.
+MOTO_VERSION := 5.2.1
 
 $(VENV)/bin/moto_server:
-	@scripts/venv-install $(VENV) moto_server 'moto[server]'
+	@scripts/venv-install $(VENV) moto_server 'moto[server]==$(MOTO_VERSION)'
 
 $(VENV)/bin/cfn-lint:
 	@scripts/venv-install $(VENV) cfn-lint cfn-lint
+
+# aws-sam-translator into the .venv (SAM_TRANSLATOR, above)
+.PHONY: sam-translator
+sam-translator:
+	@scripts/venv-install $(VENV) python:samtranslator 'aws-sam-translator==$(SAM_TRANSLATOR_VERSION)'
 
 ## build: the function (bin/bootstrap, for this machine) and the CLI (bin/lambdakit)
 build:
@@ -93,23 +111,68 @@ fuzz:
 demo: deps build
 	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
 
-## invoke: the demo environment on the event files you name (EVENT="a.json b.json")
+## invoke: the demo environment on the event files you name (EVENT="a.json b.json");
+## RIE=1 runs them under AWS's aws-lambda-rie instead of lambdakit's Runtime API (Linux)
+# With RIE=1: `demo local` (moto_server, the gateway, the tables) on free
+# ports, in the background until the events have run; the function's
+# environment comes from the file it writes (docs/local-tooling.md).
 invoke: deps build
+ifeq ($(RIE),1)
+	@set -e; dir=$$(mktemp -d); pid=; \
+	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true; fi; rm -rf "$$dir"' EXIT; \
+	trap 'exit 130' INT TERM; \
+	$(GO) build -o $$dir/demo ./functions/payment/demo; \
+	$(WITH_MOTO) $$dir/demo local -moto-port 0 -gateway-port 0 -env-file $$dir/env.json & pid=$$!; \
+	for i in $$(seq 600); do \
+		if [ -s $$dir/env.json ] && tail -n 1 $$dir/env.json | grep -qx '}'; then break; fi; \
+		kill -0 $$pid 2>/dev/null || { echo "make invoke: demo local stopped" >&2; exit 3; }; \
+		sleep 0.1; \
+	done; \
+	[ -s $$dir/env.json ] || { echo "make invoke: demo local did not start within 60 s" >&2; exit 3; }; \
+	$(GO) run ./internal/rie/rieinvoke -template template.yaml -logical-id PaymentFunction -env-file $$dir/env.json $(BIN)/bootstrap $(EVENT)
+else
 	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap $(EVENT)
+endif
 
 ## chaos: the payment sample under faults, kills and duplicates across processes, one table of counts (a few minutes)
 chaos: deps build
 	$(WITH_MOTO) $(GO) run ./tools/chaos -bootstrap $(BIN)/bootstrap -template template.yaml $(CHAOS_FLAGS)
 
-## deploy: sam build && sam deploy with samconfig.toml (needs the SAM CLI and AWS credentials)
-deploy:
-	sam build
-	sam deploy
+# The go flags of the deployable bootstrap. sam build (BuildMethod: go1.x)
+# passes only -trimpath, GOOS and GOARCH to go build and takes the rest from
+# the environment: make deploy hands it these, and CGO_ENABLED=0, so that
+# the binary is static whatever machine builds it. -ldflags=-s implies -w.
+LAMBDA_GOFLAGS := -tags=lambda.norpc -trimpath -ldflags=-s
 
-## build-PaymentFunction: what `sam build` runs (BuildMethod: makefile)
+# Flags for sam deploy, e.g. DEPLOY_FLAGS=--guided the first time (it asks
+# for PaymentGatewayUrl, which has no default) or DEPLOY_FLAGS="--config-env prod".
+DEPLOY_FLAGS ?=
+
+## deploy: sam build && sam deploy with samconfig.toml (needs the SAM CLI and AWS credentials; DEPLOY_FLAGS=--guided the first time)
+deploy:
+	CGO_ENABLED=0 GOFLAGS='$(LAMBDA_GOFLAGS)' sam build
+	sam deploy $(DEPLOY_FLAGS)
+
+# make deploy-local: the local AWS (default: the moto_server of `go run
+# ./functions/payment/demo local`, started in another terminal), the
+# samconfig.toml environment, and parameters on top of its
+# parameter_overrides. PaymentGatewayUrl has no value in samconfig.toml; the
+# local AWS runs no function, so a .invalid URL (never resolves) stands in.
+LOCAL_AWS ?=
+CONFIG_ENV ?= default
+LOCAL_PARAMETER_OVERRIDES ?= PaymentGatewayUrl=https://gateway.invalid
+
+.PHONY: deploy-local
+## deploy-local: sam build && sam deploy against the local AWS (LOCAL_AWS, default demo local's moto_server): creates or updates the stack, prints its outputs
+deploy-local: $(SAM_TRANSLATOR)
+	$(GO) run ./functions/payment/demo deploy -config-env $(CONFIG_ENV) -build-dir .aws-sam/deploy-local \
+		$(if $(LOCAL_AWS),-endpoint $(LOCAL_AWS) )-parameter-overrides '$(LOCAL_PARAMETER_OVERRIDES)'
+
+## build-PaymentFunction: the deployable bootstrap (linux/arm64, static) into ARTIFACTS_DIR, without SAM
+## (sam build compiles the function itself; this is the same build, named as SAM's makefile method would)
 build-PaymentFunction:
-	@test -n "$(ARTIFACTS_DIR)" || { echo "build-PaymentFunction: ARTIFACTS_DIR is not set. 'sam build' sets it and runs this target; for a bootstrap on this machine run 'make build' (bin/bootstrap)." >&2; exit 2; }
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/payment
+	@test -n "$(ARTIFACTS_DIR)" || { echo "build-PaymentFunction: ARTIFACTS_DIR is not set: name the folder for the deployable bootstrap (make build-PaymentFunction ARTIFACTS_DIR=bin/lambda); for a bootstrap on this machine run 'make build' (bin/bootstrap)." >&2; exit 2; }
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 GOFLAGS='$(LAMBDA_GOFLAGS)' $(GO) build -o $(ARTIFACTS_DIR)/bootstrap ./functions/payment
 
 ## clean: the build outputs (the .venv stays: rm -rf .venv to reinstall moto and cfn-lint)
 clean:

@@ -35,14 +35,24 @@ type BatchOptions struct {
 	// failed. By default it returns ErrAllFailed instead, so that the event
 	// source mapping backs off rather than polling again at full speed.
 	AllowAllFailed bool
-	// Logger receives one line per record: "message failed" at ERROR with
-	// the reason, "message done" at INFO otherwise. Default: JSON on
-	// standard error with the Lambda request ID, at the level in
-	// AWS_LAMBDA_LOG_LEVEL.
+	// Logger receives a line per failed record, at ERROR with the reason
+	// ("message failed", or "message failed permanently: sent to the
+	// dead-letter queue"), and, at DEBUG only, a line per record that
+	// succeeded ("message done"): at INFO a healthy batch writes no line
+	// but its metrics line. A line the logger would drop is never built.
+	// Default: NewLogger(os.Stderr), whose level and format come from
+	// AWS_LAMBDA_LOG_LEVEL and AWS_LAMBDA_LOG_FORMAT as Batch is called.
+	// For a level set in code, give a logger with that level.
 	Logger *slog.Logger
 	// DisableMetrics turns off the metrics line the batch writes per
 	// invocation (CloudWatch Embedded Metric Format).
 	DisableMetrics bool
+	// DetailedMetrics makes the metrics line declare every metric it
+	// counts (records, successes, each failure reason, duplicates, store
+	// latency, batch duration: 18 custom metrics a function and queue),
+	// instead of the three an alarm needs: Failed, FailedPermanent and
+	// FailedLeaseLost. CloudWatch bills each custom metric by the month.
+	DetailedMetrics bool
 	// MetricsNamespace is the metrics' CloudWatch namespace. Default
 	// "lambdakit".
 	MetricsNamespace string
@@ -61,8 +71,10 @@ type BatchOptions struct {
 	// nil: permanent failures fail like any other, until the queue's
 	// maxReceiveCount moves them to its dead-letter queue.
 	DeadLetters DeadLetterSender
-	// IsPermanent decides which record errors are permanent. Default
-	// IsPermanent: errors marked with Permanent.
+	// IsPermanent decides which record errors are permanent. Default:
+	// errors marked with Permanent, and poison (see IsPoison): a body that
+	// does not decode, a missing or unreadable key, a key reused with
+	// another payload. Set it to IsPermanent to count only marked errors.
 	IsPermanent func(error) bool
 }
 
@@ -112,7 +124,7 @@ func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
 		o.FunctionName = os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
 	}
 	if o.IsPermanent == nil {
-		o.IsPermanent = IsPermanent
+		o.IsPermanent = permanentOrPoison
 	}
 	b := &batch{h: h, opts: o}
 	return b.handle
@@ -315,8 +327,9 @@ func (b *batch) runRecord(ctx context.Context, msg *events.SQSMessage, onGoexit 
 	return err
 }
 
-// answer builds the response from the outcomes, logs one line per record,
-// and writes the invocation's metrics line.
+// answer builds the response from the outcomes, logs a line per failed
+// record (and at DEBUG per record), and writes the invocation's metrics
+// line.
 func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outcomes, began time.Time) (events.SQSEventResponse, error) {
 	out.mu.Lock()
 	out.closed = true
@@ -338,11 +351,14 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 	var failures []MessageFailure
 	missing := 0
 	reported := make(map[string]bool)
-	metrics := &invocationMetrics{}
+	metrics := &invocationMetrics{detailed: b.opts.DetailedMetrics}
 	metered := make(map[*LeaseLostError]bool)
+	// Asked once a batch: a record that succeeded is logged at DEBUG only,
+	// and builds nothing when DEBUG is off.
+	debug := b.opts.Logger.Enabled(ctx, slog.LevelDebug)
 	for i, err := range errs {
 		note := &out.notes[i]
-		b.logRecord(ctx, &recs[i], note, err, metered)
+		b.logRecord(ctx, &recs[i], note, err, debug, metered)
 		if !b.opts.DisableMetrics {
 			metrics.add(note, err)
 		}
@@ -381,14 +397,20 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 // logRecord logs what became of one record: its message ID, the hashed
 // idempotency key (the record's ID, never the raw key or the body), the
 // outcome, and how long it took; for a failure, the reason too; and what
-// the handler added with AddLogAttrs. A lost
+// the handler added with AddLogAttrs. A record that succeeded is logged
+// only if debug (the logger takes DEBUG lines), and otherwise costs no
+// attribute at all. A lost
 // lease adds a LeaseLost count in the Embedded Metric Format to its line,
 // once per lost lease: records that waited on the lost one in this
 // container fail with the same *LeaseLostError, and metered remembers
 // which were counted.
-func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error, metered map[*LeaseLostError]bool) {
+func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error, debug bool, metered map[*LeaseLostError]bool) {
 	note.mu.Lock()
 	id, dup, replayed, elapsed, dead := note.id, note.duplicate, note.replayed, note.elapsed, note.deadLettered
+	if err == nil && dead == nil && !debug {
+		note.mu.Unlock()
+		return
+	}
 	var own []slog.Attr
 	if len(note.attrs) > 0 {
 		own = handlerAttrs(note.attrs)
@@ -421,7 +443,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 		}
 		attrs = append(attrs, slog.String("outcome", outcome))
 		attrs = append(attrs, own...)
-		b.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "message done", attrs...)
+		b.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "message done", attrs...)
 		return
 	}
 	attrs = append(attrs, slog.String("outcome", "failed"), slog.String("reasonCode", string(ReasonOf(err))),

@@ -19,6 +19,15 @@
 //
 // NewOnce is the same engine for any function, not only queue
 // records: Do and DoTyped take the key and payload explicitly.
+// POWERTOOLS_IDEMPOTENCY_DISABLED turns the engine off for local tests, as
+// in every Powertools for AWS Lambda runtime (see Once).
+//
+// A message that can never succeed fails permanently: its error is marked
+// with Permanent, or is poison that lambdakit finds itself (IsPoison: a
+// body that does not decode, a missing or unreadable key, a key reused with
+// another payload). With BatchOptions.DeadLetters set, Batch sends it to
+// the dead-letter queue on its first delivery, so that it does not hold its
+// FIFO group back; BatchOptions.IsPermanent changes what counts.
 //
 // Typed and TypedResult decode JSON bodies into a Go type, so a handler is
 // just func(ctx, T) error.

@@ -26,7 +26,8 @@ var (
 	// its lock is released, as after a panic.
 	ErrHandlerExited = errors.New("lambdakit: handler called runtime.Goexit")
 	// ErrDecode means a message body could not be decoded into the
-	// handler's type.
+	// handler's type. No redelivery mends it: it is poison (see IsPoison),
+	// permanent by default.
 	ErrDecode = errors.New("lambdakit: cannot decode message body")
 )
 

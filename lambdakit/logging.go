@@ -11,31 +11,90 @@ import (
 )
 
 // NewLogger returns the logger Batch and Idempotent use unless given one
-// (on standard error), for a function's own lines to match theirs: JSON
-// lines on w (Lambda sends standard output and error to CloudWatch Logs),
-// at the level Lambda's advanced logging controls set in
-// AWS_LAMBDA_LOG_LEVEL (INFO when unset), each with the invocation's
-// request ID when the context passed to the logger has one, so that a line
-// can be found from a request and the other way round.
+// (on standard error), for a function's own lines to match theirs, on w
+// (Lambda sends standard output and error to CloudWatch Logs). It follows
+// Lambda's advanced logging controls, read once, when it is called:
+//
+//   - the level in AWS_LAMBDA_LOG_LEVEL: TRACE and DEBUG log everything,
+//     INFO (the default) what a healthy function needs, WARN and ERROR
+//     what their names say; FATAL is taken as ERROR, as lambdakit writes
+//     nothing above ERROR and its failures stay logged;
+//   - the format in AWS_LAMBDA_LOG_FORMAT: JSON lines for JSON, or when
+//     unset, text lines (slog's key=value) for Text.
+//
+// Either is read in any case. A value Lambda does not document is not
+// guessed at: the logger uses INFO, or JSON, and its first line, at WARN,
+// names the variable and the value it ignored. Each line carries the
+// invocation's request ID when the context passed to the logger has one,
+// so that a line can be found from a request and the other way round.
+//
+// For another level or format in code, give Batch and Idempotent a logger
+// of your own: they write through whatever it lets through.
 func NewLogger(w io.Writer) *slog.Logger {
-	return slog.New(requestIDHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: levelFromEnv()})})
+	level, levelOK := levelFromEnv(os.Getenv(envLogLevel))
+	text, formatOK := textFromEnv(os.Getenv(envLogFormat))
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
+	if text {
+		h = slog.NewTextHandler(w, opts)
+	}
+	logger := slog.New(requestIDHandler{h})
+	if !levelOK {
+		warnIgnored(logger, envLogLevel, "logging at INFO")
+	}
+	if !formatOK {
+		warnIgnored(logger, envLogFormat, "logging JSON")
+	}
+	return logger
 }
 
 func defaultLogger() *slog.Logger { return NewLogger(os.Stderr) }
 
-// levelFromEnv reads AWS_LAMBDA_LOG_LEVEL: TRACE and DEBUG log everything,
-// INFO, WARN, ERROR and FATAL what their names say.
-func levelFromEnv() slog.Level {
-	switch strings.ToUpper(os.Getenv("AWS_LAMBDA_LOG_LEVEL")) {
+// The variables of Lambda's advanced logging controls.
+const (
+	envLogLevel  = "AWS_LAMBDA_LOG_LEVEL"
+	envLogFormat = "AWS_LAMBDA_LOG_FORMAT"
+)
+
+// levelFromEnv reads a value of AWS_LAMBDA_LOG_LEVEL, and reports whether
+// it is one Lambda documents (or empty). TRACE maps to DEBUG, not below:
+// slog writes a level under DEBUG as "DEBUG-4", which Lambda's own filter
+// would not recognise.
+func levelFromEnv(v string) (slog.Level, bool) {
+	switch strings.ToUpper(strings.TrimSpace(v)) {
 	case "TRACE", "DEBUG":
-		return slog.LevelDebug
+		return slog.LevelDebug, true
+	case "", "INFO":
+		return slog.LevelInfo, true
 	case "WARN":
-		return slog.LevelWarn
+		return slog.LevelWarn, true
 	case "ERROR", "FATAL":
-		return slog.LevelError
-	default:
-		return slog.LevelInfo
+		return slog.LevelError, true
 	}
+	return slog.LevelInfo, false
+}
+
+// textFromEnv reads a value of AWS_LAMBDA_LOG_FORMAT: whether lines are
+// text, and whether the value is one Lambda documents (or empty).
+func textFromEnv(v string) (text, ok bool) {
+	switch strings.ToUpper(strings.TrimSpace(v)) {
+	case "TEXT":
+		return true, true
+	case "", "JSON":
+		return false, true
+	}
+	return false, false
+}
+
+// warnIgnored says that the value of variable was not understood. The
+// value is cut short: it is the environment's, not lambdakit's.
+func warnIgnored(logger *slog.Logger, variable, instead string) {
+	v := os.Getenv(variable)
+	if len(v) > 64 {
+		v = v[:64] + "…"
+	}
+	logger.LogAttrs(context.Background(), slog.LevelWarn, "lambdakit: "+variable+" is not a value Lambda documents; "+instead,
+		slog.String("variable", variable), slog.String("value", v))
 }
 
 // requestIDHandler adds the Lambda request ID from the context to every

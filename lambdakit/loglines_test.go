@@ -1,6 +1,7 @@
 package lambdakit_test
 
-// What docs/operations.md promises of the record lines: written by
+// What docs/operations.md promises of the record lines (a failure's, and
+// at DEBUG every record's, the level these tests log at): written by
 // the time their batch answers and before its metrics line, not kept in
 // memory, and not lost when the process dies after logging them. Writing a
 // batch's lines in one call at the end would break all three; any batching
@@ -48,6 +49,7 @@ func (b blockingValue) LogValue() slog.Value {
 // record line is written by the time A returns, and before A's metrics
 // line, while B is still in its answer.
 func TestRecordLinesAreWrittenWhenTheirBatchAnswers(t *testing.T) {
+	t.Setenv("AWS_LAMBDA_LOG_LEVEL", "DEBUG") // a line for records that succeed
 	var out lambdakittest.LogBuffer
 	logger := lambdakit.NewLogger(&out)
 	blk := blockingValue{once: &sync.Once{}, entered: make(chan struct{}), unblock: make(chan struct{})}
@@ -99,6 +101,7 @@ func TestRecordLinesAreWrittenWhenTheirBatchAnswers(t *testing.T) {
 // of the process. slog pools its own buffers only up to 16 KB.
 func TestLoggerDoesNotKeepALargeLine(t *testing.T) {
 	const size = 8 << 20
+	t.Setenv("AWS_LAMBDA_LOG_LEVEL", "DEBUG") // the record that succeeds has its line
 	logger := lambdakit.NewLogger(io.Discard)
 	run := func() {
 		batch := lambdakit.Batch(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
@@ -148,6 +151,7 @@ func TestRecordLinesSurviveAProcessDyingInTheAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Setenv("AWS_LAMBDA_LOG_LEVEL", "DEBUG") // the records succeed: lines at DEBUG
 		logger := lambdakit.NewLogger(f)
 		batch := lambdakit.Batch(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 			if msg.MessageId == "msg-crash-2" {

@@ -31,15 +31,18 @@ type invocationMetrics struct {
 	failedBy                   map[Reason]int
 	dupStore, dupCache         int
 	replayed                   int
-	store                      []time.Duration
+	store                      []time.Duration // only for detailed metrics
 	duration                   time.Duration
+	detailed                   bool // BatchOptions.DetailedMetrics
 }
 
 func (m *invocationMetrics) add(note *recordNote, err error) {
 	m.records++
 	note.mu.Lock()
 	defer note.mu.Unlock()
-	m.store = append(m.store, note.store...)
+	if m.detailed {
+		m.store = append(m.store, note.store...)
+	}
 	if err == nil && note.deadLettered != nil {
 		err = note.deadLettered // reported done to SQS, but a failure
 	}
@@ -69,6 +72,23 @@ type metric struct {
 	value      float64
 }
 
+// alarmMetrics are the metrics the line declares by default: what an
+// alarm on a consumer needs, and no more, since CloudWatch bills each
+// custom metric (each name, for each set of dimension values) by the
+// month. Failed counts every failure, permanent ones included; the sample
+// alarms on it and on FailedLeaseLost; FailedPermanent tells messages that
+// can never succeed (and went to the dead-letter queue when a sender is
+// set) from the rest. The others come with BatchOptions.DetailedMetrics.
+func (m *invocationMetrics) alarmMetrics() []metric {
+	return []metric{
+		{"Failed", "Count", float64(m.failed)},
+		{"Failed" + string(ReasonPermanent), "Count", float64(m.failedBy[ReasonPermanent])},
+		{"Failed" + string(ReasonLeaseLost), "Count", float64(m.failedBy[ReasonLeaseLost])},
+	}
+}
+
+// metrics are every metric the batch counts, for
+// BatchOptions.DetailedMetrics.
 func (m *invocationMetrics) metrics() []metric {
 	out := []metric{
 		{"Records", "Count", float64(m.records)},
@@ -97,11 +117,15 @@ func (m *invocationMetrics) metrics() []metric {
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // writeEMF writes the metrics as one EMF line, with the dimensions
-// FunctionName and QueueName. The line is built by hand in one buffer: it
-// is written on every invocation, and its names are fixed.
+// FunctionName and QueueName: the alarm metrics, or all of them when
+// m.detailed. The line is built by hand in one buffer: it is written on every
+// invocation, and its names are fixed.
 func writeEMF(w io.Writer, namespace, function, queue string, at time.Time, m *invocationMetrics) error {
-	metrics := m.metrics()
-	b := make([]byte, 0, 1536)
+	metrics, size := m.alarmMetrics(), 512
+	if m.detailed {
+		metrics, size = m.metrics(), 1536
+	}
+	b := make([]byte, 0, size)
 	b = append(b, `{"_aws":{"Timestamp":`...)
 	b = strconv.AppendInt(b, at.UnixMilli(), 10)
 	b = append(b, `,"CloudWatchMetrics":[{"Namespace":`...)

@@ -78,7 +78,7 @@ func emfLine(t *testing.T, line []byte) map[string]any {
 }
 
 // One batch with an outcome of each kind writes one metrics line that
-// counts each.
+// counts each (with DetailedMetrics, every count).
 func TestBatchMetricsLine(t *testing.T) {
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "pay-fn")
 	store := &lambdakittest.MemoryStore{}
@@ -106,6 +106,7 @@ func TestBatchMetricsLine(t *testing.T) {
 		o.Logger = silentLogger()
 		o.MetricsWriter = &out
 		o.MetricsNamespace = "payments"
+		o.DetailedMetrics = true
 		// In batch order: the duplicate reaches the store before the
 		// mismatch with its key has put the record in the cache.
 		o.Concurrency = 1
@@ -178,9 +179,10 @@ func TestBatchMetricsLine(t *testing.T) {
 	})
 }
 
-// Every record gets one log line with its message ID, its hashed key
-// (never the raw key), its outcome and duration; the default logger adds
-// the Lambda request ID and follows AWS_LAMBDA_LOG_LEVEL.
+// At DEBUG every record gets one log line with its message ID, its hashed
+// key (never the raw key), its outcome and duration; the default logger
+// adds the Lambda request ID and follows AWS_LAMBDA_LOG_LEVEL, below which
+// only failures are logged.
 func TestBatchRecordLogLines(t *testing.T) {
 	run := func(t *testing.T, level string) []map[string]any {
 		t.Helper()
@@ -216,8 +218,8 @@ func TestBatchRecordLogLines(t *testing.T) {
 		}
 		return lines
 	}
-	t.Run("INFO: a line per record, each with the request ID", func(t *testing.T) {
-		lines := run(t, "")
+	t.Run("DEBUG: a line per record, each with the request ID", func(t *testing.T) {
+		lines := run(t, "DEBUG")
 		outcomes := map[string]int{}
 		for _, l := range lines {
 			if l["requestId"] != "req-42" {
@@ -232,12 +234,14 @@ func TestBatchRecordLogLines(t *testing.T) {
 			t.Errorf("got outcomes %v in %d lines; want processed, replayed and failed, one each", outcomes, len(lines))
 		}
 	})
-	t.Run("ERROR: only the failure", func(t *testing.T) {
-		lines := run(t, "error")
-		if len(lines) != 1 || lines[0]["outcome"] != "failed" || lines[0]["reasonCode"] != "NoKey" {
-			t.Errorf("got %v; want one failure line, reason NoKey", lines)
-		}
-	})
+	for _, level := range []string{"", "INFO", "error"} {
+		t.Run(level+": only the failure", func(t *testing.T) {
+			lines := run(t, level)
+			if len(lines) != 1 || lines[0]["outcome"] != "failed" || lines[0]["reasonCode"] != "NoKey" || lines[0]["requestId"] != "req-42" {
+				t.Errorf("got %v; want one failure line, reason NoKey, with the request ID", lines)
+			}
+		})
+	}
 }
 
 // Middleware outside Idempotent can tell a replayed result from a fresh one.
@@ -274,6 +278,7 @@ func TestBatchMetricsCountDeadLettersAsPermanentFailures(t *testing.T) {
 	b, log := newBatch(h, func(o *lambdakit.BatchOptions) {
 		o.DeadLetters = dlq
 		o.MetricsWriter = &out
+		o.DetailedMetrics = true
 	})
 	poison := lambdakittest.Message("poison")
 	resp, err := b(batchCtx(t), lambdakittest.Event(poison))

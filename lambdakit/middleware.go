@@ -27,7 +27,10 @@ import (
 //     one request (see PrefetchPolicy).
 //
 // It is the Once engine (see NewOnce) with the key and
-// payload taken from each message.
+// payload taken from each message. With POWERTOOLS_IDEMPOTENCY_DISABLED set
+// to a true value when Idempotent is called, it runs the handler directly
+// for every message, reading no key and checking no payload, and never
+// calls the store (see Once); Batch works as usual.
 func Idempotent(store Store, key KeyFunc, optFns ...func(*Options)) Middleware {
 	// One engine per middleware: its cache and flights live as long as
 	// the warm container.
@@ -45,6 +48,9 @@ type idempotent struct {
 
 // Handle implements Handler.
 func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+	if m.disabled {
+		return m.next.Handle(ctx, msg)
+	}
 	key, err := m.key(msg)
 	if err != nil {
 		// Only a message that truly has no key may run without

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -50,7 +51,7 @@ type Options struct {
 	Prefetch PrefetchPolicy
 	// Logger receives the lines about duplicates and results that could
 	// not be cached. (A lost lease is a record failure, a *LeaseLostError,
-	// which Batch logs.) Default: JSON to standard error.
+	// which Batch logs.) Default: NewLogger(os.Stderr).
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -64,11 +65,37 @@ type Options struct {
 // staging (Stage) as the SQS middleware. One Once per function: it
 // holds the warm container's cache and its flights. It is safe for
 // concurrent use.
+//
+// POWERTOOLS_IDEMPOTENCY_DISABLED turns idempotency off, for local tests,
+// as in every Powertools for AWS Lambda runtime: when NewOnce (or
+// Idempotent) finds it set to 1, y, yes, t, true or on (in any case), the
+// engine runs every call's work directly, without touching the store: no
+// key or payload check, no lock, no record, no replay. Stage then fails
+// with ErrNotStaging. Any other value leaves idempotency on. Inside Lambda
+// (AWS_LAMBDA_FUNCTION_NAME set) NewOnce logs a warning at WARN, since a
+// deployed function with idempotency off repeats its work for every
+// duplicate.
 type Once struct {
-	store  Store
-	getter BatchGetter // nil when the store cannot read ahead
-	opts   Options
-	state  *idempotencyState
+	store    Store
+	getter   BatchGetter // nil when the store cannot read ahead
+	opts     Options
+	state    *idempotencyState
+	disabled bool // by POWERTOOLS_IDEMPOTENCY_DISABLED, read by NewOnce
+}
+
+// envDisabled turns idempotency off: see Once.
+const envDisabled = "POWERTOOLS_IDEMPOTENCY_DISABLED"
+
+// disabledByEnv reports whether envDisabled holds a value Powertools for
+// AWS Lambda reads as true: 1, y, yes, t, true or on, in any case, spaces
+// around ignored. Anything else, unset and empty included, leaves
+// idempotency on: a typo must not turn it off.
+func disabledByEnv() bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(envDisabled))) {
+	case "1", "y", "yes", "t", "true", "on":
+		return true
+	}
+	return false
 }
 
 type idempotencyState struct {
@@ -77,7 +104,8 @@ type idempotencyState struct {
 	cache   *lru
 }
 
-// NewOnce returns the engine on store.
+// NewOnce returns the engine on store. It reads
+// POWERTOOLS_IDEMPOTENCY_DISABLED once, here (see Once).
 func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	o := Options{
 		Prefix:               os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
@@ -112,8 +140,14 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	disabled := disabledByEnv()
+	if disabled && os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != "" {
+		o.Logger.LogAttrs(context.Background(), slog.LevelWarn,
+			"idempotency: DISABLED by "+envDisabled+": every message runs its handler, duplicates included; unset it in a deployed function",
+			slog.String("prefix", o.Prefix), slog.String(envDisabled, os.Getenv(envDisabled)))
+	}
 	getter, _ := store.(BatchGetter)
-	return &Once{store: store, getter: getter, opts: o,
+	return &Once{store: store, getter: getter, opts: o, disabled: disabled,
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
@@ -138,10 +172,16 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 // different one fails with ErrPayloadMismatch. nil, or DisableValidation,
 // skips the check. An empty key is ErrNoKey.
 //
+// With idempotency disabled (POWERTOOLS_IDEMPOTENCY_DISABLED, see Once), Do
+// returns fn(ctx), checking nothing and storing nothing.
+//
 // The SQS middleware (Idempotent) and Do keep records alike: a key given
 // to Do is the key a KeyFunc would derive, and its record ID is
 // "<Prefix>#<sha256 hex of key>".
 func (e *Once) Do(ctx context.Context, key string, payload []byte, fn func(context.Context) ([]byte, error)) ([]byte, error) {
+	if e.disabled {
+		return fn(ctx)
+	}
 	if key == "" {
 		return nil, fmt.Errorf("%w: empty key", ErrNoKey)
 	}
@@ -161,8 +201,12 @@ func (e *Once) Do(ctx context.Context, key string, payload []byte, fn func(conte
 // call's result back. A duplicate whose result could not be kept (see
 // ErrResultNotStorable), because the store could not hold it or because
 // json.Marshal refused it (NaN, say), gets the zero Res; the call that ran
-// fn gets fn's result all the same, and fn does not run again.
+// fn gets fn's result all the same, and fn does not run again. With
+// idempotency disabled (see Once), DoTyped returns fn(ctx, req).
 func DoTyped[Req, Res any](ctx context.Context, e *Once, key string, req Req, fn func(context.Context, Req) (Res, error)) (Res, error) {
+	if e.disabled {
+		return fn(ctx, req)
+	}
 	var zero Res
 	payload, err := json.Marshal(req)
 	if err != nil {

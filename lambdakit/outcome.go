@@ -9,9 +9,10 @@ import (
 )
 
 // A record's outcome is noted as it runs, so that the batch adapter can log
-// one line per record and one metrics line per invocation, and so that
-// middleware outside Idempotent can tell a replayed result from a fresh one.
-// Batch gives each record a note in its context; Idempotent fills it.
+// the record's line (a failure's, or at DEBUG any) and one metrics line per
+// invocation, and so that middleware outside Idempotent can tell a replayed
+// result from a fresh one. Batch gives each record a note in its context;
+// Idempotent fills it.
 
 // Duplicate sources, for the metrics: a duplicate found in the store (by
 // the lock's failed condition, or by the batch's read ahead) costs a
@@ -84,10 +85,12 @@ func (n *recordNote) storeCall(start time.Time) {
 }
 
 // AddLogAttrs adds attrs to the one line Batch logs for the record whose
-// context is ctx ("message done", or the line of its failure), so that a
-// handler's own fields, a payment ID or a charge ID, stand beside the
-// record's outcome instead of on a line of their own: one line, and one
-// write, per record. The batch's own names (messageId, recordId, messageGroupId,
+// context is ctx (the line of its failure, or "message done", written at
+// DEBUG only), so that a handler's own fields, a payment ID or a charge ID,
+// stand beside the record's outcome instead of on a line of their own: at
+// most one line, and one write, per record. Attributes of a record whose
+// line is not written are never resolved (a slog.LogValuer's LogValue is
+// not called). The batch's own names (messageId, recordId, messageGroupId,
 // durationMs, outcome, reasonCode, reason, stack, and a lost lease's
 // metric fields) stay the batch's: an attribute named like one of them is
 // written as "handler.<name>". Outside Batch it adds nothing and reports

@@ -15,6 +15,8 @@ import (
 // With BatchOptions.DeadLetters set, the batch adapter sends such a message
 // to the dead-letter queue at once and reports the record succeeded, instead
 // of letting it come back until the queue's maxReceiveCount moves it there.
+// By default it does the same for poison, the errors lambdakit itself
+// cannot get past (see IsPoison), which need no marking.
 var ErrPermanent = errors.New("lambdakit: permanent failure")
 
 // Permanent wraps err so that errors.Is(err, ErrPermanent) reports true,
@@ -33,9 +35,41 @@ func (e *permanentError) Error() string   { return e.err.Error() }
 func (e *permanentError) Unwrap() []error { return []error{ErrPermanent, e.err} }
 
 // IsPermanent reports whether err is marked permanent with Permanent (or
-// wraps ErrPermanent otherwise). It is the default of
-// BatchOptions.IsPermanent.
+// wraps ErrPermanent otherwise). The default BatchOptions.IsPermanent
+// accepts these errors and poison (IsPoison); set BatchOptions.IsPermanent
+// to IsPermanent to accept only the errors marked permanent.
 func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+
+// IsPoison reports whether err says that its message can never be
+// processed, however often it comes back: the body does not decode into
+// the handler's type (ErrDecode), the message carries no idempotency key
+// (ErrNoKey) or one that cannot be read safely (ErrInvalidKey), or its key
+// was used before with another payload (ErrPayloadMismatch). A message's
+// body and message attributes are the same on every delivery, so no
+// redelivery mends these. A panic is never poison, whatever its value wraps: it says
+// that the code stopped half-way, which a fix of the code mends.
+//
+// The default BatchOptions.IsPermanent accepts poison as well as the errors
+// marked with Permanent, so that with BatchOptions.DeadLetters set a poison
+// message goes to the dead-letter queue on its first delivery instead of
+// holding its FIFO group back until the queue's maxReceiveCount. A store
+// error, ErrInProgress, a lost lease or the deadline is never poison.
+// Compose the predicates for a rule of your own:
+//
+//	o.IsPermanent = func(err error) bool {
+//		return lambdakit.IsPermanent(err) || lambdakit.IsPoison(err) || errors.Is(err, errCardExpired)
+//	}
+func IsPoison(err error) bool {
+	if err == nil || panicked(err) {
+		return false
+	}
+	return errors.Is(err, ErrDecode) || errors.Is(err, ErrNoKey) ||
+		errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrPayloadMismatch)
+}
+
+// permanentOrPoison is the default of BatchOptions.IsPermanent: errors
+// marked with Permanent, and poison.
+func permanentOrPoison(err error) bool { return IsPermanent(err) || IsPoison(err) }
 
 // DeadLetterSender sends a message that failed permanently to a dead-letter
 // queue. The batch adapter calls it with the message as received and the

@@ -210,6 +210,7 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 			o.Timeout = e2eFunctionTimeout
 			o.MemoryMB = 256
 			o.LogFormat = "JSON"
+			o.LogLevel = "DEBUG" // a line per message: a duplicate's is read below
 			o.Env = env
 			o.Stdout, o.Stderr = logs, logs
 		})

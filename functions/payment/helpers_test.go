@@ -119,7 +119,7 @@ func setup(tb testing.TB, gatewayHandler http.Handler) *fixture {
 		}
 	}
 	client := &http.Client{Timeout: 300 * time.Millisecond}
-	f.handler = mustHandler(tb, f.cfg, f.db, client, slog.New(slog.NewJSONHandler(f.logs, nil)))
+	f.handler = mustHandler(tb, f.cfg, f.db, client, f.logs.Logger()) // DEBUG: a line per message
 	f.calls.Reset()
 	return f
 }

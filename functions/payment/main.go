@@ -115,20 +115,17 @@ func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.
 			o.CacheSize = 1000
 			o.Logger = logger
 		})
+	// The batch's default IsPermanent tells the failures no redelivery can
+	// mend: an invalid payment (marked Permanent by validate), and the
+	// poison lambdakit finds itself (lambdakit.IsPoison), such as a
+	// payment_id that cannot be read safely (named twice, or in other
+	// case) or one reused for another payment. With a dead-letter queue
+	// they go there at once, instead of holding their customer's FIFO
+	// group back until maxReceiveCount.
 	opts := append([]func(*lambdakit.BatchOptions){func(o *lambdakit.BatchOptions) {
 		o.Logger = logger
-		o.IsPermanent = isPermanent
 	}}, batchOpts...)
 	return lambdakit.Batch(lambdakit.Chain(p, validate, idem), opts...), nil
-}
-
-// isPermanent tells the failures no redelivery can mend: an invalid payment
-// (marked Permanent by validate), a payment_id that cannot be read safely
-// (named twice, or in other case), and a payment_id reused for another
-// payment. Retrying them would only hold their customer's FIFO group back
-// until maxReceiveCount.
-func isPermanent(err error) bool {
-	return lambdakit.IsPermanent(err) || errors.Is(err, lambdakit.ErrInvalidKey) || errors.Is(err, lambdakit.ErrPayloadMismatch)
 }
 
 // withDeadLetterQueue sends the messages of invalid payments (permanent

@@ -3,14 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"go/build"
 	"log/slog"
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -588,5 +594,365 @@ func TestTemplateTTLOutlivesEveryWayBack(t *testing.T) {
 	}
 	if defaultTTL != ttl {
 		t.Errorf("the function's default TTL %v; want the template's %v, so that a function run without it is as safe", defaultTTL, ttl)
+	}
+}
+
+// samDocument is what the tests below read of template.yaml besides
+// resources' properties: parameters, and resources' metadata.
+type samDocument struct {
+	Parameters map[string]struct {
+		Type           string   `yaml:"Type"`
+		Default        *string  `yaml:"Default"`
+		AllowedPattern string   `yaml:"AllowedPattern"`
+		AllowedValues  []string `yaml:"AllowedValues"`
+	} `yaml:"Parameters"`
+	Resources map[string]struct {
+		Type       string    `yaml:"Type"`
+		Metadata   yaml.Node `yaml:"Metadata"`
+		Properties yaml.Node `yaml:"Properties"`
+	} `yaml:"Resources"`
+}
+
+func loadSAMDocument(t *testing.T) samDocument {
+	t.Helper()
+	raw, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc samDocument
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// samconfigPath is the SAM CLI's configuration beside the template.
+const samconfigPath = "../../samconfig.toml"
+
+// readSamconfig reads samconfig.toml's tables into key/value maps, by table
+// name ("default.deploy.parameters"), string values unquoted: enough TOML
+// for the flat file the SAM CLI reads.
+func readSamconfig(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(samconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]string{}
+	table := ""
+	for i, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			table = strings.Trim(line, "[]")
+			out[table] = map[string]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				t.Fatalf("%s:%d: %q is neither a table nor key = value", samconfigPath, i+1, line)
+			}
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if strings.HasPrefix(v, `"`) {
+				u, err := strconv.Unquote(v)
+				if err != nil {
+					t.Fatalf("%s:%d: %s: %v", samconfigPath, i+1, v, err)
+				}
+				v = u
+			}
+			if out[table] == nil {
+				out[table] = map[string]string{}
+			}
+			out[table][k] = v
+		}
+	}
+	return out
+}
+
+// parameterOverrides splits a parameter_overrides value, Key="value"
+// pairs, as the SAM CLI does.
+func parameterOverrides(t *testing.T, s string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	rest := strings.TrimSpace(s)
+	pair := regexp.MustCompile(`^([A-Za-z0-9]+)=("(?:[^"\\]|\\.)*"|\S+)\s*`)
+	for rest != "" {
+		m := pair.FindStringSubmatch(rest)
+		if m == nil {
+			t.Fatalf("parameter_overrides %q: cannot read %q", s, rest)
+		}
+		v := m[2]
+		if strings.HasPrefix(v, `"`) {
+			v, _ = strconv.Unquote(v)
+		}
+		out[m[1]] = v
+		rest = rest[len(m[0]):]
+	}
+	return out
+}
+
+// reservedHost reports whether host is a name reserved for examples and
+// tests (RFC 2606, RFC 6761): a placeholder, never a real gateway.
+func reservedHost(host string) bool {
+	host = strings.ToLower(host)
+	for _, suffix := range []string{"example.com", "example.net", "example.org", ".example", ".test", ".invalid", ".localhost"} {
+		if host == strings.TrimPrefix(suffix, ".") || strings.HasSuffix(host, "."+strings.TrimPrefix(suffix, ".")) {
+			return true
+		}
+	}
+	return host == "localhost"
+}
+
+// The gateway URL is required: no default in the template, none in
+// samconfig.toml's [default], so that `sam deploy --guided` asks for it
+// instead of offering a placeholder, and a deploy without one fails. Its
+// AllowedPattern takes an https:// URL only, so that pressing Enter at the
+// prompt (an empty value), a placeholder without a scheme, http:// or a
+// typo fails the deploy before anything is created. (CloudFormation's
+// patterns are Java's; this one uses nothing Go's RE2 reads differently.)
+func TestTemplateGatewayURLIsRequiredHTTPS(t *testing.T) {
+	doc := loadSAMDocument(t)
+	p, ok := doc.Parameters["PaymentGatewayUrl"]
+	if !ok {
+		t.Fatal("template.yaml has no PaymentGatewayUrl parameter")
+	}
+	if p.Default != nil {
+		t.Errorf("PaymentGatewayUrl has Default %q; want none: a placeholder default deploys a function whose every charge fails", *p.Default)
+	}
+	re, err := regexp.Compile(p.AllowedPattern)
+	if p.AllowedPattern == "" || err != nil {
+		t.Fatalf("PaymentGatewayUrl AllowedPattern %q: %v; want an https:// URL pattern", p.AllowedPattern, err)
+	}
+	for _, good := range []string{
+		"https://api.stripe.com",
+		"https://api.stripe.com/v1",
+		"https://pay.corp.internal:8443/gateway/v2/",
+		"https://10.0.0.5",
+		"https://gw-1.eu-west-1.payments.acme.io/v1?region=eu",
+	} {
+		if !re.MatchString(good) {
+			t.Errorf("AllowedPattern refuses %q; want it accepted", good)
+		}
+	}
+	for _, bad := range []string{
+		"",                                // Enter at sam deploy --guided's prompt
+		"REPLACE_ME",                      // a placeholder
+		"sandbox.gateway.example.com",     // no scheme
+		"http://gateway.acme.io",          // not TLS
+		"https://",                        // no host
+		"https:/gateway.acme.io",          // typo
+		"https//gateway.acme.io",          // typo
+		"https://gateway.acme.io/ v1",     // a space
+		" https://gateway.acme.io",        // a leading space
+		"https://gateway.acme.io ",        // a trailing space
+		"https://gateway.acme.io:port/v1", // a port that is not one
+		"https://-gateway.acme.io",        // not a host name
+		"https://gateway.acme.io,https://other.acme.io",
+	} {
+		if re.MatchString(bad) {
+			t.Errorf("AllowedPattern accepts %q; want it refused at deploy", bad)
+		}
+	}
+
+	// The function gets the parameter itself.
+	fn := doc.Resources["PaymentFunction"]
+	var props struct {
+		Environment struct {
+			Variables map[string]yaml.Node `yaml:"Variables"`
+		} `yaml:"Environment"`
+	}
+	if err := fn.Properties.Decode(&props); err != nil {
+		t.Fatal(err)
+	}
+	if v := props.Environment.Variables["PAYMENT_GATEWAY_URL"]; v.Tag != "!Ref" || v.Value != "PaymentGatewayUrl" {
+		t.Errorf("PAYMENT_GATEWAY_URL is %s %q; want !Ref PaymentGatewayUrl", v.Tag, v.Value)
+	}
+
+	// samconfig.toml offers no value that a deploy would use silently:
+	// none in [default] (sam deploy --guided then asks), and any other a
+	// real https:// URL.
+	for table, kv := range readSamconfig(t) {
+		v, ok := parameterOverrides(t, kv["parameter_overrides"])["PaymentGatewayUrl"]
+		if !ok {
+			continue
+		}
+		if table == "default.deploy.parameters" {
+			t.Errorf("samconfig.toml [%s] sets PaymentGatewayUrl %q; want none, so that sam deploy --guided asks for it", table, v)
+		}
+		if !strings.HasSuffix(table, ".deploy.parameters") {
+			t.Errorf("samconfig.toml [%s] sets PaymentGatewayUrl %q; want it only where sam deploy reads it (local runs take PAYMENT_GATEWAY_URL from events/env.json)", table, v)
+		}
+		if !re.MatchString(v) {
+			t.Errorf("samconfig.toml [%s]: PaymentGatewayUrl %q does not match the template's AllowedPattern", table, v)
+		}
+		host := strings.TrimPrefix(v, "https://")
+		host, _, _ = strings.Cut(host, "/")
+		host, _, _ = strings.Cut(host, ":")
+		if reservedHost(host) {
+			t.Errorf("samconfig.toml [%s]: PaymentGatewayUrl %q is a placeholder (%s is reserved for examples)", table, v, host)
+		}
+	}
+}
+
+// sam build builds only the function, in place: BuildMethod go1.x (SAM's
+// Go builder runs `go build` in CodeUri and copies nothing, where the
+// makefile method copies CodeUri first, which for a makefile that needs the
+// module is the whole repository, .venv/ and bin/ included). CodeUri is
+// the function's own package, below the module root that go build finds;
+// GOARCH follows the function's Architectures, a parameter that is arm64
+// unless a local run on an x86-64 machine asks for x86_64.
+func TestTemplateBuildsOnlyTheFunction(t *testing.T) {
+	doc := loadSAMDocument(t)
+	fn, ok := doc.Resources["PaymentFunction"]
+	if !ok || fn.Type != "AWS::Serverless::Function" {
+		t.Fatal("template.yaml has no AWS::Serverless::Function PaymentFunction")
+	}
+	var meta struct {
+		BuildMethod     string `yaml:"BuildMethod"`
+		BuildProperties struct {
+			TrimGoPath bool `yaml:"TrimGoPath"`
+		} `yaml:"BuildProperties"`
+	}
+	if err := fn.Metadata.Decode(&meta); err != nil {
+		t.Fatalf("PaymentFunction Metadata: %v", err)
+	}
+	if meta.BuildMethod != "go1.x" {
+		t.Errorf("BuildMethod %q; want go1.x, which builds in CodeUri without copying it", meta.BuildMethod)
+	}
+	if !meta.BuildProperties.TrimGoPath {
+		t.Error("BuildProperties.TrimGoPath is not true; want -trimpath, so that the binary does not depend on where it was built")
+	}
+	var props struct {
+		CodeUri       string      `yaml:"CodeUri"`
+		Handler       string      `yaml:"Handler"`
+		Runtime       string      `yaml:"Runtime"`
+		Architectures []yaml.Node `yaml:"Architectures"`
+	}
+	if err := fn.Properties.Decode(&props); err != nil {
+		t.Fatal(err)
+	}
+	if props.Runtime != "provided.al2023" || props.Handler != "bootstrap" {
+		t.Errorf("Runtime %q, Handler %q; want provided.al2023 and bootstrap", props.Runtime, props.Handler)
+	}
+
+	// CodeUri is the function's package, not the module root.
+	codeDir := filepath.Join(filepath.Dir(templatePath), filepath.FromSlash(props.CodeUri))
+	if props.CodeUri == "" || filepath.Clean(codeDir) == filepath.Clean(filepath.Dir(templatePath)) {
+		t.Fatalf("CodeUri %q is the repository's root; want the function's own folder", props.CodeUri)
+	}
+	pkg, err := build.ImportDir(codeDir, 0)
+	if err != nil || pkg.Name != "main" {
+		t.Fatalf("CodeUri %q: %v (package %q); want the function's main package", props.CodeUri, err, pkg.Name)
+	}
+	if here, _ := filepath.Abs("."); filepath.Clean(here) != filepath.Clean(mustAbs(t, codeDir)) {
+		t.Errorf("CodeUri %q is not this package's folder, functions/payment", props.CodeUri)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(templatePath), "go.mod")); err != nil {
+		t.Errorf("no go.mod above CodeUri: go build in CodeUri would find no module: %v", err)
+	}
+
+	// Architectures: the Architecture parameter, arm64 unless asked.
+	if len(props.Architectures) != 1 || props.Architectures[0].Tag != "!Ref" || props.Architectures[0].Value != "Architecture" {
+		t.Fatalf("Architectures %v; want [!Ref Architecture]", props.Architectures)
+	}
+	arch, ok := doc.Parameters["Architecture"]
+	if !ok || arch.Default == nil || *arch.Default != "arm64" || !slices.Equal(arch.AllowedValues, []string{"arm64", "x86_64"}) {
+		t.Fatalf("parameter Architecture %+v; want AllowedValues [arm64 x86_64] and Default arm64", arch)
+	}
+
+	if testing.Short() {
+		t.Skip("-short: not building the bootstrap")
+	}
+	// What SAM's Go builder runs (aws-lambda-builders, go_modules/builder.py):
+	// `go build -trimpath -o ARTIFACTS/bootstrap CODEURI` in CodeUri, with
+	// GOOS=linux and GOARCH from the architecture (arm64 -> arm64), and the
+	// rest of the environment as the shell has it; CGO_ENABLED=0 as the docs
+	// and make deploy set it.
+	out := filepath.Join(t.TempDir(), "bootstrap")
+	abs := mustAbs(t, codeDir)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, abs)
+	cmd.Dir = abs
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOFLAGS=") }),
+		"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, msg)
+	}
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_AARCH64 {
+		t.Errorf("bootstrap is for %v; want EM_AARCH64 (arm64)", f.Machine)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("bootstrap is dynamically linked; want a static binary")
+		}
+	}
+	info, err := buildinfo.ReadFile(out)
+	if err != nil || info.Path != "github.com/lambdakit/lambdakit/functions/payment" {
+		t.Errorf("bootstrap's main package: %v, %v; want github.com/lambdakit/lambdakit/functions/payment", info, err)
+	}
+}
+
+func mustAbs(t *testing.T, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// samconfig.toml builds without SAM's cache, which hashes only CodeUri
+// (functions/payment) and so would miss a change to the library the
+// function imports and deploy the old binary. Its [local-x86_64]
+// environment builds and invokes the function for x86_64 (sam local invoke
+// without QEMU on an x86-64 machine), in a build folder of its own that sam
+// deploy does not read, and has no deploy settings; every Architecture it
+// names is one the template allows.
+func TestSamconfigBuilds(t *testing.T) {
+	cfg := readSamconfig(t)
+	doc := loadSAMDocument(t)
+	allowed := doc.Parameters["Architecture"].AllowedValues
+	builds := 0
+	for table, kv := range cfg {
+		if strings.HasSuffix(table, ".build.parameters") {
+			builds++
+			if kv["cached"] == "true" {
+				t.Errorf("samconfig.toml [%s]: cached = true; want false: SAM's cache hashes only CodeUri", table)
+			}
+		}
+		if a, ok := parameterOverrides(t, kv["parameter_overrides"])["Architecture"]; ok && !slices.Contains(allowed, a) {
+			t.Errorf("samconfig.toml [%s]: Architecture %q; the template allows %v", table, a, allowed)
+		}
+	}
+	if builds == 0 {
+		t.Error("samconfig.toml has no build settings")
+	}
+	b, inv := cfg["local-x86_64.build.parameters"], cfg["local-x86_64.local_invoke.parameters"]
+	if b == nil || inv == nil {
+		t.Fatalf("samconfig.toml has no [local-x86_64.build.parameters] and [local-x86_64.local_invoke.parameters]")
+	}
+	for _, kv := range []map[string]string{b, inv} {
+		if got := parameterOverrides(t, kv["parameter_overrides"])["Architecture"]; got != "x86_64" {
+			t.Errorf("[local-x86_64] Architecture %q; want x86_64 for both build and local invoke", got)
+		}
+	}
+	dir := filepath.ToSlash(filepath.Clean(b["build_dir"]))
+	if dir == "." || dir == ".aws-sam/build" || !strings.HasPrefix(dir, ".aws-sam/") {
+		t.Errorf("[local-x86_64] build_dir %q; want a folder of its own under .aws-sam/ (ignored by git), not .aws-sam/build, which sam deploy reads", b["build_dir"])
+	}
+	if got, want := inv["template_file"], dir+"/template.yaml"; got != want {
+		t.Errorf("[local-x86_64] local invoke template_file %q; want %q, the x86_64 build", got, want)
+	}
+	if inv["env_vars"] != "events/env.json" {
+		t.Errorf("[local-x86_64] env_vars %q; want events/env.json", inv["env_vars"])
+	}
+	for table := range cfg {
+		if strings.HasPrefix(table, "local-x86_64.deploy") || table == "local-x86_64.global.parameters" {
+			t.Errorf("samconfig.toml has [%s]; want no deploy settings for the x86_64 build", table)
+		}
 	}
 }

@@ -3,10 +3,13 @@ package motoserver
 import (
 	"bufio"
 	_ "embed"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -24,10 +27,67 @@ var launcherSource string
 // that whoever started moto learns why it slows down.
 const fallbackPrefix = "lambdakit-moto: running plain moto"
 
+// versionPrefix starts the launcher's line naming the moto it found
+// (VERSION in launcher.py), followed by the version.
+const versionPrefix = "lambdakit-moto: moto version "
+
+// supportedMoto is the moto versions the launcher patches, SUPPORTED_MOTO
+// in launcher.py, read from the embedded source so that the two cannot
+// disagree. The Makefile pins one of them for `make deps`.
+var supportedMoto = func() []string {
+	m := regexp.MustCompile(`(?m)^SUPPORTED_MOTO = \(([^)]*)\)`).FindStringSubmatch(launcherSource)
+	if m == nil {
+		panic("motoserver: launcher.py has no SUPPORTED_MOTO line")
+	}
+	var versions []string
+	for _, v := range regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(m[1], -1) {
+		versions = append(versions, v[1])
+	}
+	if len(versions) == 0 {
+		panic("motoserver: launcher.py's SUPPORTED_MOTO names no version")
+	}
+	return versions
+}()
+
+// pipRequirement is what to ask pip for: the last supported moto listed.
+func pipRequirement() string {
+	return "moto[server]==" + supportedMoto[len(supportedMoto)-1]
+}
+
+// foundVersion returns the moto version the launcher reported in out (its
+// versionPrefix line), or "" when it reported none (moto not importable
+// from its Python, or no launcher).
+func foundVersion(out string) string {
+	for line := range strings.Lines(out) {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), versionPrefix); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// versionWarning returns the line that warns about moto found, the
+// version of the moto_server at server, when it is not one the launcher
+// supports, or "" when it is (or when the version is not known).
+func versionWarning(found, server string) string {
+	if found == "" || slices.Contains(supportedMoto, found) {
+		return ""
+	}
+	if found == "unknown" {
+		found = "of an unknown version"
+	}
+	return fmt.Sprintf("lambdakit-moto: warning: moto %s found (%s), but lambdakit's local stack supports moto %s: "+
+		"running plain moto, whose transactions copy whole tables and slow down as the tables grow. "+
+		"Install the supported one: pip install '%s' for that moto_server, or rm -rf .venv && make deps for the project's .venv.",
+		found, server, strings.Join(supportedMoto, ", "), pipRequirement())
+}
+
 // command is how to run moto's server: its flags (-H, -p) follow args.
 type command struct {
-	path string
-	args []string
+	// server is the moto_server of the installation, for messages.
+	server string
+	path   string
+	args   []string
 	// script, when set, is the Python program fed to path on standard
 	// input ("python3 - -H ... -p ...").
 	script string
@@ -41,9 +101,9 @@ type command struct {
 // the launcher with.
 func newCommand(moto installation) command {
 	if moto.python == "" {
-		return command{path: moto.server, notice: fallbackPrefix + " (moto_server): no python3 to run the launcher with, and " + moto.server + " does not name its Python"}
+		return command{server: moto.server, path: moto.server, notice: fallbackPrefix + " (moto_server): no python3 to run the launcher with, and " + moto.server + " does not name its Python"}
 	}
-	return command{path: moto.python, args: []string{"-"}, script: launcherSource}
+	return command{server: moto.server, path: moto.python, args: []string{"-"}, script: launcherSource}
 }
 
 // shebangPython returns the Python named by the #! line of the script at

@@ -26,11 +26,14 @@ same items (DynamoDB would cancel one of them); unlike it, rolling back no
 longer undoes concurrent writes to other items of the same tables.
 
 The patch is written for, and tested against, the moto versions in
-SUPPORTED_MOTO. With any other version, or when the code it patches is not
-where it expects, the launcher runs plain moto and says so in one line on
-standard error (starting with "lambdakit-moto:"). LAMBDAKIT_MOTO_PATCH=0 asks
-for plain moto on purpose (to compare). Without moto importable from this
-Python, it runs moto_server from PATH instead.
+SUPPORTED_MOTO (the Makefile pins the one `make deps` installs). With any
+other version, or when the code it patches is not where it expects, the
+launcher runs plain moto and says so in one line on standard error (starting
+with "lambdakit-moto:"); a second line, "lambdakit-moto: moto version X",
+names the moto it found, from which the Go side warns about a version it does
+not support. LAMBDAKIT_MOTO_PATCH=0 asks for plain moto on purpose (to
+compare). Without moto importable from this Python, it runs moto_server from
+PATH instead.
 
 internal/motoserver embeds this file and feeds it to the Python that runs
 moto_server; it is a file of its own so that it can be read, and run by
@@ -54,6 +57,11 @@ PREFIX = "lambdakit-moto:"
 # The start of the line that announces plain moto; the Go side echoes that
 # line to its own standard error.
 FALLBACK = PREFIX + " running plain moto"
+
+# The start of the line that names the moto found (VERSION then the
+# version), printed after the line above or the one announcing the patch;
+# the Go side reads it to warn about an unsupported version.
+VERSION = PREFIX + " moto version"
 
 
 class Unsupported(Exception):
@@ -268,6 +276,7 @@ def main(argv=None):
             _say("%s: %s; transactions copy whole tables and slow down as they grow" % (FALLBACK, e))
         else:
             _say("%s moto %s patched: transactions snapshot only the items they write, and DynamoDB requests run one at a time" % (PREFIX, moto.__version__))
+    _say("%s %s" % (VERSION, getattr(moto, "__version__", "unknown")))
     from moto.server import main as serve
 
     return serve(argv)

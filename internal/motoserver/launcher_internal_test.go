@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,12 +76,12 @@ func TestLauncherFallsBackToPlainMoto(t *testing.T) {
 		{
 			name:    "another moto version",
 			prelude: "import moto\nmoto.__version__ = '5.99.0'\n",
-			want:    "running plain moto: moto 5.99.0: this launcher was written for moto ",
+			want:    "warning: moto 5.99.0 found (" + c.server + "), but lambdakit's local stack supports moto " + supportedMoto[0] + ": running plain moto",
 		},
 		{
 			name: "transact_write_items no longer copies tables",
 			// A supported version, so that the check of the code is reached.
-			prelude: "import moto\nmoto.__version__ = '" + supportedMoto(t) + "'\n" +
+			prelude: "import moto\nmoto.__version__ = '" + supportedMoto[0] + "'\n" +
 				"import moto.dynamodb.models as m\nm.DynamoDBBackend.transact_write_items = lambda self, items: None\n",
 			want: ": DynamoDBBackend.transact_write_items is not the one this launcher patches",
 		},
@@ -132,21 +133,88 @@ func TestLauncherPatchesSupportedMoto(t *testing.T) {
 	if printed != "" {
 		t.Fatalf("start printed %q; want nothing", printed)
 	}
-	if !strings.Contains(out, "lambdakit-moto: moto "+supportedMoto(t)+" patched: ") {
+	if !strings.Contains(out, "lambdakit-moto: moto "+supportedMoto[0]+" patched: ") {
 		t.Fatalf("moto's output has no line saying it was patched:\n%s", out)
 	}
 	wantAtomic(t, s)
 }
 
-// supportedMoto returns the first moto version the launcher names in
-// SUPPORTED_MOTO.
-func supportedMoto(t *testing.T) string {
-	t.Helper()
-	m := regexp.MustCompile(`(?m)^SUPPORTED_MOTO = \("([^"]+)"`).FindStringSubmatch(launcherSource)
-	if m == nil {
-		t.Fatal("launcher.py has no SUPPORTED_MOTO line")
+// The version check, on the versions the launcher could report: a moto
+// it was not written for gets a warning that names the version found, the
+// moto_server it belongs to, the version supported and how to install it;
+// a supported one, or one the launcher could not name, gets none.
+func TestVersionWarning(t *testing.T) {
+	if want := []string{"5.2.1"}; !slices.Equal(supportedMoto, want) {
+		t.Errorf("SUPPORTED_MOTO = %q; want %q (the version the patch was tested against; update this test with launcher.py)", supportedMoto, want)
 	}
-	return m[1]
+	for _, found := range []string{"5.3.0", "5.2.0", "5.2.1.dev0", "6.0.0", "unknown"} {
+		w := versionWarning(found, "/opt/moto/bin/moto_server")
+		shown := found
+		if found == "unknown" {
+			shown = "of an unknown version"
+		}
+		for _, want := range []string{
+			"lambdakit-moto: warning: moto " + shown + " found (/opt/moto/bin/moto_server)",
+			"supports moto 5.2.1",
+			"running plain moto",
+			"pip install 'moto[server]==5.2.1'",
+			"make deps",
+		} {
+			if !strings.Contains(w, want) {
+				t.Errorf("versionWarning(%q) = %q; want it to say %q", found, w, want)
+			}
+		}
+		if strings.Contains(w, "\n") {
+			t.Errorf("versionWarning(%q) = %q; want one line", found, w)
+		}
+	}
+	for _, found := range []string{"5.2.1", ""} {
+		if w := versionWarning(found, "/opt/moto/bin/moto_server"); w != "" {
+			t.Errorf("versionWarning(%q) = %q; want no warning", found, w)
+		}
+	}
+}
+
+// The launcher's version line is what the Go side reads.
+func TestFoundVersion(t *testing.T) {
+	for _, c := range []struct{ out, want string }{
+		{"lambdakit-moto: moto 5.2.1 patched: ...\nlambdakit-moto: moto version 5.2.1\n * Running on http://127.0.0.1:5000\n", "5.2.1"},
+		{"lambdakit-moto: running plain moto: moto 5.3.0: ...\r\nlambdakit-moto: moto version 5.3.0\r\n", "5.3.0"},
+		{"lambdakit-moto: running plain moto (moto_server from PATH): cannot import moto\n", ""},
+		{"", ""},
+	} {
+		if got := foundVersion(c.out); got != c.want {
+			t.Errorf("foundVersion(%q) = %q; want %q", c.out, got, c.want)
+		}
+	}
+	if !strings.Contains(launcherSource, `VERSION = PREFIX + " moto version"`) || versionPrefix != "lambdakit-moto: moto version " {
+		t.Error("launcher.py's VERSION line and versionPrefix disagree")
+	}
+}
+
+// `make deps` installs a moto the launcher supports: the Makefile's pin,
+// as make expands it, is one of SUPPORTED_MOTO.
+func TestMakefilePinsASupportedMoto(t *testing.T) {
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make on PATH")
+	}
+	cmd := exec.Command(mk, "-n", "-B", ".venv/bin/moto_server")
+	cmd.Dir = "../.."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n .venv/bin/moto_server: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`scripts/venv-install \.venv moto_server 'moto\[server\]==([^']+)'`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("make -n .venv/bin/moto_server:\n%s\nwant moto[server] pinned with ==", out)
+	}
+	if !slices.Contains(supportedMoto, string(m[1])) {
+		t.Errorf("the Makefile pins moto %s; the launcher supports %q", m[1], supportedMoto)
+	}
+	if !strings.Contains(ErrNotInstalled.Error(), "pip install 'moto[server]=="+string(m[1])+"'") {
+		t.Errorf("ErrNotInstalled = %q; want it to name the pinned moto", ErrNotInstalled)
+	}
 }
 
 // wantAtomic runs a transaction whose second condition fails on s and

@@ -4,8 +4,9 @@
 //
 // moto's server runs through a small launcher (launcher.py, embedded) that
 // keeps the cost of TransactWriteItems independent of table size; with a
-// moto version it was not written for, it runs plain moto and says so in
-// one line on standard error.
+// moto version it was not written for, it runs plain moto, and Start warns
+// in one line on standard error, naming the version found and the one
+// supported.
 package motoserver
 
 import (
@@ -36,7 +37,7 @@ import (
 // ErrNotInstalled means moto_server is neither on PATH nor in the project's
 // virtual environment. Test runs skip integration tests on it, except under
 // CI.
-var ErrNotInstalled = errors.New("motoserver: moto_server not found on PATH or in .venv (run 'make deps', or: pip install 'moto[server]')")
+var ErrNotInstalled = errors.New("motoserver: moto_server not found on PATH or in .venv (run 'make deps', or: pip install '" + pipRequirement() + "')")
 
 // venvDir is the virtual environment, under the module's root, into which
 // `make deps` installs moto when the machine has none.
@@ -176,7 +177,7 @@ func Start() (*Server, error) {
 }
 
 // StartOn starts moto_server on the given loopback port, for a fixed
-// address that other tools are configured with (events/env.json says 5000).
+// address that other tools are configured with.
 func StartOn(port int) (*Server, error) {
 	return StartAt(loopback, port)
 }
@@ -239,7 +240,9 @@ func start(c command, host string, port int) (s *Server, early bool, err error) 
 		s.Stop()
 		return nil, early, fmt.Errorf("motoserver: %s %s on %s: %w; its output:\n%s", c.path, strings.Join(c.args, " "), s.URL, err, out.String())
 	}
-	if line := cmp.Or(c.notice, fallbackLine(out.String())); line != "" {
+	// One line at most: the warning about an unsupported moto, which also
+	// says that plain moto runs, else why plain moto runs, if it does.
+	if line := cmp.Or(versionWarning(foundVersion(out.String()), c.server), c.notice, fallbackLine(out.String())); line != "" {
 		fmt.Fprintln(os.Stderr, line)
 	}
 	return s, false, nil

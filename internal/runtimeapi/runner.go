@@ -289,7 +289,9 @@ func (r *Runner) startEnv(ctx context.Context) (Result, error) {
 				continue // it posted an init error and then exited, as it should
 			}
 			state := cmd.ProcessState
-			res := newFailure(id, OutcomeInitError, "Runtime.ExitError", "Runtime exited during init: %v", state)
+			// Lambda's words for an exit, during init as during an
+			// invocation; the outcome tells the two apart.
+			res := newFailure(id, OutcomeInitError, "Runtime.ExitError", "Runtime exited with error: %v", state)
 			res.ExitCode = state.ExitCode()
 			r.stopEnv(false)
 			return res, nil

@@ -42,8 +42,9 @@ type Options struct {
 	// and in its ARN. Default "function".
 	FunctionName string
 	// FunctionARN is sent in Lambda-Runtime-Invoked-Function-Arn. Default
-	// an unqualified ARN for FunctionName in Region, account 123456789012
-	// (the placeholder sam local uses).
+	// an unqualified ARN for FunctionName in Region, account 123456789012,
+	// moto's account, which the local queues' ARNs name too. (sam local's
+	// emulator, aws-lambda-rie, always sends us-east-1 and 012345678912.)
 	FunctionARN string
 	// Region is the AWS region the function believes it runs in. Default
 	// "us-east-1".

@@ -1,6 +1,7 @@
 // Package lambdakittest helps test a consumer built on lambdakit: builders
 // for SQS events and redeliveries (Message, Event, Redelivery), MemoryStore,
-// an in-memory Store that counts its calls, and LogBuffer, which captures
+// an in-memory Store that counts its calls, Logger, a quiet logger that
+// shows a test's log lines only if it fails, and LogBuffer, which captures
 // the engine's log lines for assertions.
 //
 // What the author of a Store needs (the contract every Store must meet, a

@@ -16,9 +16,30 @@ type LogBuffer struct {
 // Write implements io.Writer.
 func (b *LogBuffer) Write(p []byte) (int, error) { return b.b.Write(p) }
 
-// Logger returns a JSON logger that writes to b.
+// Logger returns a JSON logger that writes to b, at every level from
+// DEBUG up: a test sees the line Batch writes for each message, the
+// "message done" of a success (DEBUG) as well as a failure's.
 func (b *LogBuffer) Logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(b, nil))
+	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// Logger returns a quiet logger for the lambdakit code a test runs: give it
+// to Batch (BatchOptions.Logger) and to Idempotent or NewOnce
+// (Options.Logger). It keeps the JSON lines, at every level, and writes
+// them to the test's log only if the test fails: a test that passes prints
+// nothing, even with go test -v, and one that fails shows what became of
+// each message beside its own output. Without a logger, Batch and the
+// engine write to standard error as they do in Lambda. To assert on the
+// lines, use a LogBuffer.
+func Logger(tb testing.TB) *slog.Logger {
+	tb.Helper()
+	b := &LogBuffer{}
+	tb.Cleanup(func() {
+		if out := b.String(); tb.Failed() && out != "" {
+			tb.Logf("lambdakit log lines:\n%s", out)
+		}
+	})
+	return b.Logger()
 }
 
 // String returns everything written so far.

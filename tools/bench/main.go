@@ -3,7 +3,7 @@
 //
 //	go run ./tools/bench [flags]
 //
-// Sections (-only): micro, e2e, sizes, delay, cold, flat. -moto-patch=false runs moto
+// Sections (-only): micro, cpu, e2e, sizes, delay, cold, flat. -moto-patch=false runs moto
 // unpatched (LAMBDAKIT_MOTO_PATCH=0), to compare the flat-cost run.
 package main
 
@@ -24,6 +24,7 @@ import (
 
 type config struct {
 	records, concurrency, batch, flat, cold, microCount int
+	cpuRounds, cpuRecords                               int
 	firstSizes, redeliverySizes                         []int
 	bodyBytes, sizeMinRecords, delayReps                int
 	sizeTimeout, gatewayDelay, sizeGatewayDelay         time.Duration
@@ -44,6 +45,8 @@ func main() {
 	flag.IntVar(&c.cold, "cold", 5, "cold starts per function")
 	flag.IntVar(&c.maxMotoRSS, "flat-max-moto-rss", 4096, "stop the flat-cost run once moto_server's RSS passes this many MiB (0: never)")
 	flag.IntVar(&c.microCount, "micro-count", 5, "runs of each micro benchmark")
+	flag.IntVar(&c.cpuRounds, "cpu-rounds", 20, "rounds of the interleaved first-delivery CPU comparison")
+	flag.IntVar(&c.cpuRecords, "cpu-records", 250, "new payments per function per round of the CPU comparison")
 	flag.StringVar(&firstSizes, "sizes", "10,100,1000", "batch sizes of the first-delivery rows of the batch-size section")
 	flag.StringVar(&redeliverySizes, "redelivery-sizes", "10,100,1000,10000", "batch sizes of its cold-redelivery rows")
 	flag.IntVar(&c.bodyBytes, "body-bytes", 1024, "message body size in the batch-size section")
@@ -52,7 +55,7 @@ func main() {
 	flag.DurationVar(&c.sizeGatewayDelay, "size-gateway-delay", 0, "if set, the gateway answers each charge of the batch-size section's first deliveries after this long")
 	flag.DurationVar(&c.gatewayDelay, "gateway-delay", 300*time.Millisecond, "how long the gateway takes per charge in the delay section")
 	flag.IntVar(&c.delayReps, "delay-reps", 3, "batches of 1 and of 10 each in the delay section")
-	flag.StringVar(&only, "only", "micro,e2e,sizes,delay,cold,flat", "sections to run, comma-separated")
+	flag.StringVar(&only, "only", "micro,cpu,e2e,sizes,delay,cold,flat", "sections to run, comma-separated")
 	flag.BoolVar(&c.motoPatch, "moto-patch", true, "run moto through the launcher's patch (false: LAMBDAKIT_MOTO_PATCH=0)")
 	flag.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
 	flag.StringVar(&c.repo, "repo", ".", "the module's root")
@@ -97,7 +100,7 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
-	if !c.only["e2e"] && !c.only["sizes"] && !c.only["delay"] && !c.only["cold"] && !c.only["flat"] {
+	if !c.only["cpu"] && !c.only["e2e"] && !c.only["sizes"] && !c.only["delay"] && !c.only["cold"] && !c.only["flat"] {
 		bench.PrintHeader(out, machine, strings.TrimSpace(command), "not used")
 		bench.PrintMicro(out, micro, c.microCount)
 		return nil
@@ -151,6 +154,14 @@ func run(ctx context.Context, c config) error {
 	bench.PrintHeader(out, machine, strings.TrimSpace(command), stack.MotoVersion())
 	if micro != nil {
 		bench.PrintMicro(out, micro, c.microCount)
+	}
+	if c.only["cpu"] {
+		fmt.Fprintln(os.Stderr, "bench: first-delivery CPU, interleaved ...")
+		cmp, err := h.FirstDeliveryCPU(ctx, [2]bench.Impl{lk, bare}, [2]*bench.Payments{lkPay, barePay}, c.cpuRounds, c.cpuRecords, c.batch)
+		if err != nil {
+			return err
+		}
+		bench.PrintCPU(out, cmp)
 	}
 	if c.only["e2e"] {
 		fmt.Fprintln(os.Stderr, "bench: end to end ...")

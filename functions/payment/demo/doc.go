@@ -10,8 +10,8 @@
 // tells the sample's story on its events (make demo), or runs the event
 // files named instead; and
 //
-//	go run ./functions/payment/demo local [-listen 127.0.0.1] [-moto-port 5000] \
-//	    [-gateway-port 8080] [-template template.yaml] [-env-file FILE] [-env-host HOST]
+//	go run ./functions/payment/demo local [-listen 127.0.0.1] [-moto-port 7460] \
+//	    [-gateway-port 7461] [-template template.yaml] [-env-file FILE] [-env-host HOST]
 //
 // starts the sample function's outside world on this machine until Ctrl-C
 // and writes the function's environment for lambdakit invoke, lambdakit run

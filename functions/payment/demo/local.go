@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,29 +29,43 @@ A tool of the payment sample (functions/payment): it starts what the sample
 function needs on this machine and keeps it running until Ctrl-C: moto_server (DynamoDB and SQS) on -listen:-moto-port, the
 sandbox payment gateway on -listen:-gateway-port, and the two tables created
 as template.yaml declares them (lambdakit-idempotency, lambdakit-payments).
-Every port and address is checked before anything starts.
+Every port and address is checked before anything starts. The default
+ports, 7460 and 7461, are chosen to be free of common services (5000 is
+macOS's AirPlay Receiver, 8080 every other dev server).
 
 The function's environment, in the JSON of 'sam local invoke --env-vars'
 and 'lambdakit invoke -env-file', goes to the file named by -env-file, or
 else to standard output; messages go to standard error. Its endpoints name
--env-host, which must be how the function reaches this machine:
+-env-host, which must be how the function reaches this machine. A sam
+local container cannot reach this machine's 127.0.0.1, the default:
 
   lambdakit invoke, lambdakit run (on this machine): the defaults
-      go run ./functions/payment/demo local -env-file local-env.json
+      go run ./functions/payment/demo local -env-file bin/local-env.json
   sam local invoke, Docker Desktop (macOS, Windows): host.docker.internal
   reaches the host's loopback, so the servers stay on 127.0.0.1
-      go run ./functions/payment/demo local -env-host host.docker.internal -env-file sam-env.json
+      go run ./functions/payment/demo local -env-host host.docker.internal -env-file bin/sam-env.json
   sam local invoke, Linux: a container reaches the host through the Docker
   bridge's gateway address (usually 172.17.0.1; 'docker network inspect
   bridge' shows it), not its loopback, so listen there
-      go run ./functions/payment/demo local -listen 172.17.0.1 -env-file sam-env.json
+      go run ./functions/payment/demo local -listen 172.17.0.1 -env-file bin/sam-env.json
 
 events/env.json is the file for sam local with the default ports and
 host.docker.internal; on Linux add --add-host host.docker.internal:172.17.0.1
-to 'sam local invoke' and start this with -listen 172.17.0.1.
+to 'sam local invoke' and start this with -listen 172.17.0.1. bin/ is
+ignored by git ('make build' makes it); -env-file needs its folder to exist.
 
 Flags:
 `
+
+// The default ports: in neither nmap's list of services (derived from
+// IANA's registry and nmap's scans) nor /etc/services, unlike 5000 (macOS's
+// AirPlay Receiver, UPnP) and 8080 (HTTP proxies, dev servers), and below
+// the ports Linux (32768 and up), macOS and Windows (49152 and up) hand out
+// to outgoing connections. events/env.json names them.
+const (
+	defaultMotoPort    = 7460
+	defaultGatewayPort = 7461
+)
 
 // Physical table names for the template's logical IDs, as in events/env.json.
 var localTables = map[string]string{
@@ -71,8 +86,8 @@ type localCommand struct {
 func (c *localCommand) parse(args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "local", localUsage, "")
 	fs.StringVar(&c.listen, "listen", loopback, "the IP `address` moto_server and the gateway listen on: 127.0.0.1 for this machine only, the Docker bridge's address (172.17.0.1) for sam local on Linux, 0.0.0.0 for every interface")
-	fs.IntVar(&c.motoPort, "moto-port", 5000, "moto_server's `port` (0: a free one)")
-	fs.IntVar(&c.gatewayPort, "gateway-port", 8080, "the sandbox gateway's `port` (0: a free one)")
+	fs.IntVar(&c.motoPort, "moto-port", defaultMotoPort, "moto_server's `port` (0: a free one)")
+	fs.IntVar(&c.gatewayPort, "gateway-port", defaultGatewayPort, "the sandbox gateway's `port` (0: a free one)")
 	fs.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
 	fs.StringVar(&c.envFile, "env-file", "", "write the function's environment to `FILE` instead of standard output")
 	fs.StringVar(&c.envHost, "env-host", "", "the `host` the environment's endpoints name (default: the -listen address, or 127.0.0.1 with 0.0.0.0)")
@@ -178,15 +193,36 @@ func (c *localCommand) Run(ctx context.Context, args []string) error {
 		if err := os.WriteFile(c.envFile, env, 0o644); err != nil {
 			return cmdline.CannotRun(err)
 		}
-		fmt.Fprintf(c.stderr, "demo local: wrote the function's environment (endpoints on %s) to %s, for 'lambdakit invoke -env-file %[2]s' or 'sam local invoke --env-vars %[2]s'\n",
-			c.envHost, c.envFile)
+		fmt.Fprintf(c.stderr, "demo local: wrote the function's environment (endpoints on %s) to %s\n", c.envHost, c.envFile)
 	} else {
 		c.stdout.Write(env)
 		fmt.Fprintf(c.stderr, "demo local: the function's environment (endpoints on %s) is on standard output; -env-file FILE writes it to a file\n", c.envHost)
 	}
+	defaultPorts := l.motoPort == defaultMotoPort && l.gatewayPort == defaultGatewayPort
+	fmt.Fprintf(c.stderr, "demo local: %s\n", envUse(c.envHost, cmp.Or(c.envFile, "FILE"), defaultPorts))
 	fmt.Fprintln(c.stderr, "demo local: Ctrl-C stops everything.")
 	<-ctx.Done()
 	return nil
+}
+
+// envUse says what an environment whose endpoints name host, written to
+// file, is for. On loopback it is for the tools that run the function on
+// this machine: a sam local container has a loopback of its own, and
+// reaches this machine only by another name (-env-host) or address
+// (-listen). events/env.json is offered for sam local only when the
+// servers are on its ports, the defaults.
+func envUse(host, file string, defaultPorts bool) string {
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		samFile := ""
+		if defaultPorts {
+			samFile = "use events/env.json, or "
+		}
+		return fmt.Sprintf("it is for 'lambdakit invoke -env-file %[1]s' and 'lambdakit run -env-file %[1]s' on this machine, "+
+			"not for 'sam local invoke', whose container cannot reach %[2]s here: for that, %[3]swrite a file "+
+			"with -env-host host.docker.internal (Docker Desktop) or -listen 172.17.0.1 (Docker on Linux, the bridge's address)",
+			file, host, samFile)
+	}
+	return fmt.Sprintf("it is for 'sam local invoke --env-vars %s', whose container must reach this machine as %s", file, host)
 }
 
 // envMap turns KEY=value pairs into a map, for the env file's JSON.

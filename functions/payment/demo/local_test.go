@@ -112,6 +112,25 @@ func TestLocalWritesTheEnvFileAndPrintsNothingElse(t *testing.T) {
 	if !strings.Contains(r.stderr.String(), "wrote the function's environment") {
 		t.Errorf("stderr does not say where the environment went:\n%s", r.stderr.String())
 	}
+	// Endpoints on 127.0.0.1 are for the tools on this machine: a sam
+	// local container cannot reach them, and the message says what can.
+	for _, want := range []string{
+		"for 'lambdakit invoke -env-file " + path + "'",
+		"not for 'sam local invoke'",
+		"-env-host host.docker.internal",
+		"-listen 172.17.0.1",
+	} {
+		if !strings.Contains(r.stderr.String(), want) {
+			t.Errorf("stderr:\n%s\nwant it to say %q", r.stderr.String(), want)
+		}
+	}
+	// events/env.json names the default ports, not these free ones.
+	if strings.Contains(r.stderr.String(), "events/env.json") {
+		t.Errorf("stderr offers events/env.json, whose ports are not the ones in use:\n%s", r.stderr.String())
+	}
+	if strings.Contains(r.stderr.String(), "sam local invoke --env-vars "+path) {
+		t.Errorf("stderr offers %s to sam local invoke, whose container cannot reach 127.0.0.1:\n%s", path, r.stderr.String())
+	}
 
 	r.interrupt(t)
 	if r.code != 0 {
@@ -182,17 +201,21 @@ func TestEventsEnvJSONMatchesLocal(t *testing.T) {
 		"-template", "../../../template.yaml", "-env-file", path)
 	r.waitReady(t)
 	written := readEnvFile(t, path)["PaymentFunction"]
+	// An environment that names host.docker.internal is for sam local.
+	if want := "it is for 'sam local invoke --env-vars " + path + "'"; !strings.Contains(r.stderr.String(), want) {
+		t.Errorf("stderr:\n%s\nwant it to say %q", r.stderr.String(), want)
+	}
 	// The ports the file would name with the defaults, which -h shows.
 	help := demo(t, nil, "local", "-h")
-	for _, want := range []string{"moto_server's port (0: a free one) (default 5000)", "the sandbox gateway's port (0: a free one) (default 8080)"} {
+	for _, want := range []string{"moto_server's port (0: a free one) (default 7460)", "the sandbox gateway's port (0: a free one) (default 7461)"} {
 		if !strings.Contains(help.stderr.String(), want) {
 			t.Fatalf("local -h does not say %q:\n%s", want, help.stderr.String())
 		}
 	}
 	_, motoPort := endpoint(t, written["AWS_ENDPOINT_URL"])
 	_, gwPort := endpoint(t, written["PAYMENT_GATEWAY_URL"])
-	written["AWS_ENDPOINT_URL"] = strings.Replace(written["AWS_ENDPOINT_URL"], ":"+strconv.Itoa(motoPort), ":5000", 1)
-	written["PAYMENT_GATEWAY_URL"] = strings.Replace(written["PAYMENT_GATEWAY_URL"], ":"+strconv.Itoa(gwPort), ":8080", 1)
+	written["AWS_ENDPOINT_URL"] = strings.Replace(written["AWS_ENDPOINT_URL"], ":"+strconv.Itoa(motoPort), ":7460", 1)
+	written["PAYMENT_GATEWAY_URL"] = strings.Replace(written["PAYMENT_GATEWAY_URL"], ":"+strconv.Itoa(gwPort), ":7461", 1)
 
 	shipped := readEnvFile(t, "../../../events/env.json")
 	if len(shipped) != 1 || shipped["PaymentFunction"] == nil {
@@ -267,5 +290,48 @@ func TestLocalBusyPort(t *testing.T) {
 				t.Errorf("moto_server was started:\n%s", stderr)
 			}
 		})
+	}
+}
+
+// The default ports stay clear of the ones that other programs on a
+// developer's machine commonly hold: macOS's AirPlay Receiver (5000,
+// 7000), HTTP proxies and dev servers (3000, 8000, 8080, 8443, 8888, 9000),
+// LocalStack (4566), DynamoDB Local (8000). The services this machine
+// names in /etc/services are checked too.
+func TestLocalDefaultPortsAvoidCommonServices(t *testing.T) {
+	help := demo(t, nil, "local", "-h").stderr.String()
+	var ports []int
+	for _, flag := range []string{"moto_server's port (0: a free one) (default ", "the sandbox gateway's port (0: a free one) (default "} {
+		_, rest, ok := strings.Cut(help, flag)
+		digits, _, _ := strings.Cut(rest, ")")
+		port, err := strconv.Atoi(digits)
+		if !ok || err != nil {
+			t.Fatalf("local -h has no %q with a number:\n%s", flag, help)
+		}
+		ports = append(ports, port)
+	}
+	taken := map[int]string{3000: "dev servers", 4566: "LocalStack", 5000: "AirPlay Receiver (macOS), UPnP", 5001: "AirPlay",
+		7000: "AirPlay Receiver (macOS)", 8000: "DynamoDB Local, dev servers", 8080: "HTTP proxies, dev servers", 8443: "HTTPS alternate",
+		8888: "Jupyter", 9000: "PHP-FPM, MinIO"}
+	if b, err := os.ReadFile("/etc/services"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+				continue
+			}
+			if p, proto, ok := strings.Cut(f[1], "/"); ok && proto == "tcp" {
+				if n, err := strconv.Atoi(p); err == nil {
+					taken[n] = f[0] + " (/etc/services)"
+				}
+			}
+		}
+	}
+	for _, p := range ports {
+		if who, ok := taken[p]; ok {
+			t.Errorf("default port %d is %s's", p, who)
+		}
+		if p < 1024 || p >= 32768 {
+			t.Errorf("default port %d: want 1024-32767, below the ports systems hand out to outgoing connections", p)
+		}
 	}
 }

@@ -20,12 +20,16 @@ type stdio struct {
 	environ        []string // KEY=value, as os.Environ returns it
 }
 
-// run runs the story, or local when args start with "local", and returns
-// the exit status.
+// run runs the story, or local or deploy when args start with their name,
+// and returns the exit status.
 func run(ctx context.Context, std stdio, args []string) int {
 	if len(args) > 0 && args[0] == "local" {
 		err := (&localCommand{stdio: std}).Run(ctx, args[1:])
 		return cmdline.ExitStatus(std.stderr, "demo local", prog+" local -h", err)
+	}
+	if len(args) > 0 && args[0] == "deploy" {
+		err := (&deployCommand{stdio: std}).Run(ctx, args[1:])
+		return cmdline.ExitStatus(std.stderr, "demo deploy", prog+" deploy -h", err)
 	}
 	err := (&demoCommand{stdio: std}).Run(ctx, args)
 	return cmdline.ExitStatus(std.stderr, "demo", prog+" -h", err)

@@ -184,14 +184,32 @@ type demo struct {
 	logs   logline.Buffer // the function's output for the current act
 
 	// The function's metrics lines (CloudWatch Embedded Metric Format,
-	// one per invocation), added up over the demo.
+	// one per invocation), added up over the demo, each metric in the
+	// order the lines declare it.
 	metrics     map[string]float64
+	metricNames []string
 	invocations int
+	// The messages' lines, added up: the function logs at DEBUG here
+	// (newRunner), so that every message has its line.
+	logged struct{ records, done, duplicates, failed int }
 }
 
-// tally adds up the counts of the metrics lines among lines.
+// tally adds up the counts of the metrics lines among lines, and the
+// messages' own lines.
 func (d *demo) tally(lines []map[string]any) {
 	for _, l := range lines {
+		if msg, _ := l["msg"].(string); strings.HasPrefix(msg, "message ") && l["messageId"] != nil {
+			d.logged.records++
+			switch {
+			case msg != "message done":
+				d.logged.failed++
+			case l["outcome"] == "duplicate" || l["outcome"] == "replayed":
+				d.logged.duplicates++
+				d.logged.done++
+			default:
+				d.logged.done++
+			}
+		}
 		aws, ok := l["_aws"].(map[string]any)
 		if !ok {
 			continue
@@ -207,6 +225,9 @@ func (d *demo) tally(lines []map[string]any) {
 				m, _ := def.(map[string]any)
 				name, _ := m["Name"].(string)
 				if v, ok := l[name].(float64); ok && m["Unit"] == "Count" {
+					if _, seen := d.metrics[name]; !seen {
+						d.metricNames = append(d.metricNames, name)
+					}
 					d.metrics[name] += v
 				}
 			}
@@ -214,26 +235,21 @@ func (d *demo) tally(lines []map[string]any) {
 	}
 }
 
-// metricsSummary prints the metrics the function reported, added up.
+// metricsSummary prints what the messages' lines told, and the metrics the
+// function reported, added up.
 func (d *demo) metricsSummary() {
+	if l := d.logged; l.records > 0 {
+		fmt.Fprintf(d.out, "   log (a line per message at DEBUG): %d lines: %d done (%d skipped as duplicates), %d failed\n",
+			l.records, l.done, l.duplicates, l.failed)
+	}
 	if d.invocations == 0 {
 		return
 	}
-	m := d.metrics
-	fmt.Fprintf(d.out, "   metrics (%d invocations' EMF lines, namespace lambdakit): %.0f records, %.0f succeeded, %.0f failed\n",
-		d.invocations, m["Records"], m["Succeeded"], m["Failed"])
-	var reasons []string
-	for name, v := range m {
-		if r, ok := strings.CutPrefix(name, "Failed"); ok && r != "" && v > 0 {
-			reasons = append(reasons, fmt.Sprintf("%s %.0f", r, v))
-		}
+	var counts []string
+	for _, name := range d.metricNames {
+		counts = append(counts, fmt.Sprintf("%s %.0f", name, d.metrics[name]))
 	}
-	sort.Strings(reasons)
-	if len(reasons) > 0 {
-		fmt.Fprintf(d.out, "      failed by reason: %s\n", strings.Join(reasons, ", "))
-	}
-	fmt.Fprintf(d.out, "      duplicates skipped: %.0f found in the table, %.0f in the warm container's cache; %.0f results replayed\n",
-		m["DuplicatesFromStore"], m["DuplicatesFromCache"], m["Replayed"])
+	fmt.Fprintf(d.out, "   metrics (%d invocations' EMF lines, namespace lambdakit): %s\n", d.invocations, strings.Join(counts, ", "))
 }
 
 func (d *demo) start(ctx context.Context, bootstrap, template string, environ []string) error {
@@ -259,6 +275,10 @@ func (d *demo) newRunner(bootstrap string, timeout time.Duration, environ []stri
 		o.Timeout = timeout
 		o.MemoryMB = 256
 		o.LogFormat = "JSON"
+		// DEBUG: a line for every message, which the demo reads to tell
+		// what became of it. At Lambda's default level, INFO, a message
+		// that succeeds has no line.
+		o.LogLevel = "DEBUG"
 		// The shell's endpoint variables are left out: the function talks
 		// to the demo's moto_server only.
 		o.Env = append(withoutEndpoints(environ), d.functionEnv(loopback)...)
@@ -371,7 +391,7 @@ func (d *demo) awaitLines(recs []events.SQSMessage) {
 		told := map[string]bool{}
 		for _, l := range d.logs.Objects() {
 			msg, _ := l["msg"].(string)
-			if id, ok := l["messageId"].(string); ok && strings.HasPrefix(msg, "record ") {
+			if id, ok := l["messageId"].(string); ok && strings.HasPrefix(msg, "message ") {
 				told[id] = true
 			}
 		}

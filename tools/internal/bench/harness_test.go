@@ -9,7 +9,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 	"github.com/lambdakit/lambdakit/tools/internal/bench"
 )
 
@@ -226,4 +228,74 @@ func TestBatchSizeAndDelayRowsCountWhatTheDesignSays(t *testing.T) {
 			t.Errorf("the gateway got %d requests; want %d", got, want)
 		}
 	})
+}
+
+// The interleaved first-delivery CPU comparison, on a small run: every
+// round runs both functions on new payments, the first of a round
+// alternating, and measures each one's CPU; nothing fails.
+func TestFirstDeliveryCPUInterleaves(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w := newWorld(t, ctx)
+	h := &bench.Harness{Stack: w.stack, Concurrency: 2, Timeout: 30 * time.Second}
+	gw0 := w.stack.Gateway.Requests()
+	const rounds, records = 3, 20
+	c, err := h.FirstDeliveryCPU(ctx, [2]bench.Impl{w.impls[0], w.impls[1]}, [2]*bench.Payments{w.pays[0], w.pays[1]}, rounds, records, testBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Round) != rounds || len(c.Ratios()) != rounds || c.FailedTotal() != 0 {
+		t.Fatalf("got %d rounds, %d failed; want %d, none failed", len(c.Round), c.FailedTotal(), rounds)
+	}
+	for i, r := range c.Round {
+		if want := []string{"lambdakit", "bare"}[i%2]; r.First != want {
+			t.Errorf("round %d: %s first; want %s (the order alternates)", i+1, r.First, want)
+		}
+		if r.CPU["lambdakit"] <= 0 || r.CPU["bare"] <= 0 {
+			t.Errorf("round %d: CPU %v; want both measured", i+1, r.CPU)
+		}
+	}
+	if m := c.MedianRatio(); m <= 0 || c.PooledRatio() <= 0 {
+		t.Errorf("median ratio %v, pooled %v; want both positive", m, c.PooledRatio())
+	}
+	// Each function: a warm-up batch per container, the comparison's
+	// warm-up, then a charge per record.
+	if got, want := w.stack.Gateway.Requests()-gw0, 2*(2*testBatch+c.Warmup+rounds*records); c.Warmup <= 0 || got != want {
+		t.Errorf("the gateway got %d requests; want %d: every record a new payment", got, want)
+	}
+}
+
+// What each bootstrap writes for a healthy batch of 10 new payments at
+// Lambda's default level: the payment function its metrics line only
+// (docs/operations.md, "What a batch writes"), the floor nothing. The CPU
+// comparison measures what this costs.
+func TestHealthyBatchOutputAtTheDefaultLevel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w := newWorld(t, ctx)
+	for i, im := range w.impls {
+		var out lambdakittest.LogBuffer
+		r, err := runtimeapi.NewRunner(im.Path, func(o *runtimeapi.RunnerOptions) {
+			o.FunctionName = "bench-" + im.Name
+			o.Timeout = 30 * time.Second
+			o.LogFormat = "JSON" // as template.yaml; ApplicationLogLevel INFO, Lambda's default
+			o.Env = im.Env
+			o.Stdout, o.Stderr = &out, &out
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		event, _ := json.Marshal(events.SQSEvent{Records: w.pays[i].Take(testBatch)})
+		res, err := r.Invoke(ctx, event)
+		r.Close() // waits for the process: its output is all in
+		if err != nil || res.Outcome != runtimeapi.OutcomeSuccess {
+			t.Fatalf("%s: %v, %v", im.Name, res.Outcome, err)
+		}
+		lines := out.Lines(t)
+		want := map[string]int{"lambdakit": 1, "bare": 0}[im.Name]
+		if len(lines) != want || (want == 1 && lines[0]["_aws"] == nil) {
+			t.Errorf("%s wrote %d lines for a healthy batch of %d; want %d (lambdakit: its metrics line only):\n%s",
+				im.Name, len(lines), testBatch, want, out.String())
+		}
+	}
 }

@@ -42,6 +42,9 @@ var microNames = map[string]struct {
 	"Batch10NewKeys":               {"batch adapter + idempotent path, new key (batch of 10)", 10},
 	"Batch10NewKeysNoMetrics":      {"the same without the metrics line: Batch10NewKeys − this is the metrics' cost per record", 10},
 	"Batch10Duplicates":            {"batch adapter + idempotent path, duplicate (batch of 10)", 10},
+	"Batch10LogInfo":               {"batch adapter alone, records that succeed, at INFO: no line per record", 10},
+	"Batch10LogOff":                {"the same with a logger that discards everything: LogInfo − this is what the disabled DEBUG lines cost", 10},
+	"Batch10LogDebug":              {"the same at DEBUG: a \"message done\" line per record", 10},
 }
 
 // PrintMicro prints the micro benchmarks per record.
@@ -368,4 +371,40 @@ func spread(ds []time.Duration) string {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return fmt.Sprintf("%s (%s – %s)", ms(median(s)), ms(s[0]), ms(s[len(s)-1]))
+}
+
+// PrintCPU prints the interleaved first-delivery CPU comparison: each
+// round, then the median and pooled ratios against the 1.05× target.
+func PrintCPU(w io.Writer, c CPUComparison) {
+	if len(c.Round) == 0 {
+		return
+	}
+	a, b := c.Impls[0], c.Impls[1]
+	fmt.Fprintf(w, "### First delivery: CPU per record, %s against %s, interleaved\n\n", a, b)
+	fmt.Fprintf(w, "%d rounds of %d new payments per function, in batches of %d, on %d warm containers per function kept for every round (warmed up with %d payments first, not measured); "+
+		"the two functions take turns, the first of a round alternating. CPU is the function processes' CPU time over the round, from the kernel "+
+		"(/proc/<pid>/task/*/schedstat), so that neither waiting on moto nor a busy core counts. The target is held to the median of the rounds' ratios. "+
+		"Load average (1, 5, 15 min) before: %s; after: %s.\n\n",
+		c.Rounds, c.Records, c.BatchSize, c.Concurrency, c.Warmup, c.LoadBefore, c.LoadAfter)
+	fmt.Fprintf(w, "| round | first | %s CPU µs/record | %s CPU µs/record | ratio | failed | load (1 min) |\n", a, b)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for i, r := range c.Round {
+		load := r.Load
+		if f := strings.Fields(load); len(f) > 0 {
+			load = f[0]
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %d | %s |\n", i+1, r.First,
+			num(float64(c.PerRecord(r, a).Nanoseconds())/1e3, 0), num(float64(c.PerRecord(r, b).Nanoseconds())/1e3, 0),
+			ratio(float64(r.CPU[a]), float64(r.CPU[b])), r.Failed[a]+r.Failed[b], load)
+	}
+	rs := c.Ratios()
+	slices.Sort(rs)
+	fmt.Fprintf(w, "\nOver every round: %s %s and %s %s µs/record; ratio median %s (rounds %s – %s), pooled %s. "+
+		"Target: at most 1.05×, on the median: %s.\n\n",
+		a, num(float64(c.Total(a).Nanoseconds())/1e3, 0), b, num(float64(c.Total(b).Nanoseconds())/1e3, 0),
+		num(c.MedianRatio(), 3)+"×", num(rs[0], 3)+"×", num(rs[len(rs)-1], 3)+"×", num(c.PooledRatio(), 3)+"×",
+		map[bool]string{true: "met", false: "not met"}[c.MedianRatio() <= 1.05])
+	if n := c.FailedTotal(); n > 0 {
+		fmt.Fprintf(w, "%d records failed: the rounds measured more than first deliveries.\n\n", n)
+	}
 }

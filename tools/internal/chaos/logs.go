@@ -9,9 +9,11 @@ import (
 )
 
 // The function's log lines the run reads, as lambdakit's batch writes
-// them: one line per record, "message done" with its outcome, or "record
-// failed" with a reason code; a failure for a lost lease also carries a
-// LeaseLost count (the Embedded Metric Format), once per lost lease.
+// them at DEBUG, the level the run gives the function: one line per
+// record, "message done" with its outcome (at DEBUG only), or "message
+// failed" with a reason code (at every level); a failure for a lost lease
+// also carries a LeaseLost count (the Embedded Metric Format), once per
+// lost lease.
 const (
 	msgDone   = "message done"
 	msgFailed = "message failed"

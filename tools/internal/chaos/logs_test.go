@@ -17,7 +17,8 @@ import (
 // and failed records with their reasons.
 func TestLogStatsReadsLambdakitLines(t *testing.T) {
 	stats := newLogStats(nil)
-	logger := slog.New(slog.NewJSONHandler(stats.sink(0), nil))
+	// DEBUG, as the run sets it: a duplicate's line is a DEBUG line.
+	logger := slog.New(slog.NewJSONHandler(stats.sink(0), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	store := &lambdakittest.MemoryStore{}
 	// Each call makes a container of its own, with its own clock: within
 	// one, a second message with the key would wait for the first.

@@ -317,6 +317,10 @@ func (r *run) setup(ctx context.Context, bootstrap string) error {
 			ro.Timeout = o.FunctionTimeout
 			ro.MemoryMB = 256
 			ro.LogFormat = "JSON"
+			// DEBUG: a line for every message, duplicates included, which
+			// the log reader counts (logs.go); at INFO a message that
+			// succeeds has no line.
+			ro.LogLevel = "DEBUG"
 			ro.Env = env
 			ro.Stdout, ro.Stderr = sink, sink
 		})

@@ -1,0 +1,246 @@
+package lambdakit_test
+
+// Poison messages: a message whose body or key lambdakit itself cannot get
+// past fails permanently by default, so that with a dead-letter sender it
+// goes to the DLQ on its first delivery and does not hold its FIFO group
+// back; without one it fails and comes back, as it always did.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/storetest"
+)
+
+const poisonPrefix = "poison"
+
+func poisonPrefixed(o *lambdakit.Options) { o.Prefix = poisonPrefix }
+
+// poisonFixture is a Batch over Idempotent(KeyFromField("payment_id")) and
+// a typed charger, on a memory store that already holds pay_m (amount 1,
+// completed) and pay_busy (in progress in another invocation).
+type poisonFixture struct {
+	store   *lambdakittest.MemoryStore
+	charged *testenv.Counter
+	h       lambdakit.Handler
+}
+
+func newPoisonFixture(t *testing.T) *poisonFixture {
+	t.Helper()
+	f := &poisonFixture{store: &lambdakittest.MemoryStore{}, charged: &testenv.Counter{}}
+	f.h = idempotent(f.store, charger(f.charged), poisonPrefixed)
+	if _, err := handle(t, f.h, lambdakittest.Message(paymentBody("pay_m", 1))); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	busy := lambdakit.IdempotencyRecord{
+		ID: lambdakit.RecordID(poisonPrefix, "pay_busy"), Status: lambdakit.StatusInProgress,
+		Expiration: now.Add(time.Hour), InProgressExpiration: now.Add(time.Hour), Lease: "another invocation",
+	}
+	if _, ok, err := f.store.Acquire(context.Background(), busy, now); err != nil || !ok {
+		t.Fatalf("holding pay_busy: %v, %v", ok, err)
+	}
+	return f
+}
+
+// poisonMessages are one message for each error no redelivery can mend.
+func poisonMessages() map[string]events.SQSMessage {
+	return map[string]events.SQSMessage{
+		"ErrDecode":          lambdakittest.Message(`{"payment_id":"pay_d","amount":"ten"}`),
+		"ErrInvalidKey":      lambdakittest.Message(`payment_id=pay_x`),
+		"ErrNoKey":           lambdakittest.Message(`{"amount":1}`),
+		"ErrPayloadMismatch": lambdakittest.Message(paymentBody("pay_m", 2)),
+	}
+}
+
+// idsOf returns the message IDs of msgs, sorted.
+func idsOf(msgs map[string]events.SQSMessage) []string {
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.MessageId)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func TestPoisonGoesToTheDeadLetterQueueByDefault(t *testing.T) {
+	f := newPoisonFixture(t)
+	dlq := &deadLetters{}
+	batch, _ := newBatch(f.h, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+	poison := poisonMessages()
+	busy := lambdakittest.Message(paymentBody("pay_busy", 1)) // ErrInProgress: may pass later
+	good := lambdakittest.Message(paymentBody("pay_ok", 1))
+	msgs := append([]events.SQSMessage{busy, good}, slices.Collect(maps.Values(poison))...)
+	resp, err := batch(batchCtx(t), lambdakittest.Event(msgs...))
+	if err != nil {
+		t.Fatalf("batch error %v; want none", err)
+	}
+	wantFailed(t, resp, busy.MessageId)
+	got := dlq.ids()
+	slices.Sort(got)
+	if want := idsOf(poison); !slices.Equal(got, want) {
+		t.Errorf("dead letters %q; want the poison messages %q", got, want)
+	}
+	if n := f.charged.Count("pay_ok"); n != 1 {
+		t.Errorf("pay_ok charged %d times; want 1", n)
+	}
+}
+
+// A store that fails is not poison: the message comes back, and no
+// dead-letter sender sees it.
+func TestStoreErrorIsNotPoison(t *testing.T) {
+	store := &storetest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 1, Seed: 1}
+	dlq := &deadLetters{}
+	batch, log := newBatch(idempotent(store, charger(&testenv.Counter{})), func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+	m := lambdakittest.Message(paymentBody("pay_s", 1))
+	resp, _ := batch(batchCtx(t), lambdakittest.Event(m))
+	wantFailed(t, resp, m.MessageId)
+	if got := dlq.ids(); len(got) != 0 {
+		t.Errorf("dead letters %q; want none", got)
+	}
+	if got := log.byMessageID(t)[m.MessageId]["reasonCode"]; got != string(lambdakit.ReasonStoreError) {
+		t.Errorf("reasonCode %v; want %s", got, lambdakit.ReasonStoreError)
+	}
+}
+
+// In a FIFO group, a poison message no longer holds the messages after it
+// back until maxReceiveCount: it goes to the DLQ, and the group goes on.
+func TestPoisonDoesNotHoldItsFIFOGroupBack(t *testing.T) {
+	f := newPoisonFixture(t)
+	dlq := &deadLetters{}
+	batch, _ := newBatch(f.h, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+	bad := lambdakittest.Message(`{"payment_id":"pay_g1","amount":"ten"}`, lambdakittest.InGroup("cus_A"))
+	next := lambdakittest.Message(paymentBody("pay_g2", 1), lambdakittest.InGroup("cus_A"))
+	resp, err := batch(batchCtx(t), lambdakittest.Event(bad, next))
+	if err != nil {
+		t.Fatalf("batch error %v; want none", err)
+	}
+	wantFailed(t, resp)
+	if got := dlq.ids(); !slices.Equal(got, []string{bad.MessageId}) {
+		t.Errorf("dead letters %q; want %q", got, bad.MessageId)
+	}
+	if n := f.charged.Count("pay_g2"); n != 1 {
+		t.Errorf("the message after the poison one charged %d times; want 1", n)
+	}
+}
+
+// Without a dead-letter sender nothing changes: poison fails, is reported,
+// and comes back, with the reason it always had, until the queue's redrive
+// policy moves it.
+func TestPoisonWithoutDeadLetterQueueFailsAsBefore(t *testing.T) {
+	f := newPoisonFixture(t)
+	batch, log := newBatch(f.h)
+	poison := poisonMessages()
+	resp, _ := batch(batchCtx(t), lambdakittest.Event(slices.Collect(maps.Values(poison))...))
+	var failed []string
+	for _, x := range resp.BatchItemFailures {
+		failed = append(failed, x.ItemIdentifier)
+	}
+	slices.Sort(failed)
+	if want := idsOf(poison); !slices.Equal(failed, want) {
+		t.Errorf("failed %q; want every poison message %q", failed, want)
+	}
+	lines := log.byMessageID(t)
+	for name, want := range map[string]lambdakit.Reason{
+		"ErrDecode": lambdakit.ReasonHandlerError, "ErrInvalidKey": lambdakit.ReasonNoKey,
+		"ErrNoKey": lambdakit.ReasonNoKey, "ErrPayloadMismatch": lambdakit.ReasonPayloadMismatch,
+	} {
+		line := lines[poison[name].MessageId]
+		if line["reasonCode"] != string(want) || line["outcome"] != "failed" {
+			t.Errorf("%s: reasonCode %v, outcome %v; want %s, failed", name, line["reasonCode"], line["outcome"], want)
+		}
+	}
+}
+
+// Setting IsPermanent to lambdakit.IsPermanent opts out: only errors marked
+// with Permanent go to the DLQ, and poison comes back as it did before.
+func TestPoisonOptOut(t *testing.T) {
+	f := newPoisonFixture(t)
+	dlq := &deadLetters{}
+	batch, _ := newBatch(f.h, func(o *lambdakit.BatchOptions) {
+		o.DeadLetters = dlq
+		o.IsPermanent = lambdakit.IsPermanent
+	})
+	poison := poisonMessages()
+	resp, _ := batch(batchCtx(t), lambdakittest.Event(slices.Collect(maps.Values(poison))...))
+	if len(resp.BatchItemFailures) != len(poison) {
+		t.Errorf("failed %v; want every poison message", resp.BatchItemFailures)
+	}
+	if got := dlq.ids(); len(got) != 0 {
+		t.Errorf("dead letters %q; want none", got)
+	}
+	marked := lambdakittest.Message("poison marked")
+	batch, _ = newBatch(failPoison, func(o *lambdakit.BatchOptions) {
+		o.DeadLetters = dlq
+		o.IsPermanent = lambdakit.IsPermanent
+	})
+	if resp, err := batch(batchCtx(t), lambdakittest.Event(marked)); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("a message marked Permanent: %v, %v; want it sent to the DLQ", resp.BatchItemFailures, err)
+	}
+}
+
+func TestIsPoison(t *testing.T) {
+	ctx := context.Background()
+	store := &lambdakittest.MemoryStore{}
+	once := lambdakit.NewOnce(store, quiet)
+	if _, err := once.Do(ctx, "k", []byte(`{"a":1}`), func(context.Context) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, mismatch := once.Do(ctx, "k", []byte(`{"a":2}`), func(context.Context) ([]byte, error) { return nil, nil })
+	_, emptyKey := once.Do(ctx, "", nil, func(context.Context) ([]byte, error) { return nil, nil })
+	_, decode := lambdakit.Typed(func(context.Context, payment) error { return nil }).Handle(ctx, &events.SQSMessage{Body: `{"amount":"ten"}`})
+	_, invalid := lambdakit.KeyFromField("id")(&events.SQSMessage{Body: `not json`})
+	_, noKey := lambdakit.KeyFromField("id")(&events.SQSMessage{Body: `{}`})
+	_, inProgress := lambdakit.NewOnce(heldStore{store}, quiet).Do(ctx, "busy", nil, func(context.Context) ([]byte, error) { return nil, nil })
+	_, storeErr := lambdakit.NewOnce(&storetest.FaultyStore{Store: store, Rate: 1, Seed: 1}, quiet).Do(ctx, "s", nil,
+		func(context.Context) ([]byte, error) { return nil, nil })
+
+	for name, c := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"ErrDecode":                 {decode, true},
+		"ErrInvalidKey":             {invalid, true},
+		"ErrNoKey":                  {noKey, true},
+		"ErrNoKey from Do":          {emptyKey, true},
+		"ErrPayloadMismatch":        {mismatch, true},
+		"wrapped":                   {fmt.Errorf("handler: %w", decode), true},
+		"ErrInProgress":             {inProgress, false},
+		"a store error":             {storeErr, false},
+		"ErrThrottled":              {lambdakit.ErrThrottled, false},
+		"ErrLeaseLost":              {lambdakit.ErrLeaseLost, false},
+		"the deadline":              {context.DeadlineExceeded, false},
+		"cancelled at the deadline": {fmt.Errorf("%w: %w", lambdakit.ErrCancelledAtDeadline, errors.New("slow")), false},
+		"ErrNotStarted":             {lambdakit.ErrNotStarted, false},
+		"ErrSkipped":                {lambdakit.ErrSkipped, false},
+		"a handler's error":         {errors.New("gateway down"), false},
+		"marked Permanent":          {lambdakit.Permanent(errBadFormat), false},
+		"a panic with ErrDecode":    {&lambdakit.PanicError{Value: decode}, false},
+		"nil":                       {nil, false},
+	} {
+		if c.err == nil && name != "nil" {
+			t.Fatalf("%s: no error to test", name)
+		}
+		if got := lambdakit.IsPoison(c.err); got != c.want {
+			t.Errorf("IsPoison(%s: %v) = %v; want %v", name, c.err, got, c.want)
+		}
+	}
+}
+
+// heldStore answers every Acquire with a record in progress under another
+// lease.
+type heldStore struct{ lambdakit.Store }
+
+func (s heldStore) Acquire(_ context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	rec.Lease = "another invocation"
+	return rec, false, nil
+}

@@ -1,0 +1,59 @@
+package bench_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lambdakit/lambdakit/tools/internal/bench"
+)
+
+func cpuRounds(pairs ...[2]time.Duration) bench.CPUComparison {
+	c := bench.CPUComparison{Impls: [2]string{"lambdakit", "bare"}, Records: 100, Rounds: len(pairs), BatchSize: 10, Concurrency: 2,
+		LoadBefore: "1.00 1.00 1.00", LoadAfter: "2.00 1.00 1.00"}
+	for i, p := range pairs {
+		c.Round = append(c.Round, bench.CPURound{First: c.Impls[i%2], CPU: map[string]time.Duration{"lambdakit": p[0], "bare": p[1]},
+			Failed: map[string]int{}, Load: "1.50 1.00 1.00"})
+	}
+	return c
+}
+
+// The target is held to the median of the rounds' ratios, which one
+// spoiled round does not move; the pooled ratio is reported beside it.
+func TestCPUComparisonFigures(t *testing.T) {
+	ms := time.Millisecond
+	c := cpuRounds([2]time.Duration{104 * ms, 100 * ms}, [2]time.Duration{300 * ms, 100 * ms}, [2]time.Duration{100 * ms, 100 * ms})
+	if got := c.MedianRatio(); got != 1.04 {
+		t.Errorf("median ratio %v; want 1.04, the middle round's", got)
+	}
+	if got := c.PooledRatio(); got < 1.679 || got > 1.681 {
+		t.Errorf("pooled ratio %v; want 504/300", got)
+	}
+	if got := c.Total("lambdakit"); got != 504*ms/300 {
+		t.Errorf("lambdakit's CPU per record %v; want %v", got, 504*ms/300)
+	}
+	even := cpuRounds([2]time.Duration{110 * ms, 100 * ms}, [2]time.Duration{100 * ms, 100 * ms})
+	if got := even.MedianRatio(); got < 1.0499 || got > 1.0501 {
+		t.Errorf("median of two rounds %v; want their mean, 1.05", got)
+	}
+
+	var out bytes.Buffer
+	bench.PrintCPU(&out, c)
+	for _, want := range []string{
+		"| 1 | lambdakit | 1,040 | 1,000 | 1.04× | 0 | 1.50 |",
+		"| 2 | bare | 3,000 | 1,000 | 3.00× | 0 | 1.50 |",
+		"ratio median 1.040× (rounds 1.000× – 3.000×), pooled 1.680×",
+		"Target: at most 1.05×, on the median: met.",
+		"before: 1.00 1.00 1.00; after: 2.00 1.00 1.00",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	bench.PrintCPU(&out, cpuRounds([2]time.Duration{106 * ms, 100 * ms}))
+	if !strings.Contains(out.String(), "on the median: not met.") {
+		t.Errorf("a ratio of 1.06 reported as:\n%s", out.String())
+	}
+}
