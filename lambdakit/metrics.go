@@ -43,15 +43,18 @@ func (m *invocationMetrics) add(note *recordNote, err error) {
 	if m.detailed {
 		m.store = append(m.store, note.store...)
 	}
-	if err == nil && note.deadLettered != nil {
-		err = note.deadLettered // reported done to SQS, but a failure
-	}
-	if err != nil {
+	if err != nil || note.deadLettered != nil {
+		reason := ReasonPermanent
+		if err != nil {
+			reason = ReasonOf(err)
+		}
+		// Otherwise reported done to SQS, but a failure: a permanent one,
+		// as its log line says, whatever made it so (Permanent, or poison).
 		m.failed++
 		if m.failedBy == nil {
 			m.failedBy = map[Reason]int{}
 		}
-		m.failedBy[ReasonOf(err)]++
+		m.failedBy[reason]++
 		return
 	}
 	m.succeeded++

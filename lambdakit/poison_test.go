@@ -6,6 +6,7 @@ package lambdakit_test
 // back; without one it fails and comes back, as it always did.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -243,4 +244,29 @@ type heldStore struct{ lambdakit.Store }
 func (s heldStore) Acquire(_ context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	rec.Lease = "another invocation"
 	return rec, false, nil
+}
+
+// Poison sent to the dead-letter queue is counted as a permanent failure,
+// as its log line says (reasonCode Permanent): an alarm on the default
+// metric FailedPermanent must see it.
+func TestPoisonDeadLetteredCountsAsFailedPermanent(t *testing.T) {
+	f := newPoisonFixture(t)
+	poison := poisonMessages()
+	var out bytes.Buffer
+	batch, log := newBatch(f.h, func(o *lambdakit.BatchOptions) {
+		o.DeadLetters = &deadLetters{}
+		o.MetricsWriter = &out
+	})
+	if _, err := batch(batchCtx(t), lambdakittest.Event(slices.Collect(maps.Values(poison))...)); err != nil {
+		t.Fatalf("batch error %v; want none", err)
+	}
+	m := emfLine(t, bytes.TrimSpace(out.Bytes()))
+	if m["Failed"] != float64(len(poison)) || m["FailedPermanent"] != float64(len(poison)) {
+		t.Errorf("got Failed %v, FailedPermanent %v; want %d each", m["Failed"], m["FailedPermanent"], len(poison))
+	}
+	for name, msg := range poison {
+		if line := log.byMessageID(t)[msg.MessageId]; line["reasonCode"] != "Permanent" {
+			t.Errorf("%s: log line %v; want reasonCode Permanent", name, line)
+		}
+	}
 }
