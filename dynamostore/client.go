@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"time"
 
@@ -56,7 +57,8 @@ type ClientOptions struct {
 	// BaseBackoff and MaxBackoff shape the random wait between attempts.
 	// Defaults DefaultBaseBackoff and DefaultMaxBackoff.
 	BaseBackoff, MaxBackoff time.Duration
-	// AttemptTimeout bounds each attempt. Default DefaultAttemptTimeout.
+	// AttemptTimeout bounds each phase of an attempt: connecting, the TLS
+	// handshake, and waiting for the answer. Default DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
 	// MaxConns bounds the open connections. Default DefaultMaxConns.
 	MaxConns int
@@ -127,7 +129,18 @@ func WithLambdaDefaults(optFns ...func(*ClientOptions)) func(*dynamodb.Options) 
 			if b == nil {
 				b = awshttp.NewBuildableClient()
 			}
-			o.HTTPClient = b.WithTimeout(c.AttemptTimeout).WithTransportOptions(func(t *http.Transport) {
+			// The attempt timeout is the transport's, for each phase of
+			// an attempt (connect, TLS, waiting for the answer), not the
+			// http.Client's: a Client timeout sends every request down
+			// net/http's slow path (a goroutine, a timer and channels per
+			// request), the largest CPU cost per record above a bare SDK
+			// call. DynamoDB's answers are small; the context deadline
+			// bounds the rest.
+			o.HTTPClient = b.WithDialerOptions(func(d *net.Dialer) {
+				d.Timeout = c.AttemptTimeout
+			}).WithTransportOptions(func(t *http.Transport) {
+				t.TLSHandshakeTimeout = c.AttemptTimeout
+				t.ResponseHeaderTimeout = c.AttemptTimeout
 				t.MaxConnsPerHost = c.MaxConns
 				// Idle connections up to the same bound, so that a burst
 				// of calls reuses its connections instead of closing all
