@@ -1,14 +1,18 @@
 package dynamostore
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // Defaults of ClientOptions, chosen for a store inside a Lambda function
@@ -120,27 +124,25 @@ func WithLambdaDefaults(optFns ...func(*ClientOptions)) func(*dynamodb.Options) 
 			so.MaxAttempts = c.MaxAttempts
 			so.MaxBackoff = c.MaxBackoff
 			so.Backoff = jitterBackoff{base: c.BaseBackoff, max: c.MaxBackoff}
+			// An attempt that ran out of its own time is retried; the SDK
+			// would otherwise take it for the call's context ending.
+			so.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(retryTimedOutAttempt)}, so.Retryables...)
 			so.Retryables = append(so.Retryables, retry.IsErrorRetryableFunc(retryThrottledTransaction))
 		})
 		// A non-zero RetryMaxAttempts (from AWS_MAX_ATTEMPTS, say) would
 		// wrap the retryer above with another bound.
 		o.RetryMaxAttempts = 0
+		o.APIOptions = append(o.APIOptions, attemptDeadline(c.AttemptTimeout))
 		if b, ok := o.HTTPClient.(*awshttp.BuildableClient); ok || o.HTTPClient == nil {
 			if b == nil {
 				b = awshttp.NewBuildableClient()
 			}
-			// The attempt timeout is the transport's, for each phase of
-			// an attempt (connect, TLS, waiting for the answer), not the
-			// http.Client's: a Client timeout sends every request down
-			// net/http's slow path (a goroutine, a timer and channels per
-			// request), the largest CPU cost per record above a bare SDK
-			// call. DynamoDB's answers are small; the context deadline
-			// bounds the rest.
-			o.HTTPClient = b.WithDialerOptions(func(d *net.Dialer) {
-				d.Timeout = c.AttemptTimeout
-			}).WithTransportOptions(func(t *http.Transport) {
-				t.TLSHandshakeTimeout = c.AttemptTimeout
-				t.ResponseHeaderTimeout = c.AttemptTimeout
+			// The attempt timeout is a deadline on each attempt's context
+			// (attemptDeadline), not the http.Client's Timeout: a Client
+			// timeout sends every request down net/http's slow path (a
+			// goroutine, a timer and channels per request), the largest
+			// CPU cost per record above a bare SDK call.
+			o.HTTPClient = b.WithTransportOptions(func(t *http.Transport) {
 				t.MaxConnsPerHost = c.MaxConns
 				// Idle connections up to the same bound, so that a burst
 				// of calls reuses its connections instead of closing all
@@ -150,6 +152,47 @@ func WithLambdaDefaults(optFns ...func(*ClientOptions)) func(*dynamodb.Options) 
 			})
 		}
 	}
+}
+
+// attemptDeadline bounds each attempt, from connecting to reading the
+// answer's body, with a deadline on the attempt's context. It runs after the
+// retryer, so that a timed-out attempt is retried (context.DeadlineExceeded
+// is a timeout error) while the call's own context keeps its deadline.
+func attemptDeadline(d time.Duration) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("lambdakitAttemptDeadline",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				actx, cancel := context.WithTimeout(ctx, d)
+				defer cancel() // after the answer is read: deserialising is further down this call
+				out, md, err := next.HandleFinalize(actx, in)
+				if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+					err = &attemptTimeoutError{after: d, err: err}
+				}
+				return out, md, err
+			}), "Retry", middleware.After)
+	}
+}
+
+// attemptTimeoutError is an attempt that ran out of its own time while the
+// call's context had time left: a timeout (a net.Error), to be retried.
+type attemptTimeoutError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *attemptTimeoutError) Error() string {
+	return fmt.Sprintf("attempt timed out after %v: %v", e.after, e.err)
+}
+func (e *attemptTimeoutError) Unwrap() error   { return e.err }
+func (e *attemptTimeoutError) Timeout() bool   { return true }
+func (e *attemptTimeoutError) Temporary() bool { return true }
+
+func retryTimedOutAttempt(err error) aws.Ternary {
+	var te *attemptTimeoutError
+	if errors.As(err, &te) {
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
 }
 
 // jitterBackoff waits a random time up to min(max, base × 2^attempt):
