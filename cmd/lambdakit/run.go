@@ -400,10 +400,13 @@ func printSummary(w io.Writer, s esm.Summary, interrupted bool, err error) {
 		{"invocations", s.Invocations, ""},
 		{"records", s.Records, "received, each delivery counted"},
 		{"deleted", s.Deleted, ""},
-		{"left for redelivery", s.Left, ""},
+		{"left for redelivery", s.Left - s.ToDeadLetterQueue, ""},
 		{"function errors", s.FunctionErrors, "function error, init error, crash or timeout: the whole batch left"},
 		{"invalid responses", s.InvalidResponses, "responses that fail the whole batch"},
 		{"batchItemFailures", s.ItemFailures, "records the function reported failed"},
+	}
+	if s.ToDeadLetterQueue > 0 {
+		rows = append(rows, row{"to the DLQ", s.ToDeadLetterQueue, "left after maxReceiveCount receives: the redrive policy moves them"})
 	}
 	if s.NotInvoked > 0 {
 		rows = append(rows, row{"not invoked", s.NotInvoked, "FIFO records held back behind an earlier failure of their group"})

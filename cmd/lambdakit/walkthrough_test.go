@@ -104,6 +104,13 @@ func TestDocsThroughAQueueByHand(t *testing.T) {
 		t.Errorf("the page's walkthrough: exit status %d, pay_6099 in the DLQ: %v (DLQ %q);\nthe page says exit status 1, pay_6099 moved to the DLQ after failing twice\nstdout:\n%s\nstderr (warnings):\n%s",
 			r.code, inDLQ, dlq, r.stdout, grepLines(r.stderr, "lambdakit run"))
 	}
+	// The summary counts pay_6099's last delivery as gone to the DLQ, not
+	// as left for redelivery.
+	for _, want := range []string{"left for redelivery       1", "to the DLQ                1"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("summary lacks %q:\n%s", want, r.stderr)
+		}
+	}
 }
 
 // runBounded runs the CLI with env added, bounded by d.

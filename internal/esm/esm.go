@@ -200,6 +200,10 @@ type Summary struct {
 	// Left is how many records were left in the queue for redelivery:
 	// Records = Deleted + Left.
 	Left int
+	// ToDeadLetterQueue is how many of the Left records had been received
+	// maxReceiveCount times (the queue's RedrivePolicy): SQS moves them to
+	// the dead-letter queue instead of delivering them again.
+	ToDeadLetterQueue int
 	// FunctionErrors is how many invocations failed as a whole: function
 	// error, init error, crash or timeout.
 	FunctionErrors int
@@ -300,6 +304,7 @@ type run struct {
 	stopCh <-chan struct{}
 
 	ignoredFailures sync.Once // the warning that batchItemFailures are ignored
+	maxReceives     int       // the RedrivePolicy's maxReceiveCount; 0 without one
 
 	mu      sync.Mutex // guards what follows, and serializes the callbacks
 	summary Summary
@@ -319,7 +324,7 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 	out, err := m.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(m.queueURL),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn, types.QueueAttributeNameFifoQueue,
-			types.QueueAttributeNameVisibilityTimeout},
+			types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameRedrivePolicy},
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -347,7 +352,8 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 
 	stopCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	r := &run{m: m, ctx: ctx, arn: arn, fifo: fifo, locks: newGroupLocks(), stop: stop, stopCh: stopCtx.Done()}
+	r := &run{m: m, ctx: ctx, arn: arn, fifo: fifo, locks: newGroupLocks(), stop: stop, stopCh: stopCtx.Done(),
+		maxReceives: maxReceiveCount(out.Attributes[string(types.QueueAttributeNameRedrivePolicy)])}
 	pollers := m.opts.Concurrency
 	if c, ok := m.invoker.(interface{ Capacity() int }); ok {
 		pollers = max(1, min(pollers, c.Capacity()))
@@ -358,6 +364,18 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 	}
 	wg.Wait()
 	return r.summary, r.err
+}
+
+// maxReceiveCount reads a queue's RedrivePolicy; 0 when it has none.
+func maxReceiveCount(policy string) int {
+	var p struct {
+		MaxReceiveCount json.Number `json:"maxReceiveCount"`
+	}
+	if policy == "" || json.Unmarshal([]byte(policy), &p) != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(p.MaxReceiveCount.String())
+	return n
 }
 
 // namedFailures counts the entries of a response's batchItemFailures,
@@ -745,6 +763,13 @@ func (r *run) settle(br BatchResult, invoked bool, deleteFailures int) {
 	s.ItemFailures += len(br.Failed)
 	s.Deleted += len(br.Deleted)
 	s.Left += len(br.Left)
+	if r.maxReceives > 0 {
+		for _, rec := range br.Records {
+			if n, err := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"]); err == nil && n >= r.maxReceives && slices.Contains(br.Left, rec.MessageId) {
+				s.ToDeadLetterQueue++
+			}
+		}
+	}
 	s.DeleteFailures += deleteFailures
 	if r.m.opts.OnBatch != nil {
 		r.m.opts.OnBatch(br)

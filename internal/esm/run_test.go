@@ -320,8 +320,8 @@ func testDLQ(t *testing.T, h *harness) {
 	if !maps.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("deliveries by label (receive counts) %v; want %v: the poison message maxReceiveCount times", got, want)
 	}
-	if s.Records != 3 || s.Deleted != 1 || s.Left != 2 || s.ItemFailures != 2 || !s.Empty {
-		t.Errorf("summary %+v; want 3 records, 1 deleted, 2 left, 2 item failures, stopped on empty", s)
+	if s.Records != 3 || s.Deleted != 1 || s.Left != 2 || s.ItemFailures != 2 || s.ToDeadLetterQueue != 1 || !s.Empty {
+		t.Errorf("summary %+v; want 3 records, 1 deleted, 2 left (the second to the DLQ), 2 item failures, stopped on empty", s)
 	}
 	out, err := h.client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 	if err != nil {
