@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -165,7 +166,11 @@ func attemptDeadline(d time.Duration) func(*middleware.Stack) error {
 				actx, cancel := context.WithTimeout(ctx, d)
 				defer cancel() // after the answer is read: deserialising is further down this call
 				out, md, err := next.HandleFinalize(actx, in)
-				if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+				// Only an attempt the deadline cut short: an answer DynamoDB
+				// gave in time (a failed condition, say) keeps its own
+				// meaning, even if the deadline passed while it was read.
+				var answered smithy.APIError
+				if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) && !errors.As(err, &answered) {
 					err = &attemptTimeoutError{after: d, err: err}
 				}
 				return out, md, err
