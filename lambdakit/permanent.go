@@ -68,8 +68,12 @@ func IsPoison(err error) bool {
 }
 
 // permanentOrPoison is the default of BatchOptions.IsPermanent: errors
-// marked with Permanent, and poison.
-func permanentOrPoison(err error) bool { return IsPermanent(err) || IsPoison(err) }
+// marked with Permanent, and poison; never a panic, whatever its value
+// wraps: a panic says the code stopped half-way, which a retry after a fix
+// mends.
+func permanentOrPoison(err error) bool {
+	return !panicked(err) && (IsPermanent(err) || IsPoison(err))
+}
 
 // DeadLetterSender sends a message that failed permanently to a dead-letter
 // queue. The batch adapter calls it with the message as received and the

@@ -270,3 +270,19 @@ func TestPoisonDeadLetteredCountsAsFailedPermanent(t *testing.T) {
 		}
 	}
 }
+
+// A handler that panics with a Permanent error is not dead-lettered by the
+// default: a panic is a bug a retry after a fix mends, whatever its value.
+func TestPanicWithPermanentValueIsNotDeadLettered(t *testing.T) {
+	dlq := &deadLetters{}
+	h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		panic(lambdakit.Permanent(errors.New("card expired")))
+	})
+	batch, _ := newBatch(h, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq; o.AllowAllFailed = true })
+	m := lambdakittest.Message(paymentBody("pay_panic", 1))
+	resp, _ := batch(batchCtx(t), lambdakittest.Event(m))
+	wantFailed(t, resp, m.MessageId)
+	if got := dlq.ids(); len(got) != 0 {
+		t.Errorf("dead letters %q; want none: a panic is retried", got)
+	}
+}
