@@ -146,15 +146,19 @@ func TestRunQueue(t *testing.T) {
 		}
 		// Without ReportBatchItemFailures in the template, the record the
 		// function names failed is deleted with its batch.
+		// A 1 s visibility timeout under load may hand a message out twice,
+		// as SQS may: count each message once.
 		outs := jsonLines[runOutput](t, r.stdout)
-		deleted := 0
+		deleted := map[string]bool{}
 		for _, o := range outs {
 			if o.Records > 2 || len(o.Left) > 0 {
 				t.Errorf("batch %+v; want at most 2 records, none left", o)
 			}
-			deleted += len(o.Deleted)
+			for _, id := range o.Deleted {
+				deleted[id] = true
+			}
 		}
-		if len(outs) < 2 || deleted != 3 {
+		if len(outs) < 2 || len(deleted) != 3 {
 			t.Errorf("stdout:\n%s\nwant batches of 2 at most, every record deleted", r.stdout)
 		}
 	})
