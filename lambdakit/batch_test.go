@@ -907,6 +907,10 @@ func TestGoexitUnderBatchFailsWithErrHandlerExited(t *testing.T) {
 			defer panic("while exiting")
 			runtime.Goexit()
 		}},
+		{"a panic, then a deferred Goexit", func() {
+			defer runtime.Goexit()
+			panic("handler broke")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &lambdakittest.MemoryStore{}

@@ -457,46 +457,6 @@ func (s *completePanicStore) Complete(ctx context.Context, rec lambdakit.Idempot
 	return s.hookStore.Complete(ctx, rec)
 }
 
-// A handler whose deferred code calls runtime.Goexit while a panic of its
-// unwinds it (t.FailNow in a deferred check, say): no recover sees the
-// panic any more, and the goroutine exits. The process survives, the
-// record fails with ErrHandlerExited, the lock is released and the next
-// message of its FIFO group is skipped.
-func TestEngineGoexitWhilePanicking(t *testing.T) {
-	store := &lambdakittest.MemoryStore{}
-	var runs atomic.Int32
-	h := idempotent(store, lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
-		if msg.Body == paymentBody("p-exit", 1) && runs.Add(1) == 1 {
-			defer runtime.Goexit()
-			panic("handler broke")
-		}
-		return []byte(`"ok"`), nil
-	}))
-	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = silentLogger() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	exit := lambdakittest.Message(paymentBody("p-exit", 1), lambdakittest.InGroup("g"))
-	after := lambdakittest.Message(paymentBody("p-after", 1), lambdakittest.InGroup("g"))
-	_, err := batch(ctx, lambdakittest.Event(exit, after))
-	var all *lambdakit.AllFailedError
-	if !errors.As(err, &all) || len(all.Failures) != 2 {
-		t.Fatalf("got %v; want both messages failed", err)
-	}
-	if e := all.Failures[0].Err; !errors.Is(e, lambdakit.ErrHandlerExited) {
-		t.Errorf("message whose handler exited: got %v; want ErrHandlerExited", e)
-	}
-	if e := all.Failures[1].Err; !errors.Is(e, lambdakit.ErrSkipped) {
-		t.Errorf("next of its group: got %v; want ErrSkipped", e)
-	}
-	if n := inProgress(store); n != 0 {
-		t.Errorf("%d records in progress; want the lock released", n)
-	}
-	resp, err := batch(ctx, lambdakittest.Event(lambdakittest.Message(paymentBody("p-exit", 1))))
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Errorf("retry: got %+v, %v; want it run", resp, err)
-	}
-}
-
 // Every way fn can end, with the caller's context cancelled while fn runs
 // (the batch's deadline guard): the record is completed, or released
 // exactly once, on a cleanup context that was alive when the store got it
