@@ -170,10 +170,21 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	out := &outcomes{errs: make([]error, len(recs)), started: make([]bool, len(recs)), done: make([]bool, len(recs)),
 		notes: make([]recordNote, len(recs))}
 
-	runCtx, cancel := context.WithCancel(withBatch(ctx, recs))
+	batchCtx := withBatch(ctx, recs)
+	runCtx, cancel := context.WithCancel(batchCtx)
 	defer cancel()
-	answerBy, stopGuard := b.guard(ctx, cancel)
+	answerBy, answerAt, stopGuard := b.guard(ctx, cancel)
 	defer stopGuard()
+	// A dead-letter send started before the guard cancels the records runs
+	// on until the answer: cut short at the guard, a send SQS had taken
+	// would fail its record, and the message would come back to be
+	// dead-lettered a second time.
+	sendCtx := batchCtx
+	if !answerAt.IsZero() {
+		var cancelSend context.CancelFunc
+		sendCtx, cancelSend = context.WithDeadline(context.WithoutCancel(batchCtx), answerAt)
+		defer cancelSend()
+	}
 
 	tasks := b.plan(recs)
 	limit := b.opts.Concurrency
@@ -199,7 +210,7 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			b.runTask(runCtx, recs, task, out)
+			b.runTask(runCtx, sendCtx, recs, task, out)
 		}()
 	}
 
@@ -216,21 +227,23 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 }
 
 // guard cancels the records' context DeadlineMargin before the invocation
-// deadline, and returns a channel closed when the batch must answer, and a
-// function that stops both timers once the batch has answered.
-func (b *batch) guard(ctx context.Context, cancel context.CancelFunc) (answerBy <-chan struct{}, stop func()) {
+// deadline, and returns a channel closed when the batch must answer, the
+// time it closes (zero without a deadline), and a function that stops both
+// timers once the batch has answered.
+func (b *batch) guard(ctx context.Context, cancel context.CancelFunc) (answerBy <-chan struct{}, answerAt time.Time, stop func()) {
 	answer := make(chan struct{})
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		return answer, func() {} // never closed: no deadline to beat
+		return answer, time.Time{}, func() {} // never closed: no deadline to beat
 	}
 	margin := b.opts.DeadlineMargin
 	if left := time.Until(deadline); margin > left/2 {
 		margin = left / 2
 	}
+	answerAt = deadline.Add(-margin / 2)
 	cancelTimer := time.AfterFunc(time.Until(deadline.Add(-margin)), cancel)
-	answerTimer := time.AfterFunc(time.Until(deadline.Add(-margin/2)), func() { close(answer) })
-	return answer, func() { cancelTimer.Stop(); answerTimer.Stop() }
+	answerTimer := time.AfterFunc(time.Until(answerAt), func() { close(answer) })
+	return answer, answerAt, func() { cancelTimer.Stop(); answerTimer.Stop() }
 }
 
 // plan splits the records into tasks: lists of record indexes run one after
@@ -274,7 +287,9 @@ func isFIFO(recs []events.SQSMessage) bool {
 	return false
 }
 
-func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []int, out *outcomes) {
+// runTask runs a task's records with ctx, which the deadline guard
+// cancels; sendCtx is for the dead-letter sends, and ends at the answer.
+func (b *batch) runTask(ctx, sendCtx context.Context, recs []events.SQSMessage, task []int, out *outcomes) {
 	for n, i := range task {
 		if ctx.Err() != nil {
 			return // not started: answer reports ErrNotStarted
@@ -284,6 +299,7 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 		note.mu.Lock()
 		note.start = time.Now()
 		note.messageID = recs[i].MessageId
+		note.msg = &recs[i]
 		note.mu.Unlock()
 		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i], func() {
 			// The handler called runtime.Goexit, which unwinds this
@@ -298,7 +314,7 @@ func (b *batch) runTask(ctx context.Context, recs []events.SQSMessage, task []in
 				out.set(j, ErrSkipped)
 			}
 		})
-		err := b.deadLetter(ctx, &recs[i], herr)
+		err := b.deadLetter(ctx, sendCtx, &recs[i], herr)
 		note.mu.Lock()
 		note.elapsed = time.Since(note.start)
 		if err == nil && herr != nil {

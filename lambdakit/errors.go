@@ -26,8 +26,8 @@ var (
 	// its lock is released, as after a panic.
 	ErrHandlerExited = errors.New("lambdakit: handler called runtime.Goexit")
 	// ErrDecode means a message body could not be decoded into the
-	// handler's type. No redelivery mends it: it is poison (see IsPoison),
-	// permanent by default.
+	// handler's type. No redelivery mends the delivered message's body:
+	// Typed's decode of it is poison (see IsPoison), permanent by default.
 	ErrDecode = errors.New("lambdakit: cannot decode message body")
 )
 

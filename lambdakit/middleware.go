@@ -58,18 +58,28 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		if m.opts.ProcessWithoutKey && errors.Is(err, ErrNoKey) && !errors.Is(err, ErrInvalidKey) {
 			return m.next.Handle(ctx, msg)
 		}
-		return nil, err
+		// A KeyFunc reads nothing but the message, which is the same on
+		// every delivery: its error is the message's.
+		return nil, poison(ctx, msg, err)
 	}
 	id := m.recordID(key)
 	var validation string
 	if m.opts.Payload != nil {
 		p, err := m.opts.Payload(msg)
 		if err != nil {
-			return nil, err
+			return nil, poison(ctx, msg, err) // as the KeyFunc's
 		}
 		validation = KeyHash(p)
 	}
-	return m.do(ctx, id, validation,
+	ran := false
+	out, err := m.do(ctx, id, validation,
 		func(now time.Time) (IdempotencyRecord, bool) { return m.prefetched(ctx, msg, id, now) },
-		func(ctx context.Context) ([]byte, error) { return m.next.Handle(ctx, msg) })
+		func(ctx context.Context) ([]byte, error) { ran = true; return m.next.Handle(ctx, msg) })
+	if !ran && errors.Is(err, ErrPayloadMismatch) {
+		// This message's key was used with another payload. Had the
+		// handler run, the mismatch would be one its own code met (a
+		// nested Once, say), which a retry may get past.
+		err = poison(ctx, msg, err)
+	}
+	return out, err
 }

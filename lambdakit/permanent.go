@@ -40,13 +40,21 @@ func (e *permanentError) Unwrap() []error { return []error{ErrPermanent, e.err} 
 // to IsPermanent to accept only the errors marked permanent.
 func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 
-// IsPoison reports whether err says that its message can never be
-// processed, however often it comes back: the body does not decode into
-// the handler's type (ErrDecode), the message carries no idempotency key
-// (ErrNoKey) or one that cannot be read safely (ErrInvalidKey), or its key
-// was used before with another payload (ErrPayloadMismatch). A message's
-// body and message attributes are the same on every delivery, so no
-// redelivery mends these. A panic is never poison, whatever its value wraps: it says
+// IsPoison reports whether err says that the message lambdakit was given
+// can never be processed, however often it comes back: its body does not
+// decode into the handler's type (Typed, TypedResult: ErrDecode), its
+// idempotency key or payload cannot be read (the KeyFunc or PayloadFunc of
+// Idempotent failed: ErrNoKey, ErrInvalidKey, or any error of a function of
+// yours), or its key was used before with another payload
+// (ErrPayloadMismatch). A message's body and attributes are the same on
+// every delivery, so no redelivery mends these.
+//
+// Poison is decided where lambdakit reads the message it delivers, not by
+// the sentinel errors alone: the same sentinels from code your handler
+// runs for something else — a Typed handler it calls on a downstream
+// reply it wraps as a message, a nested Once.Do with an empty key, an
+// error of its own wrapping ErrDecode — are not poison, since a retry may
+// get past them. A panic is never poison, whatever its value wraps: it says
 // that the code stopped half-way, which a fix of the code mends.
 //
 // The default BatchOptions.IsPermanent accepts poison as well as the errors
@@ -60,11 +68,29 @@ func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 //		return lambdakit.IsPermanent(err) || lambdakit.IsPoison(err) || errors.Is(err, errCardExpired)
 //	}
 func IsPoison(err error) bool {
-	if err == nil || panicked(err) {
-		return false
+	var p *poisonError
+	return err != nil && !panicked(err) && errors.As(err, &p)
+}
+
+// poisonError marks an error as lambdakit's verdict on the message it was
+// handling; see IsPoison. It adds nothing to the message or the chain.
+type poisonError struct{ err error }
+
+func (e *poisonError) Error() string { return e.err.Error() }
+func (e *poisonError) Unwrap() error { return e.err }
+
+// poison marks err as poison when msg is the message Batch is delivering
+// (or when there is no Batch around, so that IsPoison also works for code
+// that calls handlers on its own). A message of the handler's own making
+// is not the delivered one: its errors stay as they are.
+func poison(ctx context.Context, msg *events.SQSMessage, err error) error {
+	if err == nil {
+		return nil
 	}
-	return errors.Is(err, ErrDecode) || errors.Is(err, ErrNoKey) ||
-		errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrPayloadMismatch)
+	if d := delivered(ctx); d != nil && d != msg {
+		return err
+	}
+	return &poisonError{err: err}
 }
 
 // permanentOrPoison is the default of BatchOptions.IsPermanent: errors
@@ -92,8 +118,9 @@ type DeadLetterSender interface {
 // permanent failure is sent to the dead-letter queue, and then counts as
 // handled. It returns the record's outcome: nil once the message is in the
 // dead-letter queue, else err (joined with the sender's error, if sending
-// failed).
-func (b *batch) deadLetter(ctx context.Context, msg *events.SQSMessage, err error) error {
+// failed). ctx is the records' context, which the deadline guard cancels;
+// the send runs with sendCtx, which lasts until the batch answers.
+func (b *batch) deadLetter(ctx, sendCtx context.Context, msg *events.SQSMessage, err error) error {
 	if err == nil || b.opts.DeadLetters == nil || ctx.Err() != nil {
 		// Past the deadline guard there is no time left to send; the
 		// record comes back and is sent on its next delivery.
@@ -102,7 +129,7 @@ func (b *batch) deadLetter(ctx context.Context, msg *events.SQSMessage, err erro
 	if permanent, perr := b.permanent(err); perr != nil || !permanent {
 		return errors.Join(err, perr) // a panicking IsPermanent fails the record as usual
 	}
-	if serr := b.sendDeadLetter(ctx, msg, err); serr != nil {
+	if serr := b.sendDeadLetter(sendCtx, msg, err); serr != nil {
 		return &DeadLetterError{Err: err, SendErr: serr}
 	}
 	return nil

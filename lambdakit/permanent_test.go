@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/internal/testenv"
@@ -393,3 +394,50 @@ func firstLines(s string, n int) string {
 type statusError struct{ Code int }
 
 func (e *statusError) Error() string { return "HTTP error" }
+
+// A dead-letter send in flight when the deadline guard cancels the records
+// is not cut short: it runs until the batch answers. Cut short, a send SQS
+// had already taken failed its record, and the message came back to be
+// dead-lettered a second time (before the fix: reported failed, and in the
+// dead-letter queue).
+func TestDeadLetterSendInFlightAtTheGuardFinishes(t *testing.T) {
+	recordDone := make(chan (<-chan struct{}), 1)
+	h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		recordDone <- ctx.Done()
+		return nil, lambdakit.Permanent(errBadFormat)
+	})
+	dlq := &landingDLQ{guard: recordDone}
+	batch, _ := newBatch(h, func(o *lambdakit.BatchOptions) {
+		o.DeadLetters, o.AllowAllFailed = dlq, true
+		o.DeadlineMargin = time.Second // the guard cancels at 1 s, the batch answers at 1.5 s
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	m := lambdakittest.Message(`poison`)
+	resp, err := batch(ctx, lambdakittest.Event(m))
+	if err != nil {
+		t.Fatalf("batch error %v", err)
+	}
+	if got := dlq.landed.Load(); got != 1 {
+		t.Fatalf("%d copies landed in the dead-letter queue; want 1", got)
+	}
+	wantFailed(t, resp) // in the dead-letter queue: not to come back
+}
+
+// landingDLQ is a send that SQS takes at once and answers only after the
+// record's context has ended (the deadline guard): as the SDK does, it
+// reports its context's error if that context ended before the answer.
+type landingDLQ struct {
+	guard  chan (<-chan struct{})
+	landed atomic.Int32
+}
+
+func (d *landingDLQ) SendDeadLetter(ctx context.Context, msg *events.SQSMessage, reason error) error {
+	d.landed.Add(1)
+	select {
+	case <-<-d.guard:
+	case <-time.After(5 * time.Second):
+		return errors.New("the guard never fired")
+	}
+	return ctx.Err()
+}

@@ -193,46 +193,129 @@ func TestIsPoison(t *testing.T) {
 	ctx := context.Background()
 	store := &lambdakittest.MemoryStore{}
 	once := lambdakit.NewOnce(store, quiet)
-	if _, err := once.Do(ctx, "k", []byte(`{"a":1}`), func(context.Context) ([]byte, error) { return nil, nil }); err != nil {
+	nop := func(context.Context) ([]byte, error) { return nil, nil }
+	if _, err := once.Do(ctx, "k", []byte(`{"a":1}`), nop); err != nil {
 		t.Fatal(err)
 	}
-	_, mismatch := once.Do(ctx, "k", []byte(`{"a":2}`), func(context.Context) ([]byte, error) { return nil, nil })
-	_, emptyKey := once.Do(ctx, "", nil, func(context.Context) ([]byte, error) { return nil, nil })
-	_, decode := lambdakit.Typed(func(context.Context, payment) error { return nil }).Handle(ctx, &events.SQSMessage{Body: `{"amount":"ten"}`})
-	_, invalid := lambdakit.KeyFromField("id")(&events.SQSMessage{Body: `not json`})
-	_, noKey := lambdakit.KeyFromField("id")(&events.SQSMessage{Body: `{}`})
-	_, inProgress := lambdakit.NewOnce(heldStore{store}, quiet).Do(ctx, "busy", nil, func(context.Context) ([]byte, error) { return nil, nil })
-	_, storeErr := lambdakit.NewOnce(&storetest.FaultyStore{Store: store, Rate: 1, Seed: 1}, quiet).Do(ctx, "s", nil,
-		func(context.Context) ([]byte, error) { return nil, nil })
+	// The verdicts lambdakit gives on the message it reads.
+	h := idempotent(store, charger(&testenv.Counter{}))
+	if _, err := handle(t, h, lambdakittest.Message(paymentBody("pay_m", 1))); err != nil {
+		t.Fatal(err)
+	}
+	_, decode := handle(t, h, lambdakittest.Message(`{"payment_id":"pay_d","amount":"ten"}`))
+	_, invalid := handle(t, h, lambdakittest.Message(`not json`))
+	_, noKey := handle(t, h, lambdakittest.Message(`{"amount":1}`))
+	_, mismatch := handle(t, h, lambdakittest.Message(paymentBody("pay_m", 2)))
+	id := "pay_b"
+	_, badPayload := handle(t, lambdakit.Idempotent(store, lambdakit.KeyFromAttribute("id"), quiet, func(o *lambdakit.Options) {
+		o.Payload = lambdakit.PayloadFields("amount")
+	})(noop), events.SQSMessage{Body: `not json`, MessageAttributes: map[string]events.SQSMessageAttribute{
+		"id": {DataType: "String", StringValue: &id},
+	}})
+	// The same sentinels from calls of the handler's own.
+	_, nestedMismatch := once.Do(ctx, "k", []byte(`{"a":2}`), nop)
+	_, nestedEmptyKey := once.Do(ctx, "", nil, nop)
+	_, bareKey := lambdakit.KeyFromField("id")(&events.SQSMessage{Body: `{}`})
+	_, inProgress := lambdakit.NewOnce(heldStore{store}, quiet).Do(ctx, "busy", nil, nop)
+	_, storeErr := lambdakit.NewOnce(&storetest.FaultyStore{Store: store, Rate: 1, Seed: 1}, quiet).Do(ctx, "s", nil, nop)
 
 	for name, c := range map[string]struct {
 		err  error
 		want bool
 	}{
-		"ErrDecode":                 {decode, true},
-		"ErrInvalidKey":             {invalid, true},
-		"ErrNoKey":                  {noKey, true},
-		"ErrNoKey from Do":          {emptyKey, true},
-		"ErrPayloadMismatch":        {mismatch, true},
-		"wrapped":                   {fmt.Errorf("handler: %w", decode), true},
-		"ErrInProgress":             {inProgress, false},
-		"a store error":             {storeErr, false},
-		"ErrThrottled":              {lambdakit.ErrThrottled, false},
-		"ErrLeaseLost":              {lambdakit.ErrLeaseLost, false},
-		"the deadline":              {context.DeadlineExceeded, false},
-		"cancelled at the deadline": {fmt.Errorf("%w: %w", lambdakit.ErrCancelledAtDeadline, errors.New("slow")), false},
-		"ErrNotStarted":             {lambdakit.ErrNotStarted, false},
-		"ErrSkipped":                {lambdakit.ErrSkipped, false},
-		"a handler's error":         {errors.New("gateway down"), false},
-		"marked Permanent":          {lambdakit.Permanent(errBadFormat), false},
-		"a panic with ErrDecode":    {&lambdakit.PanicError{Value: decode}, false},
-		"nil":                       {nil, false},
+		"the body does not decode":       {decode, true},
+		"the key is unreadable":          {invalid, true},
+		"no key":                         {noKey, true},
+		"the key's payload differs":      {mismatch, true},
+		"the payload is unreadable":      {badPayload, true},
+		"wrapped":                        {fmt.Errorf("handler: %w", decode), true},
+		"a nested Do's payload mismatch": {nestedMismatch, false},
+		"a nested Do's empty key":        {nestedEmptyKey, false},
+		"a KeyFunc's error, bare":        {bareKey, false},
+		"ErrDecode, bare":                {fmt.Errorf("%w: a downstream reply", lambdakit.ErrDecode), false},
+		"ErrInProgress":                  {inProgress, false},
+		"a store error":                  {storeErr, false},
+		"ErrThrottled":                   {lambdakit.ErrThrottled, false},
+		"ErrLeaseLost":                   {lambdakit.ErrLeaseLost, false},
+		"the deadline":                   {context.DeadlineExceeded, false},
+		"cancelled at the deadline":      {fmt.Errorf("%w: %w", lambdakit.ErrCancelledAtDeadline, errors.New("slow")), false},
+		"ErrNotStarted":                  {lambdakit.ErrNotStarted, false},
+		"ErrSkipped":                     {lambdakit.ErrSkipped, false},
+		"a handler's error":              {errors.New("gateway down"), false},
+		"marked Permanent":               {lambdakit.Permanent(errBadFormat), false},
+		"a panic with poison":            {&lambdakit.PanicError{Value: decode}, false},
+		"nil":                            {nil, false},
 	} {
 		if c.err == nil && name != "nil" {
 			t.Fatalf("%s: no error to test", name)
 		}
 		if got := lambdakit.IsPoison(c.err); got != c.want {
 			t.Errorf("IsPoison(%s: %v) = %v; want %v", name, c.err, got, c.want)
+		}
+	}
+	for name, err := range map[string]error{"ErrDecode": decode, "ErrInvalidKey": invalid, "ErrNoKey": noKey, "ErrPayloadMismatch": mismatch} {
+		if want := map[string]error{"ErrDecode": lambdakit.ErrDecode, "ErrInvalidKey": lambdakit.ErrInvalidKey,
+			"ErrNoKey": lambdakit.ErrNoKey, "ErrPayloadMismatch": lambdakit.ErrPayloadMismatch}[name]; !errors.Is(err, want) {
+			t.Errorf("%v does not wrap %s: marking poison must keep the chain", err, name)
+		}
+	}
+}
+
+// Poison is the delivered message's: the same sentinel errors met by the
+// handler's own code — a Typed handler it runs on a downstream reply, a
+// nested Once.Do with an empty key or another payload, an error of its own
+// wrapping ErrDecode — are retryable, and never send the message to the
+// dead-letter queue, with or without Idempotent around the handler. (Before
+// the fix each of these was dead-lettered on its first delivery.)
+func TestPoisonIsTheDeliveredMessagesOwn(t *testing.T) {
+	type quote struct {
+		Rate float64 `json:"rate"`
+	}
+	nop := func(context.Context) ([]byte, error) { return nil, nil }
+	for name, inner := range map[string]func(ctx context.Context, once *lambdakit.Once) error{
+		"a Typed handler on a 503 reply": func(ctx context.Context, _ *lambdakit.Once) error {
+			reply := &events.SQSMessage{Body: "<html>503 Service Unavailable</html>"}
+			_, err := lambdakit.Typed(func(context.Context, quote) error { return nil }).Handle(ctx, reply)
+			return fmt.Errorf("quote service: %w", err)
+		},
+		"a nested Once.Do with an empty key": func(ctx context.Context, once *lambdakit.Once) error {
+			chargeID := "" // the provider did not answer with an ID this time
+			_, err := once.Do(ctx, chargeID, nil, nop)
+			return err
+		},
+		"a nested Once.Do with another payload": func(ctx context.Context, once *lambdakit.Once) error {
+			if _, err := once.Do(ctx, "quote", []byte(`{"v":1}`), nop); err != nil {
+				return err
+			}
+			_, err := once.Do(ctx, "quote", []byte(`{"v":2}`), nop)
+			return err
+		},
+		"an error of its own wrapping ErrDecode": func(context.Context, *lambdakit.Once) error {
+			return fmt.Errorf("%w: quote reply", lambdakit.ErrDecode)
+		},
+	} {
+		for _, wrapped := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/idempotent=%v", name, wrapped), func(t *testing.T) {
+				once := lambdakit.NewOnce(&lambdakittest.MemoryStore{}, quiet)
+				var h lambdakit.Handler = lambdakit.Typed(func(ctx context.Context, p payment) error {
+					err := inner(ctx, once)
+					if err == nil {
+						t.Fatal("the inner call did not fail")
+					}
+					return err
+				})
+				if wrapped {
+					h = idempotent(&lambdakittest.MemoryStore{}, h)
+				}
+				dlq := &deadLetters{}
+				batch, _ := newBatch(h, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq; o.AllowAllFailed = true })
+				m := lambdakittest.Message(paymentBody("pay_q", 1))
+				resp, _ := batch(batchCtx(t), lambdakittest.Event(m))
+				if got := dlq.ids(); len(got) != 0 {
+					t.Errorf("dead letters %q; want none: the message itself was read, the handler's own call failed", got)
+				}
+				wantFailed(t, resp, m.MessageId)
+			})
 		}
 	}
 }
