@@ -299,7 +299,6 @@ func (b *batch) runTask(ctx, sendCtx context.Context, recs []events.SQSMessage, 
 		note.mu.Lock()
 		note.start = time.Now()
 		note.messageID = recs[i].MessageId
-		note.msg = &recs[i]
 		note.mu.Unlock()
 		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i], func() {
 			// The handler called runtime.Goexit, which unwinds this

@@ -126,7 +126,7 @@ func payloadOf(b []byte) (string, error) {
 	canon, ok, err := canonicalJSON(b)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("lambdakit: payload: %w", err)
+		return "", fmt.Errorf("%w: payload: %w", ErrDecode, err)
 	case !ok:
 		return "r" + string(b), nil // 'r' never starts a canonical value
 	}
@@ -148,16 +148,16 @@ func PayloadFields(paths ...string) PayloadFunc {
 			v, err := jsonField(bytesOf(msg.Body), p)
 			switch {
 			case errors.Is(err, errInvalidJSON), errors.Is(err, errNotObject):
-				return "", fmt.Errorf("lambdakit: payload field %q: body is not a valid JSON object", paths[i])
+				return "", fmt.Errorf("%w: payload field %q: body is not a valid JSON object", ErrDecode, paths[i])
 			case errors.Is(err, errAmbiguousField):
-				return "", fmt.Errorf("lambdakit: payload field %q is ambiguous: %v", paths[i], err)
+				return "", fmt.Errorf("%w: payload field %q is ambiguous: %v", ErrDecode, paths[i], err)
 			case err != nil:
 				v = []byte("null")
 			}
 			out = appendString(out, paths[i])
 			out, _, err = appendCanonicalJSON(out, v)
 			if err != nil {
-				return "", fmt.Errorf("lambdakit: payload field %q: %w", paths[i], err)
+				return "", fmt.Errorf("%w: payload field %q: %w", ErrDecode, paths[i], err)
 			}
 		}
 		return string(out), nil

@@ -58,16 +58,22 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		if m.opts.ProcessWithoutKey && errors.Is(err, ErrNoKey) && !errors.Is(err, ErrInvalidKey) {
 			return m.next.Handle(ctx, msg)
 		}
-		// A KeyFunc reads nothing but the message, which is the same on
-		// every delivery: its error is the message's.
-		return nil, poison(ctx, msg, err)
+		if errors.Is(err, ErrNoKey) || errors.Is(err, ErrInvalidKey) {
+			err = poison(msg, err) // the message has no key a redelivery could mend
+		}
+		return nil, err
 	}
 	id := m.recordID(key)
 	var validation string
 	if m.opts.Payload != nil {
 		p, err := m.opts.Payload(msg)
 		if err != nil {
-			return nil, poison(ctx, msg, err) // as the KeyFunc's
+			if errors.Is(err, ErrDecode) || errors.Is(err, ErrInvalidKey) {
+				// The body cannot be read (PayloadBody, PayloadFields);
+				// any other error of a PayloadFunc of yours may pass.
+				err = poison(msg, err)
+			}
+			return nil, err
 		}
 		validation = KeyHash(p)
 	}
@@ -79,7 +85,7 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		// This message's key was used with another payload. Had the
 		// handler run, the mismatch would be one its own code met (a
 		// nested Once, say), which a retry may get past.
-		err = poison(ctx, msg, err)
+		err = poison(msg, err)
 	}
 	return out, err
 }

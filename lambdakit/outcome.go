@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-lambda-go/events"
 )
 
 // A record's outcome is noted as it runs, so that the batch adapter can log
@@ -31,9 +29,6 @@ const (
 type recordNote struct {
 	mu        sync.Mutex
 	messageID string // the SQS message's, set by Batch before the record runs
-	// msg is the message delivered, set by Batch before the record runs
-	// and never changed, so read without mu (see delivered).
-	msg       *events.SQSMessage
 	id        string // the idempotency record's ID, once known
 	duplicate int    // dupNone, dupStore or dupCache
 	replayed  bool   // a cached result was handed back
@@ -53,15 +48,6 @@ type noteKey struct{}
 func noteFrom(ctx context.Context) *recordNote {
 	n, _ := ctx.Value(noteKey{}).(*recordNote)
 	return n
-}
-
-// delivered is the message Batch is delivering to the handler that runs
-// with ctx, or nil outside Batch.
-func delivered(ctx context.Context) *events.SQSMessage {
-	if n := noteFrom(ctx); n != nil {
-		return n.msg
-	}
-	return nil
 }
 
 // setID records the record's ID; nil-safe, like every recordNote method, so

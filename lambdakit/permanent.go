@@ -42,20 +42,24 @@ func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 
 // IsPoison reports whether err says that the message lambdakit was given
 // can never be processed, however often it comes back: its body does not
-// decode into the handler's type (Typed, TypedResult: ErrDecode), its
-// idempotency key or payload cannot be read (the KeyFunc or PayloadFunc of
-// Idempotent failed: ErrNoKey, ErrInvalidKey, or any error of a function of
-// yours), or its key was used before with another payload
-// (ErrPayloadMismatch). A message's body and attributes are the same on
-// every delivery, so no redelivery mends these.
+// decode into the handler's type (Typed, TypedResult: ErrDecode), it has
+// no idempotency key or one that cannot be read (Idempotent's KeyFunc:
+// ErrNoKey, ErrInvalidKey), its payload cannot be read (PayloadBody,
+// PayloadFields: ErrDecode), or its key was used before with another
+// payload (ErrPayloadMismatch). A message's body and attributes are the
+// same on every delivery, so no redelivery mends these.
 //
-// Poison is decided where lambdakit reads the message it delivers, not by
-// the sentinel errors alone: the same sentinels from code your handler
-// runs for something else — a Typed handler it calls on a downstream
-// reply it wraps as a message, a nested Once.Do with an empty key, an
-// error of its own wrapping ErrDecode — are not poison, since a retry may
-// get past them. A panic is never poison, whatever its value wraps: it says
-// that the code stopped half-way, which a fix of the code mends.
+// Poison is a verdict lambdakit gives where it reads a message, bound to
+// that message's MessageId and ReceiptHandle; the sentinel errors alone
+// are not poison. Under Batch, only a verdict on the message being
+// delivered (or a copy of it, as a middleware that unwraps an SNS envelope
+// makes) counts: the same errors from code the handler runs for something
+// else — a Typed handler on a downstream reply wrapped as a message, a
+// nested Once.Do with an empty key or another payload, an error of its own
+// wrapping ErrDecode, a KeyFunc or PayloadFunc of yours failing otherwise
+// — come back as any failure does, since a retry may get past them. A
+// panic is never poison, whatever its value wraps: it says that the code
+// stopped half-way, which a fix of the code mends.
 //
 // The default BatchOptions.IsPermanent accepts poison as well as the errors
 // marked with Permanent, so that with BatchOptions.DeadLetters set a poison
@@ -68,29 +72,77 @@ func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 //		return lambdakit.IsPermanent(err) || lambdakit.IsPoison(err) || errors.Is(err, errCardExpired)
 //	}
 func IsPoison(err error) bool {
-	var p *poisonError
-	return err != nil && !panicked(err) && errors.As(err, &p)
+	if err == nil || panicked(err) {
+		return false
+	}
+	var d *deliveredError
+	if errors.As(err, &d) {
+		return d.id.messageID != "" && hasPoison(d.err, d.id)
+	}
+	return hasPoison(err, messageIdentity{})
 }
 
-// poisonError marks an error as lambdakit's verdict on the message it was
-// handling; see IsPoison. It adds nothing to the message or the chain.
-type poisonError struct{ err error }
+// messageIdentity names one delivery of one message: a copy of the
+// message names the same, a message made up by the handler does not.
+type messageIdentity struct{ messageID, receiptHandle string }
+
+func identityOf(msg *events.SQSMessage) messageIdentity {
+	return messageIdentity{msg.MessageId, msg.ReceiptHandle}
+}
+
+// poisonError is lambdakit's verdict that the message id names is poison;
+// see IsPoison. It adds nothing to the error's message or chain.
+type poisonError struct {
+	err error
+	id  messageIdentity
+}
 
 func (e *poisonError) Error() string { return e.err.Error() }
 func (e *poisonError) Unwrap() error { return e.err }
 
-// poison marks err as poison when msg is the message Batch is delivering
-// (or when there is no Batch around, so that IsPoison also works for code
-// that calls handlers on its own). A message of the handler's own making
-// is not the delivered one: its errors stay as they are.
-func poison(ctx context.Context, msg *events.SQSMessage, err error) error {
+// poison marks err as poison of msg.
+func poison(msg *events.SQSMessage, err error) error {
 	if err == nil {
 		return nil
 	}
-	if d := delivered(ctx); d != nil && d != msg {
-		return err
+	return &poisonError{err: err, id: identityOf(msg)}
+}
+
+// deliveredError is a record's error as Batch hands it to IsPermanent: it
+// names the message delivered, so that IsPoison counts only verdicts on
+// that message.
+type deliveredError struct {
+	err error
+	id  messageIdentity
+}
+
+func (e *deliveredError) Error() string { return e.err.Error() }
+func (e *deliveredError) Unwrap() error { return e.err }
+
+// hasPoison reports whether err's tree holds a poison verdict on the
+// message of, or on any message when of is zero.
+func hasPoison(err error, of messageIdentity) bool {
+	stack := []error{err}
+	for n := 0; len(stack) > 0 && n < 10_000; n++ { // bounded: a tree that cycles ends here
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if p, ok := e.(*poisonError); ok && (of == messageIdentity{} || p.id == of) {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			if next := u.Unwrap(); next != nil {
+				stack = append(stack, next)
+			}
+		case interface{ Unwrap() []error }:
+			for _, next := range u.Unwrap() {
+				if next != nil {
+					stack = append(stack, next)
+				}
+			}
+		}
 	}
-	return &poisonError{err: err}
+	return false
 }
 
 // permanentOrPoison is the default of BatchOptions.IsPermanent: errors
@@ -126,7 +178,7 @@ func (b *batch) deadLetter(ctx, sendCtx context.Context, msg *events.SQSMessage,
 		// record comes back and is sent on its next delivery.
 		return err
 	}
-	if permanent, perr := b.permanent(err); perr != nil || !permanent {
+	if permanent, perr := b.permanent(&deliveredError{err: err, id: identityOf(msg)}); perr != nil || !permanent {
 		return errors.Join(err, perr) // a panicking IsPermanent fails the record as usual
 	}
 	if serr := b.sendDeadLetter(sendCtx, msg, err); serr != nil {

@@ -15,7 +15,7 @@ func Typed[T any](fn func(ctx context.Context, v T) error) Handler {
 	return HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		v, err := decode[T](msg)
 		if err != nil {
-			return nil, poison(ctx, msg, err)
+			return nil, poison(msg, err)
 		}
 		return nil, fn(ctx, v)
 	})
@@ -31,7 +31,7 @@ func TypedResult[T, R any](fn func(ctx context.Context, v T) (R, error)) Handler
 	return HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 		v, err := decode[T](msg)
 		if err != nil {
-			return nil, poison(ctx, msg, err)
+			return nil, poison(msg, err)
 		}
 		r, err := fn(ctx, v)
 		if err != nil {
