@@ -50,7 +50,7 @@ import (
 //
 // 'records' takes a table name, which names no host: it uses the SDK's
 // endpoint, and says on standard error which one before its first request
-// (dynamoDescription).
+// (endpointDescription). So does -function of 'invoke' and 'run'.
 
 // queueURLHelp says, in the usage of every command that takes a queue URL,
 // where its calls go: the rule of newSQSClient.
@@ -288,14 +288,15 @@ func queueReadError(queueURL string, err error) error {
 	return fmt.Errorf("cannot read the queue %s: %w", queueURL, err)
 }
 
-// dynamoDescription says, in a few words for standard error, where a
-// DynamoDB client with this configuration sends its calls: the configured
-// endpoint and where it comes from, or AWS in the client's region.
-func dynamoDescription(environ []string, endpoint *string, region string) string {
+// endpointDescription says, in a few words for standard error, where a
+// client of service (its endpoint variable's suffix: DYNAMODB, LAMBDA) with
+// this configuration sends its calls: the configured endpoint and where it
+// comes from, or AWS in the client's region.
+func endpointDescription(environ []string, service, display string, endpoint *string, region string) string {
 	if e := aws.ToString(endpoint); e != "" {
-		return fmt.Sprintf("at %s (%s)", e, endpointSource(environ, "DYNAMODB"))
+		return fmt.Sprintf("at %s (%s)", e, endpointSource(environ, service))
 	}
-	return fmt.Sprintf("on AWS DynamoDB in %s (no AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL is set)", firstNonEmpty(region, "no region"))
+	return fmt.Sprintf("on AWS %s in %s (no AWS_ENDPOINT_URL_%s or AWS_ENDPOINT_URL is set)", display, firstNonEmpty(region, "no region"), service)
 }
 
 // endpointVariable reports whether name is one of the SDK's endpoint

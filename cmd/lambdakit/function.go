@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,7 +17,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
 	"github.com/lambdakit/lambdakit/internal/cmdline"
+	"github.com/lambdakit/lambdakit/internal/deployed"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
 )
@@ -48,8 +55,15 @@ type functionFlags struct {
 	logFormat    string
 	logLevel     string
 	template     string
+	function     string // -function: a deployed function
 
-	extra []string // the env file's variables, KEY=value, read by settle
+	// deployed is the -function's configuration, read by loadDeployed;
+	// lambda and awsCfg are what read it, for run's mapping.
+	deployed *deployed.Function
+	lambda   *lambda.Client
+	awsCfg   aws.Config
+
+	extra []string // the deployed function's variables, then the env file's, KEY=value, read by settle
 }
 
 // define defines the flags on fs; timeoutHelp ends the -timeout line.
@@ -65,6 +79,66 @@ func (f *functionFlags) define(fs *flag.FlagSet, timeoutHelp string) {
 	fs.StringVar(&f.logFormat, "log-format", "", "the function's log `format`: text or json, which sets AWS_LAMBDA_LOG_FORMAT=JSON (default: the template's LoggingConfig.LogFormat, else Lambda's text)")
 	fs.StringVar(&f.logLevel, "log-level", "", "with -log-format json, the application log `level` in AWS_LAMBDA_LOG_LEVEL: DEBUG, INFO, WARN, ERROR (default: the template's LoggingConfig.ApplicationLogLevel)")
 	fs.StringVar(&f.template, "template", "", "the SAM template `FILE` whose function settings to use where no flag sets them: Timeout, MemorySize, FunctionName, LoggingConfig")
+	fs.StringVar(&f.function, "function", "", "a deployed function (`NAME` or ARN) whose settings and environment to use where no flag sets them, from Lambda's GetFunctionConfiguration at the SDK's Lambda endpoint (AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL, else AWS); instead of -template")
+}
+
+// loadDeployed reads the function -function names, if any, before settle
+// uses it. A function name names no endpoint: like 'records' with a table,
+// the command says on standard error where it asks before its first call.
+func (f *functionFlags) loadDeployed(ctx context.Context, fs *cmdline.Flags, std stdio, command string) error {
+	if f.function == "" {
+		return nil
+	}
+	if f.template != "" {
+		return fs.UsageError("-function and -template both describe the function: give one")
+	}
+	var opts []func(*config.LoadOptions) error
+	region := f.region
+	if a, err := arn.Parse(f.function); err == nil {
+		if region != "" && region != a.Region {
+			return fs.UsageError("-region is %s, but the function %s is in %s", region, f.function, a.Region)
+		}
+		region = a.Region
+	}
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return cmdline.CannotRun(fmt.Errorf("AWS configuration: %w", err))
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1" // as for a function without a region elsewhere
+	}
+	client := lambda.NewFromConfig(cfg)
+	fmt.Fprintf(std.stderr, "lambdakit %s: function %s %s\n", command, f.function,
+		endpointDescription(std.environ, "LAMBDA", "Lambda", client.Options().BaseEndpoint, cfg.Region))
+	fn, err := deployed.ReadFunction(ctx, client, f.function)
+	if err != nil {
+		return cmdline.CannotRun(err)
+	}
+	if f.region != "" && f.region != fn.Region {
+		return fs.UsageError("-region is %s, but the function %s is in %s", f.region, fn.ARN, fn.Region)
+	}
+	// Where the function's AWS calls go is this run's business: this
+	// shell's endpoint variables or the env file's. A deployed endpoint
+	// variable is left out: empty, it is a placeholder (as the sample's
+	// AWS_ENDPOINT_URL, which sam local's --env-vars can only set if the
+	// template declares it), and it would drop the shell's; set, it names
+	// an endpoint for where the function is deployed.
+	env := fn.Env[:0:0]
+	for _, kv := range fn.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case !endpointVariable(k):
+			env = append(env, kv)
+		case v != "":
+			fmt.Fprintf(std.stderr, "lambdakit %s: the deployed %s (%s) is left out: the function's calls go where this shell or -env-file says\n", command, k, v)
+		}
+	}
+	fn.Env = env
+	f.deployed, f.lambda, f.awsCfg = &fn, client, cfg
+	return nil
 }
 
 // settle completes the flags: what the command line did not set comes from
@@ -76,6 +150,10 @@ func (f *functionFlags) settle(fs *cmdline.Flags) error {
 	fn, err := f.templateFunction(fs)
 	if err != nil {
 		return err
+	}
+	if d := f.deployed; d != nil {
+		fn = samtemplate.Function{FunctionName: d.Name, Timeout: int(d.Timeout / time.Second), MemorySize: d.MemoryMB,
+			LogFormat: d.LogFormat, ApplicationLogLevel: d.LogLevel}
 	}
 	if f.logicalID == "" {
 		f.logicalID = fn.LogicalID
@@ -98,9 +176,21 @@ func (f *functionFlags) settle(fs *cmdline.Flags) error {
 	if !set["log-level"] && fn.ApplicationLogLevel != "" {
 		f.logLevel = fn.ApplicationLogLevel
 	}
+	if f.deployed != nil {
+		f.extra = slices.Clone(f.deployed.Env)
+	}
 	if f.envFile != "" {
-		if f.extra, f.logicalID, err = readEnvFile(f.envFile, f.logicalID); err != nil {
+		var vars []string
+		if vars, f.logicalID, err = readEnvFile(f.envFile, f.logicalID); err != nil {
 			return cmdline.BadInput(err)
+		}
+		f.extra = append(f.extra, vars...) // the file's win
+	}
+	if f.deployed != nil {
+		for _, name := range []string{"AWS_REGION", "AWS_DEFAULT_REGION"} {
+			if v := lookup(f.extra, name); v != "" && v != f.deployed.Region {
+				return fs.UsageError("%s in the env file is %s, but the function %s is in %s", name, v, f.deployed.ARN, f.deployed.Region)
+			}
 		}
 	}
 	if !set["function-name"] {
@@ -151,9 +241,13 @@ func (f *functionFlags) templateFunction(fs *cmdline.Flags) (samtemplate.Functio
 	return samtemplate.Function{}, fs.UsageError("template %s has functions %s: choose one with -logical-id", f.template, strings.Join(ids, ", "))
 }
 
-// regionOr returns the function's region: -region, else AWS_REGION or
-// AWS_DEFAULT_REGION from the env file, then from environ, else fallback.
+// regionOr returns the function's region: a deployed function's, -region,
+// else AWS_REGION or AWS_DEFAULT_REGION from the env file, then from
+// environ, else fallback.
 func (f *functionFlags) regionOr(environ []string, fallback string) string {
+	if f.deployed != nil {
+		return f.deployed.Region
+	}
 	return firstNonEmpty(f.region, lookup(f.extra, "AWS_REGION"), lookup(f.extra, "AWS_DEFAULT_REGION"),
 		lookup(environ, "AWS_REGION"), lookup(environ, "AWS_DEFAULT_REGION"), fallback)
 }

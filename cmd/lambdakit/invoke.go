@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/lambdakit/lambdakit/internal/cmdline"
+	"github.com/lambdakit/lambdakit/internal/deployed"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
 )
@@ -43,8 +44,18 @@ like. The warning does not change the exit status.
 
 The function's settings (timeout, memory, name, log format and level) come
 from the flags; what they leave out comes from the function's resource in
--template (as 'sam local invoke' reads template.yaml), else from Lambda's
-defaults for a function created without settings (3s, 128 MB, text logs).
+-template (as 'sam local invoke' reads template.yaml), or from a deployed
+function with -function, else from Lambda's defaults for a function created
+without settings (3s, 128 MB, text logs).
+
+-function NAME reads a function deployed on Lambda, or on the local AWS after
+'make deploy-local', with GetFunctionConfiguration at the SDK's Lambda
+endpoint (AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL, else AWS in the region
+of -region, the function's ARN or the SDK's configuration), and says on
+standard error where it asked: its settings, its region, and its environment
+variables, which the -env-file variables override (the deployed values name
+the deployed resources; the file can point one at a local stand-in). The
+code run is BOOTSTRAP, not the deployed package.
 
 The function sees the variables Lambda sets (AWS_LAMBDA_RUNTIME_API,
 AWS_LAMBDA_FUNCTION_NAME, AWS_LAMBDA_FUNCTION_VERSION=$LATEST,
@@ -98,7 +109,7 @@ type event struct {
 
 // Run implements command.
 func (c *invokeCommand) Run(ctx context.Context, args []string) error {
-	if err := c.parse(args); err != nil {
+	if err := c.parse(ctx, args); err != nil {
 		return err
 	}
 	runner, err := c.fn.newRunner(c.stdio, c.bootstrap, c.fn.regionOr(c.environ, "us-east-1"))
@@ -135,8 +146,9 @@ func (c *invokeCommand) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// parse reads the command line and every file it names.
-func (c *invokeCommand) parse(args []string) error {
+// parse reads the command line, the deployed function it names, and every
+// file it names.
+func (c *invokeCommand) parse(ctx context.Context, args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "invoke", invokeUsage, invokeExitStatus)
 	c.fn.define(fs.FlagSet, "each event's deadline is its start plus this")
 	rest, err := fs.ParseArgs(args)
@@ -146,11 +158,20 @@ func (c *invokeCommand) parse(args []string) error {
 	if len(rest) < 2 {
 		return fs.UsageError("need a BOOTSTRAP and at least one EVENT_FILE")
 	}
+	if err := c.fn.loadDeployed(ctx, fs, c.stdio, "invoke"); err != nil {
+		return err
+	}
 	if err := c.fn.settle(fs); err != nil {
 		return err
 	}
 	c.bootstrap = rest[0]
 	c.sqsEvent = c.templateHasSQSEvent()
+	if d := c.fn.deployed; d != nil {
+		// A hint for warnNotSQS only: a mapping that cannot be listed
+		// gives none.
+		ms, err := deployed.SQSMappings(ctx, c.fn.lambda, *d)
+		c.sqsEvent = err == nil && len(ms) > 0
+	}
 	for _, name := range rest[1:] {
 		var body []byte
 		var err error

@@ -94,7 +94,7 @@ func TestQueueURLHostIsWhereCallsGo(t *testing.T) {
 			for _, args := range [][]string{
 				{"publish", "-queue", c.queue},
 				{"redrive", "-from", c.queue + "-dlq", "-to", c.queue},
-				{"run", "-queue", c.queue, "-until-empty", "-timeout", "5s", echo},
+				{"run", "-live", "-queue", c.queue, "-until-empty", "-timeout", "5s", echo},
 			} {
 				rec := newConnectRecorder(t)
 				env := noEndpoints("AWS_MAX_ATTEMPTS=1", "AWS_REGION=us-east-1",

@@ -96,7 +96,7 @@ type recordsCommand struct {
 	key       string
 
 	records *dynamostore.Records
-	where   string // where the calls go, in words: see dynamoDescription
+	where   string // where the calls go, in words: see endpointDescription
 	now     time.Time
 }
 
@@ -245,7 +245,7 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 		return cmdline.CannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
 	client := dynamodb.NewFromConfig(cfg)
-	c.where = dynamoDescription(c.environ, client.Options().BaseEndpoint, cfg.Region)
+	c.where = endpointDescription(c.environ, "DYNAMODB", "DynamoDB", client.Options().BaseEndpoint, cfg.Region)
 	fmt.Fprintf(c.stderr, "lambdakit records: table %s %s\n", c.table, c.where)
 	c.records, c.now = dynamostore.NewRecords(client, c.table), time.Now()
 	switch c.action {

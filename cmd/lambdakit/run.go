@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/lambdakit/lambdakit/internal/cmdline"
+	"github.com/lambdakit/lambdakit/internal/deployed"
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
@@ -28,8 +32,18 @@ batch response rules, stay in the queue and come back after its visibility
 timeout. Flags come before BOOTSTRAP.
 
 The function's settings come from the flags, then from its resource in
--template, else Lambda's defaults, as with 'lambdakit invoke'; -template also
-gives the batch size and response types of the function's SQS event. As on
+-template or from the deployed function -function names, else Lambda's
+defaults, as with 'lambdakit invoke'; -template also gives the batch size and
+response types of the function's SQS event. -function gives the deployed
+function's settings and environment (GetFunctionConfiguration) and its SQS
+event source mapping (ListEventSourceMappings): the queue, batch size,
+batching window, response types, and MaximumConcurrency as a ceiling, so
+that the run uses exactly what was deployed. A function with several SQS
+mappings needs -queue to choose one. The queue's URL comes from SQS's
+GetQueueUrl at the SDK's endpoint; the queue URL rule below then applies.
+
+A queue on AWS itself is refused unless -live is given: run would take its
+messages off the live queue, beside the deployed function's own mapping. As on
 Lambda, responses are read as partial batch responses only with
 ReportBatchItemFailures (the template's FunctionResponseTypes, or
 -report-batch-item-failures); without it a successful invocation deletes its
@@ -112,6 +126,7 @@ type runCommand struct {
 	untilEmpty  bool
 	partial     bool
 	shortVisOK  bool
+	live        bool
 	bootstrap   string
 }
 
@@ -124,16 +139,18 @@ var optionFlags = map[string]string{
 	"FunctionTimeout": "-timeout",
 }
 
-// parse reads the command line, the template and the env file.
-func (c *runCommand) parse(args []string) error {
+// parse reads the command line, the template or the deployed function,
+// and the env file.
+func (c *runCommand) parse(ctx context.Context, args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "run", runUsage, runExitStatus)
 	c.flags = fs
-	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required), as SQS returns it: http://127.0.0.1:5000/123456789012/orders.fifo")
-	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more; the template's if it sets one, else Lambda's")
-	fs.DurationVar(&c.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): whole seconds, 0 to 5m")
-	fs.IntVar(&c.concurrency, "concurrency", esm.DefaultConcurrency, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency, 2 to 1000; never taken from the template); Lambda starts with five when no maximum is set")
+	fs.StringVar(&c.queue, "queue", "", "the queue's `URL`, as SQS returns it: http://127.0.0.1:5000/123456789012/orders.fifo (required without -function; with it, chooses among the function's SQS mappings)")
+	fs.BoolVar(&c.live, "live", false, "consume a queue on AWS itself: run takes its messages, which the deployed function's own mapping would otherwise get")
+	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more; the deployed mapping's or the template's if it sets one, else Lambda's")
+	fs.DurationVar(&c.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): whole seconds, 0 to 5m (default: the deployed mapping's, else 0)")
+	fs.IntVar(&c.concurrency, "concurrency", esm.DefaultConcurrency, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency, 2 to 1000; never taken from the template); Lambda starts with five, or the deployed mapping's MaximumConcurrency if lower")
 	fs.BoolVar(&c.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
-	fs.BoolVar(&c.partial, "report-batch-item-failures", false, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; without it every batch the function answers is deleted, as on Lambda (default: what the template's SQS event says, else false)")
+	fs.BoolVar(&c.partial, "report-batch-item-failures", false, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; without it every batch the function answers is deleted, as on Lambda (default: what the deployed mapping or the template's SQS event says, else false)")
 	fs.BoolVar(&c.shortVisOK, "allow-short-visibility-timeout", false, "run even if the queue's VisibilityTimeout is shorter than the function's timeout, which Lambda refuses: for tests that want a batch handed out again while it runs")
 	c.fn.define(fs.FlagSet, "each invocation's deadline is its start plus this")
 	rest, err := fs.ParseArgs(args)
@@ -145,16 +162,22 @@ func (c *runCommand) parse(args []string) error {
 		return fs.UsageError("need a BOOTSTRAP")
 	case len(rest) > 1:
 		return fs.UsageError("want one BOOTSTRAP, got %s", strings.Join(rest, " "))
-	case c.queue == "":
-		return fs.UsageError("-queue: want the queue's URL")
-	case !validQueueURL(c.queue):
+	case c.queue == "" && c.fn.function == "":
+		return fs.UsageError("-queue: want the queue's URL (or -function, a deployed function whose mapping names it)")
+	case c.queue != "" && !validQueueURL(c.queue):
 		return fs.UsageError("-queue %q: want http(s)://host/account/name", c.queue)
 	}
 	c.bootstrap = rest[0]
+	if err := c.fn.loadDeployed(ctx, fs, c.stdio, "run"); err != nil {
+		return err
+	}
 	if err := c.fn.settle(fs); err != nil {
 		return err
 	}
 	if err := c.eventFromTemplate(fs.Given()); err != nil {
+		return err
+	}
+	if err := c.eventFromDeployed(ctx, fs.Given()); err != nil {
 		return err
 	}
 	// Zero would mean esm's default; on the command line it is a mistake.
@@ -197,9 +220,68 @@ func (c *runCommand) eventFromTemplate(set map[string]bool) error {
 	return nil
 }
 
+// eventFromDeployed takes the queue and what the command line did not set
+// from the deployed function's SQS event source mapping: its only one, or
+// the one of -queue.
+func (c *runCommand) eventFromDeployed(ctx context.Context, set map[string]bool) error {
+	d := c.fn.deployed
+	if d == nil {
+		return nil
+	}
+	ms, err := deployed.SQSMappings(ctx, c.fn.lambda, *d)
+	if err != nil {
+		return cmdline.CannotRun(err)
+	}
+	var queueName string
+	if c.queue != "" {
+		queueName = c.queue[strings.LastIndex(strings.TrimRight(c.queue, "/"), "/")+1:]
+	}
+	m, err := deployed.Choose(d.ARN, ms, queueName)
+	if err != nil {
+		return c.flags.UsageError("%v", err)
+	}
+	if c.queue == "" {
+		client := sqs.NewFromConfig(c.fn.awsCfg, func(o *sqs.Options) { o.Region = m.QueueRegion })
+		if c.queue, err = deployed.QueueURL(ctx, client, m); err != nil {
+			return cmdline.CannotRun(err)
+		}
+	}
+	if !set["batch-size"] && m.BatchSize > 0 {
+		c.batchSize = m.BatchSize
+	}
+	if !set["window"] {
+		c.window = m.Window
+	}
+	if !set["report-batch-item-failures"] {
+		c.partial = m.ReportBatchItemFailures
+	}
+	if !set["concurrency"] && m.MaximumConcurrency > 0 {
+		c.concurrency = min(c.concurrency, m.MaximumConcurrency)
+	}
+	responses := "whole-batch responses"
+	if m.ReportBatchItemFailures {
+		responses = "ReportBatchItemFailures"
+	}
+	maxConc := "none"
+	if m.MaximumConcurrency > 0 {
+		maxConc = strconv.Itoa(m.MaximumConcurrency)
+	}
+	fmt.Fprintf(c.stderr, "lambdakit run: mapping %s (%s): queue %s, batch size %d, window %v, %s, maximum concurrency %s\n",
+		m.UUID, m.State, c.queue, m.BatchSize, m.Window, responses, maxConc)
+	if m.State != "Disabled" {
+		// Two consumers of one queue: each receive by the other raises
+		// ApproximateReceiveCount, and may move messages to the DLQ.
+		// moto_server's mapping receives each message as it is sent and,
+		// without Docker to run the function, gives it back.
+		fmt.Fprintf(c.stderr, "lambdakit run: warning: the deployed mapping %s is %s: it consumes the queue too, and its receives count toward the redrive policy's maxReceiveCount; disable it while running here (aws lambda update-event-source-mapping --uuid %[1]s --no-enabled)\n",
+			m.UUID, m.State)
+	}
+	return nil
+}
+
 // Run implements command.
 func (c *runCommand) Run(ctx context.Context, args []string) error {
-	if err := c.parse(args); err != nil {
+	if err := c.parse(ctx, args); err != nil {
 		return err
 	}
 	// The batches, the function's output and the signal notice write to
@@ -217,6 +299,12 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	client, err := newSQSClient(ctx, std.environ, c.fn.region, c.queue)
 	if err != nil {
 		return asUsage(c.flags, err, cmdline.BadInput)
+	}
+	if q, _ := parseQueueURL(c.queue); q.aws && !c.live {
+		// Messages run takes are gone from the queue the deployed
+		// function's mapping reads, and a bootstrap run here does
+		// their work with this shell's credentials.
+		return c.flags.UsageError("the queue %s is on AWS: run would take its messages off the live queue, which the deployed function's mapping reads; give -live to do so anyway", c.queue)
 	}
 	// One Runner, one warm process, per batch in flight, as Lambda has an
 	// execution environment per concurrent invocation. Out of range,

@@ -73,15 +73,15 @@ func deploy(t *testing.T, endpoint, buildDir, overrides string) *demoRun {
 	return r
 }
 
-// deployed is what a test reads of the deployed stack.
-type deployed struct {
+// stackState is what a test reads of the deployed stack.
+type stackState struct {
 	status   string
 	outputs  map[string]string // by key
 	physical map[string]string // physical IDs by logical ID
 	params   map[string]string
 }
 
-func readStack(t *testing.T, cf *cloudformation.Client, name string) deployed {
+func readStack(t *testing.T, cf *cloudformation.Client, name string) stackState {
 	t.Helper()
 	ctx := t.Context()
 	out, err := cf.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(name)})
@@ -89,7 +89,7 @@ func readStack(t *testing.T, cf *cloudformation.Client, name string) deployed {
 		t.Fatalf("DescribeStacks %s: %v (%d stacks)", name, err, len(out.Stacks))
 	}
 	s := out.Stacks[0]
-	d := deployed{status: string(s.StackStatus), outputs: map[string]string{}, physical: map[string]string{}, params: map[string]string{}}
+	d := stackState{status: string(s.StackStatus), outputs: map[string]string{}, physical: map[string]string{}, params: map[string]string{}}
 	for _, o := range s.Outputs {
 		d.outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
 	}
@@ -136,7 +136,7 @@ func readTransformed(t *testing.T, path string) cfn {
 // resolve returns the value of a template value that is a literal or a
 // {"Ref": X}: X's physical ID or parameter value. ok is false for anything
 // else.
-func (d deployed) resolve(v any) (string, bool) {
+func (d stackState) resolve(v any) (string, bool) {
 	switch v := v.(type) {
 	case string:
 		return v, true
@@ -157,7 +157,7 @@ func (d deployed) resolve(v any) (string, bool) {
 }
 
 // resolves says whether v resolves to want.
-func (d deployed) resolves(v any, want string) bool {
+func (d stackState) resolves(v any, want string) bool {
 	got, ok := d.resolve(v)
 	return ok && got == want
 }
@@ -437,7 +437,7 @@ func TestDeployLocal(t *testing.T) {
 // "expiration"), both tables' point-in-time recovery and encryption, the
 // function's arm64 architecture and JSON logging, the DLQ's redrive-allow
 // policy naming the payment queue, the three alarms, the function's tags.
-func checkNotApplied(t *testing.T, tpl cfn, d deployed, queueAttrs map[string]map[string]string, buildDir string) {
+func checkNotApplied(t *testing.T, tpl cfn, d stackState, queueAttrs map[string]map[string]string, buildDir string) {
 	t.Helper()
 	props := func(id string) map[string]any { return tpl.Resources[id].Properties }
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }

@@ -21,24 +21,29 @@ import (
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
-	"github.com/lambdakit/lambdakit/internal/samtemplate"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
-// The demo's last act sends payments the way they come in AWS: a producer
-// publishes them to the FIFO queue, the event source mapping (what
-// `lambdakit run` runs) feeds them to the function, and a crash kills the
-// function once, after the gateway took the money and before it answered.
+// The demo's last act sends payments the way they come in AWS, through
+// the stack as deployed: it deploys template.yaml on the local AWS (what
+// make deploy-local does), reads the function's configuration and its SQS
+// event source mapping back from Lambda, and runs that mapping (what
+// `lambdakit run -function` does). A producer publishes the payments to the
+// stack's FIFO queue, the mapping feeds them to the function, and a crash
+// kills the function once, after the gateway took the money and before it
+// answered.
 //
-// The template's timings are scaled down so that the act takes seconds:
-// function timeout 2 s (60 s), visibility timeout 4 s (360 s: longer than
-// the function's timeout, so that a crashed invocation's lease has ended when
-// its messages come back), maxReceiveCount 2 (5).
+// The stack's timings are scaled down after the deploy, with the calls an
+// operator would make, so that the act takes seconds: function timeout 2 s
+// (60 s), visibility timeout 4 s (360 s: longer than the function's
+// timeout, so that a crashed invocation's lease has ended when its
+// messages come back), maxReceiveCount 2 (5). The deployed mapping is
+// disabled, as `lambdakit run` asks: this run takes its place (moto's own
+// mapping would receive each message as it is sent, and raise its receive
+// count).
 const (
 	queueFile            = "payments-queue.jsonl"
-	queueName            = "lambdakit-payment-queue.fifo" // as SAM names them for the stack lambdakit-payment
-	dlqName              = "lambdakit-payment-dlq.fifo"
 	queueFunctionTimeout = 2 * time.Second
 	queueVisibility      = 4
 	queueMaxReceiveCount = 2
@@ -53,13 +58,17 @@ const (
 	queueCrash = "pay_6004"
 	// queueRunBound bounds the run; it takes about 2 visibility timeouts.
 	queueRunBound = time.Minute
+	// queueDeployBound bounds the deploy: a build, a transform, a stack.
+	queueDeployBound = 5 * time.Minute
 )
 
 // queueOutcome is what the queue act found, for the summary.
 type queueOutcome struct {
+	ledger      string // the stack's payments table
 	published   int
-	deleted     int
+	deleted     int      // deleted from the queue, those the function dead-lettered included
 	inDLQ       []string // payment IDs
+	redriven    int      // of inDLQ, those the redrive policy moved (the others the function sent)
 	chargedDLQ  []string // payment IDs in the DLQ that the gateway charged all the same
 	leftInQ     int
 	crashed     bool   // the crash happened where intended
@@ -68,14 +77,12 @@ type queueOutcome struct {
 }
 
 // crashSlot runs the function and remembers the records of the event in
-// flight, so that the crash hook knows the batch it interrupts.
+// flight, so that the crash hook knows the batch it interrupts. Its
+// Capacity of one makes the mapping give it one batch at a time.
 type crashSlot struct {
 	runner *runtimeapi.Runner
-	// turn makes the mapping's pollers take the one process in turn, so
-	// that recs is the batch the process is running.
-	turn sync.Mutex
-	mu   sync.Mutex
-	recs []events.SQSMessage
+	mu     sync.Mutex
+	recs   []events.SQSMessage
 }
 
 // Capacity tells the mapping that the slot runs one batch at a time.
@@ -84,8 +91,6 @@ func (s *crashSlot) Capacity() int { return 1 }
 func (s *crashSlot) Invoke(ctx context.Context, event []byte, optFns ...func(*runtimeapi.InvokeOptions)) (runtimeapi.Result, error) {
 	var ev events.SQSEvent
 	_ = json.Unmarshal(event, &ev) // an event that does not decode holds no records
-	s.turn.Lock()
-	defer s.turn.Unlock()
 	s.mu.Lock()
 	s.recs = ev.Records
 	s.mu.Unlock()
@@ -123,47 +128,14 @@ func (c *crashLog) get() (charge string, crashed bool) {
 // playQueue is the queue act: number n of the story.
 func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file string, environ []string) (queueOutcome, error) {
 	var out queueOutcome
-	fmt.Fprintf(d.out, "\n%d. Through the queue: publish, then Lambda's event source mapping, with a crash after a charge\n", n)
+	fmt.Fprintf(d.out, "\n%d. Through the queue of the deployed stack: publish, then its event source mapping, with a crash after a charge\n", n)
 
-	// The queues, as template.yaml declares them, scaled down.
-	queues, err := samtemplate.Queues(template)
+	st, err := d.deployStack(ctx, template)
 	if err != nil {
 		return out, err
 	}
-	evs, err := samtemplate.SQSEvents(template)
-	if err != nil {
-		return out, err
-	}
-	if len(evs) != 1 {
-		return out, fmt.Errorf("%s: want one SQS event, got %d", template, len(evs))
-	}
-	ev := evs[0]
-	q, err := samtemplate.FindQueue(queues, ev.Queue)
-	if err != nil {
-		return out, err
-	}
-	dlq, err := samtemplate.FindQueue(queues, q.DeadLetterQueue)
-	if err != nil {
-		return out, err
-	}
-	fmt.Fprintf(d.out, "   %s -> %s, %s -> %s (as in %s, with timings scaled down):\n", q.LogicalID, queueName, dlq.LogicalID, dlqName, template)
-	fmt.Fprintf(d.out, "   visibility timeout %ds (template %ds), maxReceiveCount %d (%d), function timeout %v (%ds)\n",
-		queueVisibility, q.VisibilityTimeout, queueMaxReceiveCount, q.MaxReceiveCount, queueFunctionTimeout, ev.Timeout)
-	q.VisibilityTimeout, q.MaxReceiveCount = queueVisibility, queueMaxReceiveCount
-	sqsc := sqs.NewFromConfig(d.moto.AWSConfig())
-	dlqURL, err := dlq.Create(ctx, sqsc, dlqName, "")
-	if err != nil {
-		return out, err
-	}
-	attrs, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlqURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	if err != nil {
-		return out, err
-	}
-	queueURL, err := q.Create(ctx, sqsc, queueName, attrs.Attributes["QueueArn"])
-	if err != nil {
-		return out, err
-	}
-
+	out.ledger = st.paymentsTable
+	queueURL, dlqURL, sqsc := st.queueURL, st.dlqURL, st.sqs
 	// Publish, as `lambdakit publish -key-field payment_id -group-field
 	// customer_id` does, then queueResent again with another key.
 	bodies, err := jsonLines(file)
@@ -215,8 +187,8 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 	fmt.Fprintf(d.out, "   published %s again with another deduplication ID (%.12s… instead of %.12s…), as a producer's retry after SQS's 5-minute window\n",
 		queueResent, again[0].DedupID, results[resend].DedupID)
 
-	// The function, behind one batch slot with a short timeout.
-	runner, err := d.newRunner(bootstrap, queueFunctionTimeout, environ)
+	// The function as deployed, behind one batch slot.
+	runner, err := d.newDeployedRunner(bootstrap, st.fn, environ)
 	if err != nil {
 		return out, err
 	}
@@ -248,18 +220,22 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 				others = append(others, m)
 			}
 		}
-		d.awaitCompleted(others, queueFunctionTimeout/4)
+		d.awaitCompleted(st.idempotencyTable, others, st.fn.Timeout/4)
 		runner.Kill()
 	})
 	defer d.gw.OnCharge(nil)
 
-	fmt.Fprintf(d.out, "   running the event source mapping until the queue is empty (batch size %d, one batch at a time: one function process)\n", ev.BatchSize)
+	m := st.mapping
+	fmt.Fprintf(d.out, "   running the deployed mapping until the queue is empty (batch size %d, window %v, ReportBatchItemFailures %v; one batch at a time: one function process)\n",
+		m.BatchSize, m.Window, m.ReportBatchItemFailures)
 	d.logs.Reset()
 	batch := 0
 	mapping, err := esm.New(sqsc, queueURL, slot, func(o *esm.Options) {
-		o.BatchSize = ev.BatchSize
+		o.BatchSize = m.BatchSize
+		o.Window = m.Window
 		o.Concurrency = esm.MinConcurrency
-		o.ReportBatchItemFailures = ev.ReportBatchItemFailures
+		o.ReportBatchItemFailures = m.ReportBatchItemFailures
+		o.FunctionTimeout = st.fn.Timeout
 		o.UntilEmpty = true
 		o.OnBatch = func(b esm.BatchResult) {
 			batch++
@@ -293,7 +269,11 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		return out, err
 	}
 	for _, m := range dead {
-		out.inDLQ = append(out.inDLQ, paymentID(aws.ToString(m.Body)))
+		id := paymentID(aws.ToString(m.Body))
+		out.inDLQ = append(out.inDLQ, id)
+		if _, ok := published[aws.ToString(m.MessageId)]; ok {
+			out.redriven++ // the redrive policy keeps the message ID
+		}
 	}
 	left, err := peekAll(ctx, sqsc, queueURL)
 	if err != nil {
@@ -312,7 +292,11 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 	fmt.Fprintf(d.out, "   queue empty after %s: %s received in all, %d deleted, %d moved to the DLQ\n",
 		plural(summary.Invocations, "invocation"), plural(summary.Records, "record"), summary.Deleted, len(dead))
 	for _, m := range dead {
-		fmt.Fprintf(d.out, "   DLQ %s: %s, moved there by the redrive policy after failing %d deliveries\n", dlqName, paymentID(aws.ToString(m.Body)), queueMaxReceiveCount)
+		how := "sent there by the function on its first delivery (DEAD_LETTER_QUEUE_URL): it can never succeed"
+		if _, ok := published[aws.ToString(m.MessageId)]; ok {
+			how = fmt.Sprintf("moved there by the redrive policy after failing %d deliveries", queueMaxReceiveCount)
+		}
+		fmt.Fprintf(d.out, "   DLQ %s: %s, %s\n", st.dlqName, paymentID(aws.ToString(m.Body)), how)
 	}
 	return out, nil
 }
@@ -407,9 +391,10 @@ func jsonLines(path string) ([]string, error) {
 // whether they are as they must be.
 func (d *demo) queueSummary(q queueOutcome) bool {
 	ok := true
-	accounted := q.deleted + len(q.inDLQ)
-	fmt.Fprintf(d.out, "   queue: %d messages published, %d deleted after success, %d in the DLQ (%s), %d left\n",
-		q.published, q.deleted, len(q.inDLQ), strings.Join(q.inDLQ, ", "), q.leftInQ)
+	accounted := q.deleted + q.redriven // a message the function dead-lettered was deleted
+	sent := len(q.inDLQ) - q.redriven
+	fmt.Fprintf(d.out, "   queue: %d messages published, %d deleted after success, %d deleted once the function sent it to the DLQ, %d moved to the DLQ by the redrive policy (DLQ: %s), %d left\n",
+		q.published, q.deleted-sent, sent, q.redriven, strings.Join(q.inDLQ, ", "), q.leftInQ)
 	if accounted != q.published || q.leftInQ != 0 {
 		fmt.Fprintf(d.out, "   %d of %d published messages are accounted for\n", accounted, q.published)
 		ok = false
@@ -444,10 +429,10 @@ const paymentPrefix = "payment"
 // payments are completed. The function's log says nothing about a record
 // until its batch answers, so the table is where a record's end shows
 // while its batch is still running.
-func (d *demo) awaitCompleted(recs []events.SQSMessage, bound time.Duration) {
+func (d *demo) awaitCompleted(table string, recs []events.SQSMessage, bound time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	records := dynamostore.NewRecords(d.db, localTables["IdempotencyTable"])
+	records := dynamostore.NewRecords(d.db, table)
 	for _, m := range recs {
 		id := lambdakit.RecordID(paymentPrefix, paymentID(m.Body))
 		for ctx.Err() == nil {

@@ -34,10 +34,13 @@ payment gateway, creates the tables as template.yaml declares them, and runs
 the bootstrap binary through a local Lambda Runtime API on a story of sample
 events: first delivery, redelivery, poison records, a declined card, a FIFO
 batch during a gateway outage and its redelivery, a payload mismatch. Last,
-it creates the template's FIFO queue and DLQ (timings scaled down), publishes
-events/payments-queue.jsonl with a duplicate and a poison message, and runs
-the event source mapping until the queue is empty, killing the function once
-after the gateway charged a payment. For every record it prints what
+it deploys template.yaml on its moto_server as 'make deploy-local' does
+(this needs aws-sam-translator: 'make deps'), scales the stack's timings
+down, disables its event source mapping and reads the function and the
+mapping back from Lambda, as 'lambdakit run -function' does; then it
+publishes events/payments-queue.jsonl to the stack's FIFO queue with a
+duplicate and a poison message, and runs that mapping until the queue is
+empty, killing the function once after the gateway charged a payment. For every record it prints what
 happened (charged, declined, skipped as a duplicate, failed and why), then
 the charges the gateway saw, the ledger rows and where every published
 message went, and checks that no payment was charged twice. It stops
@@ -426,6 +429,8 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 			if failed {
 				return "FAILED     " + fmt.Sprint(l["reason"])
 			}
+		case "message failed permanently: sent to the dead-letter queue":
+			return "to the DLQ " + fmt.Sprint(l["reason"])
 		case "message done":
 			// The sample adds the payment's fields to the batch's
 			// line for the record (lambdakit.AddLogAttrs).
@@ -453,24 +458,34 @@ func (d *demo) summary(ctx context.Context, queue *queueOutcome) bool {
 	for _, c := range charges {
 		perPayment[c.PaymentID]++
 	}
-	out, err := d.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(localTables["PaymentsTable"])})
-	if err != nil {
-		fmt.Fprintf(d.out, "\nreading the ledger: %v\n", err)
-		return false
+	// The ledgers: the local table of the acts, and the stack's of the
+	// queue act.
+	ledgers := []string{localTables["PaymentsTable"]}
+	if queue != nil {
+		ledgers = append(ledgers, queue.ledger)
 	}
 	fmt.Fprintf(d.out, "\nSummary\n   gateway: %d requests, %d charges for %d payments\n", d.gw.Requests(), len(charges), len(perPayment))
 	byStatus := map[string]int{}
-	for _, item := range out.Items {
-		if s, ok := item["status"].(*types.AttributeValueMemberS); ok {
-			byStatus[s.Value]++
+	for _, table := range ledgers {
+		out, err := d.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table)})
+		if err != nil {
+			fmt.Fprintf(d.out, "   reading the ledger %s: %v\n", table, err)
+			return false
 		}
+		here := map[string]int{}
+		for _, item := range out.Items {
+			if s, ok := item["status"].(*types.AttributeValueMemberS); ok {
+				here[s.Value]++
+				byStatus[s.Value]++
+			}
+		}
+		var statuses []string
+		for s, n := range here {
+			statuses = append(statuses, fmt.Sprintf("%s %d", s, n))
+		}
+		sort.Strings(statuses)
+		fmt.Fprintf(d.out, "   ledger (%s): %d rows: %s\n", table, len(out.Items), strings.Join(statuses, ", "))
 	}
-	var statuses []string
-	for s, n := range byStatus {
-		statuses = append(statuses, fmt.Sprintf("%s %d", s, n))
-	}
-	sort.Strings(statuses)
-	fmt.Fprintf(d.out, "   ledger (%s): %d rows: %s\n", localTables["PaymentsTable"], len(out.Items), strings.Join(statuses, ", "))
 	d.metricsSummary()
 	ok := true
 	for id, n := range perPayment {

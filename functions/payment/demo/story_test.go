@@ -45,11 +45,18 @@ func TestDemoStory(t *testing.T) {
 			// about it, as its batch never answered.
 			{queue, "pay_6003     [cus_G] no answer  charged ch_", 1},
 			{queue, "again: the gateway's stored answer for the same Idempotency-Key, no new charge", 1},
-			{queue, "FAILED     invalid payment: amount must be a positive integer in minor units, got 12.50", 1},
-			{queue, "DLQ lambdakit-payment-dlq.fifo: pay_6099, moved there by the redrive policy after failing 2 deliveries", 1},
+			{queue, "stack lambdakit-payment CREATE_COMPLETE", 1},
+			{queue, "scaled down: Timeout 1m0s -> 2s, VisibilityTimeout 360s -> 4s, maxReceiveCount 5 -> 2; the mapping disabled", 1},
+			{queue, "(batch size 10, window 0s, ReportBatchItemFailures true;", 1},
+			// The deployed function has the stack's DLQ in its
+			// environment: the invalid payment goes there at once.
+			{queue, "pay_6099     [cus_H] to the DLQ invalid payment: amount must be a positive integer in minor units, got 12.50", 1},
+			{queue, "DLQ lambdakit-payment-dlq.fifo: pay_6099, sent there by the function on its first delivery", 1},
 			{summary, "gateway: 16 requests, 13 charges for 13 payments", 1},
-			{summary, "14 rows: CHARGED 13, DECLINED 1", 1},
-			{summary, "queue: 6 messages published, 5 deleted after success, 1 in the DLQ (pay_6099), 0 left", 1},
+			{summary, "(lambdakit-payments): 10 rows: CHARGED 9, DECLINED 1", 1},
+			{summary, "(lambdakit-payment-PaymentsTable-", 1},
+			{summary, "4 rows: CHARGED 4", 1},
+			{summary, "queue: 6 messages published, 5 deleted after success, 1 deleted once the function sent it to the DLQ, 0 moved to the DLQ by the redrive policy (DLQ: pay_6099), 0 left", 1},
 			{summary, "pay_6004 was charged once (ch_", 1},
 			{summary, "every payment was charged at most once", 1},
 		} {
