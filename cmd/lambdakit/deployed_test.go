@@ -139,7 +139,7 @@ func TestDeployedFunction(t *testing.T) {
 			{[]string{"run", "-function", name, "-template", "template.yaml", esmfn}, 2, "-function and -template both describe the function: give one"},
 			{[]string{"invoke", "-function", name + "-missing", echo, "-"}, 3, "function " + name + "-missing: "},
 			{[]string{"run", "-function", aws.ToString(bare.FunctionName), esmfn}, 2, "has no SQS event source mapping"},
-			{[]string{"run", "-function", name, "-queue", queueURL + "-other", esmfn}, 2, "has no SQS event source mapping for queue"},
+			{[]string{"run", "-function", name, "-queue", queueURL + "-other", esmfn}, 2, "has no SQS event source mapping for the queue"},
 			{[]string{"run", "-function", aws.ToString(fn.FunctionArn), "-region", "eu-west-1", esmfn}, 2, "-region is eu-west-1, but the function " + aws.ToString(fn.FunctionArn) + " is in " + cfg.Region},
 		} {
 			r := cli(t, env, "{}", c.args...)

@@ -90,6 +90,7 @@ func asUsage(fs *cmdline.Flags, err error, wrap func(error) error) error {
 type queueHost struct {
 	url    string
 	aws    bool   // a standard SQS host of AWS
+	live   bool   // a queue on AWS: a standard SQS host, or an interface VPC endpoint's
 	region string // the region an SQS host of AWS names (a VPC endpoint's too)
 	origin string // not aws: scheme://host[:port] as the URL gives it, the endpoint
 	norm   string // not aws: origin, normalized (see origin)
@@ -180,7 +181,7 @@ func parseQueueURL(raw string) (queueHost, error) {
 		if p := u.Port(); p != "" && p != "443" {
 			return queueHost{}, refuse("the queue URL %s names an AWS host with port %s: SQS answers on 443 only", raw, p)
 		}
-		return queueHost{url: raw, aws: true, region: region}, nil
+		return queueHost{url: raw, aws: true, live: true, region: region}, nil
 	case strings.HasPrefix(normHost(u.Hostname()), "sqs-fips.") || awsDomain(normHost(u.Hostname())) == ".api.aws":
 		// The SDK picks these from the standard URL and its own
 		// settings; routing by this URL's host would bypass them.
@@ -190,7 +191,7 @@ func parseQueueURL(raw string) (queueHost, error) {
 	}
 	// A custom endpoint (a VPC endpoint's name included): it is kept as
 	// given, and compared by origin.
-	return queueHost{url: raw, region: region, origin: u.Scheme + "://" + u.Host, norm: origin(u)}, nil
+	return queueHost{url: raw, live: isSQS, region: region, origin: u.Scheme + "://" + u.Host, norm: origin(u)}, nil
 }
 
 // endpointSource names where the SDK found the endpoint it has for
@@ -242,7 +243,7 @@ func newSQSClient(ctx context.Context, environ []string, region string, queueURL
 	source := endpointSource(environ, "SQS")
 
 	if region != "" && q.region != "" && region != q.region {
-		return nil, refuse("-region %s, but the queue URL %s is in %s", region, q.url, q.region)
+		return nil, refuse("-region is %s, but the queue URL %s is in %s", region, q.url, q.region)
 	}
 	var c *url.URL
 	if configured != "" {
@@ -297,6 +298,17 @@ func endpointDescription(environ []string, service, display string, endpoint *st
 		return fmt.Sprintf("at %s (%s)", e, endpointSource(environ, service))
 	}
 	return fmt.Sprintf("on AWS %s in %s (no AWS_ENDPOINT_URL_%s or AWS_ENDPOINT_URL is set)", display, firstNonEmpty(region, "no region"), service)
+}
+
+// onAWS reports whether a client whose configured endpoint is endpoint
+// (nil: none, the SDK's own) sends its calls to AWS.
+func onAWS(endpoint *string) bool {
+	e := aws.ToString(endpoint)
+	if e == "" {
+		return true
+	}
+	u, err := url.Parse(e)
+	return err == nil && awsDomain(normHost(u.Hostname())) != ""
 }
 
 // endpointVariable reports whether name is one of the SDK's endpoint

@@ -87,7 +87,7 @@ func TestNewSQSClientRefuses(t *testing.T) {
 	}{
 		{"an AWS URL, a local endpoint", "http://127.0.0.1:5000", "", []string{awsURL}, "is on AWS, but the SQS endpoint is http://127.0.0.1:5000 (AWS_ENDPOINT_URL_SQS)"},
 		{"an AWS URL, an AWS endpoint in another region", "https://sqs.us-east-1.amazonaws.com", "", []string{awsURL}, "is in eu-west-1, but the SQS endpoint https://sqs.us-east-1.amazonaws.com (AWS_ENDPOINT_URL_SQS) is in us-east-1"},
-		{"an AWS URL, -region elsewhere", "", "us-east-1", []string{awsURL}, "-region us-east-1, but the queue URL " + awsURL + " is in eu-west-1"},
+		{"an AWS URL, -region elsewhere", "", "us-east-1", []string{awsURL}, "-region is us-east-1, but the queue URL " + awsURL + " is in eu-west-1"},
 		{"an AWS port", "", "", []string{"https://sqs.eu-west-1.amazonaws.com:8443/1/q"}, "port 8443"},
 		{"not SQS", "", "", []string{"https://s3.eu-west-1.amazonaws.com/1/q"}, "not SQS's"},
 		{"a local URL, another port", "http://127.0.0.1:5000", "", []string{"http://127.0.0.1:5999/1/q"}, "is on http://127.0.0.1:5999, but the SQS endpoint is http://127.0.0.1:5000"},

@@ -107,7 +107,7 @@ func TestEndpointDisagreementIsRefused(t *testing.T) {
 			{[]string{"-region", "us-west-2"}, "-region is us-west-2, but the queue URL " + queue + " is in eu-west-1"},
 			{[]string{"-env-file", envFile}, "AWS_REGION in the env file is eu-central-1, but the queue URL " + queue + " is in eu-west-1"},
 		} {
-			r := cli(t, noEndpoints(), "", append(append([]string{"run"}, c.args...), "-queue", queue, echo)...)
+			r := cli(t, noEndpoints(), "", append(append([]string{"run", "-live"}, c.args...), "-queue", queue, echo)...)
 			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
 				t.Errorf("run %v: exit status %d, stderr:\n%s\nwant 2 and %q", c.args, r.code, r.stderr, c.want)
 			}

@@ -141,6 +141,25 @@ func (f *functionFlags) loadDeployed(ctx context.Context, fs *cmdline.Flags, std
 	return nil
 }
 
+// checkGiven refuses the flag values given on the command line that no
+// template or deployed function could make right, before anything is read.
+func (f *functionFlags) checkGiven(fs *cmdline.Flags) error {
+	set := fs.Given()
+	switch {
+	case set["log-format"] && strings.ToLower(f.logFormat) != "text" && strings.ToLower(f.logFormat) != "json":
+		return fs.UsageError("-log-format %q: want text or json", f.logFormat)
+	case set["timeout"] && f.timeout <= 0:
+		return fs.UsageError("-timeout %v: want a positive duration", f.timeout)
+	case set["memory"] && f.memory <= 0:
+		return fs.UsageError("-memory %d: want a positive number of MB", f.memory)
+	case set["function-name"] && f.functionName == "":
+		return fs.UsageError("-function-name: want a name")
+	case f.function != "" && f.template != "":
+		return fs.UsageError("-function and -template both describe the function: give one")
+	}
+	return nil
+}
+
 // settle completes the flags: what the command line did not set comes from
 // the template's function, if -template names one, else Lambda's defaults.
 // It reads the env file, and checks the result. Every input is read here,

@@ -87,7 +87,8 @@ Exit status:
   1    at least one invocation failed: function error, init error, crash or timeout
   2    usage error, or an event, env or template file that cannot be read
   3    the bootstrap could not be started (not executable, built for another
-       OS or architecture) or the local Runtime API failed
+       OS or architecture), the local Runtime API failed, or the deployed
+       function -function names cannot be read
   130  interrupted
 `
 
@@ -157,6 +158,9 @@ func (c *invokeCommand) parse(ctx context.Context, args []string) error {
 	}
 	if len(rest) < 2 {
 		return fs.UsageError("need a BOOTSTRAP and at least one EVENT_FILE")
+	}
+	if err := c.fn.checkGiven(fs); err != nil {
+		return err
 	}
 	if err := c.fn.loadDeployed(ctx, fs, c.stdio, "invoke"); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -110,8 +111,9 @@ Exit status:
   2    usage error (a queue URL that the endpoint or region configured
        contradicts included; a queue whose VisibilityTimeout is shorter than
        the function's timeout), or an env or template file that cannot be read
-  3    the queue does not exist or cannot be read, or the bootstrap could not
-       be started
+  3    the queue does not exist or cannot be read, the deployed function
+       -function names (or its mappings) cannot be read, or the bootstrap
+       could not be started
 `
 
 // runCommand is 'lambdakit run': the SQS event source mapping, locally.
@@ -168,16 +170,9 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 		return fs.UsageError("-queue %q: want http(s)://host/account/name", c.queue)
 	}
 	c.bootstrap = rest[0]
-	if err := c.fn.loadDeployed(ctx, fs, c.stdio, "run"); err != nil {
-		return err
-	}
-	if err := c.fn.settle(fs); err != nil {
-		return err
-	}
-	if err := c.eventFromTemplate(fs.Given()); err != nil {
-		return err
-	}
-	if err := c.eventFromDeployed(ctx, fs.Given()); err != nil {
+	// What the command line alone shows wrong is refused before any call,
+	// the Lambda call of -function included.
+	if err := c.fn.checkGiven(fs); err != nil {
 		return err
 	}
 	// Zero would mean esm's default; on the command line it is a mistake.
@@ -188,7 +183,58 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 	case c.concurrency == 0:
 		return fs.UsageError("-concurrency 0: want %d to %d", esm.MinConcurrency, esm.MaxConcurrency)
 	}
+	if c.queue != "" {
+		if err := c.checkQueue(ctx); err != nil {
+			return err
+		}
+	}
+	if err := c.fn.loadDeployed(ctx, fs, c.stdio, "run"); err != nil {
+		return err
+	}
+	if err := c.fn.settle(fs); err != nil {
+		return err
+	}
+	if err := c.eventFromTemplate(fs.Given()); err != nil {
+		return err
+	}
+	return c.eventFromDeployed(ctx, fs.Given())
+}
+
+// checkQueue refuses, before any call, a queue URL that the endpoint rule
+// (see endpoint.go) refuses, and a queue on AWS without -live.
+func (c *runCommand) checkQueue(ctx context.Context) error {
+	q, err := parseQueueURL(c.queue)
+	if err != nil {
+		return asUsage(c.flags, err, cmdline.BadInput)
+	}
+	if _, err := newSQSClient(ctx, c.environ, c.fn.region, c.queue); err != nil {
+		return asUsage(c.flags, err, cmdline.BadInput)
+	}
+	if q.live && !c.live {
+		// Messages run takes are gone from the queue the deployed
+		// function's mapping reads, and a bootstrap run here does their
+		// work with this shell's credentials.
+		return c.flags.UsageError("the queue %s is on AWS: run would take its messages off the live queue, which the deployed function's mapping reads; give -live to do so anyway", c.queue)
+	}
 	return nil
+}
+
+// queueRef is the queue -queue names, as a mapping's source names it: the
+// URL's last two path segments, and the region of a queue on AWS.
+func queueRef(queueURL string) deployed.QueueRef {
+	u, err := url.Parse(queueURL)
+	if err != nil {
+		return deployed.QueueRef{}
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	ref := deployed.QueueRef{Name: parts[len(parts)-1]}
+	if len(parts) >= 2 {
+		ref.Account = parts[len(parts)-2]
+	}
+	if q, err := parseQueueURL(queueURL); err == nil && q.live {
+		ref.Region = q.region
+	}
+	return ref
 }
 
 // eventFromTemplate takes the batch size and the response types the
@@ -232,18 +278,32 @@ func (c *runCommand) eventFromDeployed(ctx context.Context, set map[string]bool)
 	if err != nil {
 		return cmdline.CannotRun(err)
 	}
-	var queueName string
+	var want deployed.QueueRef
 	if c.queue != "" {
-		queueName = c.queue[strings.LastIndex(strings.TrimRight(c.queue, "/"), "/")+1:]
+		want = queueRef(c.queue)
 	}
-	m, err := deployed.Choose(d.ARN, ms, queueName)
+	m, err := deployed.Choose(d.ARN, ms, want)
 	if err != nil {
 		return c.flags.UsageError("%v", err)
 	}
 	if c.queue == "" {
+		// The queue's URL comes from SQS, at the SDK's SQS endpoint,
+		// which must be where the function was read: a function read
+		// from moto_server must not have its queue looked up on AWS
+		// with this shell's credentials, nor the other way round.
 		client := sqs.NewFromConfig(c.fn.awsCfg, func(o *sqs.Options) { o.Region = m.QueueRegion })
+		lambdaAt, sqsAt := c.fn.lambda.Options().BaseEndpoint, client.Options().BaseEndpoint
+		where := endpointDescription(c.environ, "SQS", "SQS", sqsAt, m.QueueRegion)
+		if onAWS(lambdaAt) != onAWS(sqsAt) {
+			return c.flags.UsageError("the function was read %s, but its queue would be looked up %s: point both at one place (AWS_ENDPOINT_URL), or give the queue's URL with -queue",
+				endpointDescription(c.environ, "LAMBDA", "Lambda", lambdaAt, c.fn.awsCfg.Region), where)
+		}
+		fmt.Fprintf(c.stderr, "lambdakit run: the URL of %s from SQS %s\n", m.QueueARN, where)
 		if c.queue, err = deployed.QueueURL(ctx, client, m); err != nil {
 			return cmdline.CannotRun(err)
+		}
+		if err := c.checkQueue(ctx); err != nil {
+			return err
 		}
 	}
 	if !set["batch-size"] && m.BatchSize > 0 {
@@ -299,12 +359,6 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	client, err := newSQSClient(ctx, std.environ, c.fn.region, c.queue)
 	if err != nil {
 		return asUsage(c.flags, err, cmdline.BadInput)
-	}
-	if q, _ := parseQueueURL(c.queue); q.aws && !c.live {
-		// Messages run takes are gone from the queue the deployed
-		// function's mapping reads, and a bootstrap run here does
-		// their work with this shell's credentials.
-		return c.flags.UsageError("the queue %s is on AWS: run would take its messages off the live queue, which the deployed function's mapping reads; give -live to do so anyway", c.queue)
 	}
 	// One Runner, one warm process, per batch in flight, as Lambda has an
 	// execution environment per concurrent invocation. Out of range,

@@ -105,15 +105,24 @@ func TestRunQueue(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
 		}
+		// SQS may hand the three messages to more than one receive, as
+		// moto does under load: count over the batches.
 		outs := jsonLines[runOutput](t, r.stdout)
-		if len(outs) != 2 || outs[0].Records != 3 || len(outs[0].Deleted) != 2 || len(outs[0].ItemFailures) != 1 ||
-			outs[1].Records != 1 || len(outs[1].Deleted) != 1 || outs[1].Deleted[0] != outs[0].ItemFailures[0] {
-			t.Errorf("stdout:\n%s\nwant a batch of 3 with 2 deleted and 1 named, then that one deleted", r.stdout)
+		var named []string
+		deleted := map[string]int{}
+		for _, o := range outs {
+			named = append(named, o.ItemFailures...)
+			for _, id := range o.Deleted {
+				deleted[id]++
+			}
+		}
+		if len(named) != 1 || len(deleted) != 3 || deleted[named[0]] != 1 || len(outs) < 2 {
+			t.Errorf("stdout:\n%s\nwant one record named in batchItemFailures, then deleted on its next delivery, and each of the 3 deleted once", r.stdout)
 		}
 		for _, want := range []string{
-			"lambdakit run: batch of 3 records: 2 deleted, 1 left for redelivery (1 named in batchItemFailures)",
+			"left for redelivery (1 named in batchItemFailures)",
 			"lambdakit run: stopped: the queue is empty",
-			"invocations               2", "records                   4", "deleted                   3",
+			"records                   4", "deleted                   3",
 			"left for redelivery       1", "function errors           0", "batchItemFailures         1",
 			"REPORT RequestId: " + outs[0].RequestID,
 		} {

@@ -178,17 +178,25 @@ func QueueURL(ctx context.Context, c QueueURLAPI, m Mapping) (string, error) {
 	return aws.ToString(out.QueueUrl), nil
 }
 
-// Choose returns the mapping to run: the only one, or the one whose queue
-// is named queueName when that is not "". The error says what there is.
-func Choose(fn string, ms []Mapping, queueName string) (Mapping, error) {
-	var names []string
+// QueueRef names a queue as a queue URL does: its name, and the account
+// and region when the URL says them. An empty field matches any.
+type QueueRef struct{ Name, Account, Region string }
+
+func (q QueueRef) matches(m Mapping) bool {
+	return q.Name == m.QueueName && (q.Account == "" || q.Account == m.QueueAccount) && (q.Region == "" || q.Region == m.QueueRegion)
+}
+
+// Choose returns the mapping to run: the only one, or the one of the queue
+// want names when want is not zero. The error says what there is.
+func Choose(fn string, ms []Mapping, want QueueRef) (Mapping, error) {
+	var arns []string
 	for _, m := range ms {
-		names = append(names, m.QueueName)
+		arns = append(arns, m.QueueARN)
 	}
-	if queueName != "" {
-		i := slices.IndexFunc(ms, func(m Mapping) bool { return m.QueueName == queueName })
+	if want != (QueueRef{}) {
+		i := slices.IndexFunc(ms, want.matches)
 		if i < 0 {
-			return Mapping{}, fmt.Errorf("function %s has no SQS event source mapping for queue %s (it has: %s)", fn, queueName, listOrNone(names))
+			return Mapping{}, fmt.Errorf("function %s has no SQS event source mapping for the queue %s (it has: %s)", fn, want.describe(), listOrNone(arns))
 		}
 		return ms[i], nil
 	}
@@ -198,7 +206,18 @@ func Choose(fn string, ms []Mapping, queueName string) (Mapping, error) {
 	case 1:
 		return ms[0], nil
 	}
-	return Mapping{}, fmt.Errorf("function %s has SQS event source mappings for %s: choose one with -queue", fn, strings.Join(names, ", "))
+	return Mapping{}, fmt.Errorf("function %s has SQS event source mappings for %s: choose one with -queue", fn, strings.Join(arns, ", "))
+}
+
+func (q QueueRef) describe() string {
+	s := q.Name
+	if q.Account != "" {
+		s = q.Account + "/" + s
+	}
+	if q.Region != "" {
+		s += " in " + q.Region
+	}
+	return s
 }
 
 func listOrNone(names []string) string {

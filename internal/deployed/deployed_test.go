@@ -87,20 +87,25 @@ func TestReadsTheDeployedFunctionAndItsMappings(t *testing.T) {
 	if len(ms) != 2 {
 		t.Fatalf("mappings %+v; want two", ms)
 	}
-	if _, err := deployed.Choose(name, ms, ""); err == nil || !strings.Contains(err.Error(), "choose one with -queue") {
+	if _, err := deployed.Choose(name, ms, deployed.QueueRef{}); err == nil || !strings.Contains(err.Error(), "choose one with -queue") {
 		t.Errorf("Choose of two without a queue: %v; want a refusal naming -queue", err)
 	}
-	if _, err := deployed.Choose(name, ms, "other"); err == nil || !strings.Contains(err.Error(), name+".fifo") {
+	if _, err := deployed.Choose(name, ms, deployed.QueueRef{Name: "other"}); err == nil || !strings.Contains(err.Error(), name+".fifo") {
 		t.Errorf("Choose of an unmapped queue: %v; want a refusal listing the mapped ones", err)
 	}
-	m, err := deployed.Choose(name, ms, name+".fifo")
+	for _, other := range []deployed.QueueRef{{Name: name + ".fifo", Account: "999999999999"}, {Name: name + ".fifo", Region: "eu-west-1"}} {
+		if _, err := deployed.Choose(name, ms, other); err == nil {
+			t.Errorf("Choose(%+v): the mapping of a queue of that name in another account or region; want none", other)
+		}
+	}
+	m, err := deployed.Choose(name, ms, deployed.QueueRef{Name: name + ".fifo", Account: "123456789012", Region: cfg.Region})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.BatchSize != 7 || !m.ReportBatchItemFailures || m.MaximumConcurrency != 3 || m.Window != 0 || m.QueueARN != fifo {
 		t.Errorf("FIFO mapping %+v; want batch size 7, partial batch responses, maximum concurrency 3, no window, queue %s", m, fifo)
 	}
-	s, err := deployed.Choose(name, ms, name+"-std")
+	s, err := deployed.Choose(name, ms, deployed.QueueRef{Name: name + "-std"})
 	if err != nil {
 		t.Fatal(err)
 	}

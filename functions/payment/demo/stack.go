@@ -74,7 +74,7 @@ func (d *demo) deployStack(ctx context.Context, template string) (*stack, error)
 		if err != nil {
 			return err
 		}
-		st.mapping, err = deployed.Choose(st.fn.ARN, ms, "")
+		st.mapping, err = deployed.Choose(st.fn.ARN, ms, deployed.QueueRef{})
 		return err
 	}
 	if err := read(); err != nil {
