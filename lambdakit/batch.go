@@ -227,16 +227,22 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 }
 
 // guard cancels the records' context DeadlineMargin before the invocation
-// deadline, and returns a channel closed when the batch must answer, the
-// time it closes (zero without a deadline), and a function that stops both
-// timers once the batch has answered.
+// deadline: see deadlineGuard.
 func (b *batch) guard(ctx context.Context, cancel context.CancelFunc) (answerBy <-chan struct{}, answerAt time.Time, stop func()) {
+	return deadlineGuard(ctx, b.opts.DeadlineMargin, cancel)
+}
+
+// deadlineGuard calls cancel margin before ctx's deadline, and returns a
+// channel closed margin/2 before it, when the batch must answer, the time
+// it closes (zero without a deadline), and a function that stops both
+// timers once the batch has answered. The margin is never more than half
+// the time left.
+func deadlineGuard(ctx context.Context, margin time.Duration, cancel context.CancelFunc) (answerBy <-chan struct{}, answerAt time.Time, stop func()) {
 	answer := make(chan struct{})
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return answer, time.Time{}, func() {} // never closed: no deadline to beat
 	}
-	margin := b.opts.DeadlineMargin
 	if left := time.Until(deadline); margin > left/2 {
 		margin = left / 2
 	}
