@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,24 +41,6 @@ func kinesisEvent(n int) events.KinesisEvent {
 	return ev
 }
 
-// seen records the sequence numbers a handler was called with, in order.
-type seen struct {
-	mu   sync.Mutex
-	seqs []string
-}
-
-func (s *seen) add(seq string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seqs = append(s.seqs, seq)
-}
-
-func (s *seen) get() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.seqs)
-}
-
 // bothStreams runs the same scenario on both stream kinds: fail(seq)
 // decides each record's fate, and the test gets the answer's identifiers
 // and the records called.
@@ -71,7 +52,7 @@ func bothStreams(t *testing.T, n int, margin time.Duration, ctx func() (context.
 		o.DeadlineMargin = margin
 	}
 	t.Run("DynamoDB", func(t *testing.T) {
-		var s seen
+		var s calls
 		h := lambdakit.DynamoDBStreamBatch(func(ctx context.Context, rec *events.DynamoDBEventRecord) error {
 			s.add(rec.Change.SequenceNumber)
 			return fail(ctx, rec.Change.SequenceNumber)
@@ -83,10 +64,10 @@ func bothStreams(t *testing.T, n int, margin time.Duration, ctx func() (context.
 		for _, f := range resp.BatchItemFailures {
 			failed = append(failed, f.ItemIdentifier)
 		}
-		check(t, failed, s.get(), err)
+		check(t, failed, s.list(), err)
 	})
 	t.Run("Kinesis", func(t *testing.T) {
-		var s seen
+		var s calls
 		h := lambdakit.KinesisBatch(func(ctx context.Context, rec *events.KinesisEventRecord) error {
 			s.add(rec.Kinesis.SequenceNumber)
 			return fail(ctx, rec.Kinesis.SequenceNumber)
@@ -98,7 +79,7 @@ func bothStreams(t *testing.T, n int, margin time.Duration, ctx func() (context.
 		for _, f := range resp.BatchItemFailures {
 			failed = append(failed, f.ItemIdentifier)
 		}
-		check(t, failed, s.get(), err)
+		check(t, failed, s.list(), err)
 	})
 }
 
