@@ -3,12 +3,14 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,9 +89,18 @@ func TestAttemptTimeoutBoundsAStalledBodyWithoutDeadline(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("Acquire without a deadline, whose answer's body stalls, did not return within 10 s (%d PutItem attempts so far); want it bounded by 3 attempts of 100 ms", putItems.Load())
 	}
-	t.Logf("Acquire returned after %v: %v", time.Since(start), err)
+	took := time.Since(start)
+	t.Logf("Acquire returned after %v: %v", took, err)
 	var netErr net.Error
-	if !errors.As(err, &netErr) || !netErr.Timeout() {
+	switch {
+	case errors.As(err, &netErr) && netErr.Timeout():
+	case took >= 200*time.Millisecond && strings.Contains(fmt.Sprint(err), "use of closed network connection"):
+		// The attempts before the last timed out (200 ms went by), and
+		// the last found its connection closed under it: net/http may
+		// hand a retry the connection an earlier attempt's cancellation
+		// is closing (seen once in CI, under -race). Still bounded, still
+		// retried.
+	default:
 		t.Errorf("got %v; want a timeout error", err)
 	}
 	if got := putItems.Load(); got != 3 {
