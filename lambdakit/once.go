@@ -336,7 +336,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	cctx, cancel := e.cleanupContext(ctx, rec)
 	defer cancel()
 
-	st := &stage{}
+	st := &stage{recordID: rec.ID}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
 	result, err = call(fctx, fn, func() {

@@ -19,9 +19,37 @@ type stageKey struct{}
 // stage is closed: its writes are committed or dropped, and a later one
 // must fail, not vanish.
 type stage struct {
-	mu     sync.Mutex
-	ops    []any
-	closed bool
+	recordID string // the record whose completion commits the writes
+	mu       sync.Mutex
+	ops      []any
+	closed   bool
+}
+
+// StagingRecord returns the ID of the idempotency record whose completion
+// the writes staged with ctx commit with, and false outside a handler run
+// by Idempotent or Once. A write that must be the same item every time
+// the handler runs for that record (an outbox message, whose retry must
+// not make a second one) derives its key from it.
+func StagingRecord(ctx context.Context) (id string, ok bool) {
+	s, ok := ctx.Value(stageKey{}).(*stage)
+	if !ok {
+		return "", false
+	}
+	return s.recordID, true
+}
+
+// Staged returns how many writes the handler running with ctx has staged
+// so far (0 outside one). A handler that stages the same writes in the
+// same order every time it runs gets the same count at the same place, so
+// that a write may take its place as part of its key.
+func Staged(ctx context.Context) int {
+	s, ok := ctx.Value(stageKey{}).(*stage)
+	if !ok {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ops)
 }
 
 func (s *stage) add(ops []any) bool {

@@ -1,0 +1,283 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
+	"github.com/lambdakit/lambdakit/internal/ddbstream"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+var moto testenv.Moto
+
+func TestMain(m *testing.M) { moto.Run(m) }
+
+// fixture is a consumer whose handler publishes "payment.charged" through
+// the outbox, on moto_server: the idempotency table, the outbox table with
+// its stream, a downstream FIFO queue, and the relay.
+type fixture struct {
+	t         *testing.T
+	db        *dynamodb.Client
+	streams   *dynamodbstreams.Client
+	sqs       *sqs.Client
+	region    string
+	outbox    string // the table
+	streamARN string
+	queue     string // the downstream queue's URL
+	batch     lambdakit.BatchFunc
+	runs      atomic.Int32
+	// failAfterPublish makes the handler fail once it has published.
+	failAfterPublish atomic.Bool
+	// stage is written by the handler after its message, set before
+	// deliver.
+	stage []types.TransactWriteItem
+}
+
+type payment struct {
+	ID       string `json:"payment_id"`
+	Customer string `json:"customer_id"`
+	Amount   int    `json:"amount"`
+}
+
+func newFixture(t *testing.T) *fixture {
+	cfg := moto.Config(t)
+	ctx := t.Context()
+	f := &fixture{t: t, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), region: cfg.Region}
+	idem := testenv.Name(t) + "-idem"
+	if err := dynamostore.CreateTable(ctx, f.db, idem); err != nil {
+		t.Fatal(err)
+	}
+	f.outbox = testenv.Name(t) + "-outbox"
+	out, err := f.db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(f.outbox),
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		BillingMode:          types.BillingModePayPerRequest,
+		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.streamARN = aws.ToString(out.TableDescription.LatestStreamArn)
+	f.queue = testenv.Queue(t, f.sqs, true, nil)
+
+	store, err := dynamostore.New(f.db, idem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := outbox.New(f.outbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) { o.Logger = lambdakittest.Logger(t) })(
+		lambdakit.Typed(func(ctx context.Context, p payment) error {
+			f.runs.Add(1)
+			if err := ob.Publish(ctx, outbox.Message{
+				QueueURL: f.queue, GroupID: p.Customer, Name: "payment.charged",
+				Body:       fmt.Sprintf(`{"type":"payment.charged","payment_id":%q,"amount":%d}`, p.ID, p.Amount),
+				Attributes: map[string]string{"type": "payment.charged"},
+			}); err != nil {
+				return err
+			}
+			if len(f.stage) > 0 {
+				if err := dynamostore.Stage(ctx, f.stage...); err != nil {
+					return err
+				}
+			}
+			if f.failAfterPublish.Load() {
+				return errors.New("the ledger write failed")
+			}
+			return nil
+		}))
+	f.batch = lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = lambdakittest.Logger(t); o.AllowAllFailed = true })
+	return f
+}
+
+func (f *fixture) deliver(msgs ...events.SQSMessage) events.SQSEventResponse {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := f.batch(ctx, lambdakittest.Event(msgs...))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return resp
+}
+
+// stream is the outbox table's stream as Lambda would deliver it.
+func (f *fixture) stream() events.DynamoDBEvent {
+	f.t.Helper()
+	recs, err := ddbstream.Read(f.t.Context(), f.streams, f.streamARN, f.region)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return events.DynamoDBEvent{Records: recs}
+}
+
+// relay runs the relay on ev and wants no failure.
+func (f *fixture) relay(ev events.DynamoDBEvent) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := outbox.Relay(f.sqs, func(o *lambdakit.StreamOptions) { o.Logger = lambdakittest.Logger(f.t) })(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		f.t.Fatalf("relay: %v, failures %v", err, resp.BatchItemFailures)
+	}
+}
+
+// downstream receives what the downstream queue holds, deleting it.
+func (f *fixture) downstream() []sqstypes.Message {
+	f.t.Helper()
+	return testenv.Drain(f.t, f.sqs, f.queue)
+}
+
+// pay is a payment as a FIFO queue grouped by customer delivers it.
+func pay(id, customer string, amount int) events.SQSMessage {
+	return lambdakittest.Message(fmt.Sprintf(`{"payment_id":%q,"customer_id":%q,"amount":%d}`, id, customer, amount), lambdakittest.InGroup(customer))
+}
+
+// Consume once, commit once, publish once: a payment delivered twice and
+// its event relayed twice make one downstream message, with the item's ID
+// as its idempotency key and a deduplication ID from it.
+func TestOneCommitOneMessage(t *testing.T) {
+	f := newFixture(t)
+	m := pay("pay_1", "cus_A", 100)
+	f.deliver(m)
+	f.deliver(lambdakittest.Redelivery(m))
+	ev := f.stream()
+	if len(ev.Records) != 1 || ev.Records[0].EventName != "INSERT" {
+		t.Fatalf("stream records %+v; want one INSERT", ev.Records)
+	}
+	f.relay(ev)
+	f.relay(ev) // the relay crashed after the send, before it answered: Lambda sends the batch again
+	got := f.downstream()
+	if len(got) != 1 {
+		t.Fatalf("downstream holds %d messages; want 1", len(got))
+	}
+	img := ev.Records[0].Change.NewImage
+	id := outbox.ItemID(img["recordId"].String(), "payment.charged")
+	if img["id"].String() != id || !strings.HasSuffix(img["recordId"].String(), lambdakit.KeyHash("pay_1")) {
+		t.Errorf("item %s of record %s; want the ID derived from pay_1's record and the name", img["id"].String(), img["recordId"].String())
+	}
+	msg := got[0]
+	if a := msg.MessageAttributes[outbox.IDAttribute]; aws.ToString(a.StringValue) != id {
+		t.Errorf("attribute %s = %q; want the item's ID %s", outbox.IDAttribute, aws.ToString(a.StringValue), id)
+	}
+	if aws.ToString(msg.MessageAttributes["type"].StringValue) != "payment.charged" || !strings.Contains(aws.ToString(msg.Body), `"payment_id":"pay_1"`) {
+		t.Errorf("message %s, attributes %v; want the published body and attributes", aws.ToString(msg.Body), msg.MessageAttributes)
+	}
+	if msg.Attributes["MessageGroupId"] != "cus_A" || msg.Attributes["MessageDeduplicationId"] != outbox.DedupID(id) {
+		t.Errorf("group %q, deduplication ID %q; want cus_A and %s", msg.Attributes["MessageGroupId"], msg.Attributes["MessageDeduplicationId"], outbox.DedupID(id))
+	}
+	if n := f.runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times; want 1", n)
+	}
+}
+
+// No commit, no message: a handler that fails after publishing leaves no
+// outbox item; its retry, which succeeds, leaves one.
+func TestNoCommitNoMessage(t *testing.T) {
+	f := newFixture(t)
+	m := pay("pay_2", "cus_B", 200)
+	f.failAfterPublish.Store(true)
+	if resp := f.deliver(m); len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("failures %v; want the message failed", resp.BatchItemFailures)
+	}
+	if ev := f.stream(); len(ev.Records) != 0 {
+		t.Fatalf("stream records %+v after a failed handler; want none", ev.Records)
+	}
+	f.failAfterPublish.Store(false)
+	f.deliver(lambdakittest.Redelivery(m))
+	f.relay(f.stream())
+	if got := f.downstream(); len(got) != 1 {
+		t.Errorf("downstream holds %d messages; want 1", len(got))
+	}
+}
+
+// A transaction DynamoDB cancels (another staged write's condition failed)
+// commits nothing: no outbox item, no message.
+func TestCancelledTransactionPublishesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.stage = []types.TransactWriteItem{{ConditionCheck: &types.ConditionCheck{
+		TableName:           aws.String(f.outbox),
+		Key:                 map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "balance"}},
+		ConditionExpression: aws.String("attribute_exists(id)"), // the balance item does not exist
+	}}}
+	if resp := f.deliver(pay("pay_3", "cus_C", 300)); len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("failures %v; want the message failed", resp.BatchItemFailures)
+	}
+	if ev := f.stream(); len(ev.Records) != 0 {
+		t.Errorf("stream records %+v after a cancelled transaction; want none", ev.Records)
+	}
+}
+
+// Different payments are different messages, in their order within a
+// customer's group.
+func TestDifferentPaymentsInOrder(t *testing.T) {
+	f := newFixture(t)
+	f.deliver(pay("pay_a", "cus_D", 1), pay("pay_b", "cus_D", 2), pay("pay_c", "cus_E", 3))
+	f.relay(f.stream())
+	got := f.downstream()
+	var order []string
+	for _, m := range got {
+		if m.Attributes["MessageGroupId"] == "cus_D" {
+			order = append(order, aws.ToString(m.Body))
+		}
+	}
+	if len(got) != 3 || len(order) != 2 || !strings.Contains(order[0], "pay_a") || !strings.Contains(order[1], "pay_b") {
+		t.Errorf("downstream %d messages, cus_D's %v; want 3, pay_a before pay_b", len(got), order)
+	}
+}
+
+// Publish outside an idempotent handler has no completion to commit with.
+func TestPublishOutsideAHandler(t *testing.T) {
+	ob, err := outbox.New("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Publish(context.Background(), outbox.Message{QueueURL: "q", Body: "b"}); !errors.Is(err, lambdakit.ErrNotStaging) {
+		t.Errorf("got %v; want ErrNotStaging", err)
+	}
+}
+
+// An item the relay cannot send fails its record, named by its sequence
+// number; the items before it are sent, the ones after it wait.
+func TestRelayStopsAtABadItem(t *testing.T) {
+	f := newFixture(t)
+	f.deliver(pay("pay_x", "cus_F", 1))
+	ctx := t.Context()
+	if _, err := f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.outbox), Item: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: "outbox#bad"}, "body": &types.AttributeValueMemberS{Value: "no queue"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver(pay("pay_y", "cus_F", 2))
+	ev := f.stream()
+	if len(ev.Records) != 3 {
+		t.Fatalf("stream records %d; want 3", len(ev.Records))
+	}
+	resp, err := outbox.Relay(f.sqs, func(o *lambdakit.StreamOptions) { o.Logger = lambdakittest.Logger(t) })(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[1].Change.SequenceNumber {
+		t.Fatalf("relay: %v, failures %v; want the bad item's sequence number %s", err, resp.BatchItemFailures, ev.Records[1].Change.SequenceNumber)
+	}
+	if got := f.downstream(); len(got) != 1 || !strings.Contains(aws.ToString(got[0].Body), "pay_x") {
+		t.Errorf("downstream %d messages; want pay_x's only", len(got))
+	}
+}
