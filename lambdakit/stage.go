@@ -38,18 +38,28 @@ func StagingRecord(ctx context.Context) (id string, ok bool) {
 	return s.recordID, true
 }
 
-// Staged returns how many writes the handler running with ctx has staged
-// so far (0 outside one). A handler that stages the same writes in the
-// same order every time it runs gets the same count at the same place, so
-// that a write may take its place as part of its key.
-func Staged(ctx context.Context) int {
+// StageFunc stages, in one step, the writes build returns when given the
+// writes the handler has staged so far (read-only; build must not call
+// Stage): writes staged from several goroutines see each other, so that a
+// write may take its place (len(staged)) as part of its key, or refuse to
+// repeat one. An error from build stages nothing and is returned. It fails
+// with ErrNotStaging where Stage does.
+func StageFunc(ctx context.Context, build func(staged []any) ([]any, error)) error {
 	s, ok := ctx.Value(stageKey{}).(*stage)
 	if !ok {
-		return 0
+		return ErrNotStaging
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.ops)
+	if s.closed {
+		return fmt.Errorf("%w: the handler has returned, and its writes were committed or dropped without these", ErrNotStaging)
+	}
+	ops, err := build(s.ops[:len(s.ops):len(s.ops)])
+	if err != nil {
+		return err
+	}
+	s.ops = append(s.ops, ops...)
+	return nil
 }
 
 func (s *stage) add(ops []any) bool {

@@ -25,13 +25,16 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
 // IDAttribute is the message attribute that carries the outbox item's ID
@@ -75,8 +78,9 @@ type Outbox struct {
 	opts  Options
 }
 
-// New returns the Outbox of table, which has a string partition key "id"
-// and a stream with new images (NEW_IMAGE or NEW_AND_OLD_IMAGES).
+// New returns the Outbox of table, which has a string partition key "pk"
+// (see PartitionKey), a string sort key "id", and a stream with new images
+// (NEW_IMAGE or NEW_AND_OLD_IMAGES).
 func New(table string, optFns ...func(*Options)) (*Outbox, error) {
 	o := Options{TTL: DefaultTTL, Now: time.Now}
 	for _, fn := range optFns {
@@ -96,67 +100,144 @@ func New(table string, optFns ...func(*Options)) (*Outbox, error) {
 // fails the same way on every run.
 var ErrInvalidMessage = errors.New("outbox: invalid message")
 
-// maxItemBytes is DynamoDB's item size limit.
-const maxItemBytes = 400 * 1024
-
 // Publish stages msgs, to be written with the completion of the
 // idempotency record the handler runs for. It fails with
 // lambdakit.ErrNotStaging outside a handler run by lambdakit's idempotency
-// middleware (or Once), and with ErrInvalidMessage for a message that
-// cannot be sent.
+// middleware (or Once), and with ErrInvalidMessage (marked
+// lambdakit.Permanent) for a message SQS would refuse, a message that
+// repeats another of this run (the same queue and name), or more writes
+// than one transaction holds: found here, before any work commits, rather
+// than by a completion DynamoDB refuses after it.
 func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	recordID, ok := lambdakit.StagingRecord(ctx)
 	if !ok {
 		return fmt.Errorf("outbox: %w", lambdakit.ErrNotStaging)
 	}
-	place := lambdakit.Staged(ctx)
 	now := o.opts.Now()
-	items := make([]types.TransactWriteItem, 0, len(msgs))
-	for i, m := range msgs {
-		name := m.Name
-		if name == "" {
-			name = "#" + strconv.Itoa(place+i)
+	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
+		// The completion is one more write of the transaction.
+		if n := len(staged) + len(msgs) + 1; n > maxTransactItems {
+			return nil, fmt.Errorf("%w: %d messages, %d writes staged before and the completion make %d writes; a DynamoDB transaction holds %d",
+				ErrInvalidMessage, len(msgs), len(staged), n, maxTransactItems)
 		}
-		item, err := o.item(recordID, name, m, now)
-		if err != nil {
-			return lambdakit.Permanent(err)
+		ids := map[string]string{} // item ID → the message's name, for this run
+		for _, op := range staged {
+			if id, ok := o.itemIDOf(op); ok {
+				ids[id] = "an earlier one"
+			}
 		}
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName: aws.String(o.table),
-			Item:      item,
-			// A retried completion writes the same item, which must
-			// not be an item of another record.
-			ConditionExpression:       aws.String("attribute_not_exists(id) OR recordId = :rid"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":rid": &types.AttributeValueMemberS{Value: recordID}},
-		}})
+		items := make([]any, 0, len(msgs))
+		for i, m := range msgs {
+			name := m.Name
+			switch {
+			case strings.HasPrefix(name, "#"):
+				return nil, fmt.Errorf("%w %q: names starting with # are the outbox's, for messages named by their place", ErrInvalidMessage, name)
+			case name == "":
+				name = "#" + strconv.Itoa(len(staged)+i)
+			}
+			item, id, err := o.item(recordID, name, m, now)
+			if err != nil {
+				return nil, err
+			}
+			if prev, dup := ids[id]; dup {
+				return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, prev)
+			}
+			ids[id] = fmt.Sprintf("%q", name)
+			items = append(items, types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(o.table),
+				Item:      item,
+				// A retried completion writes the same item, which must
+				// not be an item of another record.
+				ConditionExpression:       aws.String("attribute_not_exists(id) OR recordId = :rid"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":rid": &types.AttributeValueMemberS{Value: recordID}},
+			}})
+		}
+		return items, nil
+	})
+	if errors.Is(err, ErrInvalidMessage) {
+		return lambdakit.Permanent(err)
 	}
-	return dynamostore.Stage(ctx, items...)
+	return err
 }
 
-// ItemID is the outbox item's ID for the message named name of the record
-// recordID: stable across runs, relays and retries.
-func ItemID(recordID, name string) string {
-	return "outbox#" + lambdakit.KeyHash(recordID+"\x00"+name)
+// itemIDOf is the ID of the outbox item op writes, if op is a Put of this
+// outbox's table.
+func (o *Outbox) itemIDOf(op any) (string, bool) {
+	w, ok := op.(types.TransactWriteItem)
+	if !ok || w.Put == nil || aws.ToString(w.Put.TableName) != o.table {
+		return "", false
+	}
+	id, ok := w.Put.Item["id"].(*types.AttributeValueMemberS)
+	if !ok {
+		return "", false
+	}
+	return id.Value, true
+}
+
+// maxItemBytes is DynamoDB's item size limit; itemOverhead bounds the
+// outbox item's attribute names, numbers, partition key and dedup ID.
+const (
+	maxItemBytes = 400 * 1024
+	itemOverhead = 1024
+)
+
+// maxTransactItems is how many writes one TransactWriteItems may hold.
+const maxTransactItems = 100
+
+// ItemID is the ID of the outbox item for the message named name, to the
+// queue queueURL, of the record recordID: stable across runs, relays and
+// retries.
+func ItemID(recordID, queueURL, name string) string {
+	return "outbox#" + lambdakit.KeyHash(recordID+"\x00"+queueURL+"\x00"+name)
 }
 
 // DedupID is the SQS deduplication ID of the item itemID: 64 hex
-// characters, within SQS's 128 and EventBridge Pipes' 100.
-func DedupID(itemID string) string { return lambdakit.KeyHash(itemID) }
+// characters, within SQS's 128 and EventBridge Pipes' 100. It is what
+// lambdakit's producer derives from the key itemID.
+func DedupID(itemID string) string { return producer.DedupID(itemID) }
 
-func (o *Outbox) item(recordID, name string, m Message, now time.Time) (map[string]types.AttributeValue, error) {
-	switch {
-	case m.QueueURL == "":
-		return nil, fmt.Errorf("%w %q: no QueueURL", ErrInvalidMessage, name)
-	case m.Body == "":
-		return nil, fmt.Errorf("%w %q: empty body (SQS takes 1 character or more)", ErrInvalidMessage, name)
-	case len(m.Attributes) > 9:
-		return nil, fmt.Errorf("%w %q: %d attributes; SQS takes 10, and the outbox adds %s", ErrInvalidMessage, name, len(m.Attributes), IDAttribute)
+// PartitionKey is the outbox table's partition key for a message of group
+// (its FIFO message group, or "" for none) and item itemID: the items of
+// one group share it, so that they are in one partition, and their stream
+// records in one shard, which the relay reads in order.
+func PartitionKey(group, itemID string) string {
+	if group == "" {
+		return itemID
+	}
+	return "group#" + group
+}
+
+// item is the outbox item of m, and its ID, or ErrInvalidMessage when SQS
+// would refuse to send m: the checks of lambdakit's producer.
+func (o *Outbox) item(recordID, name string, m Message, now time.Time) (map[string]types.AttributeValue, string, error) {
+	if m.QueueURL == "" {
+		return nil, "", fmt.Errorf("%w %q: no QueueURL", ErrInvalidMessage, name)
 	}
 	if _, clash := m.Attributes[IDAttribute]; clash {
-		return nil, fmt.Errorf("%w %q: attribute %s is the outbox's", ErrInvalidMessage, name, IDAttribute)
+		return nil, "", fmt.Errorf("%w %q: attribute %s is the outbox's", ErrInvalidMessage, name, IDAttribute)
 	}
-	id := ItemID(recordID, name)
+	id := ItemID(recordID, m.QueueURL, name)
+	attrs := map[string]sqstypes.MessageAttributeValue{IDAttribute: {DataType: aws.String("String"), StringValue: aws.String(id)}}
+	for k, v := range m.Attributes {
+		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	p, err := producer.New(nil, m.QueueURL, func(po *producer.Options) {
+		// The message is an item first: DynamoDB's 400 KB, less the
+		// item's other attributes, is its limit (below SQS's 1 MiB).
+		po.MaxMessageSize = maxItemBytes - itemOverhead - len(id) - len(recordID) - len(name) - len(m.QueueURL) - len(m.GroupID)
+		po.Key = func(*events.SQSMessage) (string, error) { return id, nil }
+		if m.GroupID != "" || po.FIFO {
+			po.Group = func(*events.SQSMessage) (string, error) { return m.GroupID, nil }
+		}
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("%w %q: %w", ErrInvalidMessage, name, err)
+	}
+	if r := p.Check(producer.Message{Body: m.Body, Attributes: attrs}); r.Err != nil {
+		return nil, "", fmt.Errorf("%w %q to %s: %w", ErrInvalidMessage, name, m.QueueURL, r.Err)
+	}
 	item := map[string]types.AttributeValue{
+		"pk":         &types.AttributeValueMemberS{Value: PartitionKey(m.GroupID, id)},
 		"id":         &types.AttributeValueMemberS{Value: id},
 		"recordId":   &types.AttributeValueMemberS{Value: recordID},
 		"name":       &types.AttributeValueMemberS{Value: name},
@@ -169,17 +250,12 @@ func (o *Outbox) item(recordID, name string, m Message, now time.Time) (map[stri
 	if m.GroupID != "" {
 		item["groupId"] = &types.AttributeValueMemberS{Value: m.GroupID}
 	}
-	size := len(id) + len(recordID) + len(name) + len(m.QueueURL) + len(m.Body) + len(m.GroupID) + 256
 	if len(m.Attributes) > 0 {
-		attrs := map[string]types.AttributeValue{}
+		am := map[string]types.AttributeValue{}
 		for k, v := range m.Attributes {
-			attrs[k] = &types.AttributeValueMemberS{Value: v}
-			size += len(k) + len(v)
+			am[k] = &types.AttributeValueMemberS{Value: v}
 		}
-		item["attributes"] = &types.AttributeValueMemberM{Value: attrs}
+		item["attributes"] = &types.AttributeValueMemberM{Value: am}
 	}
-	if size > maxItemBytes {
-		return nil, fmt.Errorf("%w %q: about %d bytes, over DynamoDB's 400 KB item", ErrInvalidMessage, name, size)
-	}
-	return item, nil
+	return item, id, nil
 }

@@ -56,7 +56,43 @@ type payment struct {
 	Amount   int    `json:"amount"`
 }
 
+// newFixture is the consumer of the tests: its handler publishes
+// "payment.charged" to a FIFO queue, then stages f.stage, then fails if
+// f.failAfterPublish is set.
 func newFixture(t *testing.T) *fixture {
+	return newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		if err := ob.Publish(ctx, outbox.Message{
+			QueueURL: f.queue, GroupID: p.Customer, Name: "payment.charged",
+			Body:       fmt.Sprintf(`{"type":"payment.charged","payment_id":%q,"amount":%d}`, p.ID, p.Amount),
+			Attributes: map[string]string{"type": "payment.charged"},
+		}); err != nil {
+			return err
+		}
+		if len(f.stage) > 0 {
+			if err := dynamostore.Stage(ctx, f.stage...); err != nil {
+				return err
+			}
+		}
+		if f.failAfterPublish.Load() {
+			return errors.New("the ledger write failed")
+		}
+		return nil
+	}})
+}
+
+// setup is what a test chooses of its fixture: the downstream queue's
+// kind, the handler, the Outbox's options and the store's client.
+type setup struct {
+	fifo    bool
+	handle  func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error
+	obOpts  func(*outbox.Options)
+	storeDB func(f *fixture) *dynamodb.Client // nil: f.db
+}
+
+// newFixtureWith makes the tables (the outbox's keyed as the docs say:
+// partition key pk, sort key id, a stream of new images), the downstream
+// queue and the consumer of s.
+func newFixtureWith(t *testing.T, s setup) *fixture {
 	cfg := moto.Config(t)
 	ctx := t.Context()
 	f := &fixture{t: t, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), region: cfg.Region}
@@ -66,45 +102,39 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.outbox = testenv.Name(t) + "-outbox"
 	out, err := f.db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(f.outbox),
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		BillingMode:          types.BillingModePayPerRequest,
-		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
+		TableName: aws.String(f.outbox),
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String("id"), KeyType: types.KeyTypeRange}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		BillingMode:         types.BillingModePayPerRequest,
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.streamARN = aws.ToString(out.TableDescription.LatestStreamArn)
-	f.queue = testenv.Queue(t, f.sqs, true, nil)
-
-	store, err := dynamostore.New(f.db, idem)
+	f.queue = testenv.Queue(t, f.sqs, s.fifo, nil)
+	db := f.db
+	if s.storeDB != nil {
+		db = s.storeDB(f)
+	}
+	store, err := dynamostore.New(db, idem)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := outbox.New(f.outbox)
+	var obFns []func(*outbox.Options)
+	if s.obOpts != nil {
+		obFns = append(obFns, s.obOpts)
+	}
+	ob, err := outbox.New(f.outbox, obFns...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) { o.Logger = lambdakittest.Logger(t) })(
 		lambdakit.Typed(func(ctx context.Context, p payment) error {
 			f.runs.Add(1)
-			if err := ob.Publish(ctx, outbox.Message{
-				QueueURL: f.queue, GroupID: p.Customer, Name: "payment.charged",
-				Body:       fmt.Sprintf(`{"type":"payment.charged","payment_id":%q,"amount":%d}`, p.ID, p.Amount),
-				Attributes: map[string]string{"type": "payment.charged"},
-			}); err != nil {
-				return err
-			}
-			if len(f.stage) > 0 {
-				if err := dynamostore.Stage(ctx, f.stage...); err != nil {
-					return err
-				}
-			}
-			if f.failAfterPublish.Load() {
-				return errors.New("the ledger write failed")
-			}
-			return nil
+			return s.handle(ctx, ob, f, p)
 		}))
 	f.batch = lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = lambdakittest.Logger(t); o.AllowAllFailed = true })
 	return f
@@ -172,8 +202,8 @@ func TestOneCommitOneMessage(t *testing.T) {
 		t.Fatalf("downstream holds %d messages; want 1", len(got))
 	}
 	img := ev.Records[0].Change.NewImage
-	id := outbox.ItemID(img["recordId"].String(), "payment.charged")
-	if img["id"].String() != id || !strings.HasSuffix(img["recordId"].String(), lambdakit.KeyHash("pay_1")) {
+	id := outbox.ItemID(img["recordId"].String(), f.queue, "payment.charged")
+	if img["id"].String() != id || img["pk"].String() != "group#cus_A" || !strings.HasSuffix(img["recordId"].String(), lambdakit.KeyHash("pay_1")) {
 		t.Errorf("item %s of record %s; want the ID derived from pay_1's record and the name", img["id"].String(), img["recordId"].String())
 	}
 	msg := got[0]
@@ -217,7 +247,7 @@ func TestCancelledTransactionPublishesNothing(t *testing.T) {
 	f := newFixture(t)
 	f.stage = []types.TransactWriteItem{{ConditionCheck: &types.ConditionCheck{
 		TableName:           aws.String(f.outbox),
-		Key:                 map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "balance"}},
+		Key:                 map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "balance"}, "id": &types.AttributeValueMemberS{Value: "balance"}},
 		ConditionExpression: aws.String("attribute_exists(id)"), // the balance item does not exist
 	}}}
 	if resp := f.deliver(pay("pay_3", "cus_C", 300)); len(resp.BatchItemFailures) != 1 {
@@ -264,7 +294,8 @@ func TestRelayStopsAtABadItem(t *testing.T) {
 	f.deliver(pay("pay_x", "cus_F", 1))
 	ctx := t.Context()
 	if _, err := f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.outbox), Item: map[string]types.AttributeValue{
-		"id": &types.AttributeValueMemberS{Value: "outbox#bad"}, "body": &types.AttributeValueMemberS{Value: "no queue"},
+		"pk": &types.AttributeValueMemberS{Value: "outbox#bad"}, "id": &types.AttributeValueMemberS{Value: "outbox#bad"},
+		"body": &types.AttributeValueMemberS{Value: "no queue"},
 	}}); err != nil {
 		t.Fatal(err)
 	}

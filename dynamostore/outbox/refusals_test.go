@@ -1,0 +1,303 @@
+package outbox_test
+
+// What Publish refuses before any work commits, and what holds when a
+// completion's answer is lost, found by attacking the first outbox
+// (dab7a09): the tests of a collision, a message SQS would refuse and the
+// transaction limit failed on it, each losing a committed handler's
+// messages for good.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+func inserts(ev events.DynamoDBEvent) int {
+	n := 0
+	for _, r := range ev.Records {
+		if r.EventName == "INSERT" {
+			n++
+		}
+	}
+	return n
+}
+
+// Two goroutines of one handler each publish an unnamed message, as the
+// stage says handlers may ("Handlers may stage from several goroutines").
+// Publish reads its place (Staged) and stages later, not atomically: both
+// take place 0, both items get the ID of "#0", and DynamoDB refuses a
+// transaction that writes one item twice. The Now hook, called between
+// the two, only makes the interleaving certain.
+func TestConcurrentUnnamedPublishTakeDistinctPlaces(t *testing.T) {
+	var arrived atomic.Int32
+	barrier := func() time.Time {
+		arrived.Add(1)
+		for end := time.Now().Add(3 * time.Second); arrived.Load() < 2 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		return time.Now()
+	}
+	f := newFixtureWith(t, setup{
+		fifo:   true,
+		obOpts: func(o *outbox.Options) { o.Now = barrier },
+		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: fmt.Sprintf("line %d of %s", i, p.ID)})
+				}()
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		},
+	})
+	resp := f.deliver(pay("pay_conc", "cus_R", 1))
+	ev := f.stream()
+	if len(resp.BatchItemFailures) != 0 || inserts(ev) != 2 {
+		t.Fatalf("failures %v, %d INSERTs; want the message done and two items (the handler published two messages and returned nil)", resp.BatchItemFailures, inserts(ev))
+	}
+}
+
+// A handler fans one event out to two queues under one Name (the event's
+// kind). The item ID is recordID+name, without the queue: both messages
+// are one item, the transaction writes it twice, DynamoDB rejects it, and
+// the record is completed with the failure: the work is never run again,
+// and neither message is ever sent.
+func TestOneNameToTwoQueuesIsTwoItems(t *testing.T) {
+	var second string
+	f := newFixtureWith(t, setup{
+		fifo: true,
+		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+			return ob.Publish(ctx,
+				outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: "payment.charged", Body: "to ledger"},
+				outbox.Message{QueueURL: second, GroupID: p.Customer, Name: "payment.charged", Body: "to email"},
+			)
+		},
+	})
+	second = testenv.Queue(t, f.sqs, false, map[string]string{}) // a second (standard) queue
+	resp := f.deliver(pay("pay_fan", "cus_S", 1))
+	ev := f.stream()
+	if len(resp.BatchItemFailures) != 0 || inserts(ev) != 2 {
+		t.Fatalf("failures %v, %d INSERTs; want the message done and one item per queue", resp.BatchItemFailures, inserts(ev))
+	}
+}
+
+// A message for a FIFO queue without GroupID: Publish takes it, the
+// transaction commits the item, and SQS refuses every send of it
+// (MissingParameter MessageGroupId): a committed run whose message is never
+// delivered, and which holds its shard back until the retries give up.
+// The producer package refuses such a message before sending.
+func TestPublishRefusesAMessageSQSWouldRefuse(t *testing.T) {
+	var pubErr error
+	f := newFixtureWith(t, setup{
+		fifo: true,
+		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+			pubErr = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, Name: "payment.charged", Body: "no group"})
+			return pubErr
+		},
+	})
+	f.deliver(pay("pay_nogroup", "cus_T", 1))
+	if errors.Is(pubErr, outbox.ErrInvalidMessage) {
+		return // refused before anything committed: fine
+	}
+	ev := f.stream()
+	if inserts(ev) != 1 {
+		t.Fatalf("Publish: %v; %d INSERTs", pubErr, inserts(ev))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	relay := outbox.Relay(f.sqs, func(o *lambdakit.StreamOptions) { o.Logger = lambdakittest.Logger(t) })
+	for attempt := range 3 { // Lambda retries the batch from the failed record
+		r, err := relay(ctx, ev)
+		if err == nil && len(r.BatchItemFailures) == 0 {
+			break
+		}
+		t.Logf("relay attempt %d: %v, failures %v", attempt+1, err, r.BatchItemFailures)
+	}
+	if got := f.downstream(); len(got) != 1 {
+		t.Errorf("Publish accepted the message (err %v) and committed its item, but downstream holds %d messages; want 1 (or Publish to refuse it with ErrInvalidMessage)", pubErr, len(got))
+	}
+}
+
+// More than a transaction holds: Publish takes 100 messages without a word;
+// the completion (101 writes) is refused with ErrStagingUnsupported after
+// the handler's work, the record is completed with the failure, and the
+// messages are never published. Publish could refuse when the stage
+// passes 99.
+func TestPublishRefusesMoreWritesThanATransactionHolds(t *testing.T) {
+	var pubErr error
+	f := newFixtureWith(t, setup{
+		fifo: true,
+		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+			msgs := make([]outbox.Message, 100)
+			for i := range msgs {
+				msgs[i] = outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: fmt.Sprint("line ", i)}
+			}
+			pubErr = ob.Publish(ctx, msgs...)
+			return pubErr
+		},
+	})
+	resp := f.deliver(pay("pay_many", "cus_U", 1))
+	resp2 := f.deliver(lambdakittest.Redelivery(pay("pay_many", "cus_U", 1)))
+	ev := f.stream()
+	t.Logf("Publish: %v; failures %v then %v; INSERTs %d; runs %d", pubErr, resp.BatchItemFailures, resp2.BatchItemFailures, inserts(ev), f.runs.Load())
+	if pubErr == nil && inserts(ev) == 0 {
+		t.Errorf("Publish of 100 messages returned nil, yet nothing was committed and the work will not run again; want Publish to refuse (ErrInvalidMessage / ErrStagingUnsupported) while the handler can still react")
+	}
+}
+
+// The completion's answer is lost (once, and then on every attempt): one
+// INSERT, one downstream message.
+func TestLostCompletionAnswerIsOneMessage(t *testing.T) {
+	for _, lose := range []int{1, -1} {
+		t.Run(fmt.Sprint("lose", lose), func(t *testing.T) {
+			var proxy *testenv.Proxy
+			f := newFixtureWith(t, setup{
+				fifo: true,
+				storeDB: func(f *fixture) *dynamodb.Client {
+					proxy = testenv.NewProxy(t, moto.Server(t).URL)
+					return dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL) })
+				},
+				handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+					return ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: "payment.charged", Body: "charged " + p.ID})
+				},
+			})
+			proxy.LoseAnswer("TransactWriteItems", lose, http.StatusInternalServerError, testenv.DynamoDBError("InternalServerError", "answer lost"))
+			m := pay("pay_lost", "cus_V", 1)
+			r1 := f.deliver(m)
+			proxy.Reset()
+			r2 := f.deliver(lambdakittest.Redelivery(m))
+			ev := f.stream()
+			var kinds []string
+			for _, r := range ev.Records {
+				kinds = append(kinds, r.EventName)
+			}
+			t.Logf("failures %v then %v; stream %v; runs %d", r1.BatchItemFailures, r2.BatchItemFailures, kinds, f.runs.Load())
+			if inserts(ev) != 1 {
+				t.Fatalf("%d INSERTs; want 1", inserts(ev))
+			}
+			f.relay(ev)
+			f.relay(ev)
+			if got := f.downstream(); len(got) != 1 {
+				t.Errorf("downstream %d; want 1", len(got))
+			}
+			if n := f.runs.Load(); n != 1 {
+				t.Errorf("handler ran %d times; want 1", n)
+			}
+		})
+	}
+}
+
+// A run that publishes three unnamed messages and fails, then a retry that
+// publishes one: one item.
+func TestRetryPublishingFewerIsOneMessage(t *testing.T) {
+	var run atomic.Int32
+	f := newFixtureWith(t, setup{
+		fifo: true,
+		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+			n := 1
+			if run.Add(1) == 1 {
+				n = 3
+			}
+			for i := range n {
+				if err := ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: fmt.Sprint("m", i)}); err != nil {
+					return err
+				}
+			}
+			if n == 3 {
+				return errors.New("fails after publishing")
+			}
+			return nil
+		},
+	})
+	m := pay("pay_r", "cus_W", 1)
+	f.deliver(m)
+	f.deliver(lambdakittest.Redelivery(m))
+	ev := f.stream()
+	f.relay(ev)
+	if got := f.downstream(); inserts(ev) != 1 || len(got) != 1 {
+		t.Errorf("%d INSERTs, %d downstream; want 1, 1", inserts(ev), len(got))
+	}
+}
+
+// With idempotency disabled there is no completion: Publish must fail,
+// never drop the message silently.
+func TestPublishWithIdempotencyDisabled(t *testing.T) {
+	t.Setenv("POWERTOOLS_IDEMPOTENCY_DISABLED", "true")
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
+	var pubErr error
+	f := newFixtureWith(t, setup{
+		fifo: true,
+		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+			pubErr = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: "x"})
+			return pubErr
+		},
+	})
+	f.deliver(pay("pay_dis", "cus_X", 1))
+	if !errors.Is(pubErr, lambdakit.ErrNotStaging) {
+		t.Errorf("Publish with idempotency disabled: %v; want ErrNotStaging", pubErr)
+	}
+}
+
+// The same without any hook: eight goroutines, ten payments.
+func TestManyConcurrentUnnamedPublishes(t *testing.T) {
+	f := newFixtureWith(t, setup{
+		fifo: true,
+		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+			var wg sync.WaitGroup
+			errs := make([]error, 8)
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: fmt.Sprintf("line %d of %s", i, p.ID)})
+				}()
+			}
+			wg.Wait()
+			return errors.Join(errs...)
+		},
+	})
+	failed := 0
+	for i := range 10 {
+		failed += len(f.deliver(pay(fmt.Sprint("pay_nh", i), "cus_Z", i)).BatchItemFailures)
+	}
+	if failed != 0 {
+		t.Errorf("%d of 10 payments failed for good (handler returned nil); want 0", failed)
+	}
+}
+
+// A message larger than an outbox item can hold (DynamoDB's 400 KB, below
+// SQS's 1 MiB) is refused by Publish, not by a completion DynamoDB
+// rejects after the work.
+func TestPublishRefusesAMessageLargerThanAnItem(t *testing.T) {
+	var pubErr error
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		pubErr = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: strings.Repeat("x", 400*1024)})
+		return pubErr
+	}})
+	f.deliver(pay("pay_big", "cus_Z", 1))
+	if !errors.Is(pubErr, outbox.ErrInvalidMessage) || !lambdakit.IsPermanent(pubErr) {
+		t.Errorf("Publish: %v; want ErrInvalidMessage, permanent", pubErr)
+	}
+	if ev := f.stream(); inserts(ev) != 0 {
+		t.Errorf("%d items written; want none", inserts(ev))
+	}
+}
