@@ -37,12 +37,12 @@ func inserts(ev events.DynamoDBEvent) int {
 	return n
 }
 
-// Two goroutines of one handler each publish an unnamed message, as the
-// stage says handlers may ("Handlers may stage from several goroutines").
-// Publish reads its place (Staged) and stages later, not atomically: both
-// take place 0, both items get the ID of "#0", and DynamoDB refuses a
-// transaction that writes one item twice. The Now hook, called between
-// the two, only makes the interleaving certain.
+// Two goroutines of one handler each publish an unnamed message, as
+// handlers may stage from several goroutines: each takes its own place,
+// so two items. (Taken apart from the staging, both took place 0, one
+// item ID, and DynamoDB refused the transaction after the work.) The Now
+// hook, called while the first holds its place, makes the overlap
+// certain.
 func TestConcurrentUnnamedPublishTakeDistinctPlaces(t *testing.T) {
 	var arrived atomic.Int32
 	barrier := func() time.Time {
@@ -77,10 +77,9 @@ func TestConcurrentUnnamedPublishTakeDistinctPlaces(t *testing.T) {
 }
 
 // A handler fans one event out to two queues under one Name (the event's
-// kind). The item ID is recordID+name, without the queue: both messages
-// are one item, the transaction writes it twice, DynamoDB rejects it, and
-// the record is completed with the failure: the work is never run again,
-// and neither message is ever sent.
+// kind): two items, since the queue is part of the item's ID. (Without
+// it, the transaction wrote one item twice, DynamoDB refused it after the
+// work, and neither message was ever sent.)
 func TestOneNameToTwoQueuesIsTwoItems(t *testing.T) {
 	var second string
 	f := newFixtureWith(t, setup{
@@ -100,11 +99,10 @@ func TestOneNameToTwoQueuesIsTwoItems(t *testing.T) {
 	}
 }
 
-// A message for a FIFO queue without GroupID: Publish takes it, the
-// transaction commits the item, and SQS refuses every send of it
-// (MissingParameter MessageGroupId): a committed run whose message is never
-// delivered, and which holds its shard back until the retries give up.
-// The producer package refuses such a message before sending.
+// A message for a FIFO queue without GroupID is refused by Publish, as
+// lambdakit's producer refuses it. (Taken, its item committed and SQS
+// refused every send of it: a committed run whose message was never
+// delivered, holding its shard back until the retries gave up.)
 func TestPublishRefusesAMessageSQSWouldRefuse(t *testing.T) {
 	var pubErr error
 	f := newFixtureWith(t, setup{
@@ -137,11 +135,9 @@ func TestPublishRefusesAMessageSQSWouldRefuse(t *testing.T) {
 	}
 }
 
-// More than a transaction holds: Publish takes 100 messages without a word;
-// the completion (101 writes) is refused with ErrStagingUnsupported after
-// the handler's work, the record is completed with the failure, and the
-// messages are never published. Publish could refuse when the stage
-// passes 99.
+// More writes than a transaction holds are refused by Publish, while the
+// handler can still act. (Taken, the completion of 101 writes was refused
+// after the work, and the messages were never published.)
 func TestPublishRefusesMoreWritesThanATransactionHolds(t *testing.T) {
 	var pubErr error
 	f := newFixtureWith(t, setup{
