@@ -179,7 +179,11 @@ func TestStreamMapping(t *testing.T) {
 	t.Run("after MaximumRetryAttempts the rest of the batch is discarded", func(t *testing.T) {
 		h := newStreamHarness(t, bootstrap)
 		h.put("ok", "fail@100", "ok", "ok")
-		sum, batches := h.run(func(o *esm.StreamOptions) { o.ReportBatchItemFailures = true; o.MaximumRetryAttempts = 2; o.BatchSize = 2 })
+		sum, batches := h.run(func(o *esm.StreamOptions) {
+			o.ReportBatchItemFailures = true
+			o.MaximumRetryAttempts = 2
+			o.BatchSize = 2
+		})
 		seqs, times := h.deliveries()
 		last := batches[len(batches)-1]
 		if sum.Discarded != 2 || times[seqs[1]] != 3 {
