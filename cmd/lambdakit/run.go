@@ -22,6 +22,8 @@ import (
 )
 
 const runUsage = `Usage: lambdakit run [flags] -queue URL BOOTSTRAP
+       lambdakit run [flags] -function NAME BOOTSTRAP
+       lambdakit run [flags] -stream ARN BOOTSTRAP
 
 Does locally what Lambda's SQS event source mapping does, against any SQS
 endpoint (moto_server, or a real queue): it long-polls the queue, builds each
@@ -75,6 +77,21 @@ recommendation, there is a warning, and another when the visibility timeout
 is not longer than -window plus the function's timeout: a message received
 early in a window could become visible again before its batch is answered.
 A message received twice within one window is put in its event once.
+
+Streams: with -stream ARN, run plays a DynamoDB stream's mapping instead.
+Each shard is read in order from its oldest record (StartingPosition
+TRIM_HORIZON; LATEST is not played), up to -batch-size records (default
+100) an invocation. A batch that succeeds moves the shard's checkpoint past
+it. With -report-batch-item-failures the lowest sequence number the function
+names is read again, the records before it done; an empty or unknown
+identifier, a function error, a crash or a timeout read the whole batch
+again. After -max-retry-attempts retries the rest of the batch is discarded
+(Lambda sends it to the on-failure destination) and the shard goes on.
+-until-empty stops once no shard has a record past its checkpoint. The ARN
+names no endpoint: the calls go to the SDK's DynamoDB Streams endpoint
+(AWS_ENDPOINT_URL_DYNAMODB_STREAMS, AWS_ENDPOINT_URL, else AWS, which needs
+-live), which the first line on standard error names. Shards are read one
+after the other, not at once; bisecting a failed batch is not played.
 
 Where it differs from Lambda's event source mapping, and why:
   - Concurrency stays at -concurrency. Lambda starts at five batches and
@@ -130,6 +147,9 @@ type runCommand struct {
 	shortVisOK  bool
 	live        bool
 	bootstrap   string
+	// A DynamoDB stream's mapping instead of a queue's (see runstream.go).
+	stream     string
+	maxRetries int
 }
 
 // optionFlags names the flag behind each esm option, for messages.
@@ -154,6 +174,8 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
 	fs.BoolVar(&c.partial, "report-batch-item-failures", false, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; without it every batch the function answers is deleted, as on Lambda (default: what the deployed mapping or the template's SQS event says, else false)")
 	fs.BoolVar(&c.shortVisOK, "allow-short-visibility-timeout", false, "run even if the queue's VisibilityTimeout is shorter than the function's timeout, which Lambda refuses: for tests that want a batch handed out again while it runs")
+	fs.StringVar(&c.stream, "stream", "", "a DynamoDB stream's `ARN`, to run its mapping instead of a queue's: records in order per shard from the oldest, partial batch responses by sequence number, retries (see 'Streams' above)")
+	fs.IntVar(&c.maxRetries, "max-retry-attempts", -1, "with -stream, the retries of a failed batch before its records are discarded (MaximumRetryAttempts): 0 to 10000, or -1 for as long as they are in the stream")
 	c.fn.define(fs.FlagSet, "each invocation's deadline is its start plus this")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -164,6 +186,11 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 		return fs.UsageError("need a BOOTSTRAP")
 	case len(rest) > 1:
 		return fs.UsageError("want one BOOTSTRAP, got %s", strings.Join(rest, " "))
+	case c.stream != "":
+		c.bootstrap = rest[0]
+		return c.parseStream(fs)
+	case fs.Given()["max-retry-attempts"]:
+		return fs.UsageError("-max-retry-attempts is for a stream's mapping (-stream); a queue's redrive policy bounds its retries")
 	case c.queue == "" && c.fn.function == "":
 		return fs.UsageError("-queue: want the queue's URL (or -function, a deployed function whose mapping names it)")
 	case c.queue != "" && !validQueueURL(c.queue):
@@ -343,6 +370,9 @@ func (c *runCommand) eventFromDeployed(ctx context.Context, set map[string]bool)
 func (c *runCommand) Run(ctx context.Context, args []string) error {
 	if err := c.parse(ctx, args); err != nil {
 		return err
+	}
+	if c.stream != "" {
+		return c.runStream(ctx)
 	}
 	// The batches, the function's output and the signal notice write to
 	// standard error from their goroutines.

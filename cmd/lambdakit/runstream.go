@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"github.com/lambdakit/lambdakit/internal/cmdline"
+	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/logline"
+)
+
+// lambdakit run -stream ARN: a DynamoDB stream's event source mapping,
+// locally (internal/esm's StreamMapping).
+
+// queueOnly are the flags of a queue's mapping, refused with -stream.
+var queueOnly = []string{"queue", "window", "concurrency", "allow-short-visibility-timeout", "function"}
+
+// parseStream completes the command line of a stream's mapping.
+func (c *runCommand) parseStream(fs *cmdline.Flags) error {
+	set := fs.Given()
+	for _, name := range queueOnly {
+		if set[name] {
+			return fs.UsageError("-%s is for a queue's mapping, not a stream's (-stream)", name)
+		}
+	}
+	a, err := arn.Parse(c.stream)
+	if err != nil || a.Service != "dynamodb" || !strings.Contains(a.Resource, "/stream/") {
+		return fs.UsageError("-stream %q: want a DynamoDB stream's ARN, arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE/stream/LABEL", c.stream)
+	}
+	if c.fn.region != "" && c.fn.region != a.Region {
+		return fs.UsageError("-region is %s, but the stream %s is in %s", c.fn.region, c.stream, a.Region)
+	}
+	if !set["batch-size"] {
+		c.batchSize = esm.DefaultStreamBatchSize
+	}
+	if err := c.fn.checkGiven(fs); err != nil {
+		return err
+	}
+	return c.fn.settle(fs)
+}
+
+// streamOutput is what run prints on standard output for a stream's batch.
+type streamOutput struct {
+	RequestID string   `json:"requestId,omitempty"`
+	Outcome   string   `json:"outcome"`
+	Shard     string   `json:"shard"`
+	Records   int      `json:"records"`
+	First     string   `json:"first"`
+	Last      string   `json:"last"`
+	RetryFrom string   `json:"retryFrom,omitempty"`
+	Discarded []string `json:"discarded,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
+}
+
+// runStream runs the stream's mapping until it is empty (-until-empty) or
+// a signal stops it.
+func (c *runCommand) runStream(ctx context.Context) error {
+	std := c.stdio
+	std.stderr = logline.Writer(c.stderr)
+	a, _ := arn.Parse(c.stream) // checked by parseStream
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(a.Region))
+	if err != nil {
+		return cmdline.CannotRun(fmt.Errorf("AWS configuration: %w", err))
+	}
+	client := dynamodbstreams.NewFromConfig(cfg)
+	at := client.Options().BaseEndpoint
+	if onAWS(at) && !c.live {
+		// Reading a stream takes nothing from it, but the bootstrap run
+		// here would do each record's work (an outbox relay would send
+		// real messages) with this shell's credentials.
+		return c.flags.UsageError("the stream %s is on AWS: run would do the work of its records here, beside the deployed function's mapping; give -live to do so anyway", c.stream)
+	}
+	fmt.Fprintf(std.stderr, "lambdakit run: stream %s %s\n", c.stream,
+		endpointDescription(std.environ, "DYNAMODB_STREAMS", "DynamoDB Streams", at, a.Region))
+
+	runner, err := c.fn.newRunner(std, c.bootstrap, a.Region)
+	if err != nil {
+		return err
+	}
+	defer runner.Close()
+	p := &streamPrinter{fn: &c.fn, stdout: std.stdout, stderr: std.stderr}
+	mapping, err := esm.NewStream(client, c.stream, runner, func(o *esm.StreamOptions) {
+		o.BatchSize = c.batchSize
+		o.ReportBatchItemFailures = c.partial
+		o.MaximumRetryAttempts = c.maxRetries
+		o.UntilEmpty = c.untilEmpty
+		o.Region = a.Region
+		o.OnBatch = p.batch
+	})
+	var optErr *esm.OptionError
+	switch {
+	case errors.As(err, &optErr):
+		flag := map[string]string{"BatchSize": "-batch-size", "MaximumRetryAttempts": "-max-retry-attempts"}[optErr.Option]
+		return c.flags.UsageError("%s %s", firstNonEmpty(flag, optErr.Option), optErr.Reason)
+	case err != nil:
+		return cmdline.BadInput(err)
+	}
+	sum, runErr := mapping.Run(ctx)
+	if err := runner.Close(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("stop the function: %w", err)
+	}
+	why := "stopped"
+	switch {
+	case runErr != nil:
+		why = "stopped on an error"
+	case sum.Empty:
+		why = "stopped: the stream has no record past its checkpoints"
+	case ctx.Err() != nil:
+		why = "stopped on a signal"
+	}
+	fmt.Fprintf(std.stderr, "lambdakit run: %s\n", why)
+	for _, r := range []struct {
+		name string
+		n    int
+		note string
+	}{
+		{"invocations", sum.Invocations, ""},
+		{"records", sum.Records, "delivered, each delivery counted"},
+		{"retries", sum.Retries, "batches read again from a checkpoint"},
+		{"failed batches", p.failed, "function error, init error, crash, timeout or an invalid answer: the whole batch again"},
+		{"discarded", sum.Discarded, "records given up on after -max-retry-attempts (Lambda sends them to the on-failure destination)"},
+	} {
+		if r.note != "" {
+			fmt.Fprintf(std.stderr, "  %-20s %6d   %s\n", r.name, r.n, r.note)
+		} else {
+			fmt.Fprintf(std.stderr, "  %-20s %6d\n", r.name, r.n)
+		}
+	}
+	switch {
+	case p.err != nil:
+		return cmdline.CannotRun(fmt.Errorf("write: %w", p.err))
+	case errors.Is(runErr, esm.ErrStream):
+		return cmdline.CannotRun(runErr)
+	case runErr != nil:
+		return cmdline.CannotRun(errors.New(startFailure(runErr, c.bootstrap)))
+	case p.failed > 0 || sum.Discarded > 0:
+		return cmdline.ErrFailed
+	}
+	return nil
+}
+
+// streamPrinter reports each batch of a stream's mapping.
+type streamPrinter struct {
+	fn     *functionFlags
+	stdout io.Writer
+	stderr io.Writer
+	failed int   // batches that failed as a whole
+	err    error // the first failed write to stdout
+}
+
+func (p *streamPrinter) batch(b esm.StreamBatchResult) {
+	o := streamOutput{RequestID: b.Result.RequestID, Outcome: b.Result.Outcome.String(), Shard: b.Shard, Records: len(b.Records),
+		First: b.Records[0].Change.SequenceNumber, Last: b.Records[len(b.Records)-1].Change.SequenceNumber, RetryFrom: b.RetryFrom}
+	for _, r := range b.Discarded {
+		o.Discarded = append(o.Discarded, r.Change.SequenceNumber)
+	}
+	line := fmt.Sprintf("batch of %s from %s", cmdline.Count(len(b.Records), "record", "records"), o.First)
+	switch {
+	case b.Err != nil:
+		p.failed++
+		o.Reason = b.Err.Error()
+		if errors.Is(b.Err, esm.ErrInvocationFailed) && b.Result.Outcome.String() != "success" {
+			o.Reason = describe(b.Result, p.fn.timeout)
+		}
+		line += ": failed whole (" + o.Reason + ")"
+	case b.RetryFrom != "":
+		line += ": the function named " + b.RetryFrom + " in batchItemFailures"
+	default:
+		line += ": done"
+	}
+	switch {
+	case len(b.Discarded) > 0:
+		line += fmt.Sprintf("; %s discarded after delivery %d", cmdline.Count(len(b.Discarded), "record", "records"), b.Attempt)
+	case b.RetryFrom != "":
+		line += "; read again from " + b.RetryFrom
+	}
+	report(p.stderr, p.fn, b.Result)
+	fmt.Fprintf(p.stderr, "lambdakit run: %s\n", line)
+	if p.err == nil {
+		enc, _ := json.Marshal(o) // strings and numbers only
+		_, p.err = p.stdout.Write(append(enc, '\n'))
+	}
+}

@@ -1,0 +1,92 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/internal/testenv"
+)
+
+// run -stream plays a DynamoDB stream's mapping on moto_server: a record
+// the function names is read again, the others once.
+func TestRunStream(t *testing.T) {
+	srv := moto.Server(t)
+	cfg := moto.Config(t)
+	fn := testenv.Build(t, "../../internal/esm/testdata/streamfn")
+	db := dynamodb.NewFromConfig(cfg)
+	table := testenv.Name(t)
+	out, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		BillingMode:          types.BillingModePayPerRequest,
+		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := aws.ToString(out.TableDescription.LatestStreamArn)
+	for i, cmd := range []string{"ok", "fail@1", "ok"} {
+		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: fmt.Sprint("id", i)}, "cmd": &types.AttributeValueMemberS{Value: cmd},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	env := noEndpoints("AWS_ENDPOINT_URL="+srv.URL, "STREAMFN_DIR="+dir)
+
+	r := cli(t, env, "", "run", "-stream", stream, "-until-empty", "-report-batch-item-failures", "-timeout", "5s", fn)
+	if r.code != 0 {
+		t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"lambdakit run: stream " + stream + " at " + srv.URL + " (AWS_ENDPOINT_URL)\n",
+		"in batchItemFailures; read again from",
+		"stopped: the stream has no record past its checkpoints",
+		"invocations               2", "records                   5", "retries                   1", "discarded                 0",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	outs := jsonLines[map[string]any](t, r.stdout)
+	if len(outs) != 2 || outs[0]["retryFrom"] == nil || outs[1]["first"] != outs[0]["retryFrom"] {
+		t.Errorf("stdout:\n%s\nwant a batch read again from the named record, then the rest", r.stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "log")); strings.Count(string(b), "\n") != 4 {
+		t.Errorf("the function got %q; want 4 deliveries: 3 records, one of them twice", b)
+	}
+
+	t.Run("refusals", func(t *testing.T) {
+		rec := newConnectRecorder(t)
+		offline := noEndpoints("AWS_MAX_ATTEMPTS=1", "HTTPS_PROXY="+rec.URL, "HTTP_PROXY="+rec.URL)
+		for _, c := range []struct {
+			env  []string
+			args []string
+			want string
+		}{
+			{offline, []string{"-stream", "arn:aws:dynamodb:us-east-1:123456789012:table/T/stream/2026-01-01T00:00:00.000"},
+				"is on AWS: run would do the work of its records here"},
+			{env, []string{"-stream", stream, "-queue", "http://127.0.0.1:1/123456789012/q"}, "-queue is for a queue's mapping"},
+			{env, []string{"-stream", "arn:aws:sqs:us-east-1:123456789012:q"}, "want a DynamoDB stream's ARN"},
+			{env, []string{"-max-retry-attempts", "3", "-queue", "http://127.0.0.1:1/123456789012/q"}, "-max-retry-attempts is for a stream's mapping"},
+			{env, []string{"-stream", stream, "-max-retry-attempts", "-2"}, "-max-retry-attempts -2: want -1 to 10000"},
+		} {
+			r := cli(t, c.env, "", append(append([]string{"run"}, c.args...), fn)...)
+			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("%v: exit status %d, stderr:\n%s\nwant 2 and %q", c.args, r.code, r.stderr, c.want)
+			}
+		}
+		if hosts := rec.Hosts(); len(hosts) != 0 {
+			t.Errorf("calls to %v; want none before the refusals", hosts)
+		}
+	})
+}
