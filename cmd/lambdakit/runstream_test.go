@@ -21,18 +21,7 @@ func TestRunStream(t *testing.T) {
 	cfg := moto.Config(t)
 	fn := testenv.Build(t, "../../internal/esm/testdata/streamfn")
 	db := dynamodb.NewFromConfig(cfg)
-	table := testenv.Name(t)
-	out, err := db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		BillingMode:          types.BillingModePayPerRequest,
-		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream := aws.ToString(out.TableDescription.LatestStreamArn)
+	table, stream := testenv.StreamTable(t, db, "", "id")
 	for i, cmd := range []string{"ok", "fail@1", "ok"} {
 		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 			"id": &types.AttributeValueMemberS{Value: fmt.Sprint("id", i)}, "cmd": &types.AttributeValueMemberS{Value: cmd},

@@ -100,20 +100,8 @@ func newFixtureWith(t *testing.T, s setup) *fixture {
 	if err := dynamostore.CreateTable(ctx, f.db, idem); err != nil {
 		t.Fatal(err)
 	}
-	f.outbox = testenv.Name(t) + "-outbox"
-	out, err := f.db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(f.outbox),
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String("id"), KeyType: types.KeyTypeRange}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		BillingMode:         types.BillingModePayPerRequest,
-		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.streamARN = aws.ToString(out.TableDescription.LatestStreamArn)
+	// Keyed as the docs say: partition key pk, sort key id.
+	f.outbox, f.streamARN = testenv.StreamTable(t, f.db, "-outbox", "pk", "id")
 	f.queue = testenv.Queue(t, f.sqs, s.fifo, nil)
 	db := f.db
 	if s.storeDB != nil {

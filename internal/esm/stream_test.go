@@ -36,19 +36,10 @@ type streamHarness struct {
 
 func newStreamHarness(t *testing.T, bootstrap string) *streamHarness {
 	cfg := moto.Config(t)
-	h := &streamHarness{t: t, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg), table: testenv.Name(t),
+	h := &streamHarness{t: t, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
 		dir: t.TempDir(), output: &logline.Buffer{}}
-	out, err := h.db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
-		TableName:            aws.String(h.table),
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		BillingMode:          types.BillingModePayPerRequest,
-		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.streamARN = aws.ToString(out.TableDescription.LatestStreamArn)
+	h.table, h.streamARN = testenv.StreamTable(t, h.db, "", "id")
+	var err error
 	h.runner, err = runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
 		o.Timeout = 5 * time.Second
 		o.Env = []string{"STREAMFN_DIR=" + h.dir}
