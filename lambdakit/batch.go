@@ -306,20 +306,29 @@ func (b *batch) runTask(ctx, sendCtx context.Context, recs []events.SQSMessage, 
 		note.start = time.Now()
 		note.messageID = recs[i].MessageId
 		note.mu.Unlock()
-		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i], func() {
-			// The handler called runtime.Goexit, which unwinds this
-			// goroutine past the rest of runTask: fail its record for
-			// what it is, and skip the rest of its task as after any
-			// failure, rather than let the answer blame the deadline.
+		exited := func(err error) {
+			// runtime.Goexit unwinds this goroutine past the rest of
+			// runTask: fail the record for what it is, and skip the
+			// rest of its task as after any failure, rather than let
+			// the answer blame the deadline.
 			note.mu.Lock()
 			note.elapsed = time.Since(note.start)
 			note.mu.Unlock()
-			out.set(i, ErrHandlerExited)
+			out.set(i, err)
 			for _, j := range task[n+1:] {
 				out.set(j, ErrSkipped)
 			}
-		})
-		err := b.deadLetter(ctx, sendCtx, &recs[i], herr)
+		}
+		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i], func() { exited(ErrHandlerExited) })
+		var err error
+		if pe := protect(func() { err = b.deadLetter(ctx, sendCtx, &recs[i], herr) }, func() {
+			// IsPermanent or the dead-letter sender called Goexit (a
+			// test's t.FailNow, say): the message is not known to be
+			// in the dead-letter queue, so it fails and comes back.
+			exited(errors.Join(herr, fmt.Errorf("%w (in BatchOptions.IsPermanent or DeadLetters)", ErrHandlerExited)))
+		}); pe != nil {
+			err = errors.Join(herr, pe) // deadLetter protects its calls: not reached
+		}
 		note.mu.Lock()
 		note.elapsed = time.Since(note.start)
 		if err == nil && herr != nil {

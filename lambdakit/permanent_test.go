@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -440,4 +441,43 @@ func (d *landingDLQ) SendDeadLetter(ctx context.Context, msg *events.SQSMessage,
 		return errors.New("the guard never fired")
 	}
 	return ctx.Err()
+}
+
+// A dead-letter sender or an IsPermanent that calls runtime.Goexit (a
+// test's t.FailNow) fails its record with ErrHandlerExited, not with
+// ErrStillRunning as if the deadline had come, and the message comes back.
+func TestGoexitInTheDeadLetterPathFailsTheRecord(t *testing.T) {
+	for name, opt := range map[string]func(*lambdakit.BatchOptions){
+		"DeadLetters": func(o *lambdakit.BatchOptions) { o.DeadLetters = goexitSender{} },
+		"IsPermanent": func(o *lambdakit.BatchOptions) {
+			o.DeadLetters = &deadLetters{}
+			o.IsPermanent = func(error) bool { runtime.Goexit(); return false }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+				return nil, lambdakit.Permanent(errBadFormat)
+			})
+			batch, log := newBatch(h, opt, func(o *lambdakit.BatchOptions) { o.AllowAllFailed = true })
+			m := lambdakittest.Message(`poison`)
+			resp, err := batch(batchCtx(t), lambdakittest.Event(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantFailed(t, resp, m.MessageId)
+			if got := log.byMessageID(t)[m.MessageId]["reasonCode"]; got == string(lambdakit.ReasonOf(lambdakit.ErrStillRunning)) {
+				t.Errorf("reasonCode %v; want the Goexit named, not the deadline", got)
+			}
+			if reason := fmt.Sprint(log.byMessageID(t)[m.MessageId]["reason"]); !strings.Contains(reason, "runtime.Goexit") {
+				t.Errorf("reason %q; want it to say Goexit", reason)
+			}
+		})
+	}
+}
+
+type goexitSender struct{}
+
+func (goexitSender) SendDeadLetter(context.Context, *events.SQSMessage, error) error {
+	runtime.Goexit()
+	return nil
 }
