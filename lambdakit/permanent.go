@@ -50,16 +50,18 @@ func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 // same on every delivery, so no redelivery mends these.
 //
 // Poison is a verdict lambdakit gives where it reads a message, bound to
-// that message's MessageId and ReceiptHandle; the sentinel errors alone
-// are not poison. Under Batch, only a verdict on the message being
-// delivered (or a copy of it, as a middleware that unwraps an SNS envelope
-// makes) counts: the same errors from code the handler runs for something
+// that delivery (its ReceiptHandle, else its MessageId); the sentinel
+// errors alone are not poison. Under Batch, only a verdict on the message
+// being delivered (or a copy of it, as a middleware that unwraps an SNS
+// envelope makes, whatever MessageId it gives the copy) counts: the same errors from code the handler runs for something
 // else — a Typed handler on a downstream reply wrapped as a message, a
 // nested Once.Do with an empty key or another payload, an error of its own
 // wrapping ErrDecode, a KeyFunc or PayloadFunc of yours failing otherwise
 // — come back as any failure does, since a retry may get past them. A
 // panic is never poison, whatever its value wraps: it says that the code
-// stopped half-way, which a fix of the code mends.
+// stopped half-way, which a fix of the code mends. An error that joins a
+// verdict with another failure is poison all the same: a handler that got
+// past a verdict (a fallback decode that worked) should not return it.
 //
 // The default BatchOptions.IsPermanent accepts poison as well as the errors
 // marked with Permanent, so that with BatchOptions.DeadLetters set a poison
@@ -77,7 +79,7 @@ func IsPoison(err error) bool {
 	}
 	var d *deliveredError
 	if errors.As(err, &d) {
-		return d.id.messageID != "" && hasPoison(d.err, d.id)
+		return (d.id.receiptHandle != "" || d.id.messageID != "") && hasPoison(d.err, d.id)
 	}
 	return hasPoison(err, messageIdentity{})
 }
@@ -85,6 +87,18 @@ func IsPoison(err error) bool {
 // messageIdentity names one delivery of one message: a copy of the
 // message names the same, a message made up by the handler does not.
 type messageIdentity struct{ messageID, receiptHandle string }
+
+// names reports whether a verdict on the message id applies to the
+// delivery of: the receipt handle names a delivery, and a copy keeps it
+// even when a middleware gives the copy a MessageId of its own (an SNS
+// unwrap taking the SNS message's ID); a message the handler makes up has
+// none. Without a receipt handle (tests, tools), the MessageId decides.
+func (id messageIdentity) names(of messageIdentity) bool {
+	if of.receiptHandle != "" {
+		return id.receiptHandle == of.receiptHandle
+	}
+	return of.messageID != "" && id.messageID == of.messageID
+}
 
 func identityOf(msg *events.SQSMessage) messageIdentity {
 	return messageIdentity{msg.MessageId, msg.ReceiptHandle}
@@ -123,10 +137,10 @@ func (e *deliveredError) Unwrap() error { return e.err }
 // message of, or on any message when of is zero.
 func hasPoison(err error, of messageIdentity) bool {
 	stack := []error{err}
-	for n := 0; len(stack) > 0 && n < 10_000; n++ { // bounded: a tree that cycles ends here
+	for n := 0; len(stack) > 0 && n < 10_000; n++ { // bounded, as a verdict deeper than that is no verdict
 		e := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if p, ok := e.(*poisonError); ok && (of == messageIdentity{} || p.id == of) {
+		if p, ok := e.(*poisonError); ok && (of == messageIdentity{} || p.id.names(of)) {
 			return true
 		}
 		switch u := e.(type) {
@@ -178,10 +192,13 @@ func (b *batch) deadLetter(ctx, sendCtx context.Context, msg *events.SQSMessage,
 		// record comes back and is sent on its next delivery.
 		return err
 	}
-	if permanent, perr := b.permanent(&deliveredError{err: err, id: identityOf(msg)}); perr != nil || !permanent {
+	// IsPermanent and the sender get the error naming the delivered
+	// message, so that IsPoison gives both the batch's answer.
+	reason := &deliveredError{err: err, id: identityOf(msg)}
+	if permanent, perr := b.permanent(reason); perr != nil || !permanent {
 		return errors.Join(err, perr) // a panicking IsPermanent fails the record as usual
 	}
-	if serr := b.sendDeadLetter(sendCtx, msg, err); serr != nil {
+	if serr := b.sendDeadLetter(sendCtx, msg, reason); serr != nil {
 		return &DeadLetterError{Err: err, SendErr: serr}
 	}
 	return nil

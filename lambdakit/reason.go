@@ -8,7 +8,11 @@ import (
 // Reason names why a record failed. Batch writes it in a failed record's
 // log line (reasonCode) and counts it in the metrics line (Failed<Reason>),
 // and lambdakitotel sets it on the record's span: all three take it from
-// ReasonOf, so they cannot disagree.
+// ReasonOf, one rule. The span sees the error the handler chain returned;
+// the log and metrics see the batch's outcome, which may go further: a
+// poison message Batch sends to the dead-letter queue is Permanent in the
+// log and the metrics, and on the span the reason its error gave (NoKey,
+// say), since the span ends before Batch decides.
 type Reason string
 
 // The reasons a record fails for, in the order ReasonOf tests them.
