@@ -142,6 +142,13 @@ func (p *Proxy) Hang(op string, n int) {
 	p.add(&rule{op: op, n: n, hang: true})
 }
 
+// LoseAnswerAndHang makes the proxy forward the next n requests for op, so
+// that they take effect, and then never answer them: a caller that dies
+// waiting, after its request took effect.
+func (p *Proxy) LoseAnswerAndHang(op string, n int) {
+	p.add(&rule{op: op, n: n, hang: true, lose: true})
+}
+
 func (p *Proxy) add(rl *rule) {
 	if rl.n == 0 {
 		return
