@@ -358,8 +358,8 @@ func (c *runCommand) eventFromDeployed(ctx context.Context, set map[string]bool)
 	if m.State != "Disabled" {
 		// Two consumers of one queue: each receive by the other raises
 		// ApproximateReceiveCount, and may move messages to the DLQ.
-		// moto_server's mapping receives each message as it is sent and,
-		// without Docker to run the function, gives it back.
+		// (A plain moto_server's own mapping does too, without Docker to
+		// run the function; the local stack's launcher stops that.)
 		fmt.Fprintf(c.stderr, "lambdakit run: warning: the deployed mapping %s is %s: it consumes the queue too, and its receives count toward the redrive policy's maxReceiveCount; disable it while running here (aws lambda update-event-source-mapping --uuid %[1]s --no-enabled)\n",
 			m.UUID, m.State)
 	}

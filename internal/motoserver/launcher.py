@@ -228,6 +228,45 @@ def patch(moto):
     models.copy = _CopyModule(copy, Table, state)
     backend.transact_write_items = transact_write_items
     _serialize_dynamodb()
+    _no_builtin_mappings()
+
+
+def _no_builtin_mappings():
+    """Keeps moto's own event source mappings from touching the data.
+
+    moto runs a mapping's function through Docker, which the local stack
+    has none of, and 'delivers' all the same: on an SQS queue it receives
+    each message as it is sent (raising its ApproximateReceiveCount toward
+    the redrive policy) and gives it back; on a DynamoDB stream it drops
+    the records it could not deliver, whatever the mapping's state, so the
+    stream reads empty. lambdakit run plays the mappings instead; here moto
+    keeps them as configuration only, as the control plane it stands for.
+    """
+    try:
+        from moto.dynamodb.models.table import StreamShard
+        from moto.sqs.models import Queue
+    except ImportError:
+        return
+    lock = threading.Lock()
+
+    def without_mappings(owner_of, original):
+        def call(self, *args, **kwargs):
+            owner = owner_of(self)
+            with lock:
+                mappings = owner.lambda_event_source_mappings
+                owner.lambda_event_source_mappings = {}
+                try:
+                    return original(self, *args, **kwargs)
+                finally:
+                    owner.lambda_event_source_mappings = mappings
+
+        call.__wrapped__ = original
+        return call
+
+    if hasattr(StreamShard, "add"):
+        StreamShard.add = without_mappings(lambda shard: shard.table, StreamShard.add)
+    if hasattr(Queue, "add_message"):
+        Queue.add_message = without_mappings(lambda queue: queue, Queue.add_message)
 
 
 def _serialize_dynamodb():
@@ -275,7 +314,7 @@ def main(argv=None):
         except Unsupported as e:
             _say("%s: %s; transactions copy whole tables and slow down as they grow" % (FALLBACK, e))
         else:
-            _say("%s moto %s patched: transactions snapshot only the items they write, and DynamoDB requests run one at a time" % (PREFIX, moto.__version__))
+            _say("%s moto %s patched: transactions snapshot only the items they write, DynamoDB requests run one at a time, and moto's own event source mappings leave queues and streams alone" % (PREFIX, moto.__version__))
     _say("%s %s" % (VERSION, getattr(moto, "__version__", "unknown")))
     from moto.server import main as serve
 

@@ -39,9 +39,8 @@ import (
 // (60 s), visibility timeout 4 s (360 s: longer than the function's
 // timeout, so that a crashed invocation's lease has ended when its
 // messages come back), maxReceiveCount 2 (5). The deployed mapping is
-// disabled, as `lambdakit run` asks: this run takes its place (moto's own
-// mapping would receive each message as it is sent, and raise its receive
-// count).
+// disabled, as `lambdakit run` asks and as one would on AWS: this run
+// takes its place.
 const (
 	queueFile            = "payments-queue.jsonl"
 	queueFunctionTimeout = 2 * time.Second
