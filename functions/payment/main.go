@@ -14,6 +14,11 @@
 //	                     its first delivery (optional; without it, an invalid
 //	                     payment fails until the queue's maxReceiveCount
 //	                     moves it there)
+//	OUTBOX_TABLE, EVENTS_QUEUE_URL  with both set, a charged payment
+//	                     publishes "payment.charged" to the events queue
+//	                     through the outbox table (dynamostore/outbox), in
+//	                     the transaction that records the charge; the relay
+//	                     (functions/relay) sends it (optional)
 //
 // The AWS SDK's own AWS_ENDPOINT_URL selects a local DynamoDB endpoint.
 package main
@@ -34,6 +39,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
@@ -46,6 +52,8 @@ type config struct {
 	TTL              time.Duration
 	// DeadLetterQueueURL, if set, is where invalid payments go at once.
 	DeadLetterQueueURL string
+	// OutboxTable and EventsQueueURL, both set, publish payment.charged.
+	OutboxTable, EventsQueueURL string
 }
 
 // defaultTTL outlives the longest way a copy of a completed payment can come
@@ -61,6 +69,8 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		GatewayURL:         getenv("PAYMENT_GATEWAY_URL"),
 		TTL:                defaultTTL,
 		DeadLetterQueueURL: getenv("DEAD_LETTER_QUEUE_URL"),
+		OutboxTable:        getenv("OUTBOX_TABLE"),
+		EventsQueueURL:     getenv("EVENTS_QUEUE_URL"),
 	}
 	var errs []error
 	for name, v := range map[string]string{"IDEMPOTENCY_TABLE": c.IdempotencyTable, "PAYMENTS_TABLE": c.PaymentsTable, "PAYMENT_GATEWAY_URL": c.GatewayURL} {
@@ -77,6 +87,9 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		if u, err := url.Parse(c.DeadLetterQueueURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 			errs = append(errs, fmt.Errorf("DEAD_LETTER_QUEUE_URL %q is not a queue URL", c.DeadLetterQueueURL))
 		}
+	}
+	if (c.OutboxTable == "") != (c.EventsQueueURL == "") {
+		errs = append(errs, errors.New("OUTBOX_TABLE and EVENTS_QUEUE_URL go together: set both to publish payment.charged, or neither"))
 	}
 	if v := getenv("IDEMPOTENCY_TTL"); v != "" {
 		ttl, err := time.ParseDuration(v)
@@ -105,6 +118,12 @@ func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.
 	store, err := dynamostore.New(db, c.IdempotencyTable)
 	if err != nil {
 		return nil, err
+	}
+	if c.OutboxTable != "" {
+		if p.events, err = outbox.New(c.OutboxTable); err != nil {
+			return nil, err
+		}
+		p.eventsQueue = c.EventsQueueURL
 	}
 	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
 		func(o *lambdakit.Options) {

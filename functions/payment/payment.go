@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -187,6 +188,20 @@ type payments struct {
 	gateway *gatewayClient
 	table   string // the payments ledger
 	now     func() time.Time
+	// events, if set, publishes payment.charged to eventsQueue.
+	events      *outbox.Outbox
+	eventsQueue string
+}
+
+// chargedEvent is the body of a payment.charged message.
+type chargedEvent struct {
+	Type       string `json:"type"`
+	PaymentID  string `json:"payment_id"`
+	OrderID    string `json:"order_id"`
+	CustomerID string `json:"customer_id"`
+	Amount     int64  `json:"amount"`
+	Currency   string `json:"currency"`
+	ChargeID   string `json:"charge_id"`
 }
 
 // Handle implements lambdakit.Handler, behind validation and idempotency:
@@ -206,6 +221,19 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	// always means the payment is completed.
 	if err := dynamostore.Stage(ctx, s.ledgerPut(p, amount, out)); err != nil {
 		return nil, err
+	}
+	// So does the event that tells the next service, through the outbox:
+	// no charge recorded, no event; a charge recorded, one event.
+	if s.events != nil && out.Status == StatusCharged {
+		body, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+			CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency, ChargeID: out.ChargeID})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.events.Publish(ctx, outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
+			Body: string(body), Attributes: map[string]string{"type": "payment.charged"}}); err != nil {
+			return nil, err
+		}
 	}
 	// On the batch's line for the record, beside its outcome: one line
 	// per payment, written once the payment is completed (or has failed).

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
+	"github.com/lambdakit/lambdakit/functions/payment/gateway"
+	"github.com/lambdakit/lambdakit/internal/ddbstream"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// With OUTBOX_TABLE and EVENTS_QUEUE_URL, a charged payment publishes one
+// payment.charged, in the transaction that records the charge: none for a
+// declined card, none more for a redelivery, and the relay sends it once.
+func TestChargedPaymentPublishesItsEvent(t *testing.T) {
+	f := setup(t, nil)
+	cfg := moto.Config(t)
+	table, streamARN := testenv.StreamTable(t, f.db, "-outbox", "pk", "id")
+	sqsc := sqs.NewFromConfig(cfg)
+	f.cfg.OutboxTable, f.cfg.EventsQueueURL = table, testenv.Queue(t, sqsc, true, nil)
+	f.handler = mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 300 * time.Millisecond}, f.logs.Logger())
+
+	charged := lambdakittest.Message(body("pay_ev1", "cus_A", 1200), lambdakittest.InGroup("cus_A"))
+	declined := lambdakittest.Message(body("pay_ev2", gateway.DeclinedCustomerPrefix+"_B", 900), lambdakittest.InGroup("cus_B"))
+	if failed := f.run(t, charged, declined); len(failed) != 0 {
+		t.Fatalf("failed %v; want both recorded", failed)
+	}
+	f.run(t, lambdakittest.Redelivery(charged))
+
+	recs, err := ddbstream.Read(t.Context(), dynamodbstreams.NewFromConfig(cfg), streamARN, cfg.Region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("%d outbox records; want one: pay_ev1's payment.charged", len(recs))
+	}
+	var ev chargedEvent
+	if err := json.Unmarshal([]byte(recs[0].Change.NewImage["body"].String()), &ev); err != nil {
+		t.Fatal(err)
+	}
+	row := f.ledger(t, "pay_ev1")
+	if ev.Type != "payment.charged" || ev.PaymentID != "pay_ev1" || ev.Amount != 1200 || ev.CustomerID != "cus_A" || ev.ChargeID == "" || ev.ChargeID != attr(row, "charge_id") {
+		t.Errorf("event %+v; want pay_ev1's charge, %s as the ledger has it", ev, attr(row, "charge_id"))
+	}
+
+	resp, err := outbox.Relay(sqsc, func(o *lambdakit.StreamOptions) { o.Logger = lambdakittest.Logger(t) })(t.Context(), events.DynamoDBEvent{Records: recs})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("relay: %v, %v", err, resp.BatchItemFailures)
+	}
+	got := testenv.Drain(t, sqsc, f.cfg.EventsQueueURL)
+	if len(got) != 1 || got[0].Attributes["MessageGroupId"] != "cus_A" || !strings.Contains(aws.ToString(got[0].Body), `"charge_id":"`+ev.ChargeID+`"`) {
+		t.Errorf("events queue holds %d messages; want pay_ev1's payment.charged in group cus_A", len(got))
+	}
+}
+
+func TestConfigOutboxTableAndEventsQueueGoTogether(t *testing.T) {
+	base := map[string]string{"IDEMPOTENCY_TABLE": "idem", "PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
+	for _, extra := range []map[string]string{{"OUTBOX_TABLE": "ob"}, {"EVENTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/e.fifo"}} {
+		_, err := configFromEnv(func(k string) string {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return base[k]
+		})
+		if err == nil || !strings.Contains(err.Error(), "OUTBOX_TABLE and EVENTS_QUEUE_URL go together") {
+			t.Errorf("%v: got %v; want a refusal", extra, err)
+		}
+	}
+}
