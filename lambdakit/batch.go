@@ -320,14 +320,17 @@ func (b *batch) runTask(ctx, sendCtx context.Context, recs []events.SQSMessage, 
 			}
 		}
 		herr := b.runRecord(context.WithValue(ctx, noteKey{}, note), &recs[i], func() { exited(ErrHandlerExited) })
-		var err error
-		if pe := protect(func() { err = b.deadLetter(ctx, sendCtx, &recs[i], herr) }, func() {
-			// IsPermanent or the dead-letter sender called Goexit (a
-			// test's t.FailNow, say): the message is not known to be
-			// in the dead-letter queue, so it fails and comes back.
-			exited(errors.Join(herr, fmt.Errorf("%w (in BatchOptions.IsPermanent or DeadLetters)", ErrHandlerExited)))
-		}); pe != nil {
-			err = errors.Join(herr, pe) // deadLetter protects its calls: not reached
+		err := herr
+		if herr != nil && b.opts.DeadLetters != nil { // a success, the usual case, skips this
+			if pe := protect(func() { err = b.deadLetter(ctx, sendCtx, &recs[i], herr) }, func() {
+				// IsPermanent or the dead-letter sender called Goexit
+				// (a test's t.FailNow, say): the message is not known
+				// to be in the dead-letter queue, so it fails and comes
+				// back.
+				exited(errors.Join(herr, fmt.Errorf("%w (in BatchOptions.IsPermanent or DeadLetters)", ErrHandlerExited)))
+			}); pe != nil {
+				err = errors.Join(herr, pe) // deadLetter protects its calls: not reached
+			}
 		}
 		note.mu.Lock()
 		note.elapsed = time.Since(note.start)
