@@ -106,6 +106,9 @@ class _Snapshot:
         # (id of table, hash key, range key) -> (table, hash, range, item copy
         # or None when absent, whether a range table already had the hash key)
         self._entries = {}
+        # id of a stream shard -> (shard, how many records it had): a failed
+        # transaction must not leave stream records behind.
+        self._streams = {}
 
     @classmethod
     def take(cls, backend, dynamo_type, transact_items):
@@ -124,10 +127,11 @@ class _Snapshot:
                 table = backend.get_table(op["TableName"])
             except Exception:
                 raise _WholeTables()
-            if table.stream_shard is not None:
-                # A failed transaction must not leave stream records behind;
-                # only the whole-table copy takes them back.
-                raise _WholeTables()
+            shard = table.stream_shard
+            if shard is not None:
+                if not isinstance(getattr(shard, "items", None), list):
+                    raise _WholeTables()
+                snap._streams.setdefault(id(shard), (shard, len(shard.items)))
             attrs = op.get("Item") if op_type == "Put" else op.get("Key")
             snap._add(table, dynamo_type, attrs)
         return snap
@@ -158,6 +162,8 @@ class _Snapshot:
         self._entries[ident] = (table, hash_key, range_key, saved, had_hash)
 
     def restore(self):
+        for shard, n in self._streams.values():
+            del shard.items[n:]
         for table, hash_key, range_key, saved, had_hash in self._entries.values():
             if range_key is None:
                 if saved is None:

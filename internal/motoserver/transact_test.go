@@ -13,6 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"github.com/lambdakit/lambdakit/internal/ddbstream"
 )
 
 // The server Start runs is moto patched by the launcher, unless moto is a
@@ -140,16 +143,38 @@ func TestTransactWriteItemsRollsBackSortKeyTables(t *testing.T) {
 	}
 }
 
-// A table with a stream keeps moto's whole-table rollback, which also takes
-// back the stream records; it is all or nothing all the same.
+// A table with a stream is all or nothing too, its stream included: a
+// cancelled transaction leaves no stream record behind (the patch takes
+// back the records it added, as it does the items, instead of copying the
+// whole tables, which an outbox table's stream would make slower with
+// every write).
 func TestTransactWriteItemsOnStreamTableIsAllOrNothing(t *testing.T) {
-	db := dynamodb.NewFromConfig(moto.Config(t))
+	cfg := moto.Config(t)
+	db := dynamodb.NewFromConfig(cfg)
 	table := createTable(t, db, false, true)
 	put(t, db, table, item("b", "1"))
 	err := transact(db, putOp(table, item("a", "1"), ""), putOp(table, item("b", "2"), "attribute_not_exists(id)"))
 	wantCancelled(t, err, "None", "ConditionalCheckFailed")
 	wantAbsent(t, db, table, "a")
 	wantValue(t, db, table, "b", "1")
+	if err := transact(db, putOp(table, item("c", "1"), "")); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := db.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ddbstream.Read(t.Context(), dynamodbstreams.NewFromConfig(cfg), aws.ToString(desc.Table.LatestStreamArn), cfg.Region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.Change.Keys["id"].String())
+	}
+	if !slices.Equal(ids, []string{"b", "c"}) {
+		t.Errorf("stream records of %v; want b's put and c's transaction only, none of the cancelled one", ids)
+	}
 }
 
 // Rolling back a transaction puts back only its own items: writes to other

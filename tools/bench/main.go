@@ -112,9 +112,14 @@ func run(ctx context.Context, c config) error {
 	}
 	defer os.RemoveAll(dir)
 	lkBin, bareBin := filepath.Join(dir, "lambdakit", "bootstrap"), filepath.Join(dir, "bare", "bootstrap")
+	// The same function again, publishing payment.charged through the
+	// outbox: a binary of its own, so that its processes are told apart.
+	outboxBin := filepath.Join(dir, "lambdakit-outbox", "bootstrap")
 	fmt.Fprintln(os.Stderr, "bench: building the bootstraps ...")
-	if err := bench.Build(ctx, c.repo, lkBin, "./functions/payment"); err != nil {
-		return err
+	for _, bin := range []string{lkBin, outboxBin} {
+		if err := bench.Build(ctx, c.repo, bin, "./functions/payment"); err != nil {
+			return err
+		}
 	}
 	if err := bench.Build(ctx, c.repo, bareBin, "./tools/bench/bare"); err != nil {
 		return err
@@ -150,6 +155,17 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
+	// lambdakit+outbox: its events queue is only named (a FIFO queue's
+	// URL: each event needs its group); the function never calls SQS, the
+	// relay would.
+	withOutbox, outboxPay, err := impl("lambdakit+outbox", outboxBin, "O")
+	if err != nil {
+		return err
+	}
+	if err := stack.OutboxTable(ctx, "bench-outbox"); err != nil {
+		return err
+	}
+	withOutbox.Env = append(withOutbox.Env, "OUTBOX_TABLE=bench-outbox", "EVENTS_QUEUE_URL="+stack.Moto.URL+"/123456789012/bench-events.fifo")
 
 	bench.PrintHeader(out, machine, strings.TrimSpace(command), stack.MotoVersion())
 	if micro != nil {
@@ -165,7 +181,7 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.only["e2e"] {
 		fmt.Fprintln(os.Stderr, "bench: end to end ...")
-		rows, err := h.EndToEnd(ctx, []bench.Impl{lk, bare}, []*bench.Payments{lkPay, barePay}, c.records, c.batch)
+		rows, err := h.EndToEnd(ctx, []bench.Impl{lk, bare, withOutbox}, []*bench.Payments{lkPay, barePay, outboxPay}, c.records, c.batch)
 		if err != nil {
 			return err
 		}

@@ -78,7 +78,7 @@ func PrintE2E(w io.Writer, cfg E2EConfig, rows []Row) {
 	fmt.Fprintf(w, "### End to end: the real bootstrap, local Runtime API, moto_server\n\n")
 	fmt.Fprintf(w, "%d records per row in batches of %d, %d containers invoked at once (records of a batch run concurrently), function timeout %v. "+
 		"`lambdakit` is functions/payment; `bare` is tools/bench/bare, aws-lambda-go and the SDK making exactly the requests the design needs; "+
-		"`ratio` is lambdakit / bare. DynamoDB requests are counted at a proxy in front of moto, retries included. "+
+		"`ratio` is lambdakit / bare; `lambdakit+outbox` is lambdakit publishing one payment.charged per charge through dynamostore/outbox (its item in the completion's transaction; the relay's SQS sends are not counted). DynamoDB requests are counted at a proxy in front of moto, retries included. "+
 		"Request units are computed from the requests and item sizes by DynamoDB's documented on-demand rules (1 WRU per KB written, twice in a transaction; "+
 		"1 RRU per 4 KB read strongly consistent), not measured by moto. Latency is the invocation's duration as the Runtime API saw it; "+
 		"CPU is the function processes' CPU time over the row (/proc/<pid>/task/*/schedstat); peak RSS is their largest VmHWM; "+
@@ -113,8 +113,10 @@ func PrintE2E(w io.Writer, cfg E2EConfig, rows []Row) {
 				num(r.PerRecord(float64(r.MotoCPU.Microseconds()))/1000, 2),
 				r.Failed)
 		}
-		if len(rs) == 2 && rs[0].Impl == "lambdakit" && rs[1].Impl == "bare" {
-			a, b := rs[0], rs[1]
+		lk := slices.IndexFunc(rs, func(r Row) bool { return r.Impl == "lambdakit" })
+		bare := slices.IndexFunc(rs, func(r Row) bool { return r.Impl == "bare" })
+		if lk >= 0 && bare >= 0 {
+			a, b := rs[lk], rs[bare]
 			fmt.Fprintf(w, "| | ratio | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | |\n",
 				ratio(a.RecordsPerSecond(), b.RecordsPerSecond()),
 				ratio(float64(a.Usage.Total()), float64(b.Usage.Total())),

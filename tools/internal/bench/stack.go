@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -98,6 +99,21 @@ func (s *Stack) Tables(ctx context.Context, template, prefix string) (idem, paym
 		}
 	}
 	return idem, payments, nil
+}
+
+// OutboxTable creates an outbox table (dynamostore/outbox's keys, a stream
+// of new images) named name.
+func (s *Stack) OutboxTable(ctx context.Context, name string) error {
+	_, err := s.DB.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(name),
+		KeySchema: []dbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dbtypes.KeyTypeHash},
+			{AttributeName: aws.String("id"), KeyType: dbtypes.KeyTypeRange}},
+		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dbtypes.ScalarAttributeTypeS},
+			{AttributeName: aws.String("id"), AttributeType: dbtypes.ScalarAttributeTypeS}},
+		BillingMode:         dbtypes.BillingModePayPerRequest,
+		StreamSpecification: &dbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: dbtypes.StreamViewTypeNewImage},
+	})
+	return err
 }
 
 // FunctionEnv is the environment of a payment function (or the bare floor)
