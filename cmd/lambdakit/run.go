@@ -159,6 +159,8 @@ var optionFlags = map[string]string{
 	"Window":          "-window",
 	"Concurrency":     "-concurrency",
 	"FunctionTimeout": "-timeout",
+	// A stream's mapping (runstream.go).
+	"MaximumRetryAttempts": "-max-retry-attempts",
 }
 
 // parse reads the command line, the template or the deployed function,
@@ -563,12 +565,7 @@ func printSummary(w io.Writer, s esm.Summary, interrupted bool, err error) {
 		why = "stopped on a signal"
 	}
 	fmt.Fprintf(w, "lambdakit run: %s\n", why)
-	type row struct {
-		name string
-		n    int
-		note string
-	}
-	rows := []row{
+	rows := []summaryRow{
 		{"invocations", s.Invocations, ""},
 		{"records", s.Records, "received, each delivery counted"},
 		{"deleted", s.Deleted, ""},
@@ -578,14 +575,25 @@ func printSummary(w io.Writer, s esm.Summary, interrupted bool, err error) {
 		{"batchItemFailures", s.ItemFailures, "records the function reported failed"},
 	}
 	if s.ToDeadLetterQueue > 0 {
-		rows = append(rows, row{"to the DLQ", s.ToDeadLetterQueue, "left after maxReceiveCount receives: the redrive policy moves them"})
+		rows = append(rows, summaryRow{"to the DLQ", s.ToDeadLetterQueue, "left after maxReceiveCount receives: the redrive policy moves them"})
 	}
 	if s.NotInvoked > 0 {
-		rows = append(rows, row{"not invoked", s.NotInvoked, "FIFO records held back behind an earlier failure of their group"})
+		rows = append(rows, summaryRow{"not invoked", s.NotInvoked, "FIFO records held back behind an earlier failure of their group"})
 	}
 	if s.DeleteFailures > 0 {
-		rows = append(rows, row{"delete failures", s.DeleteFailures, "records left because DeleteMessageBatch failed"})
+		rows = append(rows, summaryRow{"delete failures", s.DeleteFailures, "records left because DeleteMessageBatch failed"})
 	}
+	printRows(w, rows)
+}
+
+// summaryRow is a line of run's summary: a count and what it counts.
+type summaryRow struct {
+	name string
+	n    int
+	note string
+}
+
+func printRows(w io.Writer, rows []summaryRow) {
 	for _, r := range rows {
 		if r.note != "" {
 			fmt.Fprintf(w, "  %-20s %6d   %s\n", r.name, r.n, r.note)

@@ -98,8 +98,7 @@ func (c *runCommand) runStream(ctx context.Context) error {
 	var optErr *esm.OptionError
 	switch {
 	case errors.As(err, &optErr):
-		flag := map[string]string{"BatchSize": "-batch-size", "MaximumRetryAttempts": "-max-retry-attempts"}[optErr.Option]
-		return c.flags.UsageError("%s %s", firstNonEmpty(flag, optErr.Option), optErr.Reason)
+		return c.flags.UsageError("%s %s", firstNonEmpty(optionFlags[optErr.Option], optErr.Option), optErr.Reason)
 	case err != nil:
 		return cmdline.BadInput(err)
 	}
@@ -117,23 +116,13 @@ func (c *runCommand) runStream(ctx context.Context) error {
 		why = "stopped on a signal"
 	}
 	fmt.Fprintf(std.stderr, "lambdakit run: %s\n", why)
-	for _, r := range []struct {
-		name string
-		n    int
-		note string
-	}{
+	printRows(std.stderr, []summaryRow{
 		{"invocations", sum.Invocations, ""},
 		{"records", sum.Records, "delivered, each delivery counted"},
 		{"retries", sum.Retries, "batches read again from a checkpoint"},
 		{"failed batches", p.failed, "function error, init error, crash, timeout or an invalid answer: the whole batch again"},
 		{"discarded", sum.Discarded, "records given up on after -max-retry-attempts (Lambda sends them to the on-failure destination)"},
-	} {
-		if r.note != "" {
-			fmt.Fprintf(std.stderr, "  %-20s %6d   %s\n", r.name, r.n, r.note)
-		} else {
-			fmt.Fprintf(std.stderr, "  %-20s %6d\n", r.name, r.n)
-		}
-	}
+	})
 	switch {
 	case p.err != nil:
 		return cmdline.CannotRun(fmt.Errorf("write: %w", p.err))

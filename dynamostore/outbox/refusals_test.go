@@ -55,19 +55,7 @@ func TestConcurrentUnnamedPublishTakeDistinctPlaces(t *testing.T) {
 	f := newFixtureWith(t, setup{
 		fifo:   true,
 		obOpts: func(o *outbox.Options) { o.Now = barrier },
-		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for i := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[i] = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: fmt.Sprintf("line %d of %s", i, p.ID)})
-				}()
-			}
-			wg.Wait()
-			return errors.Join(errs...)
-		},
+		handle: publishFromGoroutines(2),
 	})
 	resp := f.deliver(pay("pay_conc", "cus_R", 1))
 	ev := f.stream()
@@ -257,19 +245,7 @@ func TestPublishWithIdempotencyDisabled(t *testing.T) {
 func TestManyConcurrentUnnamedPublishes(t *testing.T) {
 	f := newFixtureWith(t, setup{
 		fifo: true,
-		handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
-			var wg sync.WaitGroup
-			errs := make([]error, 8)
-			for i := range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs[i] = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: fmt.Sprintf("line %d of %s", i, p.ID)})
-				}()
-			}
-			wg.Wait()
-			return errors.Join(errs...)
-		},
+		handle: publishFromGoroutines(8),
 	})
 	failed := 0
 	for i := range 10 {
@@ -295,5 +271,21 @@ func TestPublishRefusesAMessageLargerThanAnItem(t *testing.T) {
 	}
 	if ev := f.stream(); inserts(ev) != 0 {
 		t.Errorf("%d items written; want none", inserts(ev))
+	}
+}
+
+// publishFromGoroutines is a handler that publishes n unnamed messages,
+// each from a goroutine of its own.
+func publishFromGoroutines(n int) func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+	return func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				errs[i] = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: fmt.Sprintf("line %d of %s", i, p.ID)})
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
 	}
 }
