@@ -244,7 +244,7 @@ func TestPublishWithIdempotencyDisabled(t *testing.T) {
 // The same without any hook: eight goroutines, ten payments.
 func TestManyConcurrentUnnamedPublishes(t *testing.T) {
 	f := newFixtureWith(t, setup{
-		fifo: true,
+		fifo:   true,
 		handle: publishFromGoroutines(8),
 	})
 	failed := 0
