@@ -154,7 +154,7 @@ func (f *fixture) relay(ev events.DynamoDBEvent) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := outbox.Relay(f.sqs, func(o *lambdakit.StreamOptions) { o.Logger = lambdakittest.Logger(f.t) })(ctx, ev)
+	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(f.t) })(ctx, ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		f.t.Fatalf("relay: %v, failures %v", err, resp.BatchItemFailures)
 	}
@@ -292,7 +292,7 @@ func TestRelayStopsAtABadItem(t *testing.T) {
 	if len(ev.Records) != 3 {
 		t.Fatalf("stream records %d; want 3", len(ev.Records))
 	}
-	resp, err := outbox.Relay(f.sqs, func(o *lambdakit.StreamOptions) { o.Logger = lambdakittest.Logger(t) })(ctx, ev)
+	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })(ctx, ev)
 	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[1].Change.SequenceNumber {
 		t.Fatalf("relay: %v, failures %v; want the bad item's sequence number %s", err, resp.BatchItemFailures, ev.Records[1].Change.SequenceNumber)
 	}

@@ -110,7 +110,7 @@ func TestPublishRefusesAMessageSQSWouldRefuse(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	relay := outbox.Relay(f.sqs, func(o *lambdakit.StreamOptions) { o.Logger = lambdakittest.Logger(t) })
+	relay := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })
 	for attempt := range 3 { // Lambda retries the batch from the failed record
 		r, err := relay(ctx, ev)
 		if err == nil && len(r.BatchItemFailures) == 0 {

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
@@ -17,36 +19,137 @@ import (
 
 // ErrBadItem means a stream record of the outbox table is no outbox item
 // the relay can send (a field missing, or not a string). Retrying cannot
-// mend it: the mapping's MaximumRetryAttempts and on-failure destination
-// take it out of the way.
+// mend it: see RelayOptions.DeadLetterQueueURL.
 var ErrBadItem = errors.New("outbox: not an outbox item")
+
+// RelayOptions configures Relay.
+type RelayOptions struct {
+	// Stream configures the batch: its deadline margin and logger (see
+	// lambdakit.DynamoDBStreamBatch).
+	Stream lambdakit.StreamOptions
+	// DeadLetterQueueURL is where an item goes that can never be sent as
+	// it is: not an outbox item (ErrBadItem), or one SQS refuses whatever
+	// the retries (its queue does not exist; a body, group or attribute
+	// SQS finds invalid). The relay sends the stream record there (see
+	// DeadLetter) and goes on with the next one, so one such item holds up
+	// nothing else. Without it, such an item fails its batch like any
+	// other failure, and the shard waits on it until the mapping's
+	// MaximumRetryAttempts give it up with the records after it in its
+	// batch. A FIFO dead-letter queue gets the item's group (or "outbox")
+	// and its deduplication ID. A failed send to it fails the record.
+	DeadLetterQueueURL string
+}
+
+// DeadLetter is the body of what the relay sends to its dead-letter queue:
+// enough to see what went wrong and to write the item again once mended.
+type DeadLetter struct {
+	// Error says why the item could not be sent.
+	Error string `json:"error"`
+	// EventID and SequenceNumber name the stream record.
+	EventID        string `json:"eventID"`
+	SequenceNumber string `json:"sequenceNumber"`
+	// NewImage is the item as the stream record holds it, in DynamoDB's
+	// attribute-value JSON.
+	NewImage map[string]events.DynamoDBAttributeValue `json:"newImage"`
+}
 
 // Relay returns the handler of the outbox table's stream: for each new
 // item (an INSERT; the writes a retried completion repeats are MODIFY, and
 // TTL deletions are REMOVE, both skipped) it sends the message to its
 // queue, with its group and, on a FIFO queue, the item's deduplication ID,
 // and IDAttribute. Records run in order, and the first that fails ends the
-// batch: see lambdakit.DynamoDBStreamBatch, which takes optFns.
+// batch: see lambdakit.DynamoDBStreamBatch.
 //
 // Its event source mapping needs FunctionResponseTypes
 // [ReportBatchItemFailures], StartingPosition TRIM_HORIZON (so that no item
 // written before the mapping is missed), and, so that a failure is never
 // silent, MaximumRetryAttempts, BisectBatchOnFunctionError and an
-// on-failure destination.
-func Relay(client producer.MessageSender, optFns ...func(*lambdakit.StreamOptions)) lambdakit.DynamoDBStreamBatchFunc {
+// on-failure destination; give the relay that destination's queue as its
+// DeadLetterQueueURL too.
+func Relay(client producer.MessageSender, optFns ...func(*RelayOptions)) lambdakit.DynamoDBStreamBatchFunc {
+	var o RelayOptions
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
 	return lambdakit.DynamoDBStreamBatch(func(ctx context.Context, rec *events.DynamoDBEventRecord) error {
 		if rec.EventName != string(events.DynamoDBOperationTypeInsert) {
 			return nil
 		}
-		in, err := sendInput(rec.Change.NewImage)
-		if err != nil {
+		err := send(ctx, client, rec.Change.NewImage)
+		if err == nil || o.DeadLetterQueueURL == "" || !undeliverable(err) {
 			return err
 		}
-		if _, err := client.SendMessage(ctx, in); err != nil {
-			return fmt.Errorf("outbox: send %s to %s: %w", aws.ToString(in.MessageAttributes[IDAttribute].StringValue), aws.ToString(in.QueueUrl), err)
+		return deadLetter(ctx, client, o.DeadLetterQueueURL, rec, err)
+	}, func(so *lambdakit.StreamOptions) { *so = o.Stream })
+}
+
+// send sends the item of a new image to its queue.
+func send(ctx context.Context, client producer.MessageSender, img map[string]events.DynamoDBAttributeValue) error {
+	in, err := sendInput(img)
+	if err != nil {
+		return err
+	}
+	if _, err := client.SendMessage(ctx, in); err != nil {
+		return fmt.Errorf("outbox: send %s to %s: %w", aws.ToString(in.MessageAttributes[IDAttribute].StringValue), aws.ToString(in.QueueUrl), err)
+	}
+	return nil
+}
+
+// undeliverable reports whether err means the item can never be sent as it
+// is. Throttling, server errors, timeouts and access denied (a role can be
+// mended without touching the item) are not: they are retried.
+func undeliverable(err error) bool {
+	if errors.Is(err, ErrBadItem) {
+		return true
+	}
+	var gone *sqstypes.QueueDoesNotExist
+	var invalid *sqstypes.InvalidMessageContents
+	if errors.As(err, &gone) || errors.As(err, &invalid) {
+		return true
+	}
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist",
+		"InvalidParameterValue", "InvalidAttributeName", "InvalidAttributeValue",
+		"MissingParameter", "UnsupportedOperation":
+		return true
+	}
+	return false
+}
+
+// deadLetter sends rec to the dead-letter queue, with why it could not be
+// sent. It returns nil once the dead-letter queue has it, and the send's
+// error otherwise, so the record fails and comes back.
+func deadLetter(ctx context.Context, client producer.MessageSender, queueURL string, rec *events.DynamoDBEventRecord, cause error) error {
+	body, err := json.Marshal(DeadLetter{
+		Error:          cause.Error(),
+		EventID:        rec.EventID,
+		SequenceNumber: rec.Change.SequenceNumber,
+		NewImage:       rec.Change.NewImage,
+	})
+	if err != nil {
+		return errors.Join(cause, fmt.Errorf("outbox: dead letter of %s: %w", rec.EventID, err))
+	}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(string(body))}
+	if strings.HasSuffix(queueURL, ".fifo") {
+		group, dedup := "outbox", rec.EventID
+		if v, ok := rec.Change.NewImage["groupId"]; ok && v.DataType() == events.DataTypeString && v.String() != "" {
+			group = v.String()
 		}
-		return nil
-	}, optFns...)
+		if v, ok := rec.Change.NewImage["dedupId"]; ok && v.DataType() == events.DataTypeString && v.String() != "" {
+			dedup = v.String()
+		}
+		in.MessageGroupId, in.MessageDeduplicationId = aws.String(group), aws.String(dedup)
+	}
+	if _, err := client.SendMessage(ctx, in); err != nil {
+		return errors.Join(cause, fmt.Errorf("outbox: dead letter of %s to %s: %w", rec.EventID, queueURL, err))
+	}
+	return nil
 }
 
 // sendInput is the SendMessage call for an outbox item's new image.

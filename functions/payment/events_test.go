@@ -16,7 +16,6 @@ import (
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 	"github.com/lambdakit/lambdakit/internal/ddbstream"
 	"github.com/lambdakit/lambdakit/internal/testenv"
-	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
@@ -54,7 +53,7 @@ func TestChargedPaymentPublishesItsEvent(t *testing.T) {
 		t.Errorf("event %+v; want pay_ev1's charge, %s as the ledger has it", ev, attr(row, "charge_id"))
 	}
 
-	resp, err := outbox.Relay(sqsc, func(o *lambdakit.StreamOptions) { o.Logger = lambdakittest.Logger(t) })(t.Context(), events.DynamoDBEvent{Records: recs})
+	resp, err := outbox.Relay(sqsc, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })(t.Context(), events.DynamoDBEvent{Records: recs})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("relay: %v, %v", err, resp.BatchItemFailures)
 	}

@@ -5,11 +5,19 @@
 // FunctionResponseTypes [ReportBatchItemFailures], StartingPosition
 // TRIM_HORIZON, MaximumRetryAttempts, BisectBatchOnFunctionError and an
 // on-failure destination.
+//
+// Environment:
+//
+//	DEAD_LETTER_QUEUE_URL  optional: where an item that can never be sent
+//	                       goes (outbox.RelayOptions.DeadLetterQueueURL);
+//	                       the template gives the mapping's on-failure
+//	                       destination
 package main
 
 import (
 	"context"
 	"log"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -23,5 +31,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("relay: AWS configuration: %v", err)
 	}
-	lambda.Start(outbox.Relay(sqs.NewFromConfig(cfg)))
+	lambda.Start(outbox.Relay(sqs.NewFromConfig(cfg), func(o *outbox.RelayOptions) {
+		o.DeadLetterQueueURL = os.Getenv("DEAD_LETTER_QUEUE_URL")
+	}))
 }

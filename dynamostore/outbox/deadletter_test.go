@@ -1,0 +1,112 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// A poison outbox item (its queue does not exist) between good ones: with a
+// dead-letter queue the relay sends it there with why, and every good item
+// still goes out, in one invocation that reports no failure. Without one,
+// the poison item fails the batch and the shard stops at it.
+func TestPoisonItemGoesToTheDeadLetterQueueAndHoldsUpNothing(t *testing.T) {
+	var missing string
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		queue := f.queue
+		if p.ID == "pay_poison" {
+			queue = missing
+		}
+		return ob.Publish(ctx, outbox.Message{QueueURL: queue, Name: "payment.charged", Body: `{"payment_id":"` + p.ID + `"}`, GroupID: p.Customer})
+	}})
+	// A queue URL of this endpoint whose queue does not exist.
+	missing = f.queue[:strings.LastIndex(f.queue, "/")+1] + "gone-" + testenv.Name(t) + ".fifo"
+	dlq := testenv.Queue(t, f.sqs, false, nil)
+	// One at a time, so that the stream holds them in this order.
+	f.deliver(pay("pay_a", "cus_A", 1))
+	f.deliver(pay("pay_poison", "cus_B", 2))
+	f.deliver(pay("pay_c", "cus_C", 3))
+	ev := f.stream()
+	if inserts(ev) != 3 {
+		t.Fatalf("stream holds %d inserts; want 3", inserts(ev))
+	}
+	// The poison item must sit between the good ones for the test to mean
+	// anything: the relay goes in order and stops at a failure.
+	if body := ev.Records[1].Change.NewImage["body"].String(); !strings.Contains(body, "pay_poison") {
+		t.Fatalf("second stream record carries %s; want pay_poison's", body)
+	}
+
+	without := relayOnce(t, f, ev, "")
+	if len(without.BatchItemFailures) != 1 || without.BatchItemFailures[0].ItemIdentifier != ev.Records[1].Change.SequenceNumber {
+		t.Fatalf("without a dead-letter queue: failures %v; want the poison item's sequence number %s", without.BatchItemFailures, ev.Records[1].Change.SequenceNumber)
+	}
+	testenv.Drain(t, f.sqs, f.queue) // pay_a, sent before the stop
+
+	with := relayOnce(t, f, ev, dlq)
+	if len(with.BatchItemFailures) != 0 {
+		t.Fatalf("with a dead-letter queue: failures %v; want none", with.BatchItemFailures)
+	}
+	var got []string
+	for _, m := range f.downstream() {
+		got = append(got, aws.ToString(m.Body))
+	}
+	if len(got) != 2 || !strings.Contains(got[0]+got[1], "pay_a") || !strings.Contains(got[0]+got[1], "pay_c") {
+		t.Errorf("downstream holds %q; want pay_a's and pay_c's", got)
+	}
+	dead := testenv.Drain(t, f.sqs, dlq)
+	if len(dead) != 1 {
+		t.Fatalf("dead-letter queue holds %d messages; want 1", len(dead))
+	}
+	var dl outbox.DeadLetter
+	if err := json.Unmarshal([]byte(aws.ToString(dead[0].Body)), &dl); err != nil {
+		t.Fatal(err)
+	}
+	if dl.SequenceNumber != ev.Records[1].Change.SequenceNumber || dl.EventID != ev.Records[1].EventID ||
+		dl.NewImage["queueUrl"].String() != missing || !strings.Contains(dl.Error, "gone-") {
+		t.Errorf("dead letter %+v; want the poison record, its image and why", dl)
+	}
+}
+
+// A send that fails for a reason retries can mend is not dead-lettered,
+// and a dead letter that cannot be sent fails the record: nothing is
+// dropped on the relay's word alone.
+func TestRelayDeadLettersOnlyWhatCanNeverBeSent(t *testing.T) {
+	f := newFixture(t)
+	f.deliver(pay("pay_x", "cus_X", 1))
+	ev := f.stream()
+	bad := ev
+	bad.Records = []events.DynamoDBEventRecord{ev.Records[0]}
+	img := map[string]events.DynamoDBAttributeValue{}
+	for k, v := range ev.Records[0].Change.NewImage {
+		img[k] = v
+	}
+	delete(img, "body") // not an outbox item: outbox.ErrBadItem
+	bad.Records[0].Change.NewImage = img
+	gone := f.queue[:strings.LastIndex(f.queue, "/")+1] + "no-dlq-" + testenv.Name(t)
+	if resp := relayOnce(t, f, bad, gone); len(resp.BatchItemFailures) != 1 {
+		t.Errorf("a bad item whose dead letter cannot be sent: failures %v; want the record failed", resp.BatchItemFailures)
+	}
+}
+
+func relayOnce(t *testing.T, f *fixture, ev events.DynamoDBEvent, dlq string) events.DynamoDBEventResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) {
+		o.Stream.Logger = lambdakittest.Logger(t)
+		o.DeadLetterQueueURL = dlq
+	})(ctx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
