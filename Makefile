@@ -34,7 +34,7 @@ export AWS_EC2_METADATA_DISABLED := true
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-.PHONY: all build test test-short lint bench demo invoke chaos deploy clean deps build-PaymentFunction
+.PHONY: all build test test-short lint bench demo invoke chaos deploy clean deps build-PaymentFunction build-RelayFunction
 
 all: lint test
 
@@ -173,6 +173,11 @@ deploy-local: $(SAM_TRANSLATOR)
 build-PaymentFunction:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "build-PaymentFunction: ARTIFACTS_DIR is not set: name the folder for the deployable bootstrap (make build-PaymentFunction ARTIFACTS_DIR=bin/lambda); for a bootstrap on this machine run 'make build' (bin/bootstrap)." >&2; exit 2; }
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 GOFLAGS='$(LAMBDA_GOFLAGS)' $(GO) build -o $(ARTIFACTS_DIR)/bootstrap ./functions/payment
+
+## build-RelayFunction: the outbox relay's deployable bootstrap, as build-PaymentFunction
+build-RelayFunction:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "build-RelayFunction: ARTIFACTS_DIR is not set: name the folder for the deployable bootstrap (make build-RelayFunction ARTIFACTS_DIR=bin/relay)." >&2; exit 2; }
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 GOFLAGS='$(LAMBDA_GOFLAGS)' $(GO) build -o $(ARTIFACTS_DIR)/bootstrap ./functions/relay
 
 ## clean: the build outputs (the .venv stays: rm -rf .venv to reinstall moto and cfn-lint)
 clean:

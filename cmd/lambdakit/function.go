@@ -232,7 +232,8 @@ func (f *functionFlags) settle(fs *cmdline.Flags) error {
 }
 
 // templateFunction returns the function of -template that -logical-id
-// names, or its only one; the zero Function without -template.
+// names, else its only one, else the one whose section is the only one of
+// -env-file; the zero Function without -template.
 func (f *functionFlags) templateFunction(fs *cmdline.Flags) (samtemplate.Function, error) {
 	if f.template == "" {
 		return samtemplate.Function{}, nil
@@ -256,6 +257,15 @@ func (f *functionFlags) templateFunction(fs *cmdline.Flags) (samtemplate.Functio
 		return fns[0], nil
 	case len(fns) == 0:
 		return samtemplate.Function{}, cmdline.BadInput(fmt.Errorf("template %s declares no AWS::Serverless::Function", f.template))
+	}
+	// Several functions: an env file with one function's section names it,
+	// as it would name the section to read.
+	if f.envFile != "" {
+		if _, section, err := readEnvFile(f.envFile, ""); err == nil && section != "" {
+			if fn, err := samtemplate.FindFunction(fns, section); err == nil {
+				return fn, nil
+			}
+		}
 	}
 	return samtemplate.Function{}, fs.UsageError("template %s has functions %s: choose one with -logical-id", f.template, strings.Join(ids, ", "))
 }

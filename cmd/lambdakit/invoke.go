@@ -73,7 +73,8 @@ AWS_ENDPOINT_URL). It runs in BOOTSTRAP's directory.
 Variables under "Parameters" apply to every function; the section of the
 function, chosen by -logical-id (or the template's only function), adds to
 them and wins. Without either, the file's one function section is used; a
-file with several needs -logical-id. Unlike sam, every variable in the
+file with several needs -logical-id. A template with several functions and
+no -logical-id takes the function of the file's one section. Unlike sam, every variable in the
 section is set, not only those the template declares. Variables Lambda
 reserves (AWS_LAMBDA_*, _HANDLER, TZ ...) are ignored, except that
 AWS_REGION sets the region when -region is not given.

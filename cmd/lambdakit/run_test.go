@@ -179,9 +179,19 @@ func TestRunQueue(t *testing.T) {
 		if r.code != 1 {
 			t.Fatalf("exit status %d; want 1\nstderr:\n%s", r.code, r.stderr)
 		}
+		// After the retry, SQS may hand the two back in one receive or in
+		// two (moto split them under load): count the deletions.
 		outs := jsonLines[runOutput](t, r.stdout)
-		if len(outs) != 2 || outs[0].Outcome != "function error" || len(outs[0].Left) != 2 || !strings.Contains(outs[0].Reason, "esmfn: error asked by") ||
-			outs[1].Outcome != "success" || len(outs[1].Deleted) != 2 {
+		deleted := map[string]bool{}
+		for _, o := range outs[min(1, len(outs)):] {
+			if o.Outcome != "success" || len(o.Left) != 0 {
+				t.Errorf("retry batch %+v; want success", o)
+			}
+			for _, id := range o.Deleted {
+				deleted[id] = true
+			}
+		}
+		if len(outs) < 2 || outs[0].Outcome != "function error" || len(outs[0].Left) != 2 || !strings.Contains(outs[0].Reason, "esmfn: error asked by") || len(deleted) != 2 {
 			t.Errorf("stdout:\n%s\nwant the batch left whole on a function error, then deleted", r.stdout)
 		}
 		if !strings.Contains(r.stderr, "function errors           1") {

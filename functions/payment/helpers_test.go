@@ -103,21 +103,9 @@ func setup(tb testing.TB, gatewayHandler http.Handler) *fixture {
 	f.db = dynamodb.NewFromConfig(moto.Config(tb), func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, f.calls.APIOption)
 	})
-	tables, err := samtemplate.Tables("../../template.yaml")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	name := testenv.Name(tb)
-	f.cfg = config{IdempotencyTable: name + "-idem", PaymentsTable: name + "-pay", GatewayURL: srv.URL, TTL: defaultTTL}
-	for logical, physical := range map[string]string{"IdempotencyTable": f.cfg.IdempotencyTable, "PaymentsTable": f.cfg.PaymentsTable} {
-		t, err := samtemplate.Find(tables, logical)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := t.Create(context.Background(), f.db, physical); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	f.cfg = config{GatewayURL: srv.URL, TTL: defaultTTL}
+	f.cfg.IdempotencyTable = f.createTable(tb, "IdempotencyTable", "-idem")
+	f.cfg.PaymentsTable = f.createTable(tb, "PaymentsTable", "-pay")
 	client := &http.Client{Timeout: 300 * time.Millisecond}
 	f.handler = mustHandler(tb, f.cfg, f.db, client, f.logs.Logger()) // DEBUG: a line per message
 	f.calls.Reset()
@@ -139,4 +127,23 @@ func attr(item map[string]types.AttributeValue, name string) string {
 		return v.Value
 	}
 	return ""
+}
+
+// createTable creates the template's table logical on moto, named for tb
+// with suffix, and returns its name.
+func (f *fixture) createTable(tb testing.TB, logical, suffix string) string {
+	tb.Helper()
+	tables, err := samtemplate.Tables("../../template.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	t, err := samtemplate.Find(tables, logical)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	name := testenv.Name(tb) + suffix
+	if err := t.Create(context.Background(), f.db, name); err != nil {
+		tb.Fatal(err)
+	}
+	return name
 }

@@ -56,97 +56,143 @@ func (g grants) String() string {
 	return b.String()
 }
 
-// The function's role allows exactly what the function does, on the
-// stack's own resources, and nothing on "*": the DynamoDB actions that
-// the code was seen calling on each table (TransactWriteItems is
-// authorised per action it contains), the SQS actions it was seen calling
-// on its dead-letter queue, and what the platform does on the
-// function's behalf (the SQS event source polls the queue, Lambda writes
-// the logs).
+// Each function's role allows exactly what the function does, on the
+// stack's own resources, and nothing on "*". The payment function: the
+// DynamoDB actions that the code was seen calling on each table
+// (TransactWriteItems is authorised per action it contains), the SQS
+// actions it was seen calling on its dead-letter queue, and what the
+// platform does on its behalf (the SQS event source polls the queue,
+// Lambda writes the logs). The relay: SendMessage, its only call, to the
+// queue the payment function publishes to and to its dead-letter queue;
+// and for the platform, the stream reads of its event source, the
+// on-failure destination's SendMessage, and the logs.
 func TestTemplateRoleIsLeastPrivilege(t *testing.T) {
 	tpl := loadTemplate(t)
-	fn := tpl.onlyResource(t, "AWS::Serverless::Function")
-	props := mapping(t, tpl.resources[fn].props)
-
-	// SAM's Policies would attach managed policies with Resource "*".
-	for _, key := range []string{"Policies", "PermissionsBoundary"} {
-		if props[key] != nil {
-			t.Errorf("%s has %s; want only its explicit Role", fn, key)
+	roles := map[string]string{} // role: function
+	for _, fn := range tpl.resourcesOf("AWS::Serverless::Function") {
+		props := mapping(t, tpl.resources[fn].props)
+		// SAM's Policies would attach managed policies with Resource "*".
+		for _, key := range []string{"Policies", "PermissionsBoundary"} {
+			if props[key] != nil {
+				t.Errorf("%s has %s; want only its explicit Role", fn, key)
+			}
 		}
-	}
-	role := tpl.ref(t, props["Role"])
-	if tpl.resources[role].typ != "AWS::IAM::Role" {
-		t.Fatalf("%s's Role is %s; want an AWS::IAM::Role of the template", fn, role)
+		role := tpl.ref(t, props["Role"])
+		if tpl.resources[role].typ != "AWS::IAM::Role" {
+			t.Fatalf("%s's Role is %s; want an AWS::IAM::Role of the template", fn, role)
+		}
+		if other, ok := roles[role]; ok {
+			t.Errorf("%s and %s share the role %s; want one role per function", other, fn, role)
+		}
+		roles[role] = fn
 	}
 	for id, r := range tpl.resources {
-		if r.typ == "AWS::IAM::Policy" || r.typ == "AWS::IAM::ManagedPolicy" || (r.typ == "AWS::IAM::Role" && id != role) {
-			t.Errorf("template has %s (%s); want the function's role to be the only grant", id, r.typ)
-		}
-	}
-	roleProps := mapping(t, tpl.resources[role].props)
-	if roleProps["ManagedPolicyArns"] != nil {
-		t.Errorf("%s has ManagedPolicyArns; want inline statements only", role)
-	}
-
-	got := grants{}
-	for _, stmt := range tpl.statements(t, roleProps["Policies"]) {
-		s := mapping(t, stmt)
-		if effect := s["Effect"]; effect == nil || effect.Value != "Allow" {
-			t.Errorf("statement %s: Effect %v; want Allow (a Deny here would hide a broader grant)", describeNode(stmt), effect)
-		}
-		for _, key := range []string{"NotAction", "NotResource", "Condition"} {
-			if s[key] != nil {
-				t.Errorf("statement %s has %s; want plain Action and Resource", describeNode(stmt), key)
-			}
-		}
-		actions := strs(t, s["Action"])
-		for _, a := range actions {
-			if strings.Contains(a, "*") {
-				t.Errorf("action %q is a wildcard; want named actions", a)
-			}
-		}
-		if s["Resource"] == nil {
-			t.Errorf("statement %s has no Resource", describeNode(stmt))
-			continue
-		}
-		for _, res := range list(s["Resource"]) {
-			got.add(tpl.ref(t, res), actions...)
+		if _, own := roles[id]; r.typ == "AWS::IAM::Policy" || r.typ == "AWS::IAM::ManagedPolicy" || (r.typ == "AWS::IAM::Role" && !own) {
+			t.Errorf("template has %s (%s); want the functions' roles to be the only grants", id, r.typ)
 		}
 	}
 
+	wants := map[string]grants{}
+	for _, fn := range roles {
+		wants[fn] = tpl.platformGrants(t, fn)
+	}
+	payment, relay := wants["PaymentFunction"], wants["RelayFunction"]
+	if payment == nil || relay == nil {
+		t.Fatalf("template functions %v; want PaymentFunction and RelayFunction (or this test taught the others)", slices.Sorted(maps.Values(roles)))
+	}
+	// The payment function's code: every DynamoDB action it was seen to
+	// take, on each table, and every SQS action, on the queue its
+	// environment names as the dead-letter queue.
+	for table, actions := range dynamoDBActionsUsed(t) {
+		payment.add(table, slices.Collect(maps.Keys(actions))...)
+	}
+	dlq := tpl.envQueue(t, "PaymentFunction", "DEAD_LETTER_QUEUE_URL")
+	for _, action := range sqsActionsUsed(t) {
+		payment.add(dlq, action)
+	}
+	// The relay's code sends the items to the queue the payment function
+	// publishes to, and what it cannot send to its dead-letter queue.
+	relay.add(tpl.envQueue(t, "PaymentFunction", "EVENTS_QUEUE_URL"), "sqs:SendMessage")
+	relay.add(tpl.envQueue(t, "RelayFunction", "DEAD_LETTER_QUEUE_URL"), "sqs:SendMessage")
+
+	for role, fn := range roles {
+		got := grants{}
+		for _, stmt := range tpl.statements(t, mapping(t, tpl.resources[role].props)["Policies"]) {
+			s := mapping(t, stmt)
+			if effect := s["Effect"]; effect == nil || effect.Value != "Allow" {
+				t.Errorf("statement %s: Effect %v; want Allow (a Deny here would hide a broader grant)", describeNode(stmt), effect)
+			}
+			for _, key := range []string{"NotAction", "NotResource", "Condition"} {
+				if s[key] != nil {
+					t.Errorf("statement %s has %s; want plain Action and Resource", describeNode(stmt), key)
+				}
+			}
+			actions := strs(t, s["Action"])
+			for _, a := range actions {
+				if strings.Contains(a, "*") {
+					t.Errorf("action %q is a wildcard; want named actions", a)
+				}
+			}
+			if s["Resource"] == nil {
+				t.Errorf("statement %s has no Resource", describeNode(stmt))
+				continue
+			}
+			for _, res := range list(s["Resource"]) {
+				got.add(tpl.ref(t, res), actions...)
+			}
+		}
+		if mapping(t, tpl.resources[role].props)["ManagedPolicyArns"] != nil {
+			t.Errorf("%s has ManagedPolicyArns; want inline statements only", role)
+		}
+		if got.String() != wants[fn].String() {
+			t.Errorf("role %s of %s grants:%s\nwant exactly:%s", role, fn, got, wants[fn])
+		}
+	}
+}
+
+// platformGrants is what Lambda does with fn's role: each event source
+// mapping's reads (the actions of AWSLambdaSQSQueueExecutionRole and
+// AWSLambdaDynamoDBExecutionRole) and its on-failure destination's send,
+// and the logs written into the group the template creates (hence no
+// logs:CreateLogGroup).
+func (tpl *template) platformGrants(t *testing.T, fn string) grants {
+	t.Helper()
+	props := mapping(t, tpl.resources[fn].props)
 	want := grants{}
-	// The platform, on the function's behalf: the SQS event source
-	// mapping polls and deletes (AWSLambdaSQSQueueExecutionRole's actions),
-	// and Lambda writes the logs into the group the template creates
-	// (hence no logs:CreateLogGroup).
 	for name, e := range mapping(t, props["Events"]) {
 		ev := mapping(t, e)
-		if ev["Type"].Value != "SQS" {
-			t.Errorf("event %s is %s; want SQS only, or this test taught its permissions", name, ev["Type"].Value)
+		p := mapping(t, ev["Properties"])
+		switch ev["Type"].Value {
+		case "SQS":
+			want.add(tpl.ref(t, p["Queue"]), "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+		case "DynamoDB":
+			want.add(tpl.ref(t, p["Stream"]), "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams")
+		default:
+			t.Errorf("%s's event %s is %s; want SQS or DynamoDB, or this test taught its permissions", fn, name, ev["Type"].Value)
 			continue
 		}
-		want.add(tpl.ref(t, mapping(t, ev["Properties"])["Queue"]), "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+		if dc := p["DestinationConfig"]; dc != nil {
+			onFailure := mapping(t, mapping(t, dc)["OnFailure"])
+			if onFailure["Type"] == nil || onFailure["Type"].Value != "SQS" {
+				t.Errorf("%s's event %s: on-failure destination %s; want an SQS queue", fn, name, describeNode(mapping(t, dc)["OnFailure"]))
+				continue
+			}
+			want.add(tpl.ref(t, onFailure["Destination"]), "sqs:SendMessage")
+		}
 	}
-	logGroup := tpl.ref(t, mapping(t, props["LoggingConfig"])["LogGroup"])
-	want.add(logGroup, "logs:CreateLogStream", "logs:PutLogEvents")
-	// The code: every DynamoDB action it was seen to take, on each table.
-	for table, actions := range dynamoDBActionsUsed(t) {
-		want.add(table, slices.Collect(maps.Keys(actions))...)
-	}
-	// And every SQS action, on the queue its environment names as the
-	// dead-letter queue.
-	vars := mapping(t, mapping(t, props["Environment"])["Variables"])
-	dlq := tpl.ref(t, vars["DEAD_LETTER_QUEUE_URL"])
-	if tpl.resources[dlq].typ != "AWS::SQS::Queue" {
-		t.Errorf("DEAD_LETTER_QUEUE_URL refers to %s (%s); want a queue", dlq, tpl.resources[dlq].typ)
-	}
-	for _, action := range sqsActionsUsed(t) {
-		want.add(dlq, action)
-	}
+	want.add(tpl.ref(t, mapping(t, props["LoggingConfig"])["LogGroup"]), "logs:CreateLogStream", "logs:PutLogEvents")
+	return want
+}
 
-	if got.String() != want.String() {
-		t.Errorf("role %s grants:%s\nwant exactly:%s", role, got, want)
+// envQueue is the queue that fn's environment variable name refers to.
+func (tpl *template) envQueue(t *testing.T, fn, name string) string {
+	t.Helper()
+	vars := mapping(t, mapping(t, mapping(t, tpl.resources[fn].props)["Environment"])["Variables"])
+	q := tpl.ref(t, vars[name])
+	if tpl.resources[q].typ != "AWS::SQS::Queue" {
+		t.Errorf("%s's %s refers to %s (%s); want a queue", fn, name, q, tpl.resources[q].typ)
 	}
+	return q
 }
 
 // Every statement anywhere in the template names its resources, never
@@ -214,7 +260,11 @@ func TestTemplateEncryptsQueuesAndTables(t *testing.T) {
 func dynamoDBActionsUsed(t *testing.T) grants {
 	t.Helper()
 	f := setup(t, nil)
-	logical := map[string]string{f.cfg.IdempotencyTable: "IdempotencyTable", f.cfg.PaymentsTable: "PaymentsTable"}
+	// As deployed: the function publishes payment.charged through the
+	// outbox.
+	f.cfg.OutboxTable = f.createTable(t, "OutboxTable", "-outbox")
+	f.cfg.EventsQueueURL = testenv.Queue(t, sqs.NewFromConfig(moto.Config(t)), true, nil)
+	logical := map[string]string{f.cfg.IdempotencyTable: "IdempotencyTable", f.cfg.PaymentsTable: "PaymentsTable", f.cfg.OutboxTable: "OutboxTable"}
 	used := grants{}
 	var unknown []string
 	recorder := func(stack *middleware.Stack) error {
@@ -380,18 +430,17 @@ func loadTemplate(t *testing.T) *template {
 	return tpl
 }
 
-func (tpl *template) onlyResource(t *testing.T, typ string) string {
-	t.Helper()
+// resourcesOf returns the logical IDs of the template's resources of type
+// typ, sorted.
+func (tpl *template) resourcesOf(typ string) []string {
 	var ids []string
 	for id, r := range tpl.resources {
 		if r.typ == typ {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) != 1 {
-		t.Fatalf("template has %d resources of type %s (%v); want 1", len(ids), typ, ids)
-	}
-	return ids[0]
+	slices.Sort(ids)
+	return ids
 }
 
 // subRef matches a ${Name} or ${Name.Attr} in a !Sub string.
@@ -416,10 +465,18 @@ func (tpl *template) ref(t *testing.T, n *yaml.Node) string {
 	case "!Ref":
 		id = v.Value
 	case "!GetAtt":
+		var attr string
 		if v.Kind == yaml.SequenceNode && len(v.Content) == 2 {
-			id = v.Content[0].Value
+			id, attr = v.Content[0].Value, v.Content[1].Value
 		} else {
-			id, _, _ = strings.Cut(v.Value, ".")
+			id, attr, _ = strings.Cut(v.Value, ".")
+		}
+		if attr == "StreamArn" {
+			// A table's stream is a resource of its own for IAM.
+			if _, ok := tpl.resources[id]; !ok {
+				t.Fatalf("line %d: %q is not a resource of the template", n.Line, id)
+			}
+			return id + ".StreamArn"
 		}
 	case "!Sub":
 		if strings.Contains(v.Value, "*") {
@@ -582,7 +639,7 @@ func TestTemplateTTLOutlivesEveryWayBack(t *testing.T) {
 		}
 		return d
 	}
-	fn := tpl.resources[tpl.onlyResource(t, "AWS::Serverless::Function")]
+	fn := tpl.resources["PaymentFunction"]
 	env := mapping(t, mapping(t, mapping(t, fn.props)["Environment"])["Variables"])
 	ttl, err := time.ParseDuration(env["IDEMPOTENCY_TTL"].Value)
 	if err != nil {

@@ -122,6 +122,9 @@ type Table struct {
 		AttributeName string `yaml:"AttributeName"`
 		Enabled       bool   `yaml:"Enabled"`
 	} `yaml:"TimeToLiveSpecification"`
+	StreamSpecification *struct {
+		StreamViewType string `yaml:"StreamViewType"`
+	} `yaml:"StreamSpecification"`
 }
 
 // Tables returns the tables declared in the SAM template at path, sorted by
@@ -159,7 +162,7 @@ type API interface {
 	UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
-// Create creates t under the physical name, with its TTL. A table that
+// Create creates t under the physical name, with its TTL and stream. A table that
 // already exists is left as it is, so a local run can be repeated.
 func (t Table) Create(ctx context.Context, db API, name string) error {
 	in := &dynamodb.CreateTableInput{TableName: aws.String(name), BillingMode: types.BillingMode(t.BillingMode)}
@@ -173,6 +176,9 @@ func (t Table) Create(ctx context.Context, db API, name string) error {
 	for _, k := range t.KeySchema {
 		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{
 			AttributeName: aws.String(k.AttributeName), KeyType: types.KeyType(k.KeyType)})
+	}
+	if st := t.StreamSpecification; st != nil {
+		in.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewType(st.StreamViewType)}
 	}
 	if _, err := db.CreateTable(ctx, in); err != nil {
 		if inUse := (*types.ResourceInUseException)(nil); errors.As(err, &inUse) {

@@ -3,6 +3,7 @@ package samtemplate_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -29,6 +30,16 @@ func TestTablesReadsTheProjectTemplate(t *testing.T) {
 	}
 	if pay.KeySchema[0].AttributeName != "payment_id" || pay.BillingMode != "PAY_PER_REQUEST" {
 		t.Errorf("got payments table %+v; want payment_id, on demand", pay)
+	}
+	ob, err := samtemplate.Find(tables, "OutboxTable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ob.KeySchema) != 2 || ob.StreamSpecification == nil || ob.StreamSpecification.StreamViewType != "NEW_IMAGE" {
+		t.Errorf("got outbox table %+v; want pk and id, a stream of new images", ob)
+	}
+	if pay.StreamSpecification != nil {
+		t.Errorf("got payments table stream %+v; want none", pay.StreamSpecification)
 	}
 	if _, err := samtemplate.Find(tables, "Nope"); err == nil {
 		t.Error("Find of a missing table: got nil error")
@@ -119,9 +130,12 @@ func TestFunctionsReadsTheProjectTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := samtemplate.Function{LogicalID: "PaymentFunction", Timeout: 60, MemorySize: 256, LogFormat: "JSON", ApplicationLogLevel: "INFO"}
-	if len(fns) != 1 || fns[0] != want {
-		t.Errorf("got %+v; want [%+v]", fns, want)
+	want := []samtemplate.Function{
+		{LogicalID: "PaymentFunction", Timeout: 60, MemorySize: 256, LogFormat: "JSON", ApplicationLogLevel: "INFO"},
+		{LogicalID: "RelayFunction", Timeout: 30, MemorySize: 128, LogFormat: "JSON", ApplicationLogLevel: "INFO"},
+	}
+	if !slices.Equal(fns, want) {
+		t.Errorf("got %+v; want %+v", fns, want)
 	}
 	if _, err := samtemplate.FindFunction(fns, "Nope"); err == nil {
 		t.Error("FindFunction of a missing function: got nil error")

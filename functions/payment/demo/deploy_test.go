@@ -354,6 +354,8 @@ func TestDeployLocal(t *testing.T) {
 		"PAYMENTS_TABLE":        d.outputs["PaymentsTableName"],
 		"DEAD_LETTER_QUEUE_URL": d.outputs["PaymentDLQUrl"],
 		"PAYMENT_GATEWAY_URL":   gateway,
+		"OUTBOX_TABLE":          d.outputs["OutboxTableName"],
+		"EVENTS_QUEUE_URL":      d.outputs["PaymentEventsQueueUrl"],
 	} {
 		if env[k] != want || want == "" {
 			t.Errorf("environment %s = %q; want %q", k, env[k], want)
@@ -393,6 +395,8 @@ func TestDeployLocal(t *testing.T) {
 	if !strings.HasSuffix(aws.ToString(m.FunctionArn), ":function:"+fnName) {
 		t.Errorf("event source mapping invokes %s; want %s", aws.ToString(m.FunctionArn), fnName)
 	}
+
+	checkRelay(ctx, t, lm, d, attrs)
 
 	// What moto does not apply, read from the transformed template that
 	// was deployed, and from the package.
@@ -436,7 +440,7 @@ func TestDeployLocal(t *testing.T) {
 // does not report): the idempotency table's TTL (dynamostore's
 // "expiration"), both tables' point-in-time recovery and encryption, the
 // function's arm64 architecture and JSON logging, the DLQ's redrive-allow
-// policy naming the payment queue, the three alarms, the function's tags.
+// policy naming the payment queue, the four alarms, the function's tags.
 func checkNotApplied(t *testing.T, tpl cfn, d stackState, queueAttrs map[string]map[string]string, buildDir string) {
 	t.Helper()
 	props := func(id string) map[string]any { return tpl.Resources[id].Properties }
@@ -494,8 +498,8 @@ func checkNotApplied(t *testing.T, tpl cfn, d stackState, queueAttrs map[string]
 			alarms++
 		}
 	}
-	if alarms != 3 {
-		t.Errorf("the transformed template has %d alarms; want 3", alarms)
+	if alarms != 4 {
+		t.Errorf("the transformed template has %d alarms; want 4", alarms)
 	}
 }
 
@@ -537,5 +541,57 @@ func TestDeployWithoutALocalAWS(t *testing.T) {
 	stderr := r.stderr.String()
 	if r.code != 3 || !strings.Contains(stderr, "no local AWS answers at "+endpoint) || !strings.Contains(stderr, "demo local") || strings.Contains(stderr, "building") {
 		t.Errorf("exit status %d; stderr:\n%s\nwant 3, the endpoint named, how to start one, and no build", r.code, stderr)
+	}
+}
+
+// checkRelay checks the outbox relay as deployed: its dead-letter queue,
+// and its mapping on the outbox table's stream as the template sets it
+// (as moto stores it; moto's mappings move nothing under the launcher,
+// see internal/motoserver).
+func checkRelay(ctx context.Context, t *testing.T, lm *lambda.Client, d stackState, queueAttrs map[string]map[string]string) {
+	t.Helper()
+	name := d.physical["RelayFunction"]
+	if name == "" || d.outputs["RelayFunctionName"] != name {
+		t.Fatalf("relay %q, output RelayFunctionName %q; want the stack's relay", name, d.outputs["RelayFunctionName"])
+	}
+	conf, err := lm.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := conf.Environment.Variables["DEAD_LETTER_QUEUE_URL"], d.outputs["RelayFailureQueueUrl"]; got != want || want == "" {
+		t.Errorf("relay DEAD_LETTER_QUEUE_URL %q; want the failure queue %q", got, want)
+	}
+	if role := aws.ToString(conf.Role); !strings.HasSuffix(role, ":role/"+d.physical["RelayExecutionRole"]) {
+		t.Errorf("relay role %s; want the stack's RelayExecutionRole (%s)", role, d.physical["RelayExecutionRole"])
+	}
+	esms, err := lm.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(esms.EventSourceMappings) != 1 {
+		t.Fatalf("relay: %d event source mappings; want 1", len(esms.EventSourceMappings))
+	}
+	m := esms.EventSourceMappings[0]
+	if arn := aws.ToString(m.EventSourceArn); !strings.Contains(arn, ":table/"+d.outputs["OutboxTableName"]+"/stream/") {
+		t.Errorf("relay's event source %s; want the outbox table %s's stream", arn, d.outputs["OutboxTableName"])
+	}
+	var dest string
+	if m.DestinationConfig != nil && m.DestinationConfig.OnFailure != nil {
+		dest = aws.ToString(m.DestinationConfig.OnFailure.Destination)
+	}
+	reports := slices.Contains(m.FunctionResponseTypes, lambdatypes.FunctionResponseTypeReportBatchItemFailures)
+	if m.StartingPosition != lambdatypes.EventSourcePositionTrimHorizon || aws.ToInt32(m.BatchSize) != 10 || !reports ||
+		!aws.ToBool(m.BisectBatchOnFunctionError) || aws.ToInt32(m.MaximumRetryAttempts) != 10 || dest != queueAttrs["RelayFailureQueue"]["QueueArn"] {
+		t.Errorf("relay mapping: start %s, batch %d, ReportBatchItemFailures %v, bisect %v, retries %d, on failure %q; want TRIM_HORIZON, 10, true, true, 10, %s",
+			m.StartingPosition, aws.ToInt32(m.BatchSize), reports, aws.ToBool(m.BisectBatchOnFunctionError), aws.ToInt32(m.MaximumRetryAttempts), dest, queueAttrs["RelayFailureQueue"]["QueueArn"])
+	}
+	var patterns []string
+	if m.FilterCriteria != nil {
+		for _, f := range m.FilterCriteria.Filters {
+			patterns = append(patterns, aws.ToString(f.Pattern))
+		}
+	}
+	if len(patterns) != 1 || strings.ReplaceAll(patterns[0], " ", "") != `{"eventName":["INSERT"]}` {
+		t.Errorf("relay mapping filters %q; want INSERT events only", patterns)
 	}
 }
