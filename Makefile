@@ -59,9 +59,10 @@ $(VENV)/bin/cfn-lint:
 sam-translator:
 	@scripts/venv-install $(VENV) python:samtranslator 'aws-sam-translator==$(SAM_TRANSLATOR_VERSION)'
 
-## build: the function (bin/bootstrap, for this machine) and the CLI (bin/lambdakit)
+## build: the functions (bin/bootstrap, bin/relay, for this machine) and the CLI (bin/lambdakit)
 build:
 	$(GO) build -o $(BIN)/bootstrap ./functions/payment
+	$(GO) build -o $(BIN)/relay ./functions/relay
 	$(GO) build -o $(BIN)/lambdakit ./cmd/lambdakit
 
 ## test: every test, with the race detector, integration tests included;
@@ -109,7 +110,7 @@ fuzz:
 
 ## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap)
 demo: deps build
-	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -template template.yaml -events events
+	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -relay-bootstrap $(BIN)/relay -template template.yaml -events events
 
 ## invoke: the demo environment on the event files you name (EVENT="a.json b.json");
 ## RIE=1 runs them under AWS's aws-lambda-rie instead of lambdakit's Runtime API (Linux)

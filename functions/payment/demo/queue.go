@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -125,13 +124,14 @@ func (c *crashLog) get() (charge string, crashed bool) {
 }
 
 // playQueue is the queue act: number n of the story.
-func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file string, environ []string) (queueOutcome, error) {
+// It returns the stack it deployed, for the outbox act.
+func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file string, environ []string) (queueOutcome, *stack, error) {
 	var out queueOutcome
 	fmt.Fprintf(d.out, "\n%d. Through the queue of the deployed stack: publish, then its event source mapping, with a crash after a charge\n", n)
 
 	st, err := d.deployStack(ctx, template)
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	out.ledger = st.paymentsTable
 	queueURL, dlqURL, sqsc := st.queueURL, st.dlqURL, st.sqs
@@ -139,13 +139,13 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 	// customer_id` does, then queueResent again with another key.
 	bodies, err := jsonLines(file)
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	key := lambdakit.KeyFromField("payment_id")
 	group := producer.GroupFromField("customer_id")
 	first, err := producer.NewFromQueue(ctx, sqsc, queueURL, func(o *producer.Options) { o.Key, o.Group = key, group })
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	later, err := producer.NewFromQueue(ctx, sqsc, queueURL, func(o *producer.Options) {
 		o.Key = func(m *events.SQSMessage) (string, error) {
@@ -155,7 +155,7 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		o.Group = group
 	})
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	var msgs []producer.Message
 	resend := -1
@@ -166,15 +166,15 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		}
 	}
 	if resend < 0 {
-		return out, fmt.Errorf("%s: no %s to send twice", file, queueResent)
+		return out, st, fmt.Errorf("%s: no %s to send twice", file, queueResent)
 	}
 	results, err := first.Send(ctx, msgs)
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	again, err := later.Send(ctx, msgs[resend:resend+1])
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	published := map[string]string{} // message ID → payment ID
 	for i, r := range results {
@@ -187,9 +187,9 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		queueResent, again[0].DedupID, results[resend].DedupID)
 
 	// The function as deployed, behind one batch slot.
-	runner, err := d.newDeployedRunner(bootstrap, st.fn, environ)
+	runner, err := d.newDeployedRunner(bootstrap, st.fn, environ, d.moto.URL)
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	defer runner.Close()
 	slot := &crashSlot{runner: runner}
@@ -229,43 +229,24 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		m.BatchSize, m.Window, m.ReportBatchItemFailures)
 	d.logs.Reset()
 	batch := 0
-	mapping, err := esm.New(sqsc, queueURL, slot, func(o *esm.Options) {
-		o.BatchSize = m.BatchSize
-		o.Window = m.Window
-		o.Concurrency = esm.MinConcurrency
-		o.ReportBatchItemFailures = m.ReportBatchItemFailures
-		o.FunctionTimeout = st.fn.Timeout
-		o.UntilEmpty = true
-		o.OnBatch = func(b esm.BatchResult) {
-			batch++
-			if b.Result.Outcome == runtimeapi.OutcomeCrash && slices.ContainsFunc(b.Records, func(m events.SQSMessage) bool { return paymentID(m.Body) == queueCrash }) {
-				crash.mu.Lock()
-				crash.crashed = true
-				crash.mu.Unlock()
-			}
-			d.printBatch(batch, b, crash)
+	summary, err := st.runMapping(ctx, slot, func(b esm.BatchResult) {
+		batch++
+		if b.Result.Outcome == runtimeapi.OutcomeCrash && slices.ContainsFunc(b.Records, func(m events.SQSMessage) bool { return paymentID(m.Body) == queueCrash }) {
+			crash.mu.Lock()
+			crash.crashed = true
+			crash.mu.Unlock()
 		}
+		d.printBatch(batch, b, crash)
 	})
 	if err != nil {
-		return out, err
-	}
-	runCtx, cancel := context.WithTimeout(ctx, queueRunBound)
-	defer cancel()
-	summary, err := mapping.Run(runCtx)
-	switch {
-	case err != nil:
-		return out, err
-	case ctx.Err() != nil:
-		return out, ctx.Err()
-	case !summary.Empty:
-		return out, fmt.Errorf("the queue was not empty after %v", queueRunBound)
+		return out, st, err
 	}
 	out.deleted = summary.Deleted
 
 	// Where everything went.
 	dead, err := peekAll(ctx, sqsc, dlqURL)
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	for _, m := range dead {
 		id := paymentID(aws.ToString(m.Body))
@@ -276,7 +257,7 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 	}
 	left, err := peekAll(ctx, sqsc, queueURL)
 	if err != nil {
-		return out, err
+		return out, st, err
 	}
 	out.leftInQ = len(left)
 	out.crashCharge, out.crashed = crash.get()
@@ -297,7 +278,7 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 		}
 		fmt.Fprintf(d.out, "   DLQ %s: %s, %s\n", st.dlqName, paymentID(aws.ToString(m.Body)), how)
 	}
-	return out, nil
+	return out, st, nil
 }
 
 // printBatch prints one batch of the queue act and each record's fate.
@@ -353,20 +334,7 @@ func (d *demo) printBatch(n int, b esm.BatchResult, crash *crashLog) {
 // peekAll receives every message of a queue without deleting it, hiding
 // them for a minute.
 func peekAll(ctx context.Context, client *sqs.Client, url string) ([]sqstypes.Message, error) {
-	var all []sqstypes.Message
-	for range 10 {
-		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 60,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if len(out.Messages) == 0 {
-			return all, nil
-		}
-		all = append(all, out.Messages...)
-	}
-	return nil, errors.New(url + ": still messages after 10 receives")
+	return receiveAll(ctx, client, url, false)
 }
 
 // jsonLines returns the lines of a file of JSON lines that are not blank.

@@ -17,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/internal/deployed"
+	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/samdeploy"
@@ -33,6 +34,7 @@ type stack struct {
 	dlqName          string
 	idempotencyTable string
 	paymentsTable    string
+	outputs          map[string]string // the stack's outputs
 }
 
 // deployStack deploys template (what make deploy-local does), scales its
@@ -65,7 +67,7 @@ func (d *demo) deployStack(ctx context.Context, template string) (*stack, error)
 
 	cfg := d.moto.AWSConfig()
 	lc, sqsc := lambda.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
-	st := &stack{sqs: sqsc}
+	st := &stack{sqs: sqsc, outputs: outputs}
 	read := func() error {
 		if st.fn, err = deployed.ReadFunction(ctx, lc, outputs["PaymentFunctionName"]); err != nil {
 			return err
@@ -147,9 +149,10 @@ func (d *demo) deployStack(ctx context.Context, template string) (*stack, error)
 
 // newDeployedRunner runs bootstrap as the deployed function fn: its name,
 // timeout, memory and environment, with the calls that environment's
-// resources need sent to the demo's moto_server, and the sandbox gateway
-// for the gateway URL the stack was deployed with.
-func (d *demo) newDeployedRunner(bootstrap string, fn deployed.Function, environ []string) (*runtimeapi.Runner, error) {
+// resources need sent to endpoint (the demo's moto_server, or a proxy in
+// front of it), and the sandbox gateway for the gateway URL the stack was
+// deployed with.
+func (d *demo) newDeployedRunner(bootstrap string, fn deployed.Function, environ []string, endpoint string) (*runtimeapi.Runner, error) {
 	return runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
 		o.FunctionName = fn.Name
 		o.Region = fn.Region
@@ -159,9 +162,38 @@ func (d *demo) newDeployedRunner(bootstrap string, fn deployed.Function, environ
 		o.LogFormat = "JSON"
 		o.LogLevel = "DEBUG"
 		o.Env = append(withoutEndpoints(environ), withoutEndpoints(fn.Env)...)
-		o.Env = append(o.Env, motoserver.Env(d.moto.URL)...)
+		o.Env = append(o.Env, motoserver.Env(endpoint)...)
 		o.Env = append(o.Env, "PAYMENT_GATEWAY_URL="+d.gatewayURL)
 		o.Stdout = &d.logs
 		o.Stderr = &d.logs
 	})
+}
+
+// runMapping runs the stack's queue mapping, as read back, on invoker
+// until the queue is empty, within queueRunBound.
+func (st *stack) runMapping(ctx context.Context, invoker esm.Invoker, onBatch func(esm.BatchResult)) (esm.Summary, error) {
+	mapping, err := esm.New(st.sqs, st.queueURL, invoker, func(o *esm.Options) {
+		o.BatchSize = st.mapping.BatchSize
+		o.Window = st.mapping.Window
+		o.Concurrency = esm.MinConcurrency
+		o.ReportBatchItemFailures = st.mapping.ReportBatchItemFailures
+		o.FunctionTimeout = st.fn.Timeout
+		o.UntilEmpty = true
+		o.OnBatch = onBatch
+	})
+	if err != nil {
+		return esm.Summary{}, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, queueRunBound)
+	defer cancel()
+	summary, err := mapping.Run(runCtx)
+	switch {
+	case err != nil:
+		return summary, err
+	case ctx.Err() != nil:
+		return summary, ctx.Err()
+	case !summary.Empty:
+		return summary, fmt.Errorf("the queue was not empty after %v", queueRunBound)
+	}
+	return summary, nil
 }

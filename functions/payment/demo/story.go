@@ -40,10 +40,16 @@ down, disables its event source mapping and reads the function and the
 mapping back from Lambda, as 'lambdakit run -function' does; then it
 publishes events/payments-queue.jsonl to the stack's FIFO queue with a
 duplicate and a poison message, and runs that mapping until the queue is
-empty, killing the function once after the gateway charged a payment. For every record it prints what
+empty, killing the function once after the gateway charged a payment.
+Then the outbox: one more payment, the function killed after its commit
+(ledger row, idempotency record and payment.charged outbox item in one
+transaction) and before it answered; and the stack's relay run on the
+outbox table's stream as its mapping would, killed once after SQS took a
+message and before it answered. For every record it prints what
 happened (charged, declined, skipped as a duplicate, failed and why), then
-the charges the gateway saw, the ledger rows and where every published
-message went, and checks that no payment was charged twice. It stops
+the charges the gateway saw, the ledger rows, where every published
+message went and the events each charge published, and checks that no
+payment was charged twice and every charge published exactly one event. It stops
 everything it started. The function talks to the demo's moto_server only:
 the shell's AWS endpoint variables are not passed to it.
 
@@ -80,11 +86,13 @@ func story() []act {
 type demoCommand struct {
 	stdio
 	bootstrap string
-	template  string
-	eventsDir string
-	verbose   bool
-	acts      []act
-	story     bool // the whole story, the queue act included, rather than named files
+	// relayBootstrap is the outbox relay's binary (functions/relay).
+	relayBootstrap string
+	template       string
+	eventsDir      string
+	verbose        bool
+	acts           []act
+	story          bool // the whole story, the queue act included, rather than named files
 }
 
 // parse reads the command line and checks every file the story reads, so
@@ -92,6 +100,7 @@ type demoCommand struct {
 func (c *demoCommand) parse(args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "demo", demoUsage, "")
 	fs.StringVar(&c.bootstrap, "bootstrap", "bin/bootstrap", "the payment function's binary, built for this machine")
+	fs.StringVar(&c.relayBootstrap, "relay-bootstrap", "bin/relay", "the outbox relay's binary (functions/relay), built for this machine")
 	fs.StringVar(&c.template, "template", "template.yaml", "the payment sample's SAM template, whose tables and queues to create")
 	fs.StringVar(&c.eventsDir, "events", "events", "the folder of the story's sample events")
 	fs.BoolVar(&c.verbose, "v", false, "also print the function's own log lines")
@@ -113,6 +122,9 @@ func (c *demoCommand) parse(args []string) error {
 	}
 	if err := checkDemoInputs(c.bootstrap, c.acts); err != nil {
 		return cmdline.BadInput(err)
+	}
+	if _, err := os.Stat(c.relayBootstrap); c.story && err != nil {
+		return cmdline.BadInput(fmt.Errorf("relay bootstrap: %w (build it with 'make build', or name it with -relay-bootstrap)", err))
 	}
 	return nil
 }
@@ -143,14 +155,20 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		previous = failed
 	}
 	var queue *queueOutcome
+	var ob *outboxOutcome
 	if c.story {
-		q, err := d.playQueue(ctx, len(c.acts)+1, c.bootstrap, c.template, filepath.Join(c.eventsDir, queueFile), c.environ)
+		q, st, err := d.playQueue(ctx, len(c.acts)+1, c.bootstrap, c.template, filepath.Join(c.eventsDir, queueFile), c.environ)
 		if err != nil {
 			return ended(err)
 		}
 		queue = &q
+		o, err := d.playOutbox(ctx, len(c.acts)+2, st, c.bootstrap, c.relayBootstrap, c.environ)
+		if err != nil {
+			return ended(err)
+		}
+		ob = &o
 	}
-	if ok := d.summary(ctx, queue); !ok {
+	if ok := d.summary(ctx, queue, ob); !ok {
 		return cmdline.ErrFailed // the summary says what is wrong
 	}
 	return nil
@@ -452,7 +470,7 @@ func recordFate(messageID string, failed bool, lines []map[string]any) string {
 
 // summary checks the gateway and the ledger, and the queue act's outcome
 // when it ran.
-func (d *demo) summary(ctx context.Context, queue *queueOutcome) bool {
+func (d *demo) summary(ctx context.Context, queue *queueOutcome, ob *outboxOutcome) bool {
 	charges := d.gw.Charges()
 	perPayment := map[string]int{}
 	for _, c := range charges {
@@ -499,6 +517,9 @@ func (d *demo) summary(ctx context.Context, queue *queueOutcome) bool {
 		ok = false
 	}
 	if queue != nil && !d.queueSummary(*queue) {
+		ok = false
+	}
+	if ob != nil && !d.outboxSummary(*ob) {
 		ok = false
 	}
 	if ok {

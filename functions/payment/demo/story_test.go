@@ -13,20 +13,24 @@ import (
 // itself; it must work twice in a row (each run starts from nothing).
 func TestDemoStory(t *testing.T) {
 	testenv.RequireMotoServer(t)
-	bootstrap := testenv.Build(t, "..")
+	bootstrap, relay := testenv.Build(t, ".."), testenv.Build(t, "../../relay")
 	for run := 1; run <= 2; run++ {
-		r := demo(t, nil, "-bootstrap", bootstrap, "-template", "../../../template.yaml", "-events", "../../../events")
+		r := demo(t, nil, "-bootstrap", bootstrap, "-relay-bootstrap", relay, "-template", "../../../template.yaml", "-events", "../../../events")
 		stdout := r.stdout.String()
 		if r.code != 0 {
 			t.Fatalf("run %d: exit status %d; want 0\nstdout:\n%s\nstderr:\n%s", run, r.code, stdout, r.stderr.String())
 		}
-		// The acts on event files, then the act through the queue, then the
-		// summary.
+		// The acts on event files, then the act through the queue, the
+		// outbox act, then the summary.
 		story, queue, ok := strings.Cut(stdout, "\n8. Through the queue")
 		if !ok {
 			t.Fatalf("run %d: no act 8 through the queue:\n%s", run, stdout)
 		}
-		queue, summary, _ := strings.Cut(queue, "\nSummary\n")
+		queue, ob, ok := strings.Cut(queue, "\n9. The outbox")
+		if !ok {
+			t.Fatalf("run %d: no act 9, the outbox:\n%s", run, stdout)
+		}
+		ob, summary, _ := strings.Cut(ob, "\nSummary\n")
 		for _, want := range []struct {
 			part, text string
 			times      int
@@ -52,13 +56,22 @@ func TestDemoStory(t *testing.T) {
 			// environment: the invalid payment goes there at once.
 			{queue, "pay_6099     [cus_H] to the DLQ invalid payment: amount must be a positive integer in minor units, got 12.50", 1},
 			{queue, "DLQ lambdakit-payment-dlq.fifo: pay_6099, sent there by the function on its first delivery", 1},
-			{summary, "gateway: 16 requests, 13 charges for 13 payments", 1},
+			{summary, "gateway: 17 requests, 14 charges for 14 payments", 1},
 			{summary, "(lambdakit-payments): 10 rows: CHARGED 9, DECLINED 1", 1},
 			{summary, "(lambdakit-payment-PaymentsTable-", 1},
-			{summary, "4 rows: CHARGED 4", 1},
+			{summary, "5 rows: CHARGED 5", 1},
 			{summary, "queue: 6 messages published, 5 deleted after success, 1 deleted once the function sent it to the DLQ, 0 moved to the DLQ by the redrive policy (DLQ: pay_6099), 0 left", 1},
 			{summary, "pay_6004 was charged once (ch_", 1},
 			{summary, "every payment was charged at most once", 1},
+			// The outbox: pay_6005's function killed after its commit,
+			// the relay killed after a send; one event per charge.
+			{ob, "the function was killed after its commit (ledger row, idempotency record and outbox item in one TransactWriteItems), before it answered", 1},
+			{ob, "pay_6005     [cus_J] skipped    duplicate, gateway not called", 1},
+			{ob, "the relay was killed after SQS took pay_", 1},
+			{ob, "events queue: pay_", 5},
+			{summary, "outbox: 5 charges in the stack's ledger, 5 payment.charged messages in the events queue", 1},
+			{summary, "pay_6005 was charged once and published once, though the function was killed after its commit", 1},
+			{summary, "payment.charged went out once, though the relay was killed after SQS took it: the resend carried the same deduplication ID", 1},
 		} {
 			if got := strings.Count(want.part, want.text); got != want.times {
 				t.Errorf("run %d: %q appears %d times; want %d\n%s", run, want.text, got, want.times, stdout)
