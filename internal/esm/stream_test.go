@@ -324,3 +324,156 @@ func TestKinesisShards(t *testing.T) {
 		t.Errorf("kinesis.approximateArrivalTimestamp is %v; want the arrival in epoch seconds", kin["approximateArrivalTimestamp"])
 	}
 }
+
+// streamKinds runs test on a DynamoDB stream and on a Kinesis stream of one
+// shard.
+func streamKinds(t *testing.T, test func(t *testing.T, h *streamHarness, infoField string)) {
+	bootstrap := testenv.Build(t, "./testdata/streamfn")
+	t.Run("DynamoDB", func(t *testing.T) { test(t, newStreamHarness(t, bootstrap), "DDBStreamBatchInfo") })
+	t.Run("Kinesis", func(t *testing.T) { test(t, newKinesisHarness(t, bootstrap, 1), "KinesisBatchInfo") })
+}
+
+// onFailure returns a queue for invocation records and a function that
+// takes them off it.
+func (h *streamHarness) onFailure() (*esm.SQSDestination, func() []map[string]any) {
+	url := testenv.Queue(h.t, h.sqs, false, nil)
+	return &esm.SQSDestination{Client: h.sqs, QueueURL: url}, func() []map[string]any {
+		var recs []map[string]any
+		for _, msg := range testenv.Drain(h.t, h.sqs, url) {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(aws.ToString(msg.Body)), &rec); err != nil {
+				h.t.Fatalf("invocation record %s: %v", aws.ToString(msg.Body), err)
+			}
+			recs = append(recs, rec)
+		}
+		return recs
+	}
+}
+
+// A poison record in the middle of a batch of 8: with bisection every
+// other record is delivered and succeeds, and the poison alone is
+// discarded, its invocation record sent; without it, the records after the
+// poison are lost with it.
+func TestStreamBisect(t *testing.T) {
+	streamKinds(t, func(t *testing.T, h *streamHarness, infoField string) {
+		cmds := []string{"ok", "ok", "ok", "ok", "error@100", "ok", "ok", "ok"}
+		h.put(cmds...)
+		dest, received := h.onFailure()
+		sum, batches := h.run(func(o *esm.StreamOptions) {
+			o.BatchSize = 8
+			o.ReportBatchItemFailures = true
+			o.MaximumRetryAttempts = 1
+			o.BisectBatchOnFunctionError = true
+			o.OnFailure = dest
+		})
+		seqs, times := h.deliveries()
+		if len(seqs) != 8 {
+			t.Fatalf("records delivered %v; want all 8", seqs)
+		}
+		poison := seqs[4]
+		succeeded := map[string]bool{}
+		for _, b := range batches {
+			if b.Err == nil && b.RetryFrom == "" {
+				for _, r := range b.Records {
+					succeeded[r.SequenceNumber()] = true
+				}
+			}
+		}
+		for i, s := range seqs {
+			if i != 4 && !succeeded[s] {
+				t.Errorf("record %d (%s) never succeeded; deliveries %v", i, s, times)
+			}
+		}
+		// 8 fails, split 4+4; 4..7 fails, split 2+2; 4,5 fails, split
+		// 1+1; the poison alone is delivered 1 + 1 retry (splits consume
+		// no retries), then discarded.
+		if sum.Bisections != 3 || sum.Discarded != 1 || sum.Sent != 1 || sum.Invocations != 8 || times[poison] != 5 {
+			t.Errorf("summary %+v, poison delivered %d times; want 3 bisections, 8 invocations, the poison delivered 5 times (3 in halves, 2 alone) and discarded alone", sum, times[poison])
+		}
+		recs := received()
+		if len(recs) != 1 {
+			t.Fatalf("invocation records %v; want one", recs)
+		}
+		rec := recs[0]
+		info, _ := rec[infoField].(map[string]any)
+		req, _ := rec["requestContext"].(map[string]any)
+		resp, _ := rec["responseContext"].(map[string]any)
+		last := batches[len(batches)-1]
+		for name, c := range map[string]struct{ got, want any }{
+			"batchSize":              {info["batchSize"], 1.0},
+			"startSequenceNumber":    {info["startSequenceNumber"], poison},
+			"endSequenceNumber":      {info["endSequenceNumber"], poison},
+			"shardId":                {info["shardId"], last.Shard},
+			"streamArn":              {info["streamArn"], h.streamARN},
+			"condition":              {req["condition"], "RetryAttemptsExhausted"},
+			"approximateInvokeCount": {req["approximateInvokeCount"], 2.0},
+			"functionArn":            {req["functionArn"], "arn:aws:lambda:us-east-1:123456789012:function:function"},
+			"statusCode":             {resp["statusCode"], 200.0},
+			"functionError":          {resp["functionError"], "Unhandled"},
+			"executedVersion":        {resp["executedVersion"], "$LATEST"},
+			"version":                {rec["version"], "1.0"},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s is %v; want %v\nrecord %v", name, c.got, c.want, rec)
+			}
+		}
+		for _, f := range []string{"approximateArrivalOfFirstRecord", "approximateArrivalOfLastRecord"} {
+			if _, err := time.Parse(time.RFC3339, fmt.Sprint(info[f])); err != nil {
+				t.Errorf("%s %v: %v", f, info[f], err)
+			}
+		}
+		if _, err := time.Parse(time.RFC3339, fmt.Sprint(rec["timestamp"])); err != nil {
+			t.Errorf("timestamp: %v", err)
+		}
+	})
+}
+
+// Without bisection a named poison record takes the rest of its batch with
+// it: Lambda retries from it, and discards it and every record after it.
+func TestStreamNoBisectLoses(t *testing.T) {
+	streamKinds(t, func(t *testing.T, h *streamHarness, infoField string) {
+		h.put("ok", "ok", "ok", "ok", "fail@100", "ok", "ok", "ok")
+		dest, received := h.onFailure()
+		sum, _ := h.run(func(o *esm.StreamOptions) {
+			o.BatchSize = 8
+			o.ReportBatchItemFailures = true
+			o.MaximumRetryAttempts = 1
+			o.OnFailure = dest
+		})
+		seqs, times := h.deliveries()
+		if sum.Discarded != 4 || len(seqs) != 5 || times[seqs[4]] != 2 {
+			t.Errorf("summary %+v, deliveries %v; want the poison delivered twice, then it and the 3 records after it discarded, never delivered", sum, times)
+		}
+		recs := received()
+		if len(recs) != 1 {
+			t.Fatalf("invocation records %v; want one", recs)
+		}
+		info, _ := recs[0][infoField].(map[string]any)
+		resp, _ := recs[0]["responseContext"].(map[string]any)
+		if info["batchSize"] != 4.0 || info["startSequenceNumber"] != seqs[4] || resp["functionError"] != nil {
+			t.Errorf("invocation record %v; want batchSize 4 from the poison, no functionError (the invocation succeeded)", recs[0])
+		}
+	})
+}
+
+// With bisection a partial response splits the batch at the named record:
+// the retry is exactly the records from it to the batch's end, where
+// without it the retry reads a new batch from the named record.
+func TestStreamBisectAtSequenceNumber(t *testing.T) {
+	streamKinds(t, func(t *testing.T, h *streamHarness, _ string) {
+		h.put("ok", "fail@1", "ok", "ok", "ok")
+		_, batches := h.run(func(o *esm.StreamOptions) {
+			o.BatchSize = 4
+			o.ReportBatchItemFailures = true
+			o.BisectBatchOnFunctionError = true
+		})
+		seqs, _ := h.deliveries()
+		var sizes []int
+		for _, b := range batches {
+			sizes = append(sizes, len(b.Records))
+		}
+		if !slices.Equal(sizes, []int{4, 3, 1}) || batches[1].Records[0].SequenceNumber() != seqs[1] {
+			t.Errorf("batches of %v records, the second from %s; want 4, then the 3 from the named record %s, then 1", sizes, batches[1].Records[0].SequenceNumber(), seqs[1])
+		}
+	})
+}
