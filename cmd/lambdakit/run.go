@@ -78,20 +78,29 @@ is not longer than -window plus the function's timeout: a message received
 early in a window could become visible again before its batch is answered.
 A message received twice within one window is put in its event once.
 
-Streams: with -stream ARN, run plays a DynamoDB stream's mapping instead.
-Each shard is read in order from its oldest record (StartingPosition
-TRIM_HORIZON; LATEST is not played), up to -batch-size records (default
-100) an invocation. A batch that succeeds moves the shard's checkpoint past
-it. With -report-batch-item-failures the lowest sequence number the function
+Streams: with -stream ARN, run plays the mapping of a DynamoDB stream
+(arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE/stream/LABEL) or of a Kinesis
+data stream (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME) instead. Each shard
+is read in order from its oldest record (StartingPosition TRIM_HORIZON;
+LATEST is not played), up to -batch-size records (default 100) an
+invocation. A batch that succeeds moves the shard's checkpoint past it.
+With -report-batch-item-failures the lowest sequence number the function
 names is read again, the records before it done; an empty or unknown
 identifier, a function error, a crash or a timeout read the whole batch
 again. After -max-retry-attempts retries the rest of the batch is discarded
-(Lambda sends it to the on-failure destination) and the shard goes on.
--until-empty stops once no shard has a record past its checkpoint. The ARN
-names no endpoint: the calls go to the SDK's DynamoDB Streams endpoint
-(AWS_ENDPOINT_URL_DYNAMODB_STREAMS, AWS_ENDPOINT_URL, else AWS, which needs
--live), which the first line on standard error names. Shards are read one
-after the other, not at once; bisecting a failed batch is not played.
+and the shard goes on; with -on-failure QUEUE (a URL or an ARN) the
+invocation record Lambda sends for it goes to that queue. With -bisect
+(BisectBatchOnFunctionError) a batch that fails whole is split in two
+halves, each delivered on its own, and a partial batch response splits the
+batch at the named record, so that exactly the rest of the batch is
+retried; splits consume no retries, and a batch of one record, which
+cannot be split, is retried and discarded as any other. -until-empty stops
+once no shard has a record past its checkpoint. The ARN names no endpoint:
+the calls go to the SDK's DynamoDB Streams or Kinesis endpoint
+(AWS_ENDPOINT_URL_DYNAMODB_STREAMS or AWS_ENDPOINT_URL_KINESIS,
+AWS_ENDPOINT_URL, else AWS, which needs -live), which the first line on
+standard error names, and -on-failure to the SDK's SQS endpoint. Shards are
+read one after the other, not at once.
 
 Where it differs from Lambda's event source mapping, and why:
   - Concurrency stays at -concurrency. Lambda starts at five batches and
@@ -147,9 +156,11 @@ type runCommand struct {
 	shortVisOK  bool
 	live        bool
 	bootstrap   string
-	// A DynamoDB stream's mapping instead of a queue's (see runstream.go).
+	// A stream's mapping instead of a queue's (see runstream.go).
 	stream     string
 	maxRetries int
+	bisect     bool
+	onFailure  string
 }
 
 // optionFlags names the flag behind each esm option, for messages.
@@ -161,6 +172,7 @@ var optionFlags = map[string]string{
 	"FunctionTimeout": "-timeout",
 	// A stream's mapping (runstream.go).
 	"MaximumRetryAttempts": "-max-retry-attempts",
+	"OnFailure":            "-on-failure",
 }
 
 // parse reads the command line, the template or the deployed function,
@@ -176,8 +188,10 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.untilEmpty, "until-empty", false, "stop once the queue has no visible, in-flight or delayed messages")
 	fs.BoolVar(&c.partial, "report-batch-item-failures", false, "read responses as partial batch responses (FunctionResponseTypes: [ReportBatchItemFailures]), as lambdakit functions answer; without it every batch the function answers is deleted, as on Lambda (default: what the deployed mapping or the template's SQS event says, else false)")
 	fs.BoolVar(&c.shortVisOK, "allow-short-visibility-timeout", false, "run even if the queue's VisibilityTimeout is shorter than the function's timeout, which Lambda refuses: for tests that want a batch handed out again while it runs")
-	fs.StringVar(&c.stream, "stream", "", "a DynamoDB stream's `ARN`, to run its mapping instead of a queue's: records in order per shard from the oldest, partial batch responses by sequence number, retries (see 'Streams' above)")
+	fs.StringVar(&c.stream, "stream", "", "a DynamoDB stream's or a Kinesis data stream's `ARN`, to run its mapping instead of a queue's: records in order per shard from the oldest, partial batch responses by sequence number, retries (see 'Streams' above)")
 	fs.IntVar(&c.maxRetries, "max-retry-attempts", -1, "with -stream, the retries of a failed batch before its records are discarded (MaximumRetryAttempts): 0 to 10000, or -1 for as long as they are in the stream")
+	fs.BoolVar(&c.bisect, "bisect", false, "with -stream, split a batch that fails in two and deliver each half on its own, and retry exactly the rest of a batch after a partial batch response (BisectBatchOnFunctionError); splits consume no retries")
+	fs.StringVar(&c.onFailure, "on-failure", "", "with -stream, the SQS queue (`URL or ARN`, at the SDK's SQS endpoint) that gets an invocation record for each batch discarded after -max-retry-attempts (DestinationConfig.OnFailure)")
 	c.fn.define(fs.FlagSet, "each invocation's deadline is its start plus this")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -193,6 +207,10 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 		return c.parseStream(fs)
 	case fs.Given()["max-retry-attempts"]:
 		return fs.UsageError("-max-retry-attempts is for a stream's mapping (-stream); a queue's redrive policy bounds its retries")
+	case fs.Given()["bisect"]:
+		return fs.UsageError("-bisect is for a stream's mapping (-stream): SQS batches are not split")
+	case fs.Given()["on-failure"]:
+		return fs.UsageError("-on-failure is for a stream's mapping (-stream); a queue's failed messages go to its dead-letter queue (RedrivePolicy)")
 	case c.queue == "" && c.fn.function == "":
 		return fs.UsageError("-queue: want the queue's URL (or -function, a deployed function whose mapping names it)")
 	case c.queue != "" && !validQueueURL(c.queue):

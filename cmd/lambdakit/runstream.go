@@ -8,17 +8,21 @@ import (
 	"io"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
+	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 )
 
-// lambdakit run -stream ARN: a DynamoDB stream's event source mapping,
-// locally (internal/esm's StreamMapping).
+// lambdakit run -stream ARN: a DynamoDB stream's or a Kinesis data
+// stream's event source mapping, locally (internal/esm's StreamMapping).
 
 // queueOnly are the flags of a queue's mapping, refused with -stream.
 var queueOnly = []string{"queue", "window", "concurrency", "allow-short-visibility-timeout", "function"}
@@ -32,8 +36,15 @@ func (c *runCommand) parseStream(fs *cmdline.Flags) error {
 		}
 	}
 	a, err := arn.Parse(c.stream)
-	if err != nil || a.Service != "dynamodb" || !strings.Contains(a.Resource, "/stream/") {
-		return fs.UsageError("-stream %q: want a DynamoDB stream's ARN, arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE/stream/LABEL", c.stream)
+	ddb := err == nil && a.Service == "dynamodb" && strings.HasPrefix(a.Resource, "table/") && strings.Contains(a.Resource, "/stream/")
+	kin := err == nil && a.Service == "kinesis" && strings.HasPrefix(a.Resource, "stream/") && len(a.Resource) > len("stream/")
+	if !ddb && !kin {
+		return fs.UsageError("-stream %q: want a DynamoDB stream's ARN, arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE/stream/LABEL, or a Kinesis data stream's, arn:aws:kinesis:REGION:ACCOUNT:stream/NAME", c.stream)
+	}
+	if c.onFailure != "" && !validQueueURL(c.onFailure) {
+		if q, err := arn.Parse(c.onFailure); err != nil || q.Service != "sqs" || q.Resource == "" || strings.Contains(q.Resource, "/") {
+			return fs.UsageError("-on-failure %q: want an SQS queue's URL or ARN (arn:aws:sqs:REGION:ACCOUNT:NAME)", c.onFailure)
+		}
 	}
 	if c.fn.region != "" && c.fn.region != a.Region {
 		return fs.UsageError("-region is %s, but the stream %s is in %s", c.fn.region, c.stream, a.Region)
@@ -56,8 +67,12 @@ type streamOutput struct {
 	First     string   `json:"first"`
 	Last      string   `json:"last"`
 	RetryFrom string   `json:"retryFrom,omitempty"`
+	Bisected  bool     `json:"bisected,omitempty"`
 	Discarded []string `json:"discarded,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
+	// Sent is the ID of the message that took the discarded records'
+	// invocation record to the on-failure destination.
+	Sent   string `json:"sent,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // runStream runs the stream's mapping until it is empty (-until-empty) or
@@ -70,16 +85,34 @@ func (c *runCommand) runStream(ctx context.Context) error {
 	if err != nil {
 		return cmdline.CannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
-	client := dynamodbstreams.NewFromConfig(cfg)
-	at := client.Options().BaseEndpoint
+	// The two kinds of stream differ only in their client.
+	var at *string
+	var newMapping func(esm.Invoker, ...func(*esm.StreamOptions)) (*esm.StreamMapping, error)
+	service, display := "DYNAMODB_STREAMS", "DynamoDB Streams"
+	if a.Service == "kinesis" {
+		client := kinesis.NewFromConfig(cfg)
+		at, service, display = client.Options().BaseEndpoint, "KINESIS", "Kinesis"
+		newMapping = func(inv esm.Invoker, optFns ...func(*esm.StreamOptions)) (*esm.StreamMapping, error) {
+			return esm.NewKinesisStream(client, c.stream, inv, optFns...)
+		}
+	} else {
+		client := dynamodbstreams.NewFromConfig(cfg)
+		at = client.Options().BaseEndpoint
+		newMapping = func(inv esm.Invoker, optFns ...func(*esm.StreamOptions)) (*esm.StreamMapping, error) {
+			return esm.NewStream(client, c.stream, inv, optFns...)
+		}
+	}
 	if onAWS(at) && !c.live {
 		// Reading a stream takes nothing from it, but the bootstrap run
 		// here would do each record's work (an outbox relay would send
 		// real messages) with this shell's credentials.
 		return c.flags.UsageError("the stream %s is on AWS: run would do the work of its records here, beside the deployed function's mapping; give -live to do so anyway", c.stream)
 	}
-	fmt.Fprintf(std.stderr, "lambdakit run: stream %s %s\n", c.stream,
-		endpointDescription(std.environ, "DYNAMODB_STREAMS", "DynamoDB Streams", at, a.Region))
+	fmt.Fprintf(std.stderr, "lambdakit run: stream %s %s\n", c.stream, endpointDescription(std.environ, service, display, at, a.Region))
+	dest, err := c.onFailureDestination(ctx, cfg)
+	if err != nil {
+		return err
+	}
 
 	runner, err := c.fn.newRunner(std, c.bootstrap, a.Region)
 	if err != nil {
@@ -87,10 +120,13 @@ func (c *runCommand) runStream(ctx context.Context) error {
 	}
 	defer runner.Close()
 	p := &streamPrinter{fn: &c.fn, stdout: std.stdout, stderr: std.stderr}
-	mapping, err := esm.NewStream(client, c.stream, runner, func(o *esm.StreamOptions) {
+	mapping, err := newMapping(runner, func(o *esm.StreamOptions) {
 		o.BatchSize = c.batchSize
 		o.ReportBatchItemFailures = c.partial
 		o.MaximumRetryAttempts = c.maxRetries
+		o.BisectBatchOnFunctionError = c.bisect
+		o.OnFailure = dest
+		o.FunctionARN = runtimeapi.DefaultFunctionARN(a.Region, firstNonEmpty(c.fn.functionName, defaultFunctionName))
 		o.UntilEmpty = c.untilEmpty
 		o.Region = a.Region
 		o.OnBatch = p.batch
@@ -119,11 +155,18 @@ func (c *runCommand) runStream(ctx context.Context) error {
 	printRows(std.stderr, []summaryRow{
 		{"invocations", sum.Invocations, ""},
 		{"records", sum.Records, "delivered, each delivery counted"},
-		{"retries", sum.Retries, "batches read again from a checkpoint"},
-		{"failed batches", p.failed, "function error, init error, crash, timeout or an invalid answer: the whole batch again"},
-		{"discarded", sum.Discarded, "records given up on after -max-retry-attempts (Lambda sends them to the on-failure destination)"},
+		{"retries", sum.Retries, "batches delivered again from a checkpoint"},
+		{"failed batches", p.failed, "function error, init error, crash, timeout or an invalid answer"},
+		{"bisections", sum.Bisections, "failed batches split in two (-bisect)"},
+		{"discarded", sum.Discarded, "records given up on after -max-retry-attempts"},
+		{"sent", sum.Sent, "invocation records sent to the on-failure destination (-on-failure)"},
 	})
+	for _, s := range p.sent {
+		fmt.Fprintf(std.stderr, "  sent %s to %s: %s records %s to %s (%d)\n", s.id, dest.QueueURL, s.info.ShardID, s.info.StartSequenceNumber, s.info.EndSequenceNumber, s.info.BatchSize)
+	}
 	switch {
+	case errors.Is(runErr, esm.ErrDestination):
+		return cmdline.CannotRun(runErr)
 	case p.err != nil:
 		return cmdline.CannotRun(fmt.Errorf("write: %w", p.err))
 	case errors.Is(runErr, esm.ErrStream):
@@ -141,15 +184,23 @@ type streamPrinter struct {
 	fn     *functionFlags
 	stdout io.Writer
 	stderr io.Writer
-	failed int   // batches that failed as a whole
+	failed int // batches that failed as a whole
+	sent   []sentRecord
 	err    error // the first failed write to stdout
+}
+
+// sentRecord is an invocation record sent to the on-failure destination.
+type sentRecord struct {
+	id   string // the SQS message's
+	info *esm.StreamBatchInfo
 }
 
 func (p *streamPrinter) batch(b esm.StreamBatchResult) {
 	o := streamOutput{RequestID: b.Result.RequestID, Outcome: b.Result.Outcome.String(), Shard: b.Shard, Records: len(b.Records),
-		First: b.Records[0].Change.SequenceNumber, Last: b.Records[len(b.Records)-1].Change.SequenceNumber, RetryFrom: b.RetryFrom}
+		First: b.Records[0].SequenceNumber(), Last: b.Records[len(b.Records)-1].SequenceNumber(), RetryFrom: b.RetryFrom,
+		Bisected: b.Bisected, Sent: b.SentMessageID}
 	for _, r := range b.Discarded {
-		o.Discarded = append(o.Discarded, r.Change.SequenceNumber)
+		o.Discarded = append(o.Discarded, r.SequenceNumber())
 	}
 	line := fmt.Sprintf("batch of %s from %s", cmdline.Count(len(b.Records), "record", "records"), o.First)
 	switch {
@@ -166,8 +217,19 @@ func (p *streamPrinter) batch(b esm.StreamBatchResult) {
 		line += ": done"
 	}
 	switch {
+	case b.Bisected:
+		half := len(b.Records) / 2
+		line += fmt.Sprintf("; split in two: %d and %d records", half, len(b.Records)-half)
 	case len(b.Discarded) > 0:
 		line += fmt.Sprintf("; %s discarded after delivery %d", cmdline.Count(len(b.Discarded), "record", "records"), b.Attempt)
+		if b.Sent != nil {
+			line += "; invocation record sent as message " + b.SentMessageID
+			info := b.Sent.DDBStreamBatchInfo
+			if info == nil {
+				info = b.Sent.KinesisBatchInfo
+			}
+			p.sent = append(p.sent, sentRecord{id: b.SentMessageID, info: info})
+		}
 	case b.RetryFrom != "":
 		line += "; read again from " + b.RetryFrom
 	}
@@ -177,4 +239,28 @@ func (p *streamPrinter) batch(b esm.StreamBatchResult) {
 		enc, _ := json.Marshal(o) // strings and numbers only
 		_, p.err = p.stdout.Write(append(enc, '\n'))
 	}
+}
+
+// onFailureDestination returns the queue -on-failure names, at the SDK's
+// SQS endpoint, or nil without -on-failure. An ARN is looked up with
+// GetQueueUrl.
+func (c *runCommand) onFailureDestination(ctx context.Context, cfg aws.Config) (*esm.SQSDestination, error) {
+	if c.onFailure == "" {
+		return nil, nil
+	}
+	if validQueueURL(c.onFailure) {
+		// The URL names where the queue is, by the rule of endpoint.go.
+		client, err := newSQSClient(ctx, c.environ, cfg.Region, c.onFailure)
+		if err != nil {
+			return nil, asUsage(c.flags, err, cmdline.BadInput)
+		}
+		return &esm.SQSDestination{Client: client, QueueURL: c.onFailure}, nil
+	}
+	q, _ := arn.Parse(c.onFailure) // checked by parseStream
+	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.Region = q.Region })
+	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q.Resource), QueueOwnerAWSAccountId: aws.String(q.AccountID)})
+	if err != nil {
+		return nil, cmdline.CannotRun(fmt.Errorf("-on-failure %s: %w", c.onFailure, err))
+	}
+	return &esm.SQSDestination{Client: client, QueueURL: aws.ToString(out.QueueUrl)}, nil
 }

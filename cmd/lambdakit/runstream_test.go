@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
@@ -78,4 +82,82 @@ func TestRunStream(t *testing.T) {
 			t.Errorf("calls to %v; want none before the refusals", hosts)
 		}
 	})
+}
+
+// run -stream plays a Kinesis stream's mapping, with -bisect isolating a
+// poison record and -on-failure taking its invocation record, the queue
+// named by its ARN.
+func TestRunKinesisBisectOnFailure(t *testing.T) {
+	srv := moto.Server(t)
+	cfg := moto.Config(t)
+	fn := testenv.Build(t, "../../internal/esm/testdata/streamfn")
+	kc := kinesis.NewFromConfig(cfg)
+	stream := testenv.KinesisStream(t, kc, 1)
+	var seqs []string
+	for _, cmd := range []string{"ok", "ok", "error@100", "ok"} {
+		out, err := kc.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamARN: aws.String(stream), PartitionKey: aws.String("k"), Data: []byte(cmd)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, aws.ToString(out.SequenceNumber))
+	}
+	sqsc := sqs.NewFromConfig(cfg)
+	queue := testenv.Queue(t, sqsc, false, nil)
+	attrs, err := sqsc.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queue), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := noEndpoints("AWS_ENDPOINT_URL="+srv.URL, "STREAMFN_DIR="+t.TempDir())
+
+	r := cli(t, env, "", "run", "-stream", stream, "-until-empty", "-report-batch-item-failures", "-timeout", "5s",
+		"-bisect", "-max-retry-attempts", "0", "-on-failure", attrs.Attributes["QueueArn"], fn)
+	if r.code != 1 {
+		t.Fatalf("exit status %d; want 1 (a record discarded)\nstderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"lambdakit run: stream " + stream + " at " + srv.URL + " (AWS_ENDPOINT_URL)\n",
+		"split in two: 2 and 2 records", "split in two: 1 and 1 records",
+		"bisections                2", "discarded                 1", "sent                      1",
+		"to " + queue + ": shardId-000000000000 records " + seqs[2] + " to " + seqs[2] + " (1)\n",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	var sent string
+	for _, o := range jsonLines[map[string]any](t, r.stdout) {
+		if id, ok := o["sent"].(string); ok {
+			sent = id
+		}
+	}
+	msgs := testenv.Drain(t, sqsc, queue)
+	if len(msgs) != 1 || aws.ToString(msgs[0].MessageId) != sent {
+		t.Fatalf("queue got %d messages; want the one stdout names (%q)", len(msgs), sent)
+	}
+	var rec struct {
+		KinesisBatchInfo struct {
+			BatchSize           int
+			StartSequenceNumber string
+			StreamArn           string
+		}
+	}
+	if err := json.Unmarshal([]byte(aws.ToString(msgs[0].Body)), &rec); err != nil || rec.KinesisBatchInfo.BatchSize != 1 ||
+		rec.KinesisBatchInfo.StartSequenceNumber != seqs[2] || rec.KinesisBatchInfo.StreamArn != stream {
+		t.Errorf("invocation record %s (%v); want the poison alone, in KinesisBatchInfo", aws.ToString(msgs[0].Body), err)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-bisect", "-queue", queue}, "-bisect is for a stream's mapping"},
+		{[]string{"-on-failure", queue, "-queue", queue}, "-on-failure is for a stream's mapping"},
+		{[]string{"-stream", stream, "-on-failure", "arn:aws:sns:us-east-1:123456789012:topic"}, "want an SQS queue's URL or ARN"},
+		{[]string{"-stream", "arn:aws:kinesis:us-east-1:123456789012:stream/"}, "or a Kinesis data stream's"},
+	} {
+		r := cli(t, env, "", append(append([]string{"run"}, c.args...), fn)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit status %d, stderr:\n%s\nwant 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
 }

@@ -72,12 +72,17 @@ func Event(messages []types.Message, queueARN string) events.SQSEvent {
 
 // regionOf returns the region field of an ARN (arn:partition:service:region:
 // account:resource), or "" if arn is not one.
-func regionOf(arn string) string {
+func regionOf(arn string) string { return arnField(arn, 3) }
+
+// accountOf returns the account field of an ARN, or "" if arn is not one.
+func accountOf(arn string) string { return arnField(arn, 4) }
+
+func arnField(arn string, i int) string {
 	parts := strings.SplitN(arn, ":", 6)
 	if len(parts) != 6 || parts[0] != "arn" {
 		return ""
 	}
-	return parts[3]
+	return parts[i]
 }
 
 // encodeRecord returns rec as JSON, without the HTML escaping encoding/json

@@ -10,22 +10,38 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/lambdakit/lambdakit/internal/ddbstream"
+	"github.com/lambdakit/lambdakit/internal/kinesisstream"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 )
 
-// A DynamoDB stream's event source mapping, as Lambda runs it: each shard
-// is read in order from a checkpoint, a batch of up to BatchSize records at
-// a time. A batch that succeeds moves the checkpoint past it. A batch that
-// fails is retried from the checkpoint: the whole batch after a function
-// error, a crash or a timeout; with ReportBatchItemFailures, from the lowest
-// sequence number the function named (an empty or unknown identifier
-// fails the whole batch). After MaximumRetryAttempts retries, the records
-// from the checkpoint to the batch's end are discarded (Lambda sends them
-// to the on-failure destination) and the shard goes on.
+// A stream's event source mapping, as Lambda runs it for a DynamoDB stream
+// or a Kinesis data stream alike: each shard is read in order from a
+// checkpoint, a batch of up to BatchSize records at a time. A batch that
+// succeeds moves the checkpoint past it. A batch that fails is retried from
+// the checkpoint: the whole batch after a function error, a crash or a
+// timeout; with ReportBatchItemFailures, from the lowest sequence number the
+// function named (an empty or unknown identifier fails the whole batch).
+// After MaximumRetryAttempts retries, the records from the checkpoint to the
+// batch's end are discarded, an invocation record describing them goes to
+// the on-failure destination if there is one, and the shard goes on.
+//
+// BisectBatchOnFunctionError, as AWS documents it
+// (https://docs.aws.amazon.com/lambda/latest/dg/services-kinesis-batchfailurereporting.html,
+// https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html):
+// a batch that fails whole is split in two halves, each delivered on its
+// own, the first half first; and a partial batch response splits the batch
+// at the named sequence number, so that exactly the records from it to the
+// batch's end are retried (without bisecting, the retry is a new read of up
+// to BatchSize records from that sequence number). "Splitting batches
+// doesn't consume the retry quota": a failure that splits a batch is not
+// counted as a retry, and each half starts with no retries. What AWS does
+// not document, chosen here: a batch of one record cannot be split, so its
+// failures count as retries and it is discarded after MaximumRetryAttempts
+// of them; a partial response that names the batch's first record splits
+// nothing and counts as a retry; a response that fails the whole batch (an
+// unknown identifier) is split like a function error.
 
 // Stream limits and defaults, Lambda's.
 const (
@@ -51,6 +67,21 @@ type StreamOptions struct {
 	// before it is discarded: 0 to 10,000, or -1 (the default, as Lambda's)
 	// for as long as the records stay in the stream.
 	MaximumRetryAttempts int
+	// BisectBatchOnFunctionError splits a batch that fails in two, and a
+	// batch answered with a partial response at the named record (see the
+	// top of this file).
+	BisectBatchOnFunctionError bool
+	// OnFailure, if set, gets an invocation record for every batch
+	// discarded (DestinationConfig.OnFailure).
+	OnFailure *SQSDestination
+	// FunctionARN is the function's ARN in the invocation records. Default
+	// runtimeapi.DefaultFunctionARN(Region, "function"), what a Runner's
+	// function sees when nothing names it.
+	FunctionARN string
+	// InvokeIdentityARN is a Kinesis record's invokeIdentityArn, the role
+	// Lambda invokes the function with. Default arn:aws:iam::ACCOUNT:role/
+	// lambdakit-local, ACCOUNT the stream's: nothing runs under a role here.
+	InvokeIdentityARN string
 	// UntilEmpty stops Run once every shard has no record past its
 	// checkpoint.
 	UntilEmpty bool
@@ -62,19 +93,60 @@ type StreamOptions struct {
 	OnBatch func(StreamBatchResult)
 }
 
+// StreamRecord is one record of a stream batch as the function gets it:
+// a DynamoDB stream's or a Kinesis data stream's, whichever the mapping
+// reads. Exactly one of the two is set. Their fields are promoted, so that
+// rec.Change and rec.Kinesis read as they do in the function.
+type StreamRecord struct {
+	*events.DynamoDBEventRecord
+	*events.KinesisEventRecord
+}
+
+// SequenceNumber is the record's sequence number in its shard.
+func (r StreamRecord) SequenceNumber() string {
+	if r.DynamoDBEventRecord != nil {
+		return r.Change.SequenceNumber
+	}
+	return r.Kinesis.SequenceNumber
+}
+
+// arrival is when the record reached the stream, as the stream says.
+func (r StreamRecord) arrival() time.Time {
+	if r.DynamoDBEventRecord != nil {
+		return r.Change.ApproximateCreationDateTime.Time
+	}
+	return r.Kinesis.ApproximateArrivalTimestamp.Time
+}
+
+// MarshalJSON encodes the record that is set: encoding/json would drop the
+// fields the two embedded records share.
+func (r StreamRecord) MarshalJSON() ([]byte, error) {
+	if r.DynamoDBEventRecord != nil {
+		return json.Marshal(r.DynamoDBEventRecord)
+	}
+	return json.Marshal(r.KinesisEventRecord)
+}
+
 // StreamBatchResult is what became of one batch.
 type StreamBatchResult struct {
 	Shard   string
-	Records []events.DynamoDBEventRecord
+	Records []StreamRecord
 	Result  runtimeapi.Result
 	// Attempt is the batch's delivery from its first record: 1, then 2 on
-	// its first retry, and so on.
+	// its first retry, and so on. A half of a split batch starts at 1.
 	Attempt int
-	// RetryFrom is the sequence number the shard is read again from, or ""
-	// when the batch succeeded or was discarded.
+	// RetryFrom is the sequence number the shard is delivered again from,
+	// or "" when the batch succeeded, was split or was discarded.
 	RetryFrom string
+	// Bisected reports that the batch was split in two halves, delivered
+	// next (BisectBatchOnFunctionError).
+	Bisected bool
 	// Discarded holds the records given up on after MaximumRetryAttempts.
-	Discarded []events.DynamoDBEventRecord
+	Discarded []StreamRecord
+	// Sent is the invocation record sent to the on-failure destination
+	// for Discarded, and SentMessageID the SQS message's ID.
+	Sent          *InvocationRecord
+	SentMessageID string
 	// Err says why the batch failed as a whole, if it did.
 	Err error
 }
@@ -83,21 +155,40 @@ type StreamBatchResult struct {
 type StreamSummary struct {
 	Invocations int
 	Records     int // records delivered, each delivery counted
-	Retries     int // batches read again from a checkpoint
+	Retries     int // batches delivered again from a checkpoint
+	Bisections  int // batches split in two
 	Discarded   int // records given up on
+	Sent        int // invocation records sent to the on-failure destination
 	Empty       bool
 }
 
-// StreamMapping is a DynamoDB stream's event source mapping.
+// ErrStream means the stream could not be read.
+var ErrStream = errors.New("esm: the stream cannot be read")
+
+// StreamMapping is a stream's event source mapping.
 type StreamMapping struct {
-	client    ddbstream.API
-	streamARN string
-	invoker   Invoker
-	opts      StreamOptions
+	src     streamSource
+	invoker Invoker
+	opts    StreamOptions
 }
 
-// NewStream returns the mapping of the stream streamARN to invoker.
+// NewStream returns the mapping of the DynamoDB stream streamARN to
+// invoker.
 func NewStream(client ddbstream.API, streamARN string, invoker Invoker, optFns ...func(*StreamOptions)) (*StreamMapping, error) {
+	return newStreamMapping(streamARN, invoker, optFns, func(o StreamOptions) streamSource {
+		return &ddbSource{client: client, arn: streamARN, region: o.Region}
+	})
+}
+
+// NewKinesisStream returns the mapping of the Kinesis data stream
+// streamARN to invoker.
+func NewKinesisStream(client kinesisstream.API, streamARN string, invoker Invoker, optFns ...func(*StreamOptions)) (*StreamMapping, error) {
+	return newStreamMapping(streamARN, invoker, optFns, func(o StreamOptions) streamSource {
+		return &kinesisSource{client: client, arn: streamARN, region: o.Region, identity: o.InvokeIdentityARN}
+	})
+}
+
+func newStreamMapping(streamARN string, invoker Invoker, optFns []func(*StreamOptions), source func(StreamOptions) streamSource) (*StreamMapping, error) {
 	o := StreamOptions{MaximumRetryAttempts: -1}
 	for _, fn := range optFns {
 		fn(&o)
@@ -108,51 +199,80 @@ func NewStream(client ddbstream.API, streamARN string, invoker Invoker, optFns .
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultStreamPollInterval
 	}
+	if o.FunctionARN == "" {
+		region := o.Region
+		if region == "" {
+			region = regionOf(streamARN)
+		}
+		o.FunctionARN = runtimeapi.DefaultFunctionARN(region, "function")
+	}
+	if o.InvokeIdentityARN == "" {
+		o.InvokeIdentityARN = "arn:aws:iam::" + accountOf(streamARN) + ":role/lambdakit-local"
+	}
 	switch {
 	case o.BatchSize < 1 || o.BatchSize > MaxStreamBatchSize:
 		return nil, &OptionError{Option: "BatchSize", Reason: fmt.Sprintf("%d: want 1 to %d", o.BatchSize, MaxStreamBatchSize)}
 	case o.MaximumRetryAttempts < -1 || o.MaximumRetryAttempts > MaxStreamRetryAttempts:
 		return nil, &OptionError{Option: "MaximumRetryAttempts", Reason: fmt.Sprintf("%d: want -1 to %d", o.MaximumRetryAttempts, MaxStreamRetryAttempts)}
+	case o.OnFailure != nil && (o.OnFailure.Client == nil || o.OnFailure.QueueURL == ""):
+		return nil, &OptionError{Option: "OnFailure", Reason: "needs an SQS client and a queue URL"}
 	case streamARN == "":
 		return nil, &OptionError{Option: "streamARN", Reason: "empty"}
 	}
-	return &StreamMapping{client: client, streamARN: streamARN, invoker: invoker, opts: o}, nil
+	return &StreamMapping{src: source(o), invoker: invoker, opts: o}, nil
 }
 
-// shardState is a shard's checkpoint and the retries at it.
+// shardState is where a shard's delivery stands.
 type shardState struct {
-	id       string
-	after    string // read after this sequence number ("": from StartingPosition)
-	at       string // or, when set, read again from this one (a retry)
-	attempts int    // deliveries of the batch starting at the checkpoint
+	id  string
+	pos position
+	// pending are the batches a failed one was split into, in stream
+	// order: the shard is delivered from them, first to last, before it is
+	// read again.
+	pending [][]StreamRecord
+	// attempts counts the deliveries of the batch at the front, toward
+	// MaximumRetryAttempts.
+	attempts int
+}
+
+// done moves the checkpoint past recs, the batch at the front.
+func (sh *shardState) done(recs []StreamRecord) {
+	if len(sh.pending) > 0 {
+		sh.pending = sh.pending[1:]
+	}
+	sh.pos = position{after: recs[len(recs)-1].SequenceNumber()}
+	sh.attempts = 0
+}
+
+// replace puts batches in place of the batch at the front.
+func (sh *shardState) replace(batches ...[]StreamRecord) {
+	rest := sh.pending
+	if len(rest) > 0 {
+		rest = rest[1:]
+	}
+	sh.pending = append(slices.Clip(batches), rest...)
 }
 
 // Run reads the shards and invokes the function until ctx ends, every
 // shard is empty (with UntilEmpty), or an error stops it. Function
 // failures are not errors: they are retried, counted and reported. An
-// error means the stream could not be read (wrapping ErrStream) or the
-// Invoker failed.
+// error means the stream could not be read (wrapping ErrStream), an
+// invocation record could not be sent (ErrDestination), or the Invoker
+// failed.
 func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 	var sum StreamSummary
-	var shards []*shardState
-	in := &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(m.streamARN)}
-	for range 1000 {
-		out, err := m.client.DescribeStream(ctx, in)
-		if err != nil {
-			return sum, fmt.Errorf("%w: describe %s: %w", ErrStream, m.streamARN, err)
-		}
-		for _, sh := range out.StreamDescription.Shards {
-			shards = append(shards, &shardState{id: aws.ToString(sh.ShardId)})
-		}
-		if out.StreamDescription.LastEvaluatedShardId == nil {
-			break
-		}
-		in.ExclusiveStartShardId = out.StreamDescription.LastEvaluatedShardId
+	ids, err := m.src.shards(ctx)
+	if err != nil {
+		return sum, err
+	}
+	shards := make([]*shardState, len(ids))
+	for i, id := range ids {
+		shards[i] = &shardState{id: id}
 	}
 	for ctx.Err() == nil {
 		found := false
 		for _, sh := range shards {
-			recs, err := m.read(ctx, sh)
+			recs, err := m.next(ctx, sh)
 			if err != nil {
 				if ctx.Err() != nil {
 					return sum, nil
@@ -181,42 +301,21 @@ func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 	return sum, nil
 }
 
-// ErrStream means the stream could not be read.
-var ErrStream = errors.New("esm: the stream cannot be read")
-
-// read returns up to BatchSize records of sh from its checkpoint.
-func (m *StreamMapping) read(ctx context.Context, sh *shardState) ([]events.DynamoDBEventRecord, error) {
-	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(m.streamARN), ShardId: aws.String(sh.id)}
-	switch {
-	case sh.at != "":
-		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAtSequenceNumber, aws.String(sh.at)
-	case sh.after != "":
-		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(sh.after)
-	default:
-		// A shard is first read from its oldest record: StartingPosition
-		// TRIM_HORIZON, which an outbox's relay needs. LATEST is not
-		// played.
-		in.ShardIteratorType = types.ShardIteratorTypeTrimHorizon
+// next returns the batch to deliver on sh: a split batch's next part, else
+// up to BatchSize records from the checkpoint.
+func (m *StreamMapping) next(ctx context.Context, sh *shardState) ([]StreamRecord, error) {
+	if len(sh.pending) > 0 {
+		return sh.pending[0], nil
 	}
-	it, err := m.client.GetShardIterator(ctx, in)
-	if err != nil {
-		return nil, fmt.Errorf("%w: shard %s: %w", ErrStream, sh.id, err)
-	}
-	out, err := m.client.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(int32(m.opts.BatchSize))})
-	if err != nil {
-		return nil, fmt.Errorf("%w: shard %s: %w", ErrStream, sh.id, err)
-	}
-	recs := make([]events.DynamoDBEventRecord, 0, len(out.Records))
-	for _, r := range out.Records {
-		recs = append(recs, ddbstream.Record(r, m.streamARN, m.opts.Region))
-	}
-	return recs, nil
+	return m.src.read(ctx, sh.id, sh.pos, m.opts.BatchSize)
 }
 
 // deliver invokes the function on recs, the batch at sh's checkpoint, and
 // moves the checkpoint as Lambda would.
-func (m *StreamMapping) deliver(ctx context.Context, sh *shardState, recs []events.DynamoDBEventRecord, sum *StreamSummary) error {
-	event, err := json.Marshal(events.DynamoDBEvent{Records: recs})
+func (m *StreamMapping) deliver(ctx context.Context, sh *shardState, recs []StreamRecord, sum *StreamSummary) error {
+	event, err := json.Marshal(struct {
+		Records []StreamRecord `json:"Records"`
+	}{recs})
 	if err != nil {
 		return err
 	}
@@ -230,27 +329,45 @@ func (m *StreamMapping) deliver(ctx context.Context, sh *shardState, recs []even
 	br := StreamBatchResult{Shard: sh.id, Records: recs, Result: res, Attempt: sh.attempts}
 
 	from, ferr := m.failedFrom(res, recs)
+	br.Err = ferr
 	switch {
 	case ferr == nil && from < 0: // success
-		sh.after, sh.at, sh.attempts = recs[len(recs)-1].Change.SequenceNumber, "", 0
+		sh.done(recs)
+	case ferr != nil && m.opts.BisectBatchOnFunctionError && len(recs) > 1:
+		// Not a retry: the halves start afresh.
+		sh.replace(recs[:len(recs)/2], recs[len(recs)/2:])
+		sh.attempts = 0
+		br.Bisected = true
+		sum.Bisections++
 	case m.opts.MaximumRetryAttempts >= 0 && sh.attempts > m.opts.MaximumRetryAttempts:
-		br.Err = ferr
 		br.Discarded = recs[max(from, 0):]
-		sum.Discarded += len(br.Discarded)
-		sh.after, sh.at, sh.attempts = recs[len(recs)-1].Change.SequenceNumber, "", 0
-	default:
-		br.Err = ferr
-		if from < 0 {
-			from = 0
+		if m.opts.OnFailure != nil {
+			rec := m.invocationRecord(sh, res, br.Discarded)
+			id, err := m.opts.OnFailure.send(ctx, rec)
+			if err != nil {
+				// The checkpoint stays: records are never dropped
+				// without their invocation record.
+				return err
+			}
+			br.Sent, br.SentMessageID = &rec, id
+			sum.Sent++
 		}
+		sum.Discarded += len(br.Discarded)
+		sh.done(recs)
+	default:
+		from = max(from, 0)
 		if from > 0 {
 			// Partial success: the records before it are done, and the
-			// retry is a new batch from the named record.
+			// rest failed once.
 			sh.attempts = 1
 		}
-		sh.at = recs[from].Change.SequenceNumber
-		br.RetryFrom = sh.at
+		br.RetryFrom = recs[from].SequenceNumber()
 		sum.Retries++
+		if m.opts.BisectBatchOnFunctionError {
+			sh.replace(recs[from:])
+		} else {
+			sh.pos = position{at: br.RetryFrom}
+		}
 	}
 	if m.opts.OnBatch != nil {
 		m.opts.OnBatch(br)
@@ -260,7 +377,7 @@ func (m *StreamMapping) deliver(ctx context.Context, sh *shardState, recs []even
 
 // failedFrom returns the index of the first record to retry, -1 when the
 // batch succeeded, and why the batch failed as a whole (index 0) if it did.
-func (m *StreamMapping) failedFrom(res runtimeapi.Result, recs []events.DynamoDBEventRecord) (int, error) {
+func (m *StreamMapping) failedFrom(res runtimeapi.Result, recs []StreamRecord) (int, error) {
 	if res.Outcome != runtimeapi.OutcomeSuccess {
 		return 0, fmt.Errorf("%w: %s", ErrInvocationFailed, res.Outcome)
 	}
@@ -281,7 +398,7 @@ func (m *StreamMapping) failedFrom(res runtimeapi.Result, recs []events.DynamoDB
 	first := -1
 	for _, f := range resp.BatchItemFailures {
 		id := aws.ToString(f.ItemIdentifier)
-		i := slices.IndexFunc(recs, func(r events.DynamoDBEventRecord) bool { return r.Change.SequenceNumber == id })
+		i := slices.IndexFunc(recs, func(r StreamRecord) bool { return r.SequenceNumber() == id })
 		if id == "" || i < 0 {
 			return 0, fmt.Errorf("%w: itemIdentifier %q is not a sequence number of the batch", ErrInvocationFailed, id)
 		}

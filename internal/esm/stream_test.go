@@ -2,6 +2,7 @@ package esm_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
@@ -21,24 +24,26 @@ import (
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
-// streamHarness is a table with a stream on moto_server, and testdata/streamfn
-// under a Runner, its delivery counts and log in a folder of its own.
+// streamHarness is a stream on moto_server (a table's DynamoDB stream or a
+// Kinesis data stream), and testdata/streamfn under a Runner, its delivery
+// counts, events and log in a folder of its own.
 type streamHarness struct {
 	t         *testing.T
-	db        *dynamodb.Client
-	streams   *dynamodbstreams.Client
-	table     string
 	streamARN string
 	dir       string
 	runner    *runtimeapi.Runner
 	output    *logline.Buffer
+	sqs       *sqs.Client
+	kinesis   *kinesis.Client // a Kinesis harness's
+	// put writes records with the commands given, in order, and returns
+	// their sequence numbers when the stream says them (Kinesis).
+	put func(cmds ...string) []string
+	// mapping maps the stream to the runner.
+	mapping func(optFns ...func(*esm.StreamOptions)) (*esm.StreamMapping, error)
 }
 
-func newStreamHarness(t *testing.T, bootstrap string) *streamHarness {
-	cfg := moto.Config(t)
-	h := &streamHarness{t: t, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg),
-		dir: t.TempDir(), output: &logline.Buffer{}}
-	h.table, h.streamARN = testenv.StreamTable(t, h.db, "", "id")
+func newHarnessBase(t *testing.T, bootstrap string) *streamHarness {
+	h := &streamHarness{t: t, dir: t.TempDir(), output: &logline.Buffer{}, sqs: sqs.NewFromConfig(moto.Config(t))}
 	var err error
 	h.runner, err = runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
 		o.Timeout = 5 * time.Second
@@ -57,24 +62,63 @@ func newStreamHarness(t *testing.T, bootstrap string) *streamHarness {
 	return h
 }
 
-// put writes items id0, id1, ... with the commands given, in order.
-func (h *streamHarness) put(cmds ...string) {
-	h.t.Helper()
-	for i, c := range cmds {
-		if _, err := h.db.PutItem(h.t.Context(), &dynamodb.PutItemInput{TableName: aws.String(h.table), Item: map[string]types.AttributeValue{
-			"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("id%d", i)}, "cmd": &types.AttributeValueMemberS{Value: c},
-		}}); err != nil {
-			h.t.Fatal(err)
+// newStreamHarness has a table's DynamoDB stream; put writes items id0,
+// id1, ... with the commands in "cmd".
+func newStreamHarness(t *testing.T, bootstrap string) *streamHarness {
+	h := newHarnessBase(t, bootstrap)
+	cfg := moto.Config(t)
+	db, streams := dynamodb.NewFromConfig(cfg), dynamodbstreams.NewFromConfig(cfg)
+	table, arn := testenv.StreamTable(t, db, "", "id")
+	h.streamARN = arn
+	h.put = func(cmds ...string) []string {
+		t.Helper()
+		for i, c := range cmds {
+			if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+				"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("id%d", i)}, "cmd": &types.AttributeValueMemberS{Value: c},
+			}}); err != nil {
+				t.Fatal(err)
+			}
 		}
+		return nil
 	}
+	h.mapping = func(optFns ...func(*esm.StreamOptions)) (*esm.StreamMapping, error) {
+		return esm.NewStream(streams, h.streamARN, h.runner, optFns...)
+	}
+	return h
+}
+
+// newKinesisHarness has a Kinesis data stream of shards shards; put writes
+// records whose data is the command, partition key "k".
+func newKinesisHarness(t *testing.T, bootstrap string, shards int32) *streamHarness {
+	h := newHarnessBase(t, bootstrap)
+	client := kinesis.NewFromConfig(moto.Config(t))
+	h.kinesis = client
+	h.streamARN = testenv.KinesisStream(t, client, shards)
+	h.put = func(cmds ...string) []string {
+		t.Helper()
+		var seqs []string
+		for _, c := range cmds {
+			out, err := client.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamARN: aws.String(h.streamARN), PartitionKey: aws.String("k"), Data: []byte(c)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, aws.ToString(out.SequenceNumber))
+		}
+		return seqs
+	}
+	h.mapping = func(optFns ...func(*esm.StreamOptions)) (*esm.StreamMapping, error) {
+		return esm.NewKinesisStream(client, h.streamARN, h.runner, optFns...)
+	}
+	return h
 }
 
 // run runs the mapping until the stream is empty, within 30 s.
 func (h *streamHarness) run(optFns ...func(*esm.StreamOptions)) (esm.StreamSummary, []esm.StreamBatchResult) {
 	h.t.Helper()
 	var batches []esm.StreamBatchResult
-	m, err := esm.NewStream(h.streams, h.streamARN, h.runner, append([]func(*esm.StreamOptions){func(o *esm.StreamOptions) {
+	m, err := h.mapping(append([]func(*esm.StreamOptions){func(o *esm.StreamOptions) {
 		o.UntilEmpty = true
+		o.Region = "us-east-1"
 		o.OnBatch = func(b esm.StreamBatchResult) { batches = append(batches, b) }
 	}}, optFns...)...)
 	if err != nil {
@@ -111,11 +155,25 @@ func (h *streamHarness) deliveries() (seqs []string, times map[string]int) {
 	return seqs, times
 }
 
+// TestStreamMapping plays Lambda's rules for streams on both kinds of
+// stream, with one shard.
 func TestStreamMapping(t *testing.T) {
 	bootstrap := testenv.Build(t, "./testdata/streamfn")
+	for _, kind := range []struct {
+		name string
+		new  func(t *testing.T) *streamHarness
+	}{
+		{"DynamoDB", func(t *testing.T) *streamHarness { return newStreamHarness(t, bootstrap) }},
+		{"Kinesis", func(t *testing.T) *streamHarness { return newKinesisHarness(t, bootstrap, 1) }},
+	} {
+		t.Run(kind.name, func(t *testing.T) { testStreamRules(t, kind.new) })
+	}
+}
+
+func testStreamRules(t *testing.T, newHarness func(t *testing.T) *streamHarness) {
 
 	t.Run("every record once, in order, in batches of BatchSize", func(t *testing.T) {
-		h := newStreamHarness(t, bootstrap)
+		h := newHarness(t)
 		h.put("ok", "ok", "ok", "ok", "ok")
 		sum, batches := h.run(func(o *esm.StreamOptions) { o.BatchSize = 2; o.ReportBatchItemFailures = true })
 		seqs, times := h.deliveries()
@@ -133,7 +191,7 @@ func TestStreamMapping(t *testing.T) {
 	})
 
 	t.Run("a named record is retried from, the ones before it not", func(t *testing.T) {
-		h := newStreamHarness(t, bootstrap)
+		h := newHarness(t)
 		h.put("ok", "fail@1", "ok")
 		sum, batches := h.run(func(o *esm.StreamOptions) { o.ReportBatchItemFailures = true })
 		seqs, times := h.deliveries()
@@ -148,7 +206,7 @@ func TestStreamMapping(t *testing.T) {
 
 	t.Run("a function error, a crash or an unknown identifier retries the whole batch", func(t *testing.T) {
 		for _, cmd := range []string{"error@1", "crash@1", "badid@1"} {
-			h := newStreamHarness(t, bootstrap)
+			h := newHarness(t)
 			h.put("ok", cmd, "ok")
 			sum, batches := h.run(func(o *esm.StreamOptions) { o.ReportBatchItemFailures = true })
 			seqs, times := h.deliveries()
@@ -159,7 +217,7 @@ func TestStreamMapping(t *testing.T) {
 	})
 
 	t.Run("without ReportBatchItemFailures the answer is not read", func(t *testing.T) {
-		h := newStreamHarness(t, bootstrap)
+		h := newHarness(t)
 		h.put("ok", "fail@1", "ok")
 		sum, _ := h.run()
 		if sum.Retries != 0 || sum.Invocations != 1 {
@@ -168,7 +226,7 @@ func TestStreamMapping(t *testing.T) {
 	})
 
 	t.Run("after MaximumRetryAttempts the rest of the batch is discarded", func(t *testing.T) {
-		h := newStreamHarness(t, bootstrap)
+		h := newHarness(t)
 		h.put("ok", "fail@100", "ok", "ok")
 		sum, batches := h.run(func(o *esm.StreamOptions) {
 			o.ReportBatchItemFailures = true
@@ -180,10 +238,10 @@ func TestStreamMapping(t *testing.T) {
 		if sum.Discarded != 2 || times[seqs[1]] != 3 {
 			t.Errorf("summary %+v, deliveries %v; want the named record delivered 3 times (1 + 2 retries), then it and the record after it discarded", sum, times)
 		}
-		// id2 was discarded with id1, never delivered: the function stops
-		// at the first failure of a batch.
-		if len(last.Records) != 1 || last.Records[0].Change.NewImage["id"].String() != "id3" || times[last.Records[0].Change.SequenceNumber] != 1 {
-			t.Errorf("last batch %v, deliveries %v; want the shard to go on past the discarded records: id3 delivered once", last.Records, times)
+		// The third record was discarded with the second, never
+		// delivered: the function stops at the first failure of a batch.
+		if len(seqs) != 3 || len(last.Records) != 1 || last.Records[0].SequenceNumber() != seqs[2] || times[seqs[2]] != 1 {
+			t.Errorf("records delivered %v, last batch %v, deliveries %v; want the shard to go on past the discarded records: the fourth delivered once", seqs, last.Records, times)
 		}
 	})
 }
@@ -194,4 +252,228 @@ func compareSeq(a, b string) int {
 		return len(a) - len(b)
 	}
 	return strings.Compare(a, b)
+}
+
+// A Kinesis stream of two shards: each shard's records in order, in
+// batches of one shard, each once, in the event Lambda sends.
+func TestKinesisShards(t *testing.T) {
+	h := newKinesisHarness(t, testenv.Build(t, "./testdata/streamfn"), 2)
+	// moto numbers each shard's records 1, 2, ...: unlike Kinesis's, its
+	// sequence numbers are unique in a shard only, so records are told
+	// apart by shard and sequence number.
+	perShard := map[string][]string{}
+	for i := range 12 {
+		out, err := h.kinesis.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamARN: aws.String(h.streamARN), PartitionKey: aws.String(fmt.Sprint("key-", i)), Data: []byte("ok")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, shard := aws.ToString(out.SequenceNumber), aws.ToString(out.ShardId)
+		perShard[shard] = append(perShard[shard], seq)
+	}
+	if len(perShard) != 2 {
+		t.Fatalf("records by shard %v; want records in both shards (moto hashes partition keys as Kinesis does)", perShard)
+	}
+	sum, batches := h.run(func(o *esm.StreamOptions) { o.BatchSize = 4; o.ReportBatchItemFailures = true })
+	if sum.Records != 12 || sum.Retries != 0 {
+		t.Errorf("summary %+v; want 12 records, no retry", sum)
+	}
+	got := map[string][]string{}
+	for _, b := range batches {
+		for _, r := range b.Records {
+			if r.KinesisEventRecord.EventID != b.Shard+":"+r.SequenceNumber() {
+				t.Errorf("batch of shard %s has record %s", b.Shard, r.KinesisEventRecord.EventID)
+			}
+			got[b.Shard] = append(got[b.Shard], r.SequenceNumber())
+		}
+	}
+	for shard, want := range perShard {
+		if !slices.Equal(got[shard], want) {
+			t.Errorf("shard %s delivered %v; want %v, each once, in order", shard, got[shard], want)
+		}
+	}
+
+	// The event as the function got it.
+	b, err := os.ReadFile(filepath.Join(h.dir, "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct{ Records []map[string]any }
+	if err := json.Unmarshal([]byte(strings.SplitN(string(b), "\n", 2)[0]), &ev); err != nil || len(ev.Records) == 0 {
+		t.Fatalf("first event %q: %v", b, err)
+	}
+	rec := ev.Records[0]
+	kin, _ := rec["kinesis"].(map[string]any)
+	seq, _ := kin["sequenceNumber"].(string)
+	first := batches[0].Shard
+	account := strings.Split(h.streamARN, ":")[4]
+	for field, want := range map[string]any{
+		"eventSource": "aws:kinesis", "eventName": "aws:kinesis:record", "eventVersion": "1.0", "awsRegion": "us-east-1",
+		"eventSourceARN": h.streamARN, "eventID": first + ":" + seq,
+		"invokeIdentityArn": "arn:aws:iam::" + account + ":role/lambdakit-local",
+	} {
+		if rec[field] != want {
+			t.Errorf("%s is %v; want %v", field, rec[field], want)
+		}
+	}
+	for field, want := range map[string]any{"data": "b2s=", "partitionKey": "key-", "kinesisSchemaVersion": "1.0"} {
+		if v, _ := kin[field].(string); !strings.HasPrefix(v, want.(string)) {
+			t.Errorf("kinesis.%s is %v; want %v", field, kin[field], want)
+		}
+	}
+	if ts, ok := kin["approximateArrivalTimestamp"].(float64); !ok || time.Since(time.Unix(int64(ts), 0)) > time.Hour {
+		t.Errorf("kinesis.approximateArrivalTimestamp is %v; want the arrival in epoch seconds", kin["approximateArrivalTimestamp"])
+	}
+}
+
+// streamKinds runs test on a DynamoDB stream and on a Kinesis stream of one
+// shard.
+func streamKinds(t *testing.T, test func(t *testing.T, h *streamHarness, infoField string)) {
+	bootstrap := testenv.Build(t, "./testdata/streamfn")
+	t.Run("DynamoDB", func(t *testing.T) { test(t, newStreamHarness(t, bootstrap), "DDBStreamBatchInfo") })
+	t.Run("Kinesis", func(t *testing.T) { test(t, newKinesisHarness(t, bootstrap, 1), "KinesisBatchInfo") })
+}
+
+// onFailure returns a queue for invocation records and a function that
+// takes them off it.
+func (h *streamHarness) onFailure() (*esm.SQSDestination, func() []map[string]any) {
+	url := testenv.Queue(h.t, h.sqs, false, nil)
+	return &esm.SQSDestination{Client: h.sqs, QueueURL: url}, func() []map[string]any {
+		var recs []map[string]any
+		for _, msg := range testenv.Drain(h.t, h.sqs, url) {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(aws.ToString(msg.Body)), &rec); err != nil {
+				h.t.Fatalf("invocation record %s: %v", aws.ToString(msg.Body), err)
+			}
+			recs = append(recs, rec)
+		}
+		return recs
+	}
+}
+
+// A poison record in the middle of a batch of 8: with bisection every
+// other record is delivered and succeeds, and the poison alone is
+// discarded, its invocation record sent; without it, the records after the
+// poison are lost with it.
+func TestStreamBisect(t *testing.T) {
+	streamKinds(t, func(t *testing.T, h *streamHarness, infoField string) {
+		cmds := []string{"ok", "ok", "ok", "ok", "error@100", "ok", "ok", "ok"}
+		h.put(cmds...)
+		dest, received := h.onFailure()
+		sum, batches := h.run(func(o *esm.StreamOptions) {
+			o.BatchSize = 8
+			o.ReportBatchItemFailures = true
+			o.MaximumRetryAttempts = 1
+			o.BisectBatchOnFunctionError = true
+			o.OnFailure = dest
+		})
+		seqs, times := h.deliveries()
+		if len(seqs) != 8 {
+			t.Fatalf("records delivered %v; want all 8", seqs)
+		}
+		poison := seqs[4]
+		succeeded := map[string]bool{}
+		for _, b := range batches {
+			if b.Err == nil && b.RetryFrom == "" {
+				for _, r := range b.Records {
+					succeeded[r.SequenceNumber()] = true
+				}
+			}
+		}
+		for i, s := range seqs {
+			if i != 4 && !succeeded[s] {
+				t.Errorf("record %d (%s) never succeeded; deliveries %v", i, s, times)
+			}
+		}
+		// 8 fails, split 4+4; 4..7 fails, split 2+2; 4,5 fails, split
+		// 1+1; the poison alone is delivered 1 + 1 retry (splits consume
+		// no retries), then discarded.
+		if sum.Bisections != 3 || sum.Discarded != 1 || sum.Sent != 1 || sum.Invocations != 8 || times[poison] != 5 {
+			t.Errorf("summary %+v, poison delivered %d times; want 3 bisections, 8 invocations, the poison delivered 5 times (3 in halves, 2 alone) and discarded alone", sum, times[poison])
+		}
+		recs := received()
+		if len(recs) != 1 {
+			t.Fatalf("invocation records %v; want one", recs)
+		}
+		rec := recs[0]
+		info, _ := rec[infoField].(map[string]any)
+		req, _ := rec["requestContext"].(map[string]any)
+		resp, _ := rec["responseContext"].(map[string]any)
+		last := batches[len(batches)-1]
+		for name, c := range map[string]struct{ got, want any }{
+			"batchSize":              {info["batchSize"], 1.0},
+			"startSequenceNumber":    {info["startSequenceNumber"], poison},
+			"endSequenceNumber":      {info["endSequenceNumber"], poison},
+			"shardId":                {info["shardId"], last.Shard},
+			"streamArn":              {info["streamArn"], h.streamARN},
+			"condition":              {req["condition"], "RetryAttemptsExhausted"},
+			"approximateInvokeCount": {req["approximateInvokeCount"], 2.0},
+			"functionArn":            {req["functionArn"], "arn:aws:lambda:us-east-1:123456789012:function:function"},
+			"statusCode":             {resp["statusCode"], 200.0},
+			"functionError":          {resp["functionError"], "Unhandled"},
+			"executedVersion":        {resp["executedVersion"], "$LATEST"},
+			"version":                {rec["version"], "1.0"},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s is %v; want %v\nrecord %v", name, c.got, c.want, rec)
+			}
+		}
+		for _, f := range []string{"approximateArrivalOfFirstRecord", "approximateArrivalOfLastRecord"} {
+			if _, err := time.Parse(time.RFC3339, fmt.Sprint(info[f])); err != nil {
+				t.Errorf("%s %v: %v", f, info[f], err)
+			}
+		}
+		if _, err := time.Parse(time.RFC3339, fmt.Sprint(rec["timestamp"])); err != nil {
+			t.Errorf("timestamp: %v", err)
+		}
+	})
+}
+
+// Without bisection a named poison record takes the rest of its batch with
+// it: Lambda retries from it, and discards it and every record after it.
+func TestStreamNoBisectLoses(t *testing.T) {
+	streamKinds(t, func(t *testing.T, h *streamHarness, infoField string) {
+		h.put("ok", "ok", "ok", "ok", "fail@100", "ok", "ok", "ok")
+		dest, received := h.onFailure()
+		sum, _ := h.run(func(o *esm.StreamOptions) {
+			o.BatchSize = 8
+			o.ReportBatchItemFailures = true
+			o.MaximumRetryAttempts = 1
+			o.OnFailure = dest
+		})
+		seqs, times := h.deliveries()
+		if sum.Discarded != 4 || len(seqs) != 5 || times[seqs[4]] != 2 {
+			t.Errorf("summary %+v, deliveries %v; want the poison delivered twice, then it and the 3 records after it discarded, never delivered", sum, times)
+		}
+		recs := received()
+		if len(recs) != 1 {
+			t.Fatalf("invocation records %v; want one", recs)
+		}
+		info, _ := recs[0][infoField].(map[string]any)
+		resp, _ := recs[0]["responseContext"].(map[string]any)
+		if info["batchSize"] != 4.0 || info["startSequenceNumber"] != seqs[4] || resp["functionError"] != nil {
+			t.Errorf("invocation record %v; want batchSize 4 from the poison, no functionError (the invocation succeeded)", recs[0])
+		}
+	})
+}
+
+// With bisection a partial response splits the batch at the named record:
+// the retry is exactly the records from it to the batch's end, where
+// without it the retry reads a new batch from the named record.
+func TestStreamBisectAtSequenceNumber(t *testing.T) {
+	streamKinds(t, func(t *testing.T, h *streamHarness, _ string) {
+		h.put("ok", "fail@1", "ok", "ok", "ok")
+		_, batches := h.run(func(o *esm.StreamOptions) {
+			o.BatchSize = 4
+			o.ReportBatchItemFailures = true
+			o.BisectBatchOnFunctionError = true
+		})
+		seqs, _ := h.deliveries()
+		var sizes []int
+		for _, b := range batches {
+			sizes = append(sizes, len(b.Records))
+		}
+		if !slices.Equal(sizes, []int{4, 3, 1}) || batches[1].Records[0].SequenceNumber() != seqs[1] {
+			t.Errorf("batches of %v records, the second from %s; want 4, then the 3 from the named record %s, then 1", sizes, batches[1].Records[0].SequenceNumber(), seqs[1])
+		}
+	})
 }

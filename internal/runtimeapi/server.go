@@ -106,9 +106,17 @@ func (o *Options) finish() error {
 		return fmt.Errorf("runtimeapi: memory %d MB is negative", o.MemoryMB)
 	}
 	if o.FunctionARN == "" {
-		o.FunctionARN = "arn:aws:lambda:" + o.Region + ":123456789012:function:" + o.FunctionName
+		o.FunctionARN = DefaultFunctionARN(o.Region, o.FunctionName)
 	}
 	return nil
+}
+
+// DefaultFunctionARN is the ARN a function named name in region has when
+// Options set none: account 123456789012, moto's. Callers that name the
+// function to others (an event source mapping's invocation records) use it
+// so that they name the ARN the function itself sees.
+func DefaultFunctionARN(region, name string) string {
+	return "arn:aws:lambda:" + region + ":123456789012:function:" + name
 }
 
 // InvokeOptions carries the optional parts of one invocation.

@@ -221,7 +221,7 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 			relayBatch++
 			inserts := 0
 			for _, r := range b.Records {
-				if r.EventName == string(events.DynamoDBOperationTypeInsert) {
+				if r.DynamoDBEventRecord != nil && r.DynamoDBEventRecord.EventName == string(events.DynamoDBOperationTypeInsert) {
 					inserts++
 				}
 			}

@@ -1,6 +1,7 @@
 // Command streamfn is a Lambda bootstrap for the stream mapping's tests: a
-// DynamoDB stream function that answers with a partial batch response. Each
-// record's new image holds "cmd", what to do with it:
+// function for a DynamoDB stream or a Kinesis data stream that answers with
+// a partial batch response. Each record says what to do with it, in its new
+// image's "cmd" (DynamoDB) or as its data (Kinesis):
 //
 //	ok       succeed
 //	fail@N   name the record in batchItemFailures on its first N deliveries
@@ -10,11 +11,13 @@
 //
 // A record's deliveries are counted in files under STREAMFN_DIR, one per
 // event ID, so that they survive a crash. It appends one line per record
-// it gets to STREAMFN_DIR/log: "SEQUENCE_NUMBER DELIVERY".
+// it gets to STREAMFN_DIR/log: "SEQUENCE_NUMBER DELIVERY", and each event
+// it gets, as one line of JSON, to STREAMFN_DIR/events.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -26,8 +29,28 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
+// record is what streamfn reads of a record of either kind.
+type record struct {
+	EventID  string `json:"eventID"`
+	DynamoDB *struct {
+		SequenceNumber string                                   `json:"SequenceNumber"`
+		NewImage       map[string]events.DynamoDBAttributeValue `json:"NewImage"`
+	} `json:"dynamodb"`
+	Kinesis *struct {
+		SequenceNumber string `json:"sequenceNumber"`
+		Data           []byte `json:"data"`
+	} `json:"kinesis"`
+}
+
+func (r record) seqAndCmd() (string, string) {
+	if r.Kinesis != nil {
+		return r.Kinesis.SequenceNumber, string(r.Kinesis.Data)
+	}
+	return r.DynamoDB.SequenceNumber, r.DynamoDB.NewImage["cmd"].String()
+}
+
 func delivery(dir, eventID string) int {
-	path := filepath.Join(dir, "n-"+eventID)
+	path := filepath.Join(dir, "n-"+strings.ReplaceAll(eventID, ":", "-"))
 	b, _ := os.ReadFile(path)
 	n, _ := strconv.Atoi(string(b))
 	n++
@@ -35,27 +58,47 @@ func delivery(dir, eventID string) int {
 	return n
 }
 
-func handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	dir := os.Getenv("STREAMFN_DIR")
-	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
-	log, err := os.OpenFile(filepath.Join(dir, "log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+// response is the partial batch response, the same for both kinds.
+type response struct {
+	BatchItemFailures []events.KinesisBatchItemFailure `json:"batchItemFailures"`
+}
+
+func appendLine(path string, line []byte) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.Write(append(line, '\n'))
+	return err
+}
+
+func handle(ctx context.Context, raw json.RawMessage) (response, error) {
+	dir := os.Getenv("STREAMFN_DIR")
+	resp := response{BatchItemFailures: []events.KinesisBatchItemFailure{}}
+	if err := appendLine(filepath.Join(dir, "events"), raw); err != nil {
 		return resp, err
 	}
-	defer log.Close()
+	var ev struct{ Records []record }
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return resp, err
+	}
 	for _, rec := range ev.Records {
 		n := delivery(dir, rec.EventID)
-		fmt.Fprintf(log, "%s %d\n", rec.Change.SequenceNumber, n)
-		cmd, limit, _ := strings.Cut(rec.Change.NewImage["cmd"].String(), "@")
+		seq, c := rec.seqAndCmd()
+		if err := appendLine(filepath.Join(dir, "log"), fmt.Appendf(nil, "%s %d", seq, n)); err != nil {
+			return resp, err
+		}
+		cmd, limit, _ := strings.Cut(c, "@")
 		if max, err := strconv.Atoi(limit); err == nil && n > max {
 			cmd = "ok"
 		}
 		switch cmd {
 		case "fail":
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: rec.Change.SequenceNumber})
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.KinesisBatchItemFailure{ItemIdentifier: seq})
 			return resp, nil
 		case "badid":
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: "no-such-record"})
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.KinesisBatchItemFailure{ItemIdentifier: "no-such-record"})
 			return resp, nil
 		case "error":
 			return resp, errors.New("streamfn: error asked by " + rec.EventID)
