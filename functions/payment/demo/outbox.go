@@ -208,13 +208,18 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 		return out, err
 	}
 	defer relayRunner.Close()
-	fmt.Fprintf(d.out, "   relay %s on the outbox stream (batch size %d, ReportBatchItemFailures %v, MaximumRetryAttempts %d; this run takes the place of its mapping, disabled)\n",
-		relay.Name, rm.batchSize, rm.reportFailures, rm.maxRetries)
+	if !strings.HasSuffix(rm.onFailure, ":"+failuresURL[strings.LastIndex(failuresURL, "/")+1:]) {
+		return out, fmt.Errorf("relay %s: on-failure destination %q; want the stack's failure queue %s", relay.Name, rm.onFailure, failuresURL)
+	}
+	fmt.Fprintf(d.out, "   relay %s on the outbox stream (batch size %d, ReportBatchItemFailures %v, MaximumRetryAttempts %d, BisectBatchOnFunctionError %v, on failure the stack's failure queue; this run takes the place of its mapping, disabled)\n",
+		relay.Name, rm.batchSize, rm.reportFailures, rm.maxRetries, rm.bisect)
 	relayBatch := 0
 	stream, err := esm.NewStream(dynamodbstreams.NewFromConfig(cfg), streamARN, relayRunner, func(o *esm.StreamOptions) {
 		o.BatchSize = rm.batchSize
 		o.ReportBatchItemFailures = rm.reportFailures
 		o.MaximumRetryAttempts = rm.maxRetries
+		o.BisectBatchOnFunctionError = rm.bisect
+		o.OnFailure = &esm.SQSDestination{Client: st.sqs, QueueURL: failuresURL}
 		o.UntilEmpty = true
 		o.Region = relay.Region
 		o.OnBatch = func(b esm.StreamBatchResult) {
@@ -295,6 +300,8 @@ type relayMapping struct {
 	batchSize      int
 	reportFailures bool
 	maxRetries     int
+	bisect         bool
+	onFailure      string // the destination's ARN
 }
 
 // deployedRelay reads the relay function and its stream mapping back from
@@ -327,6 +334,10 @@ func (d *demo) deployedRelay(ctx context.Context, lc *lambda.Client, name string
 	}
 	rm.batchSize = int(aws.ToInt32(m.BatchSize))
 	rm.reportFailures = slices.Contains(m.FunctionResponseTypes, lambdatypes.FunctionResponseTypeReportBatchItemFailures)
+	rm.bisect = aws.ToBool(m.BisectBatchOnFunctionError)
+	if m.DestinationConfig != nil && m.DestinationConfig.OnFailure != nil {
+		rm.onFailure = aws.ToString(m.DestinationConfig.OnFailure.Destination)
+	}
 	rm.maxRetries = -1
 	if m.MaximumRetryAttempts != nil {
 		rm.maxRetries = int(*m.MaximumRetryAttempts)
