@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -70,5 +71,30 @@ func TestStagedOnlyRunsFirstAndCommitsOnce(t *testing.T) {
 	}
 	if applied != 1 {
 		t.Errorf("staged write applied %d times; want 1", applied)
+	}
+}
+
+// Under StagedOnly a payload mismatch is found after the handler ran, at
+// the commit; it is still the message's own (poison), not the handler's,
+// which a retry could get past.
+func TestStagedOnlyMismatchIsPoison(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	ran := 0
+	newHandler := func() lambdakit.Handler {
+		return lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
+			o.StagedOnly, o.Logger = true, slog.New(slog.DiscardHandler)
+		})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { ran++; return nil, nil }))
+	}
+	first := lambdakittest.Message(`{"id":"k","amount":1}`)
+	if _, err := newHandler().Handle(t.Context(), &first); err != nil {
+		t.Fatal(err)
+	}
+	other := lambdakittest.Message(`{"id":"k","amount":2}`)
+	_, err := newHandler().Handle(t.Context(), &other) // another container
+	if !errors.Is(err, lambdakit.ErrPayloadMismatch) || !lambdakit.IsPoison(err) || ran != 2 {
+		t.Errorf("got %v (poison %v) after %d runs; want a poison ErrPayloadMismatch after the second run", err, lambdakit.IsPoison(err), ran)
+	}
+	if c := store.Calls(); c.Commit != 2 || c.Total() != 2 {
+		t.Errorf("calls %+v; want 2 Commits", c)
 	}
 }
