@@ -188,8 +188,9 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
-// defaultTTL is how long a completed record is kept by default, and an
-// in-progress one kept forever (NeverExpire) at most.
+// defaultTTL is how long a completed record is kept by default, and how
+// long an in-progress record is kept when completed ones are kept forever
+// (NeverExpire).
 const defaultTTL = 7 * 24 * time.Hour
 
 // NeverExpire, as Options.TTL, keeps completed records forever.
