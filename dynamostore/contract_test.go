@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 	"github.com/lambdakit/lambdakit/lambdakit/storetest"
@@ -56,4 +57,23 @@ func TestEmptyResultDuplicateLogsTheSameOutcomeOnBothStores(t *testing.T) {
 	if outcome["dynamostore"] != outcome["MemoryStore"] {
 		t.Errorf("duplicate's outcome: dynamostore %q, MemoryStore %q; want the same", outcome["dynamostore"], outcome["MemoryStore"])
 	}
+}
+
+// The Committer contract and the engine's cheaper modes, on DynamoDB as on
+// the memory store.
+func TestCommitContract(t *testing.T) {
+	f := setup(t)
+	storetest.RunCommitContract(t, func(*testing.T) lambdakit.Store { return f.store })
+}
+
+func TestModeChecks(t *testing.T) {
+	f := setup(t)
+	storetest.RunModeChecks(t, func(*testing.T) lambdakit.Store { return f.store },
+		func(attrs map[string]string) any {
+			m := make(map[string]types.AttributeValue, len(attrs))
+			for k, v := range attrs {
+				m[k] = &types.AttributeValueMemberS{Value: v}
+			}
+			return m
+		})
 }

@@ -32,6 +32,9 @@ const maxNumberSize = 21
 // would fail the whole completion rather than just its cached result.
 func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
 	if len(rec.Data) == 0 {
+		// An item too large fails the completion all the same, as one
+		// no retry changes (ValidationException): only a result can be
+		// dropped to make it fit.
 		return nil
 	}
 	if !utf8.Valid(rec.Data) {
@@ -62,7 +65,47 @@ func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	if rec.Failure != "" {
 		n += len(s.o.FailureAttr) + len(rec.Failure)
 	}
+	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
+		for name, v := range attrs {
+			n += len(name) + valueSize(v)
+		}
+	}
 	return n
+}
+
+// valueSize is an upper bound on the size DynamoDB counts for one
+// attribute value: strings and binaries by length, numbers at most
+// maxNumberSize, lists and maps 3 bytes plus 1 per element plus the
+// elements, sets the sum of their elements.
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return maxNumberSize
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberSS:
+		return lengths(v.Value)
+	case *types.AttributeValueMemberNS:
+		return maxNumberSize * len(v.Value)
+	case *types.AttributeValueMemberBS:
+		return lengths(v.Value)
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for name, e := range v.Value {
+			n += 1 + len(name) + valueSize(e)
+		}
+		return n
+	default: // BOOL, NULL
+		return 1
+	}
 }
 
 // decode reads a record item. Attributes that are absent leave their field
@@ -145,4 +188,13 @@ func (d *decoder) num(name string) (int64, bool) {
 		d.fail(name, v, "a number")
 		return 0, false
 	}
+}
+
+// lengths is the sum of the lengths of a set's elements.
+func lengths[E string | []byte](set []E) int {
+	n := 0
+	for _, e := range set {
+		n += len(e)
+	}
+	return n
 }

@@ -86,34 +86,47 @@ func permanentReason(code string) bool {
 }
 
 func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRecord, update *types.Update) error {
+	failed, err := s.transact(ctx, rec, types.TransactWriteItem{Update: update})
+	if failed != nil {
+		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
+	}
+	return err
+}
+
+// transact writes record, the write of rec's own item, and rec's staged
+// writes, in one TransactWriteItems. When DynamoDB cancels it for
+// record's condition, it returns that reason (with the item, when
+// record asked for it), and no error: what that means is the caller's
+// to say.
+func (s *Store) transact(ctx context.Context, rec lambdakit.IdempotencyRecord, record types.TransactWriteItem) (failed *types.CancellationReason, err error) {
 	if n := 1 + len(rec.Staged); n > maxTransactItems {
-		return fmt.Errorf("dynamostore: complete %s: %d staged writes and the completion exceed the %d writes of a DynamoDB transaction: %w",
+		return nil, fmt.Errorf("dynamostore: complete %s: %d staged writes and the record exceed the %d writes of a DynamoDB transaction: %w",
 			rec.ID, len(rec.Staged), maxTransactItems, lambdakit.ErrStagingUnsupported)
 	}
-	// The completion goes first, so that its cancellation reason is
-	// always the first one.
+	// The record goes first, so that its cancellation reason is always
+	// the first one.
 	items := make([]types.TransactWriteItem, 1, 1+len(rec.Staged))
-	items[0] = types.TransactWriteItem{Update: update}
+	items[0] = record
 	for i, op := range rec.Staged {
 		w, ok := op.(types.TransactWriteItem)
 		if !ok {
-			return fmt.Errorf("dynamostore: complete %s: staged write %d is a %T, not a types.TransactWriteItem (use dynamostore.Stage): %w",
+			return nil, fmt.Errorf("dynamostore: complete %s: staged write %d is a %T, not a types.TransactWriteItem (use dynamostore.Stage): %w",
 				rec.ID, i, op, lambdakit.ErrStagingUnsupported)
 		}
 		items = append(items, w)
 	}
-	_, err := s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
-		return nil
+		return nil, nil
 	}
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
 		reasons := canceled.CancellationReasons
 		if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
-			return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
+			return &reasons[0], nil
 		}
 		if len(reasons) > 0 && permanentReason(aws.ToString(reasons[0].Code)) {
-			return rejectedErr(rec.ID, err)
+			return nil, rejectedErr(rec.ID, err)
 		}
 		// The write to report: one whose reason no retry changes, if
 		// any (so that a conflict on another write cannot hide it),
@@ -129,7 +142,7 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 			}
 		}
 		if pick > 0 {
-			return &StagedWriteError{
+			return nil, &StagedWriteError{
 				ID:      rec.ID,
 				Index:   pick - 1,
 				Write:   items[pick],
@@ -140,9 +153,9 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 		}
 	}
 	if invalid(err) {
-		return rejectedErr(rec.ID, err)
+		return nil, rejectedErr(rec.ID, err)
 	}
-	return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
+	return nil, fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 }
 
 // describe names a write for an error message: its kind and table.

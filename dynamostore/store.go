@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -187,15 +190,55 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 // stops counting exactly when Record.Live says it does, never earlier.
 func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	rec = rec.Rounded()
+	rec.Status = lambdakit.StatusInProgress
+	rec.Data, rec.Failure, rec.Item = nil, "", nil
+	put := s.creation(rec, now)
+	_, err := s.client.PutItem(ctx, putInput(put))
+	if err == nil {
+		return lambdakit.IdempotencyRecord{}, true, nil
+	}
+	var failed *types.ConditionalCheckFailedException
+	if !errors.As(err, &failed) {
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: %w", rec.ID, err)
+	}
+	existing, err := s.holder(rec.ID, failed.Item)
+	if err != nil {
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: %w", rec.ID, err)
+	}
+	return existing, false, nil
+}
+
+// creation is the conditional put that creates rec, with its item's
+// attributes, unless a live record holds its key: Acquire's lock, and
+// Commit's completed record.
+func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.Put {
 	item := s.key(rec.ID)
-	item[s.o.StatusAttr] = str(string(lambdakit.StatusInProgress))
-	item[s.o.ExpirationAttr] = num(rec.Expiration.Unix())
-	item[s.o.InProgressExpirationAttr] = num(rec.InProgressExpiration.UnixMilli())
+	// The handler's attributes first, so that the record's own, which
+	// CheckItem keeps them from naming, could never be overwritten.
+	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
+		for name, v := range attrs {
+			item[name] = v
+		}
+		item[s.o.KeyAttr] = str(rec.ID)
+	}
+	item[s.o.StatusAttr] = str(string(rec.Status))
 	item[s.o.LeaseAttr] = str(rec.Lease)
+	if !rec.Expiration.IsZero() { // none: kept forever
+		item[s.o.ExpirationAttr] = num(rec.Expiration.Unix())
+	}
+	if !rec.InProgressExpiration.IsZero() {
+		item[s.o.InProgressExpirationAttr] = num(rec.InProgressExpiration.UnixMilli())
+	}
 	if rec.Validation != "" {
 		item[s.o.ValidationAttr] = str(rec.Validation)
 	}
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	if len(rec.Data) > 0 {
+		item[s.o.DataAttr] = str(string(rec.Data))
+	}
+	if rec.Failure != "" {
+		item[s.o.FailureAttr] = str(rec.Failure)
+	}
+	return &types.Put{
 		TableName:                aws.String(s.table),
 		Item:                     item,
 		ConditionExpression:      aws.String(acquireCondition),
@@ -205,23 +248,35 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 			":now_ms":     num(now.UnixMilli()),
 			":inprogress": str(string(lambdakit.StatusInProgress)),
 		},
+		// The live record comes back with the failed condition: no
+		// read needed to tell a duplicate from work in progress.
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return lambdakit.IdempotencyRecord{}, true, nil
 	}
-	var failed *types.ConditionalCheckFailedException
-	if !errors.As(err, &failed) {
-		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: %w", rec.ID, err)
+}
+
+// putInput is put as a request of its own.
+func putInput(put *types.Put) *dynamodb.PutItemInput {
+	return &dynamodb.PutItemInput{
+		TableName:                           put.TableName,
+		Item:                                put.Item,
+		ConditionExpression:                 put.ConditionExpression,
+		ExpressionAttributeNames:            put.ExpressionAttributeNames,
+		ExpressionAttributeValues:           put.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailure(put.ReturnValuesOnConditionCheckFailure),
 	}
-	if len(failed.Item) == 0 {
-		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: a live record holds the key, but DynamoDB did not return it (ReturnValuesOnConditionCheckFailure ignored?)", rec.ID)
+}
+
+// holder reads the live record that failed the creation of record id,
+// as DynamoDB returned it with the failed condition.
+func (s *Store) holder(id string, item map[string]types.AttributeValue) (lambdakit.IdempotencyRecord, error) {
+	if len(item) == 0 {
+		return lambdakit.IdempotencyRecord{}, errors.New("a live record holds the key, but DynamoDB did not return it (ReturnValuesOnConditionCheckFailure ignored?)")
 	}
-	existing, err := s.decode(failed.Item)
+	existing, err := s.decode(item)
 	if err != nil {
-		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: acquire %s: reading the live record: %w", rec.ID, err)
+		return lambdakit.IdempotencyRecord{}, fmt.Errorf("reading the live record: %w", err)
 	}
-	return existing, false, nil
+	return existing, nil
 }
 
 // Complete marks the record completed with rec.Expiration, rec.Data and,
@@ -237,6 +292,9 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 // transaction holds. A staged write that DynamoDB rejects makes the whole
 // transaction fail with a *StagedWriteError.
 func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
+	if err := s.checkItem(rec); err != nil {
+		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
+	}
 	if err := s.checkStorable(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
@@ -283,12 +341,21 @@ func invalid(err error) bool {
 // completion is the fenced update that completes rec, in the form a
 // transaction takes; UpdateItem takes the same fields.
 func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
-	set := nStatus + " = :completed, " + nExpiration + " = :exp"
+	set := nStatus + " = :completed"
+	var remove []string
 	names := []string{nStatus, nExpiration, nLease}
 	values := map[string]types.AttributeValue{
 		":completed": str(string(lambdakit.StatusCompleted)),
-		":exp":       num(rec.Expiration.Unix()),
 		":lease":     str(rec.Lease),
+	}
+	if rec.Expiration.IsZero() {
+		// Kept forever: without its TTL attribute, DynamoDB never
+		// deletes the item, and the acquire condition never finds it
+		// expired.
+		remove = append(remove, nExpiration)
+	} else {
+		set += ", " + nExpiration + " = :exp"
+		values[":exp"] = num(rec.Expiration.Unix())
 	}
 	if rec.Validation != "" {
 		set += ", " + nValidation + " = :validation"
@@ -300,23 +367,38 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		names = append(names, nFailure)
 		values[":failure"] = str(rec.Failure)
 	}
-	expr := "SET " + set
 	names = append(names, nData)
 	if len(rec.Data) > 0 {
-		expr += ", " + nData + " = :data"
+		set += ", " + nData + " = :data"
 		values[":data"] = str(string(rec.Data))
 	} else {
 		// A record completed again without a result must not keep
 		// replaying the previous one. An empty result is no result, as
 		// in lambdakit.Store's contract.
-		expr += " REMOVE " + nData
+		remove = append(remove, nData)
+	}
+	attrNames := s.attrNames(names...)
+	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
+		// The handler's item, onto the record's: placeholders for
+		// every name, in a fixed order so that a retried request is the
+		// same request.
+		for i, name := range slices.Sorted(maps.Keys(attrs)) {
+			n, v := "#i"+strconv.Itoa(i), ":i"+strconv.Itoa(i)
+			set += ", " + n + " = " + v
+			attrNames[n] = name
+			values[v] = attrs[name]
+		}
+	}
+	expr := "SET " + set
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
 	}
 	return &types.Update{
 		TableName:                 aws.String(s.table),
 		Key:                       s.key(rec.ID),
 		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String(nLease + " = :lease"),
-		ExpressionAttributeNames:  s.attrNames(names...),
+		ExpressionAttributeNames:  attrNames,
 		ExpressionAttributeValues: values,
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // RecordID returns the ID of the idempotency record of key, for the
@@ -31,8 +33,26 @@ func KeyHash(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// recordID is RecordID with the engine's prefix.
-func (e *Once) recordID(key string) string { return RecordID(e.opts.Prefix, key) }
+// maxReadableID is the longest ID ReadableIDs allows: DynamoDB's limit on
+// a partition key, 2048 bytes.
+const maxReadableID = 2048
+
+// recordID is the ID of key's record: RecordID with the engine's prefix,
+// or with ReadableIDs "<Prefix>#<key>", refused with ErrInvalidKey when
+// it cannot be a DynamoDB key. (A hashed ID always can.)
+func (e *Once) recordID(key string) (string, error) {
+	if !e.opts.ReadableIDs {
+		return RecordID(e.opts.Prefix, key), nil
+	}
+	id := e.opts.Prefix + "#" + key
+	switch {
+	case len(id) > maxReadableID:
+		return "", fmt.Errorf("%w: with ReadableIDs, the record ID of a key of %d bytes would be %d bytes, over DynamoDB's %d-byte key limit", ErrInvalidKey, len(key), len(id), maxReadableID)
+	case !utf8.ValidString(key):
+		return "", fmt.Errorf("%w: with ReadableIDs, the key must be UTF-8 text, as a DynamoDB key is", ErrInvalidKey)
+	}
+	return id, nil
+}
 
 // newLease returns a token for a lease acquired at now: the time in epoch
 // milliseconds, a dot and 128 random bits. The random part fences owners

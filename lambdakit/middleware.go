@@ -63,7 +63,10 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		}
 		return nil, err
 	}
-	id := m.recordID(key)
+	id, err := m.recordID(key)
+	if err != nil {
+		return nil, poison(msg, err) // its key can never be a record's ID
+	}
 	var validation string
 	if m.opts.Payload != nil {
 		p, err := m.opts.Payload(msg)
@@ -77,13 +80,18 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 		}
 		validation = KeyHash(p)
 	}
-	ran := false
+	handlerMismatch := false
 	out, err := m.do(ctx, id, validation,
 		func(now time.Time) (IdempotencyRecord, bool) { return m.prefetched(ctx, msg, id, now) },
-		func(ctx context.Context) ([]byte, error) { ran = true; return m.next.Handle(ctx, msg) })
-	if !ran && errors.Is(err, ErrPayloadMismatch) {
-		// This message's key was used with another payload. Had the
-		// handler run, the mismatch would be one its own code met (a
+		func(ctx context.Context) ([]byte, error) {
+			out, err := m.next.Handle(ctx, msg)
+			handlerMismatch = errors.Is(err, ErrPayloadMismatch)
+			return out, err
+		})
+	if !handlerMismatch && errors.Is(err, ErrPayloadMismatch) {
+		// This message's key was used with another payload: found
+		// before the handler ran, or after it under StagedOnly. A
+		// mismatch the handler returned is one its own code met (a
 		// nested Once, say), which a retry may get past.
 		err = poison(msg, err)
 	}

@@ -30,8 +30,36 @@ type Options struct {
 	// event source mapping disabled), then the dead-letter queue's (a FIFO
 	// queue restarts the clock there; up to 14 days), then the source
 	// queue's again after a redrive. So: 2 x source retention + DLQ
-	// retention + a margin.
+	// retention + a margin. NeverExpire (any negative TTL) keeps
+	// completed records forever, with no expiration stored: for records
+	// that live on business items (SetItem) that must stay, and for work
+	// that must never be repeated, such as a payment. An in-progress
+	// record still ends with its lease, and expires after the default
+	// TTL if its owner died, so that an orphaned lock does not stay.
 	TTL time.Duration
+	// ReadableIDs makes record IDs "<Prefix>#<key>", the key itself,
+	// rather than "<Prefix>#<sha256 of key>": the record can then live on
+	// the business item, found by its business key (see SetItem). A key
+	// whose ID cannot be a DynamoDB key safely (longer than 2048 bytes
+	// with the prefix, or not UTF-8) fails with ErrInvalidKey. Changing
+	// it changes every ID: records kept under the other form are not
+	// found.
+	ReadableIDs bool
+	// StagedOnly runs the handler before any store request, and then
+	// creates its completed record, with its staged writes (Stage) and
+	// item (SetItem), in one request: one write unit for a record with
+	// its item under 1 KB. It needs a store that implements Committer
+	// (NewOnce panics otherwise).
+	//
+	// Only for handlers whose every effect is a write they stage. Such a
+	// handler may run more than once, and at the same time as a duplicate
+	// of its message in another container: only the first to commit
+	// writes anything; the others find its record and replay its result.
+	// So it may read (a balance, a price) and compute; it must not call
+	// out (a payment gateway, an email, a queue), nor write anything it
+	// does not stage. A duplicate that lost the race costs one failed
+	// conditional write, and its handler's writes are never applied.
+	StagedOnly bool
 	// Payload selects what must match between messages with one key.
 	// Default (nil) PayloadBody. Set DisableValidation to skip the check.
 	Payload PayloadFunc
@@ -76,11 +104,13 @@ type Options struct {
 // deployed function with idempotency off repeats its work for every
 // duplicate.
 type Once struct {
-	store    Store
-	getter   BatchGetter // nil when the store cannot read ahead
-	opts     Options
-	state    *idempotencyState
-	disabled bool // by POWERTOOLS_IDEMPOTENCY_DISABLED, read by NewOnce
+	store     Store
+	getter    BatchGetter // nil when the store cannot read ahead
+	items     ItemStore   // nil when the store cannot write a handler's item
+	committer Committer   // nil when the store cannot commit in one request
+	opts      Options
+	state     *idempotencyState
+	disabled  bool // by POWERTOOLS_IDEMPOTENCY_DISABLED, read by NewOnce
 }
 
 // envDisabled turns idempotency off: see Once.
@@ -109,7 +139,7 @@ type idempotencyState struct {
 func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	o := Options{
 		Prefix:               os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
-		TTL:                  7 * 24 * time.Hour,
+		TTL:                  defaultTTL,
 		Payload:              PayloadBody,
 		LeaseWithoutDeadline: 15 * time.Minute,
 		Now:                  time.Now,
@@ -120,8 +150,8 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	if o.Prefix == "" {
 		o.Prefix = "lambdakit"
 	}
-	if o.TTL <= 0 {
-		o.TTL = 7 * 24 * time.Hour
+	if o.TTL == 0 {
+		o.TTL = defaultTTL
 	}
 	// One way to turn validation off: DisableValidation. A nil Payload
 	// means the default, like every other zero field.
@@ -147,8 +177,51 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 			slog.String("prefix", o.Prefix), slog.String(envDisabled, os.Getenv(envDisabled)))
 	}
 	getter, _ := store.(BatchGetter)
-	return &Once{store: store, getter: getter, opts: o, disabled: disabled,
+	items, _ := store.(ItemStore)
+	committer, _ := store.(Committer)
+	if o.StagedOnly && committer == nil {
+		// A configuration that can never work: fail as the function
+		// starts, not on its first message.
+		panic(fmt.Sprintf("lambdakit: Options.StagedOnly needs a store that implements lambdakit.Committer; %T does not", store))
+	}
+	return &Once{store: store, getter: getter, items: items, committer: committer, opts: o, disabled: disabled,
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
+}
+
+// defaultTTL is how long a completed record is kept by default, and how
+// long an in-progress record is kept when completed ones are kept forever
+// (NeverExpire).
+const defaultTTL = 7 * 24 * time.Hour
+
+// NeverExpire, as Options.TTL, keeps completed records forever.
+const NeverExpire time.Duration = -1
+
+// forever reports whether completed records are kept forever.
+func (e *Once) forever() bool { return e.opts.TTL < 0 }
+
+// lockTTL is how long an in-progress record is kept, from its lock: the
+// TTL, or for records kept forever the default, so that the lock of an
+// owner that died does not stay forever.
+func (e *Once) lockTTL() time.Duration {
+	if e.forever() {
+		return defaultTTL
+	}
+	return e.opts.TTL
+}
+
+// completedExpiration is the expiration of a record completed at now
+// that was locked until expiration: the TTL counted from the completion
+// (zero: never, with NeverExpire). A handler that ran for minutes must
+// not shorten how long its work is remembered, nor may a record expire
+// before its lock would have.
+func (e *Once) completedExpiration(now, expiration time.Time) time.Time {
+	if e.forever() {
+		return time.Time{}
+	}
+	if done := now.Add(e.opts.TTL); done.After(expiration) {
+		return roundUp(done, time.Second)
+	}
+	return expiration
 }
 
 // Do runs fn at most once to completion per key, and returns its result, or
@@ -177,7 +250,11 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 //
 // The SQS middleware (Idempotent) and Do keep records alike: a key given
 // to Do is the key a KeyFunc would derive, and its record ID is
-// "<Prefix>#<sha256 hex of key>".
+// "<Prefix>#<sha256 hex of key>" ("<Prefix>#<key>" with ReadableIDs).
+//
+// With StagedOnly, fn runs first, before any store request, and its
+// record is created completed with its writes in one request (see
+// Options.StagedOnly).
 func (e *Once) Do(ctx context.Context, key string, payload []byte, fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	if e.disabled {
 		return fn(ctx)
@@ -193,7 +270,11 @@ func (e *Once) Do(ctx context.Context, key string, payload []byte, fn func(conte
 		}
 		validation = KeyHash(p)
 	}
-	return e.do(ctx, e.recordID(key), validation, nil, fn)
+	id, err := e.recordID(key)
+	if err != nil {
+		return nil, err
+	}
+	return e.do(ctx, id, validation, nil, fn)
 }
 
 // DoTyped is Do for typed requests and results: req, as JSON, is the payload,
@@ -325,6 +406,9 @@ func (e *Once) lead(ctx context.Context, f *flight, id, validation string, now t
 // record as stored; when the key was completed before, duplicate is true
 // and rec is the stored record.
 func (e *Once) execute(ctx context.Context, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+	if e.opts.StagedOnly {
+		return e.runFirst(ctx, id, validation, now, fn)
+	}
 	rec = e.lockRecord(ctx, id, validation, now)
 	existing, held, err := e.lock(ctx, rec, now)
 	if err != nil {
@@ -336,34 +420,89 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	cctx, cancel := e.cleanupContext(ctx, rec)
 	defer cancel()
 
-	st := &stage{recordID: rec.ID}
+	result, staged, item, err := e.runHandler(ctx, rec, fn, func() {
+		// Free the key as after a panic, so that a retry need not wait
+		// for the lease to end.
+		_ = e.release(cctx, id, rec.Lease)
+	})
+	if err != nil {
+		return nil, IdempotencyRecord{}, false, e.unlock(cctx, rec, err)
+	}
+	if rec, err = e.commit(ctx, cctx, rec, result, staged, item); err != nil {
+		return nil, IdempotencyRecord{}, false, err
+	}
+	return result, rec, false, nil
+}
+
+// runHandler runs fn for rec, with a stage of its own, and returns its
+// result and what it staged. onGoexit runs if fn calls runtime.Goexit,
+// which unwinds the caller's goroutine past the rest of its work, after
+// fn's context has ended.
+func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func()) (result []byte, staged []any, item any, err error) {
+	st := &stage{recordID: rec.ID, items: e.items}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
 	result, err = call(fctx, fn, func() {
-		// fn called runtime.Goexit, which unwinds this goroutine past
-		// the rest of execute: end fn's context, and free the key as after
-		// a panic, so that a retry need not wait for the lease to end.
 		stop()
 		st.close()
-		_ = e.release(cctx, id, rec.Lease)
+		onGoexit()
 	})
 	// From here on Stage fails: the writes are committed, or dropped, with
 	// what the handler staged so far, and a write staged later (by a
 	// goroutine the handler left running) must not vanish silently.
-	staged := st.close()
+	staged, item = st.close()
 	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
 		// The work is done; only its result could not be encoded
 		// (TypedResult, DoTyped). Complete without it, as when the store
-		// cannot keep it: releasing would run the work again.
-		e.resultNotCached(ctx, id, err)
+		// cannot keep it: failing would run the work again.
+		e.resultNotCached(ctx, rec.ID, err)
 		result, err = nil, nil
 	}
+	return result, staged, item, err
+}
+
+// runFirst is execute under StagedOnly: fn runs before any store request,
+// then one Commit creates its record, completed, with fn's writes. A live
+// record found instead is a duplicate (completed) or work in progress
+// elsewhere (a two-step owner's lock), and fn's writes, never applied,
+// are dropped. Nothing is locked, so nothing is released: a failure of fn
+// or of the store leaves the key as it was.
+func (e *Once) runFirst(ctx context.Context, id, validation string, now time.Time, fn func(context.Context) ([]byte, error)) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+	// The lease bounds fn's context as it does a two-step owner's, and
+	// marks the record as this call's, should a retried request find it.
+	rec = e.lockRecord(ctx, id, validation, now)
+	result, staged, item, err := e.runHandler(ctx, rec, fn, func() {})
 	if err != nil {
-		return nil, IdempotencyRecord{}, false, e.unlock(cctx, rec, err)
-	}
-	if rec, err = e.commit(ctx, cctx, rec, result, staged); err != nil {
 		return nil, IdempotencyRecord{}, false, err
 	}
+	done := e.opts.Now()
+	rec.Status = StatusCompleted
+	rec.InProgressExpiration = time.Time{}
+	rec.Expiration = e.completedExpiration(done, time.Time{})
+	rec.Data, rec.Staged, rec.Item = result, staged, item
+	existing, created, err := e.commitFirst(ctx, rec, done)
+	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
+		e.resultNotCached(ctx, id, err)
+		rec.Data = nil
+		existing, created, err = e.commitFirst(ctx, rec, done)
+	}
+	if err != nil {
+		if rejected(err) {
+			// No retry can commit these writes; nothing was applied,
+			// so the message can go to the dead-letter queue as it is.
+			err = Permanent(err)
+		}
+		return nil, IdempotencyRecord{}, false, err
+	}
+	// Our own record, from an attempt whose answer was lost: the writes
+	// are applied, once.
+	own := existing.Lease == rec.Lease && existing.Status == StatusCompleted
+	if !created && !own {
+		return e.taken(existing, validation)
+	}
+	rec.Staged, rec.Item = nil, nil
+	rec.Data = bytes.Clone(rec.Data)
+	e.state.cache.put(rec)
 	return result, rec, false, nil
 }
 
@@ -377,7 +516,7 @@ func (e *Once) lockRecord(ctx context.Context, id, validation string, now time.T
 	}
 	// The record must not expire while its owner may still be running,
 	// whatever the TTL.
-	expiration := now.Add(e.opts.TTL)
+	expiration := now.Add(e.lockTTL())
 	if deadline.After(expiration) {
 		expiration = deadline
 	}
@@ -421,6 +560,11 @@ func (e *Once) taken(existing IdempotencyRecord, validation string) (result []by
 	case existing.Status == StatusCompleted:
 		e.state.cache.put(existing)
 		return nil, existing, true, nil
+	case existing.Status != StatusInProgress:
+		// An item under the record's key that no engine wrote: with
+		// ReadableIDs, a business item written by other code. It must
+		// not be overwritten, nor taken for work in progress.
+		return nil, IdempotencyRecord{}, false, fmt.Errorf("lambdakit: the item under record ID %s is no idempotency record (status %q): something else wrote it", existing.ID, existing.Status)
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
 		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
 	default:
@@ -473,17 +617,12 @@ func (e *Once) unlock(cctx context.Context, rec IdempotencyRecord, err error) er
 // commit completes rec with fn's result and staged writes: from then on
 // the work is done for every container, and is never run again. It returns
 // the record as stored.
-func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result []byte, staged []any) (IdempotencyRecord, error) {
+func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result []byte, staged []any, item any) (IdempotencyRecord, error) {
 	rec.Status = StatusCompleted
 	rec.Data = result
 	rec.Staged = staged
-	// The TTL counts from the completion, not from the lock: a handler
-	// that ran for minutes must not shorten how long its work is
-	// remembered.
-	if done := e.opts.Now().Add(e.opts.TTL); done.After(rec.Expiration) {
-		rec.Expiration = done
-		rec = rec.Rounded()
-	}
+	rec.Item = item
+	rec.Expiration = e.completedExpiration(e.opts.Now(), rec.Expiration)
 	err := e.complete(cctx, rec)
 	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
 		// The work is done; forgetting that would repeat it. Complete
@@ -511,7 +650,7 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 	// could not be kept, so that a duplicate gets the same answer in
 	// every container), and it must not share the handler's buffer, which
 	// the handler may reuse for another message's result.
-	rec.Staged = nil
+	rec.Staged, rec.Item = nil, nil
 	rec.Data = bytes.Clone(rec.Data)
 	e.state.cache.put(rec)
 	return rec, nil
@@ -555,7 +694,7 @@ func (e *Once) reject(ctx context.Context, rec IdempotencyRecord, cause error) e
 	if !errors.Is(cause, ErrCompletionRejected) {
 		cause = fmt.Errorf("%w: %w", ErrCompletionRejected, cause)
 	}
-	rec.Staged, rec.Data = nil, nil
+	rec.Staged, rec.Data, rec.Item = nil, nil, nil
 	rec.Failure = truncate(cause.Error(), maxFailure)
 	// The failure must be recorded: without it, the next delivery after
 	// the lease ends runs the work again. So a transient store error is
@@ -650,6 +789,14 @@ func (e *Once) complete(ctx context.Context, rec IdempotencyRecord) (err error) 
 		err = pe
 	}
 	return storeErr("complete", err)
+}
+
+func (e *Once) commitFirst(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, created bool, err error) {
+	defer noteFrom(ctx).storeCall(time.Now())
+	if pe := protect(func() { existing, created, err = e.committer.Commit(ctx, rec, now) }, nil); pe != nil {
+		return IdempotencyRecord{}, false, storeErr("commit", pe)
+	}
+	return existing, created, storeErr("commit", err)
 }
 
 func (e *Once) release(ctx context.Context, id, lease string) (err error) {

@@ -145,8 +145,8 @@ func (m *idempotent) readUncached(ctx context.Context, msgs []events.SQSMessage,
 		if err != nil {
 			continue
 		}
-		id := m.recordID(key)
-		if seen[id] {
+		id, err := m.recordID(key)
+		if err != nil || seen[id] {
 			continue
 		}
 		seen[id] = true

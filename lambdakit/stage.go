@@ -19,9 +19,12 @@ type stageKey struct{}
 // stage is closed: its writes are committed or dropped, and a later one
 // must fail, not vanish.
 type stage struct {
-	recordID string // the record whose completion commits the writes
+	recordID string    // the record whose completion commits the writes
+	items    ItemStore // nil when the store cannot write an item
 	mu       sync.Mutex
 	ops      []any
+	item     any
+	itemSet  bool
 	closed   bool
 }
 
@@ -72,13 +75,60 @@ func (s *stage) add(ops []any) bool {
 	return true
 }
 
-// close closes the stage and returns what was staged.
-func (s *stage) close() []any {
+// close closes the stage and returns what was staged: the writes, and
+// the item (nil when none was set).
+func (s *stage) close() (ops []any, item any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ops := s.ops
-	s.ops, s.closed = nil, true
-	return ops
+	ops, item = s.ops, s.item
+	s.ops, s.item, s.closed = nil, nil, true
+	return ops, item
+}
+
+// ErrItemAlreadySet means SetItem was called a second time in one handler
+// run. The item is declared whole, once: a second call would silently
+// replace or merge what the first declared.
+var ErrItemAlreadySet = errors.New("lambdakit: SetItem called twice in one handler run")
+
+// SetItem declares the attributes of the item the handler produces (a
+// payment, an order), to be written onto the record's own item by its
+// completion: the record then lives on the business item, in the
+// business table, and a new message costs two requests of one write unit
+// each under 1 KB (the lock, and the completion that writes the item),
+// or one with Options.StagedOnly. What item is depends on the store
+// (dynamostore.SetItem takes DynamoDB attributes). Use it with
+// Options.ReadableIDs, so that the item's key is the business key
+// ("<Prefix>#<key>"), and give the record a TTL that suits the item
+// (NeverExpire for one that must stay).
+//
+// It fails, and sets nothing, outside a handler run by Idempotent or Once
+// (ErrNotStaging, as Stage), when the handler already set its item
+// (ErrItemAlreadySet), when the store cannot write one
+// (ErrStagingUnsupported: it does not implement ItemStore), and when the
+// store refuses item (ErrInvalidItem, from ItemStore.CheckItem: an
+// attribute of the record's own, say). If the handler returns an error, the item is dropped with
+// its staged writes, and the record's item, which held only the lock, is
+// deleted.
+func SetItem(ctx context.Context, item any) error {
+	s, ok := ctx.Value(stageKey{}).(*stage)
+	if !ok {
+		return ErrNotStaging
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return fmt.Errorf("%w: the handler has returned, and its record was completed or released without this item", ErrNotStaging)
+	case s.itemSet:
+		return fmt.Errorf("%w (record %s)", ErrItemAlreadySet, s.recordID)
+	case s.items == nil:
+		return fmt.Errorf("%w: the store cannot write a handler's item (it does not implement lambdakit.ItemStore)", ErrStagingUnsupported)
+	}
+	if err := s.items.CheckItem(item); err != nil {
+		return err
+	}
+	s.item, s.itemSet = item, true
+	return nil
 }
 
 // Stage hands writes to the Store, to be committed atomically with the

@@ -20,14 +20,17 @@ const (
 // handler runs, and the cached outcome after it completed. (Not an SQS
 // record: those are events.SQSMessage.)
 type IdempotencyRecord struct {
-	// ID is the store key: "<prefix>#<sha256 hex of the idempotency key>".
+	// ID is the store key: "<prefix>#<sha256 hex of the idempotency
+	// key>", or with Options.ReadableIDs "<prefix>#<key>".
 	ID string
 	// Status is StatusInProgress while the owner runs the handler, then
 	// StatusCompleted.
 	Status IdempotencyStatus
 	// Expiration is when the record stops counting, whatever its status.
 	// Stores keep it rounded up to the whole second (the DynamoDB TTL
-	// attribute is in seconds); see Rounded.
+	// attribute is in seconds); see Rounded. Zero on a completed record
+	// means it never expires (Options.TTL NeverExpire): stores keep no
+	// expiration for it.
 	Expiration time.Time
 	// InProgressExpiration is when an in-progress record's lease ends: the
 	// owner's invocation deadline. After it another owner may take over.
@@ -50,6 +53,11 @@ type IdempotencyRecord struct {
 	// completion (single-phase mode); see Stage. Stores that cannot commit
 	// them return ErrStagingUnsupported from Complete and commit nothing.
 	Staged []any
+	// Item, when not nil, holds the attributes of the handler's own item,
+	// which the store writes onto the record's item with the completion
+	// (see SetItem). Its type is the store's (ItemStore.CheckItem has
+	// accepted it). Stores return records without it.
+	Item any
 }
 
 // Rounded returns r with its times at the precision stores keep:
@@ -78,8 +86,10 @@ func roundUp(t time.Time, unit time.Duration) time.Time {
 
 // Live reports whether r still counts at now: it has not expired, and if it
 // is in progress its lease has not ended.
+// A zero Expiration never ends: a record kept forever (NeverExpire) still
+// stops counting, while in progress, when its lease ends.
 func (r IdempotencyRecord) Live(now time.Time) bool {
-	if !now.Before(r.Expiration) {
+	if !r.Expiration.IsZero() && !now.Before(r.Expiration) {
 		return false
 	}
 	return r.Status == StatusCompleted || now.Before(r.InProgressExpiration)
@@ -115,6 +125,38 @@ type Store interface {
 	// counts as released (nil), so that a Release retried after a lost
 	// answer succeeds. Otherwise it returns ErrLeaseLost.
 	Release(ctx context.Context, id, lease string) error
+}
+
+// ItemStore is a Store that can write a handler's own item onto the
+// record's item (see SetItem): the record then lives on the business item,
+// and its completion writes both in one request.
+// Implementations: dynamostore.Store, lambdakittest.MemoryStore.
+type ItemStore interface {
+	Store
+	// CheckItem returns an error wrapping ErrInvalidItem, before anything
+	// is sent, when item cannot be written onto a record's item: it is
+	// not of the store's type, it is empty, or it names an attribute of
+	// the record itself (its key, status, expiration, lease, result...),
+	// which it would overwrite.
+	CheckItem(item any) error
+}
+
+// Committer is a Store that can create a completed record, with its
+// staged writes and item, in one request, for Options.StagedOnly: the
+// handler has run before, and only the record's condition decides whether
+// its writes land. Implementations: dynamostore.Store,
+// lambdakittest.MemoryStore.
+type Committer interface {
+	// Commit creates rec (status completed, with rec.Data, rec.Item and
+	// rec.Staged, atomically) unless a live record (see
+	// IdempotencyRecord.Live at now) holds rec.ID; then it writes nothing
+	// and returns that record, with created=false. A live record carrying
+	// rec.Lease is the caller's own, from an earlier attempt whose answer
+	// was lost. A staged write that cannot be committed fails the call
+	// as in Complete (ErrStagingUnsupported, ErrCompletionRejected, or
+	// the store's own error for a staged condition that fails), and
+	// nothing is written.
+	Commit(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, created bool, err error)
 }
 
 // Errors that callers branch on with errors.Is.
@@ -156,6 +198,10 @@ var (
 	// ErrStagingUnsupported means a store was handed staged writes it
 	// cannot commit atomically with the completion.
 	ErrStagingUnsupported = errors.New("lambdakit: store cannot commit these staged writes")
+	// ErrInvalidItem means a handler's item (SetItem) cannot be written
+	// onto its record's item: it is empty, of a type the store does not
+	// write, or names an attribute of the record itself.
+	ErrInvalidItem = errors.New("lambdakit: item cannot be written on its record")
 	// ErrThrottled means the store's backend refused a request for lack of
 	// capacity, and the store's own retries did not get it through. The
 	// record fails, and comes back with its message.

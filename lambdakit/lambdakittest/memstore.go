@@ -3,6 +3,8 @@ package lambdakittest
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,25 +16,127 @@ import (
 // DynamoDB does (see lambdakit.IdempotencyRecord.Rounded), so that it agrees with
 // dynamostore, to the millisecond, on when a record stops counting. Staged writes must be of type func():
 // they run under the store's lock, right after the completion, and only if
-// the completion succeeds.
+// the completion succeeds. A handler's item (lambdakit.SetItem) must be a
+// map[string]any; Item returns what was written.
 type MemoryStore struct {
 	mu    sync.Mutex
 	recs  map[string]lambdakit.IdempotencyRecord
+	items map[string]map[string]any // the handlers' items, by record ID
 	calls Calls
 }
 
 // Calls counts the requests a Store received, per method.
 type Calls struct {
-	Acquire, Complete, Release, GetRecords int
+	Acquire, Complete, Release, GetRecords, Commit int
 }
 
 // Total is the number of requests of every kind.
-func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release + c.GetRecords }
+func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release + c.GetRecords + c.Commit }
 
 var (
 	_ lambdakit.Store       = (*MemoryStore)(nil)
 	_ lambdakit.BatchGetter = (*MemoryStore)(nil)
+	_ lambdakit.ItemStore   = (*MemoryStore)(nil)
+	_ lambdakit.Committer   = (*MemoryStore)(nil)
 )
+
+// recordAttrs are the names a record's item uses in dynamostore by
+// default. MemoryStore refuses them in a handler's item, as dynamostore
+// does, so that a test on it finds the clash a deployment would.
+var recordAttrs = []string{"id", "status", "expiration", "in_progress_expiration", "validation", "data", "lease", "failure"}
+
+// CheckItem implements lambdakit.ItemStore: item must be a non-empty
+// map[string]any whose names are not empty and are not the attributes of
+// a record's item in dynamostore's default names ("id", "status", ...).
+func (s *MemoryStore) CheckItem(item any) error {
+	m, ok := item.(map[string]any)
+	if !ok {
+		return fmt.Errorf("%w: MemoryStore writes an item of type map[string]any, got %T", lambdakit.ErrInvalidItem, item)
+	}
+	if len(m) == 0 {
+		return fmt.Errorf("%w: the item has no attributes", lambdakit.ErrInvalidItem)
+	}
+	for name := range m {
+		switch {
+		case name == "":
+			return fmt.Errorf("%w: an attribute with an empty name", lambdakit.ErrInvalidItem)
+		case slices.Contains(recordAttrs, name):
+			return fmt.Errorf("%w: attribute %q is the record's own; name it otherwise", lambdakit.ErrInvalidItem, name)
+		}
+	}
+	return nil
+}
+
+// Item returns a copy of the handler's item written on record id, and
+// false when there is none.
+func (s *MemoryStore) Item(id string) (map[string]any, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.items[id]
+	return maps.Clone(m), ok
+}
+
+// Commit implements lambdakit.Committer.
+func (s *MemoryStore) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return lambdakit.IdempotencyRecord{}, false, err
+	}
+	ops, item, err := s.writes(rec)
+	if err != nil {
+		return lambdakit.IdempotencyRecord{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls.Commit++
+	if old, ok := s.recs[rec.ID]; ok && old.Live(now) {
+		return clone(old), false, nil
+	}
+	if s.recs == nil {
+		s.recs = make(map[string]lambdakit.IdempotencyRecord)
+	}
+	rec = clone(rec.Rounded())
+	if len(rec.Data) == 0 {
+		rec.Data = nil // an empty result is no result, as in Complete
+	}
+	s.recs[rec.ID] = rec
+	delete(s.items, rec.ID) // replaced whole, as in Acquire
+	s.setItem(rec.ID, item)
+	for _, op := range ops {
+		op()
+	}
+	return lambdakit.IdempotencyRecord{}, true, nil
+}
+
+// writes checks what a completion of rec writes besides the record: its
+// staged writes, and its item.
+func (s *MemoryStore) writes(rec lambdakit.IdempotencyRecord) ([]func(), map[string]any, error) {
+	ops := make([]func(), len(rec.Staged))
+	for i, op := range rec.Staged {
+		fn, ok := op.(func())
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: MemoryStore stages func(), got %T", lambdakit.ErrStagingUnsupported, op)
+		}
+		ops[i] = fn
+	}
+	if rec.Item == nil {
+		return ops, nil, nil
+	}
+	if err := s.CheckItem(rec.Item); err != nil {
+		return nil, nil, err
+	}
+	return ops, maps.Clone(rec.Item.(map[string]any)), nil
+}
+
+// setItem keeps the item written on record id; nil writes none.
+func (s *MemoryStore) setItem(id string, item map[string]any) {
+	if item == nil {
+		return
+	}
+	if s.items == nil {
+		s.items = make(map[string]map[string]any)
+	}
+	s.items[id] = item
+}
 
 // GetRecords implements lambdakit.BatchGetter.
 func (s *MemoryStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
@@ -65,8 +169,10 @@ func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyReco
 	if s.recs == nil {
 		s.recs = make(map[string]lambdakit.IdempotencyRecord)
 	}
-	rec.Staged = nil
 	s.recs[rec.ID] = clone(rec.Rounded())
+	// The put replaces the whole item, as DynamoDB's does: an expired
+	// record's item goes with it.
+	delete(s.items, rec.ID)
 	return lambdakit.IdempotencyRecord{}, true, nil
 }
 
@@ -75,13 +181,9 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ops := make([]func(), len(rec.Staged))
-	for i, op := range rec.Staged {
-		fn, ok := op.(func())
-		if !ok {
-			return fmt.Errorf("%w: MemoryStore stages func(), got %T", lambdakit.ErrStagingUnsupported, op)
-		}
-		ops[i] = fn
+	ops, item, err := s.writes(rec)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -99,6 +201,7 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 		old.Data = append([]byte(nil), rec.Data...)
 	}
 	s.recs[rec.ID] = old
+	s.setItem(rec.ID, item)
 	for _, op := range ops {
 		op()
 	}
@@ -121,6 +224,7 @@ func (s *MemoryStore) Release(ctx context.Context, id, lease string) error {
 		return fmt.Errorf("release %s: %w", id, lambdakit.ErrLeaseLost)
 	}
 	delete(s.recs, id)
+	delete(s.items, id)
 	return nil
 }
 
@@ -146,6 +250,6 @@ func clone(r lambdakit.IdempotencyRecord) lambdakit.IdempotencyRecord {
 	if r.Data != nil {
 		r.Data = append([]byte(nil), r.Data...)
 	}
-	r.Staged = nil
+	r.Staged, r.Item = nil, nil
 	return r
 }

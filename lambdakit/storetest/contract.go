@@ -324,29 +324,40 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 	t.Run("20 concurrent acquires of one key: exactly one wins", func(t *testing.T) {
 		s := newStore(t)
 		rec := newRecord(t, base.Add(time.Minute))
-		var wg sync.WaitGroup
-		var wins atomic.Int32
-		errs := make(chan error, 20)
-		for i := range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, ok, err := s.Acquire(t.Context(), other(rec, fmt.Sprintf("g%d", i), rec.InProgressExpiration), base)
-				if err != nil {
-					errs <- err
-				}
-				if ok {
-					wins.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Errorf("Acquire: %v", err)
-		}
-		if got := wins.Load(); got != 1 {
-			t.Errorf("got %d winners; want 1", got)
+		wins := race(t, 20, "Acquire", func(i int) (bool, error) {
+			_, ok, err := s.Acquire(t.Context(), other(rec, fmt.Sprintf("g%d", i), rec.InProgressExpiration), base)
+			return ok, err
+		})
+		if wins != 1 {
+			t.Errorf("got %d winners; want 1", wins)
 		}
 	})
+}
+
+// race runs try(0) to try(n-1) at once, reports their errors as op's,
+// and returns how many won.
+func race(t *testing.T, n int, op string, try func(i int) (won bool, err error)) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var wins atomic.Int32
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := try(i)
+			if err != nil {
+				errs <- err
+			}
+			if ok {
+				wins.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("%s: %v", op, err)
+	}
+	return int(wins.Load())
 }

@@ -31,3 +31,18 @@ func TestFaultyStoreInjectsTheChosenFraction(t *testing.T) {
 		t.Errorf("got fault rate %.3f; want about 0.3", got)
 	}
 }
+
+func TestMemoryStoreCommitContract(t *testing.T) {
+	storetest.RunCommitContract(t, func(*testing.T) lambdakit.Store { return &lambdakittest.MemoryStore{} })
+}
+
+func TestMemoryStoreModes(t *testing.T) {
+	storetest.RunModeChecks(t, func(*testing.T) lambdakit.Store { return &lambdakittest.MemoryStore{} },
+		func(attrs map[string]string) any {
+			m := make(map[string]any, len(attrs))
+			for k, v := range attrs {
+				m[k] = v
+			}
+			return m
+		})
+}

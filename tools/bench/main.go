@@ -3,7 +3,7 @@
 //
 //	go run ./tools/bench [flags]
 //
-// Sections (-only): micro, cpu, e2e, sizes, delay, cold, flat. -moto-patch=false runs moto
+// Sections (-only): micro, modes, cpu, e2e, sizes, delay, cold, flat. -moto-patch=false runs moto
 // unpatched (LAMBDAKIT_MOTO_PATCH=0), to compare the flat-cost run.
 package main
 
@@ -24,6 +24,7 @@ import (
 
 type config struct {
 	records, concurrency, batch, flat, cold, microCount int
+	modes                                               int
 	cpuRounds, cpuRecords                               int
 	firstSizes, redeliverySizes                         []int
 	bodyBytes, sizeMinRecords, delayReps                int
@@ -55,7 +56,8 @@ func main() {
 	flag.DurationVar(&c.sizeGatewayDelay, "size-gateway-delay", 0, "if set, the gateway answers each charge of the batch-size section's first deliveries after this long")
 	flag.DurationVar(&c.gatewayDelay, "gateway-delay", 300*time.Millisecond, "how long the gateway takes per charge in the delay section")
 	flag.IntVar(&c.delayReps, "delay-reps", 3, "batches of 1 and of 10 each in the delay section")
-	flag.StringVar(&only, "only", "micro,cpu,e2e,sizes,delay,cold,flat", "sections to run, comma-separated")
+	flag.IntVar(&c.modes, "modes", 500, "payments per idempotency mode in the modes section")
+	flag.StringVar(&only, "only", "micro,modes,cpu,e2e,sizes,delay,cold,flat", "sections to run, comma-separated")
 	flag.BoolVar(&c.motoPatch, "moto-patch", true, "run moto through the launcher's patch (false: LAMBDAKIT_MOTO_PATCH=0)")
 	flag.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
 	flag.StringVar(&c.repo, "repo", ".", "the module's root")
@@ -100,9 +102,31 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
+	var modes []bench.ModeRow
+	modesMoto := "not used"
+	if c.only["modes"] {
+		// A stack of its own, closed before the functions' rows: its
+		// tables and requests stay out of theirs.
+		fmt.Fprintln(os.Stderr, "bench: idempotency modes ...")
+		stack, err := bench.StartStack()
+		if err != nil {
+			return err
+		}
+		modes, err = stack.Modes(ctx, c.modes, c.batch)
+		modesMoto = stack.MotoVersion()
+		stack.Close()
+		if err != nil {
+			return err
+		}
+	}
 	if !c.only["cpu"] && !c.only["e2e"] && !c.only["sizes"] && !c.only["delay"] && !c.only["cold"] && !c.only["flat"] {
-		bench.PrintHeader(out, machine, strings.TrimSpace(command), "not used")
-		bench.PrintMicro(out, micro, c.microCount)
+		bench.PrintHeader(out, machine, strings.TrimSpace(command), modesMoto)
+		if micro != nil {
+			bench.PrintMicro(out, micro, c.microCount)
+		}
+		if modes != nil {
+			bench.PrintModes(out, modesMoto, c.batch, modes)
+		}
 		return nil
 	}
 
@@ -170,6 +194,9 @@ func run(ctx context.Context, c config) error {
 	bench.PrintHeader(out, machine, strings.TrimSpace(command), stack.MotoVersion())
 	if micro != nil {
 		bench.PrintMicro(out, micro, c.microCount)
+	}
+	if modes != nil {
+		bench.PrintModes(out, modesMoto, c.batch, modes)
 	}
 	if c.only["cpu"] {
 		fmt.Fprintln(os.Stderr, "bench: first-delivery CPU, interleaved ...")

@@ -299,3 +299,49 @@ func TestHealthyBatchOutputAtTheDefaultLevel(t *testing.T) {
 		}
 	}
 }
+
+// The modes section on a small run: each mode's requests and units per
+// payment are what the design says (5, 2 and 1 write units for a new
+// payment; nothing for a warm duplicate; a failed conditional write for
+// a resent one).
+func TestModesCountWhatTheDesignSays(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs against moto")
+	}
+	testenv.RequireMotoServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stack, err := bench.StartStack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stack.Close()
+	rows, err := stack.Modes(ctx, 20, testBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		newRequests, newWRU, coldWRU float64
+	}{{2, 5, 1}, {2, 2, 1}, {1, 1, 1}, {1, 4, 4}}
+	if len(rows) != len(want) {
+		t.Fatalf("got %d rows; want %d", len(rows), len(want))
+	}
+	for i, r := range rows {
+		per := func(v float64) float64 { return v / float64(r.Messages) }
+		if got := per(float64(r.New.Total())); got != want[i].newRequests {
+			t.Errorf("%s: %v requests per new payment (%v); want %v", r.Mode, got, r.New.Requests, want[i].newRequests)
+		}
+		if got := per(r.New.WriteUnits); got != want[i].newWRU {
+			t.Errorf("%s: %v WRU per new payment; want %v", r.Mode, got, want[i].newWRU)
+		}
+		if r.Warm.Total() != 0 {
+			t.Errorf("%s: warm duplicates made requests %v; want none", r.Mode, r.Warm.Requests)
+		}
+		if got := per(r.Cold.WriteUnits); got != want[i].coldWRU || per(float64(r.Cold.Total())) != 1 {
+			t.Errorf("%s: resent duplicate %v WRU, requests %v; want %v WRU in one request", r.Mode, got, r.Cold.Requests, want[i].coldWRU)
+		}
+		if got := per(float64(r.Redelivered.Total())); got != 1.0/testBatch || r.Redelivered.WriteUnits != 0 {
+			t.Errorf("%s: redelivered duplicates %v; want one read ahead per batch, no write", r.Mode, r.Redelivered.Requests)
+		}
+	}
+}

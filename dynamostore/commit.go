@@ -1,0 +1,127 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+var (
+	_ lambdakit.ItemStore = (*Store)(nil)
+	_ lambdakit.Committer = (*Store)(nil)
+)
+
+// SetItem declares the attributes of the item the handler produces, to be
+// written onto its idempotency record's own item, in the Store's table, by
+// the completion: one UpdateItem with the record (one TransactWriteItems
+// with staged writes besides), or with lambdakit.Options.StagedOnly the
+// PutItem that creates the record. It is lambdakit.SetItem with the type
+// Store writes; see there for when it fails.
+//
+// The record's own attributes (its key, status, expiration,
+// in-progress expiration, validation, data, lease and failure, as
+// Options names them) are refused with lambdakit.ErrInvalidItem. Under
+// 1 KB with the record's attributes (about 150 bytes, plus the result),
+// each write of the item costs one write unit.
+func SetItem(ctx context.Context, attrs map[string]types.AttributeValue) error {
+	return lambdakit.SetItem(ctx, attrs)
+}
+
+// CheckItem implements lambdakit.ItemStore: item must be a non-empty
+// map[string]types.AttributeValue (see SetItem) whose names are neither
+// empty nor those of the record's attributes, and whose values are set.
+func (s *Store) CheckItem(item any) error {
+	attrs, ok := item.(map[string]types.AttributeValue)
+	if !ok {
+		return fmt.Errorf("%w: dynamostore writes an item of type map[string]types.AttributeValue (dynamostore.SetItem), got %T", lambdakit.ErrInvalidItem, item)
+	}
+	if len(attrs) == 0 {
+		return fmt.Errorf("%w: the item has no attributes", lambdakit.ErrInvalidItem)
+	}
+	own := s.o.names()
+	for name, v := range attrs {
+		switch {
+		case name == "":
+			return fmt.Errorf("%w: an attribute with an empty name", lambdakit.ErrInvalidItem)
+		case slices.Contains(own, name):
+			return fmt.Errorf("%w: attribute %q is the idempotency record's own; name it otherwise (or rename the record's with dynamostore.Options)", lambdakit.ErrInvalidItem, name)
+		case v == nil:
+			return fmt.Errorf("%w: attribute %q has no value", lambdakit.ErrInvalidItem, name)
+		}
+	}
+	return nil
+}
+
+// Commit implements lambdakit.Committer, for lambdakit.Options.StagedOnly:
+// it creates rec, completed, with its item (SetItem), in one conditional
+// PutItem, or with staged writes in one TransactWriteItems that holds the
+// record's put first and the staged writes after it. The condition is
+// Acquire's: no live record holds rec.ID. When one does, DynamoDB returns
+// it with the failed condition (in the transaction's first cancellation
+// reason), nothing is written, and Commit returns it.
+//
+// It sends nothing, and returns an error wrapping
+// lambdakit.ErrResultNotStorable, when rec.Data cannot be kept (see
+// Complete); a staged write DynamoDB refuses fails the whole transaction
+// with a *StagedWriteError, as in Complete.
+func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	if err := s.checkItem(rec); err != nil {
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
+	}
+	if err := s.checkStorable(rec); err != nil {
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
+	}
+	rec = rec.Rounded()
+	rec.Status = lambdakit.StatusCompleted
+	put := s.creation(rec, now)
+	if len(rec.Staged) > 0 {
+		failed, err := s.transact(ctx, rec, types.TransactWriteItem{Put: put})
+		if err != nil {
+			return lambdakit.IdempotencyRecord{}, false, err
+		}
+		if failed == nil {
+			return lambdakit.IdempotencyRecord{}, true, nil
+		}
+		return s.committed(rec.ID, failed.Item)
+	}
+	_, err := s.client.PutItem(ctx, putInput(put))
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return lambdakit.IdempotencyRecord{}, true, nil
+	case errors.As(err, &failed):
+		return s.committed(rec.ID, failed.Item)
+	case invalid(err):
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
+	default:
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
+	}
+}
+
+// committed is Commit's answer when a live record, item, held the key.
+func (s *Store) committed(id string, item map[string]types.AttributeValue) (lambdakit.IdempotencyRecord, bool, error) {
+	existing, err := s.holder(id, item)
+	if err != nil {
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", id, err)
+	}
+	return existing, false, nil
+}
+
+// checkItem checks rec's item, if any, as SetItem did: a completion
+// handed one that SetItem did not check fails without writing anything,
+// as a completion no retry can change (lambdakit.ErrStagingUnsupported).
+func (s *Store) checkItem(rec lambdakit.IdempotencyRecord) error {
+	if rec.Item == nil {
+		return nil
+	}
+	if err := s.CheckItem(rec.Item); err != nil {
+		return fmt.Errorf("%w: %w", lambdakit.ErrStagingUnsupported, err)
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package dynamostore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// What each mode costs on DynamoDB (moto), counted at the client: the
+// record on the business item takes 2 requests per new message, the
+// one-request path 1, a warm duplicate none; a duplicate that loses the
+// race costs one failed conditional write and applies nothing.
+
+// paymentOnItem is a handler of a payment that lives on its record's item: it
+// declares the item, and stages a ledger row when ledger is set.
+func paymentOnItem(runs *atomic.Int32, table string, ledger bool) func(context.Context) ([]byte, error) {
+	return func(ctx context.Context) ([]byte, error) {
+		n := runs.Add(1)
+		if err := dynamostore.SetItem(ctx, map[string]types.AttributeValue{
+			"customer": &types.AttributeValueMemberS{Value: "cus_1"},
+			"amount":   &types.AttributeValueMemberN{Value: "1250"},
+			"run":      &types.AttributeValueMemberN{Value: strconv.Itoa(int(n))},
+		}); err != nil {
+			return nil, err
+		}
+		if ledger {
+			id, _ := lambdakit.StagingRecord(ctx)
+			if err := dynamostore.Stage(ctx, ledgerRow(table, id+"#ledger#"+strconv.Itoa(int(n)))); err != nil {
+				return nil, err
+			}
+		}
+		return []byte(fmt.Sprintf(`{"run":%d}`, n)), nil
+	}
+}
+
+// ledgerRow is a staged Put of a new item id in table.
+func ledgerRow(table, id string) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName:           aws.String(table),
+		Item:                map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}},
+		ConditionExpression: aws.String("attribute_not_exists(id)"),
+	}}
+}
+
+func onItem(stagedOnly bool) func(*lambdakit.Options) {
+	return func(o *lambdakit.Options) {
+		o.Prefix, o.ReadableIDs, o.TTL, o.StagedOnly = "payment", true, lambdakit.NeverExpire, stagedOnly
+		o.CacheSize = 10
+		o.Logger = discardLogger()
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestModeRequestsPerMessage(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		stagedOnly bool
+		ledger     bool
+		first      map[string]int // a new message
+		cold       map[string]int // its duplicate in a container that has not seen it
+	}{
+		{"record on the item", false, false, map[string]int{"PutItem": 1, "UpdateItem": 1}, map[string]int{"PutItem": 1}},
+		{"record on the item, with a ledger row", false, true, map[string]int{"PutItem": 1, "TransactWriteItems": 1}, map[string]int{"PutItem": 1}},
+		{"StagedOnly", true, false, map[string]int{"PutItem": 1}, map[string]int{"PutItem": 1}},
+		{"StagedOnly, with a ledger row", true, true, map[string]int{"TransactWriteItems": 1}, map[string]int{"TransactWriteItems": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			var runs atomic.Int32
+			fn := paymentOnItem(&runs, f.table, tc.ledger)
+			e := lambdakit.NewOnce(f.store, onItem(tc.stagedOnly))
+			got, err := e.Do(testCtx(t), "pay_123", []byte(`{"amount":1250}`), fn)
+			if err != nil || string(got) != `{"run":1}` {
+				t.Fatalf("got %s, %v", got, err)
+			}
+			f.checkCalls(t, tc.first)
+			item := f.item(t, f.table, "id", "payment#pay_123")
+			if str(t, item, "status") != "COMPLETED" || str(t, item, "customer") != "cus_1" || num(t, item, "amount") != "1250" || str(t, item, "data") != `{"run":1}` {
+				t.Errorf("item = %v; want the payment, completed, with its result", item)
+			}
+			if _, ok := item["expiration"]; ok {
+				t.Errorf("item has an expiration; want none (NeverExpire)")
+			}
+
+			f.calls.Reset()
+			if got, err := e.Do(testCtx(t), "pay_123", []byte(`{"amount":1250}`), fn); err != nil || string(got) != `{"run":1}` {
+				t.Fatalf("warm duplicate: got %s, %v", got, err)
+			}
+			f.checkCalls(t, map[string]int{})
+
+			f.calls.Reset()
+			cold := lambdakit.NewOnce(f.store, onItem(tc.stagedOnly))
+			if got, err := cold.Do(testCtx(t), "pay_123", []byte(`{"amount":1250}`), fn); err != nil || string(got) != `{"run":1}` {
+				t.Fatalf("cold duplicate: got %s, %v", got, err)
+			}
+			f.checkCalls(t, tc.cold)
+			if item := f.item(t, f.table, "id", "payment#pay_123"); num(t, item, "run") != "1" {
+				t.Errorf("after the duplicate, run = %s; want 1: its writes must not land", num(t, item, "run"))
+			}
+			if tc.ledger && f.item(t, f.table, "id", "payment#pay_123#ledger#2") != nil {
+				t.Error("the duplicate's ledger row was written")
+			}
+			if _, err := cold.Do(testCtx(t), "pay_123", []byte(`{"amount":9999}`), fn); !errors.Is(err, lambdakit.ErrPayloadMismatch) {
+				t.Errorf("another payload: got %v; want ErrPayloadMismatch", err)
+			}
+		})
+	}
+}
+
+// Two and ten containers get the same message at once: one commit lands,
+// every call answers with its result, each losing StagedOnly run costs one
+// failed conditional write, and the ledger holds one row.
+func TestStagedOnlyConcurrentDuplicates(t *testing.T) {
+	for _, n := range []int{2, 10} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			f := setup(t)
+			var runs atomic.Int32
+			fn := paymentOnItem(&runs, f.table, true)
+			var wg sync.WaitGroup
+			results := make([]string, n)
+			errs := make([]error, n)
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out, err := lambdakit.NewOnce(f.store, onItem(true)).Do(testCtx(t), "pay_race", []byte(`{}`), fn)
+					results[i], errs[i] = string(out), err
+				}()
+			}
+			wg.Wait()
+			t.Logf("%d runs, requests %v", runs.Load(), f.calls.Counts())
+			item := f.item(t, f.table, "id", "payment#pay_race")
+			want := str(t, item, "data")
+			for i := range n {
+				if errs[i] != nil || results[i] != want {
+					t.Errorf("call %d: got %s, %v; want %s", i, results[i], errs[i], want)
+				}
+			}
+			if got := f.calls.Count("TransactWriteItems"); got != int(runs.Load()) || f.calls.Total() != got {
+				t.Errorf("requests %v for %d runs; want one TransactWriteItems per run", f.calls.Counts(), runs.Load())
+			}
+			rows := 0
+			for r := 1; r <= int(runs.Load()); r++ {
+				if f.item(t, f.table, "id", "payment#pay_race#ledger#"+strconv.Itoa(r)) != nil {
+					rows++
+				}
+			}
+			if rows != 1 {
+				t.Errorf("%d ledger rows; want 1", rows)
+			}
+		})
+	}
+}
+
+func TestStagedOnlyFailures(t *testing.T) {
+	t.Run("a staged condition that fails is the handler's failure", func(t *testing.T) {
+		f := setup(t)
+		putRaw(t, f, map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "taken"}})
+		e := lambdakit.NewOnce(f.store, onItem(true))
+		_, err := e.Do(testCtx(t), "pay_cond", nil, func(ctx context.Context) ([]byte, error) {
+			return nil, dynamostore.Stage(ctx, ledgerRow(f.table, "taken"))
+		})
+		var staged *dynamostore.StagedWriteError
+		if !errors.As(err, &staged) || staged.Code != "ConditionalCheckFailed" || errors.Is(err, lambdakit.ErrPermanent) {
+			t.Fatalf("got %v; want a *StagedWriteError for ConditionalCheckFailed, not permanent", err)
+		}
+		if f.item(t, f.table, "id", "payment#pay_cond") != nil {
+			t.Error("the record was written; want nothing")
+		}
+	})
+	t.Run("work in progress under a two-step lock", func(t *testing.T) {
+		f := setup(t)
+		at := time.Now()
+		f.mustAcquire(t, record("payment#pay_busy", at), at)
+		ran := false
+		_, err := lambdakit.NewOnce(f.store, onItem(true)).Do(testCtx(t), "pay_busy", nil, func(context.Context) ([]byte, error) { ran = true; return nil, nil })
+		if !errors.Is(err, lambdakit.ErrInProgress) || !ran {
+			t.Errorf("got %v (ran %v); want ErrInProgress after the run", err, ran)
+		}
+	})
+	t.Run("the record is one of a transaction's 100 writes", func(t *testing.T) {
+		f := setup(t)
+		e := lambdakit.NewOnce(f.store, onItem(true))
+		stage := func(n int) func(context.Context) ([]byte, error) {
+			return func(ctx context.Context) ([]byte, error) {
+				id, _ := lambdakit.StagingRecord(ctx)
+				for i := range n {
+					if err := dynamostore.Stage(ctx, ledgerRow(f.table, fmt.Sprintf("%s#%d", id, i))); err != nil {
+						return nil, err
+					}
+				}
+				return nil, nil
+			}
+		}
+		if _, err := e.Do(testCtx(t), "pay_99", nil, stage(99)); err != nil {
+			t.Fatalf("99 staged writes and the record: %v", err)
+		}
+		f.checkCalls(t, map[string]int{"TransactWriteItems": 1})
+		f.calls.Reset()
+		_, err := e.Do(testCtx(t), "pay_100", nil, stage(100))
+		if !errors.Is(err, lambdakit.ErrStagingUnsupported) || !errors.Is(err, lambdakit.ErrPermanent) {
+			t.Errorf("100 staged writes and the record: got %v; want ErrStagingUnsupported, permanent", err)
+		}
+		f.checkCalls(t, map[string]int{})
+	})
+}
+
+// A lapsed lease on a record that lives on the business item: the new
+// owner takes it over, the old one can neither complete it (its item is
+// not written) nor release it.
+func TestRecordOnItemLapsedLeaseIsFenced(t *testing.T) {
+	f := setup(t)
+	at := now()
+	old := record("payment#pay_lapsed", at)
+	old.InProgressExpiration = at.Add(time.Second)
+	f.mustAcquire(t, old, at)
+	owner := record("payment#pay_lapsed", at)
+	f.mustAcquire(t, owner, at.Add(2*time.Second))
+
+	stale := old
+	stale.Status = lambdakit.StatusCompleted
+	stale.Item = map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "1"}}
+	if err := f.store.Complete(t.Context(), stale); !errors.Is(err, lambdakit.ErrLeaseLost) {
+		t.Errorf("stale Complete: got %v; want ErrLeaseLost", err)
+	}
+	if err := f.store.Release(t.Context(), old.ID, old.Lease); !errors.Is(err, lambdakit.ErrLeaseLost) {
+		t.Errorf("stale Release: got %v; want ErrLeaseLost", err)
+	}
+	done := owner
+	done.Status = lambdakit.StatusCompleted
+	done.Item = map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "2"}}
+	f.mustComplete(t, done)
+	if item := f.item(t, f.table, "id", old.ID); num(t, item, "amount") != "2" || str(t, item, "lease") != owner.Lease {
+		t.Errorf("item = %v; want the new owner's", item)
+	}
+}
+
+// An item that names a record's attribute is refused at SetItem, as the
+// store's Options name them.
+func TestSetItemRefusesTheRecordsAttributes(t *testing.T) {
+	f := setup(t, func(o *dynamostore.Options) { o.KeyAttr = "pk" })
+	for _, name := range []string{"pk", "status", "expiration", "in_progress_expiration", "validation", "data", "lease", "failure"} {
+		err := f.store.CheckItem(map[string]types.AttributeValue{name: &types.AttributeValueMemberS{Value: "x"}})
+		if !errors.Is(err, lambdakit.ErrInvalidItem) {
+			t.Errorf("%q: got %v; want ErrInvalidItem", name, err)
+		}
+	}
+	if err := f.store.CheckItem(map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "x"}}); err != nil {
+		t.Errorf(`"id", not the key here: got %v; want accepted`, err)
+	}
+	if err := f.store.CheckItem(map[string]any{"a": 1}); !errors.Is(err, lambdakit.ErrInvalidItem) {
+		t.Errorf("another type: got %v; want ErrInvalidItem", err)
+	}
+}

@@ -1,0 +1,43 @@
+// Command ledger is a sample consumer of the payment.charged events that
+// functions/payment publishes through its outbox (functions/relay sends
+// them to the events queue). It keeps a per-customer ledger: one entry per
+// charged payment, whose idempotency record is the entry's own item, so
+// that each event costs one DynamoDB request and one write unit
+// (lambdakit.Options.StagedOnly with dynamostore.SetItem). A duplicate
+// costs one failed conditional write, or nothing in a warm container.
+//
+// Environment:
+//
+//	LEDGER_TABLE  the ledger's DynamoDB table (required): partition key
+//	              "id" (string), items "entry#<payment_id>" with
+//	              customer_id, order_id, amount, currency and charge_id; a
+//	              global secondary index on customer_id lists a customer's
+//	              entries
+//
+// The template does not declare it yet.
+package main
+
+import (
+	"context"
+	"log"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+)
+
+func main() {
+	table := os.Getenv("LEDGER_TABLE")
+	cfg, err := awsconfig.LoadDefaultConfig(context.Background())
+	if err != nil {
+		log.Fatalf("ledger: AWS configuration: %v", err)
+	}
+	store, err := dynamostore.New(dynamodb.NewFromConfig(cfg, dynamostore.WithLambdaDefaults()), table)
+	if err != nil {
+		log.Fatalf("ledger: LEDGER_TABLE: %v", err)
+	}
+	lambda.Start(newHandler(store))
+}

@@ -1,0 +1,100 @@
+package lambdakit_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// plainStore is a Store and nothing more: no item, no Commit.
+type plainStore struct{ lambdakit.Store }
+
+func TestStagedOnlyNeedsACommitterAtStart(t *testing.T) {
+	defer func() {
+		r := recover()
+		if msg, _ := r.(string); !strings.Contains(msg, "Committer") {
+			t.Errorf("got panic %v; want one naming lambdakit.Committer", r)
+		}
+	}()
+	lambdakit.NewOnce(plainStore{&lambdakittest.MemoryStore{}}, func(o *lambdakit.Options) { o.StagedOnly = true })
+	t.Error("NewOnce returned; want a panic")
+}
+
+func TestSetItemOnAStoreThatCannotWriteOne(t *testing.T) {
+	e := lambdakit.NewOnce(plainStore{&lambdakittest.MemoryStore{}})
+	var setErr error
+	if _, err := e.Do(t.Context(), "k", nil, func(ctx context.Context) ([]byte, error) {
+		setErr = lambdakit.SetItem(ctx, map[string]any{"a": 1})
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(setErr, lambdakit.ErrStagingUnsupported) {
+		t.Errorf("got %v; want ErrStagingUnsupported", setErr)
+	}
+}
+
+// Under StagedOnly the handler runs before any request, and a duplicate
+// found at commit is replayed: the memory store counts one Commit per
+// run, and the second run's writes never apply.
+func TestStagedOnlyRunsFirstAndCommitsOnce(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	applied, runs := 0, 0
+	fn := func(ctx context.Context) ([]byte, error) {
+		// Each run before its own request: after the earlier runs' one
+		// each.
+		if got := store.Calls().Total(); got != runs {
+			t.Errorf("run %d started after %d requests; want %d", runs+1, got, runs)
+		}
+		runs++
+		if err := lambdakit.Stage(ctx, func() { applied++ }); err != nil {
+			return nil, err
+		}
+		return []byte(`"done"`), nil
+	}
+	opts := func(o *lambdakit.Options) { o.StagedOnly, o.Logger = true, slog.New(slog.DiscardHandler) }
+	for i := range 2 {
+		// A fresh engine each time: no cache, no flight, the store decides.
+		got, err := lambdakit.NewOnce(store, opts).Do(t.Context(), "k", []byte(`{}`), fn)
+		if err != nil || string(got) != `"done"` {
+			t.Fatalf("call %d: got %s, %v", i+1, got, err)
+		}
+	}
+	if c := store.Calls(); c.Commit != 2 || c.Total() != 2 {
+		t.Errorf("calls %+v; want 2 Commits and nothing else", c)
+	}
+	if applied != 1 {
+		t.Errorf("staged write applied %d times; want 1", applied)
+	}
+}
+
+// Under StagedOnly a payload mismatch is found after the handler ran, at
+// the commit; it is still the message's own (poison), not the handler's,
+// which a retry could get past.
+func TestStagedOnlyMismatchIsPoison(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	ran := 0
+	newHandler := func() lambdakit.Handler {
+		return lambdakit.Idempotent(store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
+			o.StagedOnly, o.Logger = true, slog.New(slog.DiscardHandler)
+		})(lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) { ran++; return nil, nil }))
+	}
+	first := lambdakittest.Message(`{"id":"k","amount":1}`)
+	if _, err := newHandler().Handle(t.Context(), &first); err != nil {
+		t.Fatal(err)
+	}
+	other := lambdakittest.Message(`{"id":"k","amount":2}`)
+	_, err := newHandler().Handle(t.Context(), &other) // another container
+	if !errors.Is(err, lambdakit.ErrPayloadMismatch) || !lambdakit.IsPoison(err) || ran != 2 {
+		t.Errorf("got %v (poison %v) after %d runs; want a poison ErrPayloadMismatch after the second run", err, lambdakit.IsPoison(err), ran)
+	}
+	if c := store.Calls(); c.Commit != 2 || c.Total() != 2 {
+		t.Errorf("calls %+v; want 2 Commits", c)
+	}
+}

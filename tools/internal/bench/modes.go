@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// The idempotency modes side by side: what a payment costs in DynamoDB
+// requests and units with its record beside its ledger row (the sample
+// today), on its own item (SetItem), and in one request (StagedOnly). The
+// modes run in this process, through lambdakit's Batch and Idempotent on
+// dynamostore, against the stack's moto behind its metering proxy: the
+// units are computed from the requests as DynamoDB bills them (units.go).
+// The handlers write the sample's ledger row, without calling the gateway:
+// what they cost in Lambda, SQS and CloudWatch is the same in every mode.
+
+// List prices used for the cost per million messages: DynamoDB on-demand,
+// Standard table class, us-east-1, per million request units, as issue #21
+// gives them (AWS halved on-demand prices in November 2024; these are the
+// halved prices).
+const (
+	priceWRU = 0.625
+	priceRRU = 0.125
+)
+
+// ModeRow is one mode's cost per message, for new messages and for each
+// kind of duplicate.
+type ModeRow struct {
+	Mode, Handler string
+	// New, Warm, Redelivered and Cold are what messages cost, summed over
+	// Messages: new ones; duplicates in the container that ran them
+	// (its cache answers); duplicates redelivered to a fresh container
+	// (ApproximateReceiveCount 2: read ahead); duplicates sent anew to a
+	// fresh container (the store answers).
+	New, Warm, Redelivered, Cold Usage
+	Messages                     int
+}
+
+// mode is one way of running the payment handler.
+type mode struct {
+	name, handler string
+	opts          func(*lambdakit.Options)
+	// handle records the payment, as it is given its table.
+	handle func(ctx context.Context, table string, p map[string]string) error
+}
+
+// ledgerAttrs are the attributes of the sample's ledger row for p, as
+// functions/payment writes it, the status renamed where the record has
+// its own.
+func ledgerAttrs(p map[string]string, status string) map[string]dbtypes.AttributeValue {
+	return map[string]dbtypes.AttributeValue{
+		status:        &dbtypes.AttributeValueMemberS{Value: "CHARGED"},
+		"amount":      &dbtypes.AttributeValueMemberN{Value: p["amount"]},
+		"currency":    &dbtypes.AttributeValueMemberS{Value: p["currency"]},
+		"order_id":    &dbtypes.AttributeValueMemberS{Value: p["order_id"]},
+		"customer_id": &dbtypes.AttributeValueMemberS{Value: p["customer_id"]},
+		"recorded_at": &dbtypes.AttributeValueMemberS{Value: "2026-01-01T00:00:00.123456789Z"},
+		"charge_id":   &dbtypes.AttributeValueMemberS{Value: "ch_" + p["payment_id"]},
+	}
+}
+
+var modes = []mode{
+	{
+		name: "two-step, record beside the ledger row (the sample today)", handler: "Stage(Put ledger row)",
+		opts: func(*lambdakit.Options) {},
+		handle: func(ctx context.Context, table string, p map[string]string) error {
+			row := ledgerAttrs(p, "status")
+			row["payment_id"] = &dbtypes.AttributeValueMemberS{Value: p["payment_id"]}
+			return dynamostore.Stage(ctx, dbtypes.TransactWriteItem{Put: &dbtypes.Put{TableName: aws.String(table + "-ledger"), Item: row}})
+		},
+	},
+	{
+		name: "record on the payment item (SetItem)", handler: "SetItem(ledger attributes)",
+		opts: func(o *lambdakit.Options) { o.ReadableIDs, o.TTL = true, lambdakit.NeverExpire },
+		handle: func(ctx context.Context, _ string, p map[string]string) error {
+			return dynamostore.SetItem(ctx, ledgerAttrs(p, "payment_status"))
+		},
+	},
+	{
+		name: "StagedOnly, record on the item (DynamoDB-only effects)", handler: "SetItem(ledger attributes)",
+		opts: func(o *lambdakit.Options) { o.ReadableIDs, o.TTL, o.StagedOnly = true, lambdakit.NeverExpire, true },
+		handle: func(ctx context.Context, _ string, p map[string]string) error {
+			return dynamostore.SetItem(ctx, ledgerAttrs(p, "payment_status"))
+		},
+	},
+	{
+		name: "StagedOnly, record and a staged balance update", handler: "SetItem + Stage(Update balance)",
+		opts: func(o *lambdakit.Options) { o.ReadableIDs, o.TTL, o.StagedOnly = true, lambdakit.NeverExpire, true },
+		handle: func(ctx context.Context, table string, p map[string]string) error {
+			if err := dynamostore.SetItem(ctx, ledgerAttrs(p, "payment_status")); err != nil {
+				return err
+			}
+			return dynamostore.Stage(ctx, dbtypes.TransactWriteItem{Update: &dbtypes.Update{
+				TableName:                 aws.String(table),
+				Key:                       map[string]dbtypes.AttributeValue{"id": &dbtypes.AttributeValueMemberS{Value: "balance#" + p["customer_id"]}},
+				UpdateExpression:          aws.String("ADD balance :amount"),
+				ExpressionAttributeValues: map[string]dbtypes.AttributeValue{":amount": &dbtypes.AttributeValueMemberN{Value: p["amount"]}},
+			}})
+		},
+	},
+}
+
+// Modes runs n new payments through each mode in batches of batchSize,
+// then each kind of duplicate of them, and returns what each cost.
+func (s *Stack) Modes(ctx context.Context, n, batchSize int) ([]ModeRow, error) {
+	var rows []ModeRow
+	for i, m := range modes {
+		table := "bench-modes-" + strconv.Itoa(i)
+		for _, t := range []struct{ name, key string }{{table, "id"}, {table + "-ledger", "payment_id"}} {
+			if err := s.createTable(ctx, t.name, t.key); err != nil {
+				return nil, err
+			}
+		}
+		store, err := dynamostore.New(s.DB, table)
+		if err != nil {
+			return nil, err
+		}
+		container := func() lambdakit.BatchFunc {
+			quiet := slog.New(slog.DiscardHandler)
+			h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), m.opts, func(o *lambdakit.Options) {
+				o.Prefix, o.CacheSize, o.Logger = "payment", 1000, quiet
+			})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+				p, err := paymentFields(msg.Body)
+				if err != nil {
+					return nil, err
+				}
+				if err := m.handle(ctx, table, p); err != nil {
+					return nil, err
+				}
+				return []byte(`{"status":"CHARGED","charge_id":"ch_` + p["payment_id"] + `"}`), nil
+			}))
+			return lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = quiet })
+		}
+		msgs := NewPayments(fmt.Sprintf("M%d", i)).Take(n)
+		redelivered := make([]events.SQSMessage, len(msgs))
+		for j, msg := range msgs {
+			redelivered[j] = lambdakittest.Redelivery(msg)
+		}
+		row := ModeRow{Mode: m.name, Handler: m.handler, Messages: n}
+		warm := container()
+		s.Meter.Take()
+		for _, step := range []struct {
+			usage *Usage
+			run   lambdakit.BatchFunc
+			msgs  []events.SQSMessage
+		}{
+			{&row.New, warm, msgs},
+			{&row.Warm, warm, msgs},
+			{&row.Redelivered, container(), redelivered},
+			{&row.Cold, container(), msgs},
+		} {
+			for _, batch := range InBatches(step.msgs, batchSize) {
+				resp, err := step.run(ctx, events.SQSEvent{Records: batch})
+				if err == nil && len(resp.BatchItemFailures) > 0 {
+					err = fmt.Errorf("%d records failed", len(resp.BatchItemFailures))
+				}
+				if err != nil {
+					return nil, fmt.Errorf("bench: mode %q: %w", m.name, err)
+				}
+			}
+			*step.usage = s.Meter.Take()
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// paymentFields reads the string and number fields of a payment body.
+func paymentFields(body string) (map[string]string, error) {
+	var p struct {
+		PaymentID  string `json:"payment_id"`
+		OrderID    string `json:"order_id"`
+		CustomerID string `json:"customer_id"`
+		Amount     int64  `json:"amount"`
+		Currency   string `json:"currency"`
+	}
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		return nil, err
+	}
+	return map[string]string{"payment_id": p.PaymentID, "order_id": p.OrderID, "customer_id": p.CustomerID,
+		"amount": strconv.FormatInt(p.Amount, 10), "currency": p.Currency}, nil
+}
+
+// createTable creates an on-demand table keyed by the string key, through
+// the proxy, so that the meter learns its key.
+func (s *Stack) createTable(ctx context.Context, name, key string) error {
+	_, err := s.DB.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: aws.String(key), KeyType: dbtypes.KeyTypeHash}},
+		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: dbtypes.ScalarAttributeTypeS}},
+		BillingMode:          dbtypes.BillingModePayPerRequest,
+	})
+	return err
+}
+
+// PrintModes prints the modes' rows: requests and units per message, and
+// their cost per million messages at list price.
+func PrintModes(w io.Writer, moto string, batchSize int, rows []ModeRow) {
+	fmt.Fprintf(w, "### Idempotency modes: DynamoDB per payment\n\n")
+	n := 0
+	if len(rows) > 0 {
+		n = rows[0].Messages
+	}
+	fmt.Fprintf(w, "%d payments per mode in batches of %d, through lambdakit's Batch and Idempotent on dynamostore in the bench process, against %s behind the metering proxy; "+
+		"each payment writes the sample's ledger row (no gateway call). Requests are counted at the proxy; write units (WRU) and read units (RRU) are computed from each request "+
+		"as DynamoDB bills on-demand tables: 1 WRU per started KB of the larger of the item before and after, doubled for each write of a transaction, the same for a write whose condition fails; "+
+		"1 RRU per started 4 KB of a strongly consistent read. "+
+		"Cost per million messages at list price: $%.3f per million WRU, $%.3f per million RRU (DynamoDB on-demand, Standard table class, us-east-1, as issue #21 gives them). "+
+		"Lambda, SQS and CloudWatch costs are the same in every mode and left out.\n\n", n, batchSize, moto, priceWRU, priceRRU)
+	fmt.Fprintln(w, "| mode | handler | new: requests, WRU | $ per million new | warm duplicate: requests | redelivered duplicate, fresh container: requests, RRU, WRU | resent duplicate, fresh container: requests, WRU |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		per := func(v float64) string { return num(v/float64(r.Messages), 2) }
+		req := func(u Usage) string { return per(float64(u.Total())) }
+		cost := (r.New.WriteUnits*priceWRU + r.New.ReadUnits*priceRRU) / float64(r.Messages)
+		fmt.Fprintf(w, "| %s | %s | %s (%s), %s | $%s | %s | %s, %s, %s | %s (%s), %s |\n", r.Mode, r.Handler,
+			req(r.New), r.New.Ops(), per(r.New.WriteUnits), num(cost, 3),
+			req(r.Warm),
+			req(r.Redelivered), per(r.Redelivered.ReadUnits), per(r.Redelivered.WriteUnits),
+			req(r.Cold), r.Cold.Ops(), per(r.Cold.WriteUnits))
+	}
+	fmt.Fprintln(w)
+}
