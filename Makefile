@@ -34,7 +34,7 @@ export AWS_EC2_METADATA_DISABLED := true
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-.PHONY: all build test test-short lint bench demo invoke chaos deploy clean deps build-PaymentFunction build-RelayFunction
+.PHONY: all build test test-short lint bench demo invoke chaos deploy clean deps build-PaymentFunction build-RelayFunction build-LedgerFunction
 
 all: lint test
 
@@ -59,10 +59,11 @@ $(VENV)/bin/cfn-lint:
 sam-translator:
 	@scripts/venv-install $(VENV) python:samtranslator 'aws-sam-translator==$(SAM_TRANSLATOR_VERSION)'
 
-## build: the functions (bin/bootstrap, bin/relay, for this machine) and the CLI (bin/lambdakit)
+## build: the functions (bin/bootstrap, bin/relay, bin/ledger, for this machine) and the CLI (bin/lambdakit)
 build:
 	$(GO) build -o $(BIN)/bootstrap ./functions/payment
 	$(GO) build -o $(BIN)/relay ./functions/relay
+	$(GO) build -o $(BIN)/ledger ./functions/ledger
 	$(GO) build -o $(BIN)/lambdakit ./cmd/lambdakit
 
 ## test: every test, with the race detector, integration tests included;
@@ -110,7 +111,7 @@ fuzz:
 
 ## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap)
 demo: deps build
-	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -relay-bootstrap $(BIN)/relay -template template.yaml -events events
+	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -relay-bootstrap $(BIN)/relay -ledger-bootstrap $(BIN)/ledger -template template.yaml -events events
 
 ## invoke: the demo environment on the event files you name (EVENT="a.json b.json");
 ## RIE=1 runs them under AWS's aws-lambda-rie instead of lambdakit's Runtime API (Linux)
@@ -179,6 +180,11 @@ build-PaymentFunction:
 build-RelayFunction:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "build-RelayFunction: ARTIFACTS_DIR is not set: name the folder for the deployable bootstrap (make build-RelayFunction ARTIFACTS_DIR=bin/relay)." >&2; exit 2; }
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 GOFLAGS='$(LAMBDA_GOFLAGS)' $(GO) build -o $(ARTIFACTS_DIR)/bootstrap ./functions/relay
+
+## build-LedgerFunction: the ledger consumer's deployable bootstrap, as build-PaymentFunction
+build-LedgerFunction:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "build-LedgerFunction: ARTIFACTS_DIR is not set: name the folder for the deployable bootstrap (make build-LedgerFunction ARTIFACTS_DIR=bin/ledger-lambda)." >&2; exit 2; }
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 GOFLAGS='$(LAMBDA_GOFLAGS)' $(GO) build -o $(ARTIFACTS_DIR)/bootstrap ./functions/ledger
 
 ## clean: the build outputs (the .venv stays: rm -rf .venv to reinstall moto and cfn-lint)
 clean:

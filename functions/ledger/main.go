@@ -11,10 +11,10 @@
 //	LEDGER_TABLE  the ledger's DynamoDB table (required): partition key
 //	              "id" (string), items "entry#<payment_id>" with
 //	              customer_id, order_id, amount, currency and charge_id; a
-//	              global secondary index on customer_id lists a customer's
-//	              entries
+//	              global secondary index on customer_id would list a
+//	              customer's entries, at one more write unit per entry
 //
-// The template does not declare it yet.
+// template.yaml declares it (LedgerFunction, on the events queue).
 package main
 
 import (
@@ -31,6 +31,9 @@ import (
 
 func main() {
 	table := os.Getenv("LEDGER_TABLE")
+	if table == "" {
+		log.Fatal("ledger: LEDGER_TABLE is not set")
+	}
 	cfg, err := awsconfig.LoadDefaultConfig(context.Background())
 	if err != nil {
 		log.Fatalf("ledger: AWS configuration: %v", err)

@@ -120,10 +120,10 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sqsEvents) != 1 {
-		t.Fatalf("template has SQS events %+v; want one", sqsEvents)
+	event, err := samtemplate.FindSQSEvent(sqsEvents, "PaymentFunction")
+	if err != nil {
+		t.Fatal(err)
 	}
-	event := sqsEvents[0]
 	q, err := samtemplate.FindQueue(queues, event.Queue)
 	if err != nil {
 		t.Fatal(err)

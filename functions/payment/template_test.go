@@ -65,7 +65,9 @@ func (g grants) String() string {
 // Lambda writes the logs). The relay: SendMessage, its only call, to the
 // queue the payment function publishes to and to its dead-letter queue;
 // and for the platform, the stream reads of its event source, the
-// on-failure destination's SendMessage, and the logs.
+// on-failure destination's SendMessage, and the logs. The ledger: PutItem
+// and BatchGetItem on its table, and for the platform its queue's polling
+// and the logs.
 func TestTemplateRoleIsLeastPrivilege(t *testing.T) {
 	tpl := loadTemplate(t)
 	roles := map[string]string{} // role: function
@@ -96,9 +98,9 @@ func TestTemplateRoleIsLeastPrivilege(t *testing.T) {
 	for _, fn := range roles {
 		wants[fn] = tpl.platformGrants(t, fn)
 	}
-	payment, relay := wants["PaymentFunction"], wants["RelayFunction"]
-	if payment == nil || relay == nil {
-		t.Fatalf("template functions %v; want PaymentFunction and RelayFunction (or this test taught the others)", slices.Sorted(maps.Values(roles)))
+	payment, relay, ledger := wants["PaymentFunction"], wants["RelayFunction"], wants["LedgerFunction"]
+	if payment == nil || relay == nil || ledger == nil || len(wants) != 3 {
+		t.Fatalf("template functions %v; want PaymentFunction, RelayFunction and LedgerFunction (or this test taught the others)", slices.Sorted(maps.Values(roles)))
 	}
 	// The payment function's code: every DynamoDB action it was seen to
 	// take, on each table, and every SQS action, on the queue its
@@ -114,6 +116,10 @@ func TestTemplateRoleIsLeastPrivilege(t *testing.T) {
 	// publishes to, and what it cannot send to its dead-letter queue.
 	relay.add(tpl.envQueue(t, "PaymentFunction", "EVENTS_QUEUE_URL"), "sqs:SendMessage")
 	relay.add(tpl.envQueue(t, "RelayFunction", "DEAD_LETTER_QUEUE_URL"), "sqs:SendMessage")
+	// The ledger's code: one PutItem per entry (the one-request path), and
+	// the read ahead of a redelivered batch (functions/ledger's tests
+	// count them).
+	ledger.add(tpl.envTable(t, "LedgerFunction", "LEDGER_TABLE"), "dynamodb:PutItem", "dynamodb:BatchGetItem")
 
 	for role, fn := range roles {
 		got := grants{}
@@ -184,15 +190,26 @@ func (tpl *template) platformGrants(t *testing.T, fn string) grants {
 	return want
 }
 
-// envQueue is the queue that fn's environment variable name refers to.
+// envTable is the table, and envQueue the queue, that fn's environment
+// variable name refers to.
+func (tpl *template) envTable(t *testing.T, fn, name string) string {
+	t.Helper()
+	return tpl.envRef(t, fn, name, "AWS::DynamoDB::Table")
+}
+
 func (tpl *template) envQueue(t *testing.T, fn, name string) string {
 	t.Helper()
+	return tpl.envRef(t, fn, name, "AWS::SQS::Queue")
+}
+
+func (tpl *template) envRef(t *testing.T, fn, name, typ string) string {
+	t.Helper()
 	vars := mapping(t, mapping(t, mapping(t, tpl.resources[fn].props)["Environment"])["Variables"])
-	q := tpl.ref(t, vars[name])
-	if tpl.resources[q].typ != "AWS::SQS::Queue" {
-		t.Errorf("%s's %s refers to %s (%s); want a queue", fn, name, q, tpl.resources[q].typ)
+	id := tpl.ref(t, vars[name])
+	if tpl.resources[id].typ != typ {
+		t.Errorf("%s's %s refers to %s (%s); want a %s", fn, name, id, tpl.resources[id].typ, typ)
 	}
-	return q
+	return id
 }
 
 // Every statement anywhere in the template names its resources, never

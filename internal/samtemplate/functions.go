@@ -88,3 +88,9 @@ func Functions(path string) ([]Function, error) {
 func FindFunction(functions []Function, logicalID string) (Function, error) {
 	return find(functions, "function", logicalID, func(f Function) string { return f.LogicalID })
 }
+
+// FindSQSEvent returns the SQS event of the function with the given
+// logical ID: one event per function, as the sample's templates have.
+func FindSQSEvent(evs []SQSEvent, function string) (SQSEvent, error) {
+	return find(evs, "SQS event of function", function, func(e SQSEvent) string { return e.Function })
+}

@@ -99,10 +99,20 @@ func TestSQSEventsReadsTheProjectTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := samtemplate.SQSEvent{Function: "PaymentFunction", Name: "PaymentQueueEvent", Queue: "PaymentQueue",
-		BatchSize: 10, MaximumConcurrency: 5, ReportBatchItemFailures: true, Timeout: 60}
-	if len(evs) != 1 || evs[0] != want {
-		t.Errorf("got %+v; want [%+v]", evs, want)
+	want := []samtemplate.SQSEvent{
+		{Function: "LedgerFunction", Name: "PaymentEvents", Queue: "PaymentEventsQueue",
+			BatchSize: 10, MaximumConcurrency: 2, ReportBatchItemFailures: true, Timeout: 30},
+		{Function: "PaymentFunction", Name: "PaymentQueueEvent", Queue: "PaymentQueue",
+			BatchSize: 10, MaximumConcurrency: 5, ReportBatchItemFailures: true, Timeout: 60},
+	}
+	if !slices.Equal(evs, want) {
+		t.Errorf("got %+v; want %+v", evs, want)
+	}
+	if ev, err := samtemplate.FindSQSEvent(evs, "PaymentFunction"); err != nil || ev != want[1] {
+		t.Errorf("FindSQSEvent(PaymentFunction) = %+v, %v; want %+v", ev, err, want[1])
+	}
+	if _, err := samtemplate.FindSQSEvent(evs, "RelayFunction"); err == nil {
+		t.Error("FindSQSEvent of a function without an SQS event: got nil error")
 	}
 }
 
@@ -131,6 +141,7 @@ func TestFunctionsReadsTheProjectTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []samtemplate.Function{
+		{LogicalID: "LedgerFunction", Timeout: 30, MemorySize: 128, LogFormat: "JSON", ApplicationLogLevel: "INFO"},
 		{LogicalID: "PaymentFunction", Timeout: 60, MemorySize: 256, LogFormat: "JSON", ApplicationLogLevel: "INFO"},
 		{LogicalID: "RelayFunction", Timeout: 30, MemorySize: 128, LogFormat: "JSON", ApplicationLogLevel: "INFO"},
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,21 +52,25 @@ const outboxPayment = `{"payment_id": "pay_6005", "order_id": "ord_7005", "custo
 
 // outboxOutcome is what the outbox act found, for the summary.
 type outboxOutcome struct {
-	paymentKilled bool     // the payment function died after committing outboxPayment
-	chargesOf     int      // charges of outboxPayment at the gateway
-	relayKilled   string   // the payment whose message SQS took before the relay died
-	charged       []string // payment IDs of the stack's CHARGED ledger rows
-	messages      map[string]int
+	paymentKilled bool              // the payment function died after committing outboxPayment
+	chargesOf     int               // charges of outboxPayment at the gateway
+	relayKilled   string            // the payment whose message SQS took before the relay died
+	charged       []string          // payment IDs of the stack's CHARGED ledger rows
+	messages      map[string]int    // payment ID → messages the ledger received (first deliveries)
 	dedupIDs      map[string]string // payment ID → its message's deduplication ID
+	entries       []string          // payment IDs of the ledger's entries
+	ledgerWrites  int               // the ledger's DynamoDB write requests
+	resentSkipped bool              // the event sent again was dropped as a duplicate
 }
 
 // killProxy forwards a function's AWS calls to the local AWS, and kills
 // the function once, when the answer to the first call match accepts has
 // come back: the call took effect, and the function never hears of it.
 type killProxy struct {
-	url   string
-	srv   *http.Server
-	fired atomic.Bool
+	url    string
+	srv    *http.Server
+	fired  atomic.Bool
+	writes atomic.Int64 // DynamoDB write requests that came back 200
 }
 
 // startKillProxy starts a proxy to target. match gets each call's
@@ -90,6 +95,9 @@ func startKillProxy(target string, match func(op string, body []byte) bool, kill
 			req.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err == nil && resp.StatusCode == http.StatusOK && dynamoDBWrite(req.Header.Get("X-Amz-Target")) {
+			p.writes.Add(1)
+		}
 		if err != nil || resp.StatusCode != http.StatusOK || !match(req.Header.Get("X-Amz-Target"), body) || !p.fired.CompareAndSwap(false, true) {
 			return resp, err
 		}
@@ -106,19 +114,30 @@ func startKillProxy(target string, match func(op string, body []byte) bool, kill
 
 func (p *killProxy) close() { _ = p.srv.Close() }
 
+// dynamoDBWrite reports whether the X-Amz-Target op is a DynamoDB write.
+func dynamoDBWrite(op string) bool {
+	switch strings.TrimPrefix(op, "DynamoDB_20120810.") {
+	case "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem":
+		return strings.HasPrefix(op, "DynamoDB_20120810.")
+	}
+	return false
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // playOutbox is the outbox act: number n of the story.
-func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, relayBootstrap string, environ []string) (outboxOutcome, error) {
+func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, relayBootstrap, ledgerBootstrap string, environ []string) (outboxOutcome, error) {
 	out := outboxOutcome{messages: map[string]int{}, dedupIDs: map[string]string{}}
-	fmt.Fprintf(d.out, "\n%d. The outbox: each charge publishes payment.charged in its own commit; the relay sends it from the stream, once\n", n)
+	fmt.Fprintf(d.out, "\n%d. The outbox: each charge publishes payment.charged in its own commit; the relay sends it from the stream, once; the ledger records it, once\n", n)
 	cfg := d.moto.AWSConfig()
 	db, lc := dynamodb.NewFromConfig(cfg), lambda.NewFromConfig(cfg)
 	eventsURL, failuresURL := st.outputs["PaymentEventsQueueUrl"], st.outputs["RelayFailureQueueUrl"]
-	if eventsURL == "" || failuresURL == "" || st.outputs["RelayFunctionName"] == "" {
-		return out, errors.New("the stack has no PaymentEventsQueueUrl, RelayFailureQueueUrl or RelayFunctionName output")
+	for _, k := range []string{"PaymentEventsQueueUrl", "RelayFailureQueueUrl", "RelayFunctionName", "LedgerFunctionName", "LedgerTableName"} {
+		if st.outputs[k] == "" {
+			return out, fmt.Errorf("the stack has no %s output", k)
+		}
 	}
 
 	// The payment function, killed after the commit of outboxPayment.
@@ -261,17 +280,12 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 		return out, fmt.Errorf("the outbox stream still had records after %v", queueRunBound)
 	}
 
-	// What the events queue holds, against the ledger's charges.
-	msgs, err := receiveAll(ctx, st.sqs, eventsURL, true)
-	if err != nil {
+	// The events queue's consumer, as deployed: the ledger, one request
+	// per new entry. Then the event whose send the relay never heard of,
+	// sent again with another deduplication ID, as SQS would take it after
+	// its 5-minute window: the ledger drops it as a duplicate.
+	if err := d.playLedger(ctx, lc, st, ledgerBootstrap, environ, eventsURL, &out); err != nil {
 		return out, err
-	}
-	for _, m := range msgs {
-		id := paymentID(aws.ToString(m.Body))
-		out.messages[id]++
-		out.dedupIDs[id] = m.Attributes[string(sqstypes.MessageSystemAttributeNameMessageDeduplicationId)]
-		fmt.Fprintf(d.out, "   events queue: %-10s [%s] deduplication ID %.12s…, %s %.20s…\n", id, m.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)],
-			out.dedupIDs[id], outbox.IDAttribute, aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue))
 	}
 	rows, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(st.paymentsTable)})
 	if err != nil {
@@ -293,6 +307,163 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 		return out, fmt.Errorf("the relay's failure queue holds %d messages; want none", len(failures))
 	}
 	return out, nil
+}
+
+// playLedger runs the stack's ledger function, read back from Lambda with
+// its SQS mapping, on the events queue until it is empty; then sends the
+// event the relay was killed after again, with another deduplication ID,
+// and runs it once more. It fills out's messages, entries and counts.
+func (d *demo) playLedger(ctx context.Context, lc *lambda.Client, st *stack, bootstrap string, environ []string, eventsURL string, out *outboxOutcome) error {
+	fn, err := deployed.ReadFunction(ctx, lc, st.outputs["LedgerFunctionName"])
+	if err != nil {
+		return err
+	}
+	ms, err := deployed.SQSMappings(ctx, lc, fn)
+	if err != nil {
+		return err
+	}
+	m, err := deployed.Choose(fn.ARN, ms, deployed.QueueRef{})
+	if err != nil {
+		return err
+	}
+	if _, err := lc.UpdateEventSourceMapping(ctx, &lambda.UpdateEventSourceMappingInput{UUID: aws.String(m.UUID), Enabled: aws.Bool(false)}); err != nil {
+		return err
+	}
+	count, err := startKillProxy(d.moto.URL, func(string, []byte) bool { return false }, func([]byte) {})
+	if err != nil {
+		return err
+	}
+	defer count.close()
+	var logs logline.Buffer
+	runner, err := runtimeapi.NewRunner(bootstrap, func(o *runtimeapi.RunnerOptions) {
+		o.FunctionName, o.Region, o.Timeout, o.MemoryMB = fn.Name, fn.Region, fn.Timeout, fn.MemoryMB
+		o.LogFormat, o.LogLevel = "JSON", "DEBUG" // a line per message, read below
+		o.Env = append(withoutEndpoints(environ), withoutEndpoints(fn.Env)...)
+		o.Env = append(o.Env, motoserver.Env(count.url)...)
+		o.Stdout, o.Stderr = &logs, &logs
+	})
+	if err != nil {
+		return err
+	}
+	defer runner.Close()
+	fmt.Fprintf(d.out, "   ledger %s on %s (batch size %d, ReportBatchItemFailures %v; its mapping disabled, this run takes its place)\n",
+		fn.Name, m.QueueName, m.BatchSize, m.ReportBatchItemFailures)
+	var last events.SQSMessage           // of the relay-killed payment
+	seen := map[string]map[string]bool{} // payment ID → message IDs, before the resend
+	resent := false
+	run := func() error {
+		mapping, err := esm.New(st.sqs, eventsURL, runner, func(o *esm.Options) {
+			o.BatchSize, o.Window, o.ReportBatchItemFailures = m.BatchSize, m.Window, m.ReportBatchItemFailures
+			o.Concurrency, o.FunctionTimeout, o.UntilEmpty = esm.MinConcurrency, fn.Timeout, true
+			o.OnBatch = func(b esm.BatchResult) {
+				lines := awaitLedgerLines(&logs, b.Records)
+				for _, r := range b.Records {
+					id := paymentID(r.Body)
+					fate := "FAILED"
+					switch outcome(r.MessageId, lines) {
+					case "processed":
+						fate = "recorded   entry#" + id
+						out.dedupIDs[id] = r.Attributes["MessageDeduplicationId"]
+					case "duplicate", "replayed":
+						fate = "skipped    duplicate, no write"
+						if id == out.relayKilled {
+							out.resentSkipped = true
+						}
+					}
+					if !resent {
+						// Distinct messages: SQS may deliver one twice.
+						if seen[id] == nil {
+							seen[id] = map[string]bool{}
+						}
+						seen[id][r.MessageId] = true
+					}
+					if id == out.relayKilled {
+						last = r
+					}
+					fmt.Fprintf(d.out, "   ledger: %-10s [%s] %s (deduplication ID %.12s…, %s %.20s…)\n", id, r.Attributes["MessageGroupId"], fate,
+						r.Attributes["MessageDeduplicationId"], outbox.IDAttribute, aws.ToString(r.MessageAttributes[outbox.IDAttribute].StringValue))
+				}
+				logs.Reset()
+			}
+		})
+		if err != nil {
+			return err
+		}
+		runCtx, cancel := context.WithTimeout(ctx, queueRunBound)
+		defer cancel()
+		sum, err := mapping.Run(runCtx)
+		if err == nil && !sum.Empty {
+			err = fmt.Errorf("the events queue was not empty after %v", queueRunBound)
+		}
+		return err
+	}
+	if err := run(); err != nil {
+		return err
+	}
+	out.ledgerWrites = int(count.writes.Load())
+	for id, msgs := range seen {
+		out.messages[id] = len(msgs)
+	}
+	resent = true
+	if last.MessageId == "" {
+		return fmt.Errorf("the ledger never received %s's event", out.relayKilled)
+	}
+	attrs := map[string]sqstypes.MessageAttributeValue{}
+	for k, v := range last.MessageAttributes {
+		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String(v.DataType), StringValue: v.StringValue}
+	}
+	if _, err := st.sqs.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(eventsURL), MessageBody: aws.String(last.Body), MessageAttributes: attrs,
+		MessageGroupId: aws.String(last.Attributes["MessageGroupId"]), MessageDeduplicationId: aws.String("after-the-window-" + last.MessageId),
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "   sent %s's event again with another deduplication ID, as SQS takes a resend after its 5-minute window:\n", out.relayKilled)
+	if err := run(); err != nil {
+		return err
+	}
+	rows, err := dynamodb.NewFromConfig(d.moto.AWSConfig()).Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(st.outputs["LedgerTableName"])})
+	if err != nil {
+		return err
+	}
+	for _, item := range rows.Items {
+		if v, ok := item["id"].(*types.AttributeValueMemberS); ok {
+			out.entries = append(out.entries, strings.TrimPrefix(v.Value, "entry#"))
+		}
+	}
+	slices.Sort(out.entries)
+	return nil
+}
+
+// awaitLedgerLines waits, up to 2 s, for the ledger's line about each of
+// recs (it writes them when its batch answers, which is before OnBatch;
+// the pipe may lag), and returns the lines.
+func awaitLedgerLines(logs *logline.Buffer, recs []events.SQSMessage) []map[string]any {
+	for range 100 {
+		lines := logs.Objects()
+		if !slices.ContainsFunc(recs, func(r events.SQSMessage) bool { return outcome(r.MessageId, lines) == "" }) {
+			return lines
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return logs.Objects()
+}
+
+// outcome is the outcome of the "message done" line about messageID, or
+// "failed", or "" when there is none yet.
+func outcome(messageID string, lines []map[string]any) string {
+	for _, l := range lines {
+		if l["messageId"] != messageID {
+			continue
+		}
+		switch l["msg"] {
+		case "message done":
+			return fmt.Sprint(l["outcome"])
+		case "message failed", "message failed permanently: sent to the dead-letter queue":
+			return "failed"
+		}
+	}
+	return ""
 }
 
 // relayMapping is what the demo reads of the relay's stream mapping.
@@ -392,7 +563,12 @@ func (d *demo) outboxSummary(o outboxOutcome) bool {
 			extra = append(extra, id)
 		}
 	}
-	fmt.Fprintf(d.out, "   outbox: %d charges in the stack's ledger, %d payment.charged messages in the events queue\n", len(o.charged), len(o.messages))
+	fmt.Fprintf(d.out, "   outbox: %d charges in the stack's ledger, %d payment.charged events recorded by the ledger consumer in %s (%d entries)\n",
+		len(o.charged), len(o.messages), plural(o.ledgerWrites, "DynamoDB write request"), len(o.entries))
+	if !slices.Equal(o.entries, o.charged) || o.ledgerWrites != len(o.entries) {
+		fmt.Fprintf(d.out, "   ledger entries %v; want one per charge %v, one write request each\n", o.entries, o.charged)
+		ok = false
+	}
 	for _, bad := range []struct {
 		ids  []string
 		what string
@@ -418,8 +594,14 @@ func (d *demo) outboxSummary(o outboxOutcome) bool {
 		fmt.Fprintln(d.out, "   the relay was never killed after a send")
 		ok = false
 	} else if o.messages[o.relayKilled] == 1 {
-		fmt.Fprintf(d.out, "   %s's payment.charged went out once, though the relay was killed after SQS took it: the resend carried the same deduplication ID (%.12s…) and SQS dropped it; past SQS's 5-minute window, a consumer keyed by %s drops it\n",
-			o.relayKilled, o.dedupIDs[o.relayKilled], outbox.IDAttribute)
+		fmt.Fprintf(d.out, "   %s's payment.charged went out once, though the relay was killed after SQS took it: the resend carried the same deduplication ID (%.12s…) and SQS dropped it\n",
+			o.relayKilled, o.dedupIDs[o.relayKilled])
+	}
+	if !o.resentSkipped {
+		fmt.Fprintf(d.out, "   the event of %s sent again after the window was not dropped by the ledger\n", o.relayKilled)
+		ok = false
+	} else {
+		fmt.Fprintf(d.out, "   sent again past SQS's window, %s's event was dropped by the ledger as a duplicate: no second entry\n", o.relayKilled)
 	}
 	return ok
 }

@@ -43,9 +43,11 @@ duplicate and a poison message, and runs that mapping until the queue is
 empty, killing the function once after the gateway charged a payment.
 Then the outbox: one more payment, the function killed after its commit
 (ledger row, idempotency record and payment.charged outbox item in one
-transaction) and before it answered; and the stack's relay run on the
+transaction) and before it answered; the stack's relay run on the
 outbox table's stream as its mapping would, killed once after SQS took a
-message and before it answered. For every record it prints what
+message and before it answered; and the stack's ledger consumer on the
+events queue, one request per entry, with one event sent again past SQS's
+deduplication window. For every record it prints what
 happened (charged, declined, skipped as a duplicate, failed and why), then
 the charges the gateway saw, the ledger rows, where every published
 message went and the events each charge published, and checks that no
@@ -86,13 +88,14 @@ func story() []act {
 type demoCommand struct {
 	stdio
 	bootstrap string
-	// relayBootstrap is the outbox relay's binary (functions/relay).
-	relayBootstrap string
-	template       string
-	eventsDir      string
-	verbose        bool
-	acts           []act
-	story          bool // the whole story, the queue act included, rather than named files
+	// relayBootstrap is the outbox relay's binary (functions/relay),
+	// ledgerBootstrap the events' consumer's (functions/ledger).
+	relayBootstrap, ledgerBootstrap string
+	template                        string
+	eventsDir                       string
+	verbose                         bool
+	acts                            []act
+	story                           bool // the whole story, the queue act included, rather than named files
 }
 
 // parse reads the command line and checks every file the story reads, so
@@ -101,6 +104,7 @@ func (c *demoCommand) parse(args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "demo", demoUsage, "")
 	fs.StringVar(&c.bootstrap, "bootstrap", "bin/bootstrap", "the payment function's binary, built for this machine")
 	fs.StringVar(&c.relayBootstrap, "relay-bootstrap", "bin/relay", "the outbox relay's binary (functions/relay), built for this machine")
+	fs.StringVar(&c.ledgerBootstrap, "ledger-bootstrap", "bin/ledger", "the ledger consumer's binary (functions/ledger), built for this machine")
 	fs.StringVar(&c.template, "template", "template.yaml", "the payment sample's SAM template, whose tables and queues to create")
 	fs.StringVar(&c.eventsDir, "events", "events", "the folder of the story's sample events")
 	fs.BoolVar(&c.verbose, "v", false, "also print the function's own log lines")
@@ -123,8 +127,10 @@ func (c *demoCommand) parse(args []string) error {
 	if err := checkDemoInputs(c.bootstrap, c.acts); err != nil {
 		return cmdline.BadInput(err)
 	}
-	if _, err := os.Stat(c.relayBootstrap); c.story && err != nil {
-		return cmdline.BadInput(fmt.Errorf("relay bootstrap: %w (build it with 'make build', or name it with -relay-bootstrap)", err))
+	for flag, path := range map[string]string{"relay-bootstrap": c.relayBootstrap, "ledger-bootstrap": c.ledgerBootstrap} {
+		if _, err := os.Stat(path); c.story && err != nil {
+			return cmdline.BadInput(fmt.Errorf("%s: %w (build it with 'make build', or name it with -%s)", flag, err, flag))
+		}
 	}
 	return nil
 }
@@ -162,7 +168,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 			return ended(err)
 		}
 		queue = &q
-		o, err := d.playOutbox(ctx, len(c.acts)+2, st, c.bootstrap, c.relayBootstrap, c.environ)
+		o, err := d.playOutbox(ctx, len(c.acts)+2, st, c.bootstrap, c.relayBootstrap, c.ledgerBootstrap, c.environ)
 		if err != nil {
 			return ended(err)
 		}

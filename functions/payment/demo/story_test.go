@@ -13,9 +13,9 @@ import (
 // itself; it must work twice in a row (each run starts from nothing).
 func TestDemoStory(t *testing.T) {
 	testenv.RequireMotoServer(t)
-	bootstrap, relay := testenv.Build(t, ".."), testenv.Build(t, "../../relay")
+	bootstrap, relay, ledger := testenv.Build(t, ".."), testenv.Build(t, "../../relay"), testenv.Build(t, "../../ledger")
 	for run := 1; run <= 2; run++ {
-		r := demo(t, nil, "-bootstrap", bootstrap, "-relay-bootstrap", relay, "-template", "../../../template.yaml", "-events", "../../../events")
+		r := demo(t, nil, "-bootstrap", bootstrap, "-relay-bootstrap", relay, "-ledger-bootstrap", ledger, "-template", "../../../template.yaml", "-events", "../../../events")
 		stdout := r.stdout.String()
 		if r.code != 0 {
 			t.Fatalf("run %d: exit status %d; want 0\nstdout:\n%s\nstderr:\n%s", run, r.code, stdout, r.stderr.String())
@@ -68,8 +68,10 @@ func TestDemoStory(t *testing.T) {
 			{ob, "the function was killed after its commit (ledger row, idempotency record and outbox item in one TransactWriteItems), before it answered", 1},
 			{ob, "pay_6005     [cus_J] skipped    duplicate, gateway not called", 1},
 			{ob, "the relay was killed after SQS took pay_", 1},
-			{ob, "events queue: pay_", 5},
-			{summary, "outbox: 5 charges in the stack's ledger, 5 payment.charged messages in the events queue", 1},
+			{ob, "] recorded   entry#pay_", 5},
+			{ob, "] skipped    duplicate, no write", 1},
+			{summary, "outbox: 5 charges in the stack's ledger, 5 payment.charged events recorded by the ledger consumer in 5 DynamoDB write requests (5 entries)", 1},
+			{summary, "event was dropped by the ledger as a duplicate: no second entry", 1},
 			{summary, "pay_6005 was charged once and published once, though the function was killed after its commit", 1},
 			{summary, "payment.charged went out once, though the relay was killed after SQS took it: the resend carried the same deduplication ID", 1},
 		} {
