@@ -15,6 +15,36 @@ import (
 // maxTransactItems is how many writes one TransactWriteItems may hold.
 const maxTransactItems = 100
 
+// MaxTransactionBytes is DynamoDB's limit on the aggregate size of the
+// items of one TransactWriteItems ("4 MB"; read as 4 MiB, as the item
+// limit's 400 KB is 400 KiB).
+const MaxTransactionBytes = 4 * 1024 * 1024
+
+// WriteSize is an upper bound on what w adds to its transaction's
+// aggregate size, as far as can be known before it is sent: a Put's item;
+// for an Update, a Delete or a ConditionCheck, its key and expression
+// values (the stored item it reads or changes is not known here).
+func WriteSize(w types.TransactWriteItem) int {
+	n := 0
+	add := func(attrs map[string]types.AttributeValue) {
+		for name, v := range attrs {
+			n += len(name) + valueSize(v)
+		}
+	}
+	switch {
+	case w.Put != nil:
+		add(w.Put.Item)
+	case w.Update != nil:
+		add(w.Update.Key)
+		add(w.Update.ExpressionAttributeValues)
+	case w.Delete != nil:
+		add(w.Delete.Key)
+	case w.ConditionCheck != nil:
+		add(w.ConditionCheck.Key)
+	}
+	return n
+}
+
 // Stage stages DynamoDB writes to be committed in one transaction with the
 // completion of the current idempotency record (single-phase mode): either
 // the record is completed and every write is applied, or nothing is. It is
@@ -102,6 +132,18 @@ func (s *Store) transact(ctx context.Context, rec lambdakit.IdempotencyRecord, r
 	if n := 1 + len(rec.Staged); n > maxTransactItems {
 		return nil, fmt.Errorf("dynamostore: complete %s: %d staged writes and the record exceed the %d writes of a DynamoDB transaction: %w",
 			rec.ID, len(rec.Staged), maxTransactItems, lambdakit.ErrStagingUnsupported)
+	}
+	// Over DynamoDB's 4 MB, the transaction would be refused as it is on
+	// every attempt: say so before sending it.
+	size := s.itemSize(rec)
+	for _, op := range rec.Staged {
+		if w, ok := op.(types.TransactWriteItem); ok {
+			size += WriteSize(w)
+		}
+	}
+	if size > MaxTransactionBytes {
+		return nil, fmt.Errorf("dynamostore: complete %s: the record and %d staged writes make about %d bytes, over the %d of a DynamoDB transaction: %w",
+			rec.ID, len(rec.Staged), size, MaxTransactionBytes, lambdakit.ErrCompletionRejected)
 	}
 	// The record goes first, so that its cancellation reason is always
 	// the first one.

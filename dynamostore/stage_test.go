@@ -2,7 +2,9 @@ package dynamostore_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,31 @@ func TestCompleteStaged(t *testing.T) {
 			if f.record(t, id) == nil {
 				t.Errorf("staged item %s absent; want it committed", id)
 			}
+		}
+	})
+
+	// DynamoDB refuses a transaction over 4 MB on every attempt (moto
+	// does not: the store says so before sending it, so the test holds
+	// for AWS's documented limit).
+	t.Run("staged writes over a transaction's 4 MB are rejected before any request", func(t *testing.T) {
+		f := setup(t)
+		t0 := now()
+		rec := record("fn#huge", t0)
+		f.mustAcquire(t, rec, t0)
+		f.calls.Reset()
+		for i := range 11 {
+			rec.Staged = append(rec.Staged, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+				"id":   &types.AttributeValueMemberS{Value: fmt.Sprintf("big#%d", i)},
+				"blob": &types.AttributeValueMemberS{Value: strings.Repeat("b", 390_000)},
+			}}})
+		}
+		err := f.store.Complete(t.Context(), rec)
+		if !errors.Is(err, lambdakit.ErrCompletionRejected) {
+			t.Fatalf("Complete of 11 x 390 KB staged writes: %v; want ErrCompletionRejected", err)
+		}
+		f.checkCalls(t, map[string]int{})
+		if got := dynamostore.WriteSize(rec.Staged[0].(types.TransactWriteItem)); got < 390_000 || got > 390_100 {
+			t.Errorf("WriteSize of a 390 KB put = %d; want its item's size", got)
 		}
 	})
 

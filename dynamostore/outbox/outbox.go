@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
@@ -106,8 +107,9 @@ var ErrInvalidMessage = errors.New("outbox: invalid message")
 // middleware (or Once), and with ErrInvalidMessage (marked
 // lambdakit.Permanent) for a message SQS would refuse, a message that
 // repeats another of this run (the same queue and name), or more writes
-// than one transaction holds: found here, before any work commits, rather
-// than by a completion DynamoDB refuses after it.
+// or bytes than one transaction holds (100 writes, 4 MB): found here,
+// before any work commits, rather than by a completion DynamoDB refuses
+// after it.
 func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	recordID, ok := lambdakit.StagingRecord(ctx)
 	if !ok {
@@ -121,9 +123,13 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 				ErrInvalidMessage, len(msgs), len(staged), n, maxTransactItems)
 		}
 		ids := map[string]string{} // item ID → the message's name, for this run
+		size := completionBytes    // of the whole transaction
 		for _, op := range staged {
 			if id, ok := o.itemIDOf(op); ok {
 				ids[id] = "an earlier one"
+			}
+			if w, ok := op.(types.TransactWriteItem); ok {
+				size += dynamostore.WriteSize(w)
 			}
 		}
 		items := make([]any, 0, len(msgs))
@@ -143,14 +149,19 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 				return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, prev)
 			}
 			ids[id] = fmt.Sprintf("%q", name)
-			items = append(items, types.TransactWriteItem{Put: &types.Put{
+			w := types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(o.table),
 				Item:      item,
 				// A retried completion writes the same item, which must
 				// not be an item of another record.
 				ConditionExpression:       aws.String("attribute_not_exists(id) OR recordId = :rid"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":rid": &types.AttributeValueMemberS{Value: recordID}},
-			}})
+			}}
+			if size += dynamostore.WriteSize(w); size > dynamostore.MaxTransactionBytes {
+				return nil, fmt.Errorf("%w %q: with the writes staged before it and the completion, the transaction is about %d bytes; DynamoDB takes %d",
+					ErrInvalidMessage, name, size, dynamostore.MaxTransactionBytes)
+			}
+			items = append(items, w)
 		}
 		return items, nil
 	})
@@ -183,6 +194,12 @@ const (
 
 // maxTransactItems is how many writes one TransactWriteItems may hold.
 const maxTransactItems = 100
+
+// completionBytes is room for the idempotency record's completion in the
+// transaction: its attributes without a result. A result so large that
+// the transaction is still too big is refused by the store, which then
+// completes the record without the staged writes.
+const completionBytes = 2 * 1024
 
 // ItemID is the ID of the outbox item for the message named name, to the
 // queue queueURL, of the record recordID: stable across runs, relays and

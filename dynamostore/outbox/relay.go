@@ -2,10 +2,13 @@ package outbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,9 +52,23 @@ type DeadLetter struct {
 	EventID        string `json:"eventID"`
 	SequenceNumber string `json:"sequenceNumber"`
 	// NewImage is the item as the stream record holds it, in DynamoDB's
-	// attribute-value JSON.
+	// attribute-value JSON; without its body and attributes when they
+	// would make the dead letter larger than MaxDeadLetterBytes
+	// (Truncated).
 	NewImage map[string]events.DynamoDBAttributeValue `json:"newImage"`
+	// Truncated says the body and attributes were left out; BodyBytes and
+	// BodySHA256 describe the body. The item itself stays in the outbox
+	// table until it expires (DefaultTTL), under its pk and id.
+	Truncated  bool   `json:"truncated,omitempty"`
+	BodyBytes  int    `json:"bodyBytes,omitempty"`
+	BodySHA256 string `json:"bodySha256,omitempty"`
 }
+
+// MaxDeadLetterBytes bounds a dead letter: 256 KiB, what every SQS queue
+// takes (the default MaximumMessageSize of queues made before SQS raised
+// its limit to 1 MiB). An outbox item's body may be larger; its dead
+// letter then goes without it.
+const MaxDeadLetterBytes = 256 * 1024
 
 // Relay returns the handler of the outbox table's stream: for each new
 // item (an INSERT; the writes a retried completion repeats are MODIFY, and
@@ -126,16 +143,11 @@ func undeliverable(err error) bool {
 // sent. It returns nil once the dead-letter queue has it, and the send's
 // error otherwise, so the record fails and comes back.
 func deadLetter(ctx context.Context, client producer.MessageSender, queueURL string, rec *events.DynamoDBEventRecord, cause error) error {
-	body, err := json.Marshal(DeadLetter{
-		Error:          cause.Error(),
-		EventID:        rec.EventID,
-		SequenceNumber: rec.Change.SequenceNumber,
-		NewImage:       rec.Change.NewImage,
-	})
+	body, err := deadLetterBody(rec, cause)
 	if err != nil {
 		return errors.Join(cause, fmt.Errorf("outbox: dead letter of %s: %w", rec.EventID, err))
 	}
-	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(string(body))}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body)}
 	if strings.HasSuffix(queueURL, ".fifo") {
 		group, dedup := "outbox", rec.EventID
 		if v, ok := rec.Change.NewImage["groupId"]; ok && v.DataType() == events.DataTypeString && v.String() != "" {
@@ -200,4 +212,55 @@ func sendInput(img map[string]events.DynamoDBAttributeValue) (*sqs.SendMessageIn
 		}
 	}
 	return in, nil
+}
+
+// deadLetterBody is the JSON of rec's dead letter, at most
+// MaxDeadLetterBytes: with the item's body and attributes when they fit,
+// else without them (a body of '<' characters, say, which JSON escapes to
+// six bytes each, would otherwise grow past what SQS takes, and the
+// poison item would hold up its shard after all).
+func deadLetterBody(rec *events.DynamoDBEventRecord, cause error) (string, error) {
+	dl := DeadLetter{
+		Error:          truncateText(cause.Error(), 4096),
+		EventID:        rec.EventID,
+		SequenceNumber: rec.Change.SequenceNumber,
+		NewImage:       rec.Change.NewImage,
+	}
+	encode := func() (string, error) {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		err := enc.Encode(dl)
+		return strings.TrimSuffix(b.String(), "\n"), err
+	}
+	out, err := encode()
+	if err != nil || len(out) <= MaxDeadLetterBytes {
+		return out, err
+	}
+	img := make(map[string]events.DynamoDBAttributeValue, len(rec.Change.NewImage))
+	for k, v := range rec.Change.NewImage {
+		if k != "body" && k != "attributes" {
+			img[k] = v
+		}
+	}
+	dl.NewImage, dl.Truncated = img, true
+	if b, ok := rec.Change.NewImage["body"]; ok && b.DataType() == events.DataTypeString {
+		sum := sha256.Sum256([]byte(b.String()))
+		dl.BodyBytes, dl.BodySHA256 = len(b.String()), hex.EncodeToString(sum[:])
+	}
+	if out, err = encode(); err == nil && len(out) > MaxDeadLetterBytes {
+		err = fmt.Errorf("%d bytes without the body, over %d", len(out), MaxDeadLetterBytes)
+	}
+	return out, err
+}
+
+// truncateText cuts s to at most n bytes, on a rune boundary.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
