@@ -45,9 +45,9 @@ const (
 // local cache is off (the store reads nothing twice, and it needs CLIENT
 // TRACKING, which not every managed server allows); buffers are small;
 // connecting and waiting for an answer are bounded (DefaultDialTimeout,
-// DefaultConnWriteTimeout). The client does not resend a script whose
-// answer it did not get; the engine sees the error, and the store's
-// scripts are safe to run again with the same record (see doc.go).
+// DefaultConnWriteTimeout). Leave DisableRetry false: the store's scripts
+// are safe to resend on a new connection when one breaks (see doc.go),
+// and the client does so within the call's context.
 //
 // Set TLSConfig for a server with encryption in transit (ElastiCache
 // requires it for IAM authentication), and Username and Password, or

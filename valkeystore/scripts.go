@@ -9,6 +9,14 @@ import "github.com/valkey-io/valkey-go"
 // a record counts, and stops counting, at the same instant on this store as
 // on DynamoDB and in memory.
 //
+// The scripts are retryable: when a connection breaks (a server restart,
+// a failover, a lost answer), the client resends the script on a new one.
+// That is safe because running a script again with the same arguments
+// does what its first run did, whether or not that run landed: an acquire
+// finds the caller's own lease (which lambdakit takes as acquired), a
+// completion completes again under the same lease, a release finds the
+// record gone. A caller's context still bounds the retries.
+//
 // Field order of every read (HMGET): the decoder depends on it.
 var fields = []string{fStatus, fExpiration, fInProgress, fValidation, fData, fLease, fFailure}
 
@@ -32,7 +40,7 @@ const (
 //
 // KEYS[1] the record; ARGV: now (s), now (ms), lease, expiration (s),
 // lease end (ms), validation ("" for none), key expiry (epoch ms).
-var acquireScript = valkey.NewLuaScript(`
+var acquireScript = valkey.NewLuaScriptRetryable(`
 local f = redis.call('HMGET', KEYS[1], 'status', 'expiration', 'in_progress_expiration', 'validation', 'data', 'lease', 'failure')
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local exp = tonumber(f[2])
@@ -60,7 +68,7 @@ return false
 // KEYS[1] the record; ARGV: lease, expiration (s), key expiry (epoch ms),
 // validation ("" keeps the stored one), failure ("" keeps the stored one),
 // "1" and the result, or "0" and "" for no result.
-var completeScript = valkey.NewLuaScript(`
+var completeScript = valkey.NewLuaScriptRetryable(`
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then
   return 0
 end
@@ -85,7 +93,7 @@ return 1
 // another lease or a completion holds it.
 //
 // KEYS[1] the record; ARGV[1] the lease.
-var releaseScript = valkey.NewLuaScript(`
+var releaseScript = valkey.NewLuaScriptRetryable(`
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 1
 end

@@ -191,10 +191,11 @@ func (s *Server) stop() {
 }
 
 // Restart stops the server (SIGTERM: with appendonly yes it has written
-// every acknowledged write) and starts it again on the same port and
-// directory, so that it reloads what it persisted.
-func (s *Server) Restart() error {
+// every acknowledged write), leaves it down for down, and starts it again
+// on the same port and directory, so that it reloads what it persisted.
+func (s *Server) Restart(down time.Duration) error {
 	s.stop()
+	time.Sleep(down)
 	return s.start()
 }
 

@@ -27,7 +27,7 @@ func TestRestartKeepsWhatAppendOnlyWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := s.PID
-	if err := s.Restart(); err != nil {
+	if err := s.Restart(0); err != nil {
 		t.Fatal(err)
 	}
 	if s.PID == pid {
