@@ -47,6 +47,7 @@ var libraryPackages = []string{
 	"lambdakit/storetest",
 	"dynamostore",
 	"dynamostore/dynamostoretest",
+	"valkeystore",
 }
 
 // block is one fenced code block of a Markdown page.

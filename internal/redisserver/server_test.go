@@ -47,3 +47,21 @@ func TestClusterServesEverySlot(t *testing.T) {
 		}
 	}
 }
+
+func TestCallsCountsTheNamedCommands(t *testing.T) {
+	s := redisserver.ForTest(t)
+	for range 3 {
+		if _, err := s.Do("SET", "k", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Do("GET", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Calls("set", "get"); err != nil || n != 4 {
+		t.Errorf("Calls(set, get) = %d, %v; want 4", n, err)
+	}
+	if n, err := s.Calls("evalsha"); err != nil || n != 0 {
+		t.Errorf("Calls(evalsha) = %d, %v; want 0", n, err)
+	}
+}

@@ -31,6 +31,10 @@ type Impl struct {
 	// table of their own). Its payments must be ones no scenario uses.
 	// Nil: no warm-up.
 	Warmup func() []events.SQSMessage
+	// Commands, if set, counts the commands the function has sent to an
+	// idempotency store outside the local stack (Valkey): read before and
+	// after each row. Nil: the function uses none.
+	Commands func() (int64, error)
 }
 
 // Scenario is one row of the end-to-end table: batches delivered to
@@ -85,6 +89,8 @@ type Row struct {
 	// DBConns and GatewayConns are the connections to DynamoDB (at the
 	// proxy) and to the gateway during the row.
 	DBConns, GatewayConns ConnStats
+	// Commands is what Impl.Commands counted over the row; -1 without it.
+	Commands int64
 }
 
 // RecordsPerSecond is the row's throughput.
@@ -203,7 +209,16 @@ func (h *Harness) Run(ctx context.Context, impl Impl, sc Scenario) (Row, *Contai
 	} else if c.impl.Name != impl.Name {
 		return Row{}, nil, fmt.Errorf("bench: scenario %s reuses %s containers for %s", sc.Name, c.impl.Name, impl.Name)
 	}
-	row := Row{Scenario: sc.Name, Impl: impl.Name}
+	row := Row{Scenario: sc.Name, Impl: impl.Name, Commands: -1}
+	var cmds0 int64
+	if impl.Commands != nil {
+		n, err := impl.Commands()
+		if err != nil {
+			c.Close()
+			return Row{}, nil, err
+		}
+		cmds0 = n
+	}
 	for _, b := range sc.Batches {
 		row.Records += len(b)
 	}
@@ -221,6 +236,14 @@ func (h *Harness) Run(ctx context.Context, impl Impl, sc Scenario) (Row, *Contai
 		return Row{}, nil, err
 	}
 	row.Wall = wall
+	if impl.Commands != nil {
+		n, err := impl.Commands()
+		if err != nil {
+			c.Close()
+			return Row{}, nil, err
+		}
+		row.Commands = n - cmds0
+	}
 	row.Usage = h.Stack.Meter.Take()
 	row.Gateway = h.Stack.Gateway.Requests() - gw0
 	row.DBConns, row.GatewayConns = h.Stack.Proxy.Conns.Stats(), h.Stack.GatewayConns.Stats()
