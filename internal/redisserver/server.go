@@ -14,7 +14,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,30 +243,6 @@ func (s *Server) Do(args ...string) (string, error) {
 		return string(buf[:n]), nil
 	}
 	return "", fmt.Errorf("redisserver: %s: unexpected reply %q", args[0], line)
-}
-
-// Calls returns how many times the server has run each of the commands
-// named (lower case, as INFO commandstats names them) since it started.
-func (s *Server) Calls(commands ...string) (int64, error) {
-	stats, err := s.Do("INFO", "commandstats")
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, line := range strings.Split(stats, "\n") {
-		// cmdstat_evalsha:calls=12,usec=...
-		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
-		if !ok || !slices.Contains(commands, name) {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		v, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("redisserver: INFO commandstats: %q", line)
-		}
-		n += v
-	}
-	return n, nil
 }
 
 func freePort() (int, error) {

@@ -181,9 +181,14 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer rds.Stop()
+	rdsProxy, err := redisserver.NewProxy(rds.Addr)
+	if err != nil {
+		return err
+	}
+	defer rdsProxy.Close()
 	withValkey.Env = slices.DeleteFunc(withValkey.Env, func(kv string) bool { return strings.HasPrefix(kv, "IDEMPOTENCY_TABLE=") })
-	withValkey.Env = append(withValkey.Env, "IDEMPOTENCY_VALKEY_ADDR="+rds.Addr)
-	withValkey.Commands = func() (int64, error) { return rds.Calls("evalsha", "eval", "hmget") }
+	withValkey.Env = append(withValkey.Env, "IDEMPOTENCY_VALKEY_ADDR="+rdsProxy.Addr)
+	withValkey.Commands = rdsProxy.Commands
 
 	bench.PrintHeader(out, machine, strings.TrimSpace(command), stack.MotoVersion())
 	if micro != nil {
