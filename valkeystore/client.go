@@ -38,8 +38,9 @@ const (
 //		InitAddress: []string{addr},
 //	}))
 //
-// Commands share one connection per node (auto-pipelining): a batch of 64
-// records running at once holds one connection to each node, not 64, so
+// Commands share a pipelined connection per node (auto-pipelining): 64
+// records acquiring at once held two connections to one server in a test
+// (the pipeline and one the client opens at start), not 64, so
 // the function stays far below its file descriptor limit and an IAM
 // authenticated connection is made once, not per record. The client's
 // local cache is off (the store reads nothing twice, and it needs CLIENT
