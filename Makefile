@@ -20,6 +20,12 @@ CFN_LINT    := $(or $(shell command -v cfn-lint 2>/dev/null),$(VENV)/bin/cfn-lin
 # it is; otherwise it goes into the .venv, where the deploy looks next.
 SAM_TRANSLATOR_VERSION := 1.110.0
 SAM_TRANSLATOR := $(if $(shell python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("samtranslator") is None)' 2>/dev/null && echo y),,sam-translator)
+# redis-server (or valkey-server): valkeystore's tests, the sample's test on
+# Valkey and `make bench` start real ones. From PATH when the machine has
+# one; otherwise scripts/redis-install installs the distribution's package
+# with apt-get (as root, or through sudo without a password), or says what
+# to run.
+REDIS_SERVER := $(or $(shell command -v valkey-server 2>/dev/null),$(shell command -v redis-server 2>/dev/null),redis-server)
 # The tests and the demo look for moto_server on PATH: the venv's comes first
 # when moto is installed there.
 ifeq ($(MOTO_SERVER),$(VENV)/bin/moto_server)
@@ -39,7 +45,11 @@ STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 all: lint test
 
 ## deps: install what the tests and the demo need and the machine lacks
-deps: $(MOTO_SERVER) $(SAM_TRANSLATOR)
+deps: $(MOTO_SERVER) $(SAM_TRANSLATOR) $(REDIS_SERVER)
+
+.PHONY: redis-server
+redis-server:
+	@scripts/redis-install
 
 # moto, pinned: the local stack's launcher (internal/motoserver/launcher.py)
 # patches the moto versions it names in SUPPORTED_MOTO, and with any other it

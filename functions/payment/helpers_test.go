@@ -35,7 +35,7 @@ const templatePath = "../../template.yaml"
 // mustHandler is newHandler for a configuration that must be valid.
 func mustHandler(tb testing.TB, c config, db dynamostore.API, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) lambdakit.BatchFunc {
 	tb.Helper()
-	h, err := newHandler(c, db, client, logger, batchOpts...)
+	h, err := newHandler(c, db, nil, client, logger, batchOpts...)
 	if err != nil {
 		tb.Fatalf("newHandler: %v", err)
 	}

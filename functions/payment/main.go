@@ -20,14 +20,28 @@
 //	                     the transaction that records the charge; the relay
 //	                     (functions/relay) sends it (optional)
 //
+//	IDEMPOTENCY_VALKEY_ADDR  instead of IDEMPOTENCY_TABLE: the idempotency
+//	                     records go to Valkey or Redis at these host:port
+//	                     addresses, comma-separated (one address of a
+//	                     cluster is enough), through valkeystore; the
+//	                     ledger row is then written after the charge, not
+//	                     in one transaction with the completion, and
+//	                     OUTBOX_TABLE cannot be used (docs/valkey.md)
+//	IDEMPOTENCY_VALKEY_TLS  "true": connect with TLS
+//	IDEMPOTENCY_VALKEY_IAM_CACHE, IDEMPOTENCY_VALKEY_IAM_USER  both set:
+//	                     ElastiCache IAM authentication as this user of
+//	                     this cache (replication group ID); implies TLS
+//
 // The AWS SDK's own AWS_ENDPOINT_URL selects a local DynamoDB endpoint.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,6 +49,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -42,6 +57,8 @@ import (
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
+	"github.com/lambdakit/lambdakit/valkeystore"
+	"github.com/valkey-io/valkey-go"
 )
 
 // config is what the function reads from its environment at start.
@@ -54,6 +71,13 @@ type config struct {
 	DeadLetterQueueURL string
 	// OutboxTable and EventsQueueURL, both set, publish payment.charged.
 	OutboxTable, EventsQueueURL string
+	// ValkeyAddrs, if set, keep the idempotency records in Valkey or
+	// Redis instead of IdempotencyTable.
+	ValkeyAddrs []string
+	// ValkeyTLS connects with TLS; ValkeyIAMCache and ValkeyIAMUser,
+	// both set, authenticate with IAM (and imply TLS).
+	ValkeyTLS                     bool
+	ValkeyIAMCache, ValkeyIAMUser string
 }
 
 // defaultTTL outlives the longest way a copy of a completed payment can come
@@ -71,12 +95,44 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		DeadLetterQueueURL: getenv("DEAD_LETTER_QUEUE_URL"),
 		OutboxTable:        getenv("OUTBOX_TABLE"),
 		EventsQueueURL:     getenv("EVENTS_QUEUE_URL"),
+		ValkeyIAMCache:     getenv("IDEMPOTENCY_VALKEY_IAM_CACHE"),
+		ValkeyIAMUser:      getenv("IDEMPOTENCY_VALKEY_IAM_USER"),
 	}
 	var errs []error
-	for name, v := range map[string]string{"IDEMPOTENCY_TABLE": c.IdempotencyTable, "PAYMENTS_TABLE": c.PaymentsTable, "PAYMENT_GATEWAY_URL": c.GatewayURL} {
+	if v := getenv("IDEMPOTENCY_VALKEY_ADDR"); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(a)); err != nil {
+				errs = append(errs, fmt.Errorf("IDEMPOTENCY_VALKEY_ADDR: %q is not host:port", a))
+			}
+			c.ValkeyAddrs = append(c.ValkeyAddrs, strings.TrimSpace(a))
+		}
+	}
+	required := map[string]string{"PAYMENTS_TABLE": c.PaymentsTable, "PAYMENT_GATEWAY_URL": c.GatewayURL}
+	switch {
+	case c.ValkeyAddrs == nil:
+		required["IDEMPOTENCY_TABLE"] = c.IdempotencyTable
+	case c.IdempotencyTable != "":
+		errs = append(errs, errors.New("IDEMPOTENCY_TABLE and IDEMPOTENCY_VALKEY_ADDR both set: choose one store for the idempotency records"))
+	case c.OutboxTable != "":
+		errs = append(errs, errors.New("OUTBOX_TABLE needs the DynamoDB store (IDEMPOTENCY_TABLE): the outbox commits its events with the completion, which Valkey cannot"))
+	}
+	for name, v := range required {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%s is not set", name))
 		}
+	}
+	switch tls := getenv("IDEMPOTENCY_VALKEY_TLS"); tls {
+	case "", "false":
+	case "true":
+		c.ValkeyTLS = true
+	default:
+		errs = append(errs, fmt.Errorf("IDEMPOTENCY_VALKEY_TLS %q: want true or false", tls))
+	}
+	if (c.ValkeyIAMCache == "") != (c.ValkeyIAMUser == "") {
+		errs = append(errs, errors.New("IDEMPOTENCY_VALKEY_IAM_CACHE and IDEMPOTENCY_VALKEY_IAM_USER go together"))
+	}
+	if c.ValkeyIAMCache != "" {
+		c.ValkeyTLS = true // ElastiCache takes IAM authentication over TLS only
 	}
 	if c.GatewayURL != "" {
 		if u, err := url.Parse(c.GatewayURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -107,15 +163,25 @@ func configFromEnv(getenv func(string) string) (config, error) {
 const idempotencyPrefix = "payment"
 
 // newHandler wires the function: validation, then idempotency on
-// payment_id, then the charge. batchOpts come after the function's own
-// batch options (main sets the dead-letter queue there).
-func newHandler(c config, db dynamostore.API, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, error) {
+// payment_id, then the charge. The records go to vk when it is set (see
+// newValkey), else to DynamoDB through db. batchOpts come after the
+// function's own batch options (main sets the dead-letter queue there).
+func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, error) {
 	p := &payments{
 		gateway: &gatewayClient{base: c.GatewayURL, http: client},
 		table:   c.PaymentsTable,
 		now:     time.Now,
 	}
-	store, err := dynamostore.New(db, c.IdempotencyTable)
+	var store lambdakit.Store
+	var err error
+	if vk != nil {
+		// Valkey cannot commit the ledger row with the completion: the
+		// handler writes it itself.
+		p.ledgerDB = db
+		store, err = valkeystore.New(vk)
+	} else {
+		store, err = dynamostore.New(db, c.IdempotencyTable)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +221,34 @@ func withDeadLetterQueue(client producer.MessageSender, url string) func(*lambda
 	}
 }
 
+// newValkey connects to the Valkey or Redis of c, once per container, and
+// refuses a server that may evict records (valkeystore.Check).
+func newValkey(ctx context.Context, c config, awsCfg aws.Config) (valkey.Client, error) {
+	o := valkey.ClientOption{InitAddress: c.ValkeyAddrs}
+	if c.ValkeyTLS {
+		o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if c.ValkeyIAMCache != "" {
+		auth := &valkeystore.IAMAuth{Config: awsCfg, CacheName: c.ValkeyIAMCache, UserID: c.ValkeyIAMUser}
+		o.AuthCredentialsFn = auth.Credentials
+	}
+	vk, err := valkey.NewClient(valkeystore.WithLambdaDefaults(o))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", strings.Join(c.ValkeyAddrs, ","), err)
+	}
+	store, err := valkeystore.New(vk)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		err = store.Check(ctx)
+	}
+	if err != nil {
+		vk.Close()
+		return nil, err
+	}
+	return vk, nil
+}
+
 func main() {
 	// lambdakit's own lines and the function's alike: JSON, the request
 	// ID on each, the level from AWS_LAMBDA_LOG_LEVEL.
@@ -188,7 +282,14 @@ func main() {
 		// them, and a send that fails leaves the record to come back.
 		batchOpts = append(batchOpts, withDeadLetterQueue(sqs.NewFromConfig(awsCfg), c.DeadLetterQueueURL))
 	}
-	handler, err := newHandler(c, db, client, logger, batchOpts...)
+	var vk valkey.Client
+	if c.ValkeyAddrs != nil {
+		if vk, err = newValkey(context.Background(), c, awsCfg); err != nil {
+			logger.Error("payment: idempotency store", "error", err.Error())
+			os.Exit(1)
+		}
+	}
+	handler, err := newHandler(c, db, vk, client, logger, batchOpts...)
 	if err != nil {
 		logger.Error("payment: idempotency store", "error", err.Error())
 		os.Exit(1)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
@@ -188,6 +189,10 @@ type payments struct {
 	gateway *gatewayClient
 	table   string // the payments ledger
 	now     func() time.Time
+	// ledgerDB, if set, writes the ledger row after the charge, for a
+	// store that cannot commit it with the completion (valkeystore);
+	// unset, the row is staged into the completion's transaction.
+	ledgerDB dynamostore.API
 	// events, if set, publishes payment.charged to eventsQueue.
 	events      *outbox.Outbox
 	eventsQueue string
@@ -216,10 +221,7 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	// The ledger row commits with the idempotency record in one
-	// transaction: a completed payment always has its row, and a row
-	// always means the payment is completed.
-	if err := dynamostore.Stage(ctx, s.ledgerPut(p, amount, out)); err != nil {
+	if err := s.record(ctx, p, amount, out); err != nil {
 		return nil, err
 	}
 	// So does the event that tells the next service, through the outbox:
@@ -246,6 +248,25 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	}
 	lambdakit.AddLogAttrs(ctx, attrs...)
 	return json.Marshal(out)
+}
+
+// record writes the payment's ledger row. On DynamoDB it commits with the
+// idempotency record in one transaction: a completed payment always has
+// its row, and a row always means the payment is completed. With ledgerDB
+// it is written now, before the completion: a completed payment still
+// always has its row, but a row may belong to a payment whose completion
+// failed, whose retry charges again (the gateway's idempotency key
+// answers it) and writes the row again.
+func (s *payments) record(ctx context.Context, p Payment, amount int64, out Outcome) error {
+	put := s.ledgerPut(p, amount, out).Put
+	if s.ledgerDB == nil {
+		return dynamostore.Stage(ctx, types.TransactWriteItem{Put: put})
+	}
+	_, err := s.ledgerDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: put.TableName, Item: put.Item})
+	if err != nil {
+		return fmt.Errorf("payment: ledger row: %w", err)
+	}
+	return nil
 }
 
 func (s *payments) ledgerPut(p Payment, amount int64, out Outcome) types.TransactWriteItem {

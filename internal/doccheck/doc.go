@@ -12,7 +12,8 @@
 //
 //   - Every exported identifier of the library packages (lambdakit,
 //     lambdakit/producer, lambdakit/lambdakitotel, lambdakit/lambdakittest,
-//     lambdakit/storetest, dynamostore, dynamostore/dynamostoretest) has a
+//     lambdakit/storetest, dynamostore, dynamostore/dynamostoretest,
+//     valkeystore) has a
 //     doc comment: types, functions, methods of exported types, constants
 //     and variables (a const or var group with a comment of its own counts
 //     as documented; struct fields are not checked). The files are parsed

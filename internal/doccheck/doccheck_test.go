@@ -35,6 +35,7 @@ var minBlocks = map[string]int{
 	"docs/publishing.md":       1,
 	"docs/operations.md":       2,
 	"docs/testing.md":          3,
+	"docs/valkey.md":           1,
 }
 
 // libraryPackages are the folders whose exported identifiers must all
@@ -47,6 +48,7 @@ var libraryPackages = []string{
 	"lambdakit/storetest",
 	"dynamostore",
 	"dynamostore/dynamostoretest",
+	"valkeystore",
 }
 
 // block is one fenced code block of a Markdown page.

@@ -15,7 +15,7 @@ func kind(path string) string {
 	rel := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
 	top, _, _ := strings.Cut(rel, "/")
 	switch top {
-	case "lambdakit", "dynamostore":
+	case "lambdakit", "dynamostore", "valkeystore":
 		return "library"
 	case "internal":
 		return "internal"
@@ -57,7 +57,7 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		packages++
 		from := kind(p.ImportPath)
 		if from == "unknown" {
-			t.Errorf("%s is in no known folder: put it under lambdakit/, dynamostore/, internal/, cmd/, functions/ or tools/", p.ImportPath)
+			t.Errorf("%s is in no known folder: put it under lambdakit/, dynamostore/, valkeystore/, internal/, cmd/, functions/ or tools/", p.ImportPath)
 			continue
 		}
 		for _, imp := range append(append(p.Imports, p.TestImports...), p.XTestImports...) {

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,8 +135,8 @@ type Server struct {
 	PID int
 
 	cmd      *exec.Cmd
-	exited   chan struct{} // closed once cmd.Wait has returned
-	waitErr  error         // cmd.Wait's result, readable once exited is closed
+	exited   <-chan struct{} // closed once cmd.Wait has returned
+	waitErr  func() error    // cmd.Wait's result, once exited is closed
 	out      *tail
 	stopOnce sync.Once
 }
@@ -209,31 +208,16 @@ func start(c command, host string, port int) (s *Server, early bool, err error) 
 	// moto's output is copied through pipes; without a bound, Wait would
 	// block for as long as any straggling child keeps them open.
 	cmd.WaitDelay = time.Second
-	childproc.Setup(cmd)
 	s = &Server{
-		URL:    "http://" + net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
-		cmd:    cmd,
-		exited: make(chan struct{}),
-		out:    out,
+		URL: "http://" + net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
+		cmd: cmd,
+		out: out,
 	}
-	started := make(chan error, 1)
-	go func() {
-		// On Linux moto gets SIGKILL when the thread that started it ends
-		// (see setDeathSignal), so that thread must live as long as moto.
-		// Locking this goroutine to it, and never unlocking, ends the
-		// thread only when the goroutine returns, after moto has exited.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		s.waitErr = cmd.Wait()
-		close(s.exited)
-	}()
-	if err := <-started; err != nil {
+	exited, waitErr, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, false, fmt.Errorf("motoserver: starting moto_server: %w", err)
 	}
+	s.exited, s.waitErr = exited, waitErr
 	s.PID = cmd.Process.Pid
 	if err := s.waitReady(startTimeout); err != nil {
 		early = s.hasExited()
@@ -297,7 +281,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("exited before answering: %v", s.waitErr)
+			return fmt.Errorf("exited before answering: %v", s.waitErr())
 		case <-deadline.C:
 			return fmt.Errorf("no answer within %v: %v", timeout, err)
 		case <-tick.C:

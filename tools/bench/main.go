@@ -14,11 +14,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/internal/redisserver"
 	"github.com/lambdakit/lambdakit/tools/internal/bench"
 )
 
@@ -139,8 +141,10 @@ func run(ctx context.Context, c config) error {
 	// The same function again, publishing payment.charged through the
 	// outbox: a binary of its own, so that its processes are told apart.
 	outboxBin := filepath.Join(dir, "lambdakit-outbox", "bootstrap")
+	// And with its records on Valkey (a local redis-server).
+	valkeyBin := filepath.Join(dir, "lambdakit-valkey", "bootstrap")
 	fmt.Fprintln(os.Stderr, "bench: building the bootstraps ...")
-	for _, bin := range []string{lkBin, outboxBin} {
+	for _, bin := range []string{lkBin, outboxBin, valkeyBin} {
 		if err := bench.Build(ctx, c.repo, bin, "./functions/payment"); err != nil {
 			return err
 		}
@@ -190,6 +194,25 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	withOutbox.Env = append(withOutbox.Env, "OUTBOX_TABLE=bench-outbox", "EVENTS_QUEUE_URL="+stack.Moto.URL+"/123456789012/bench-events.fifo")
+	// lambdakit+valkey: the records on a redis-server of its own, the
+	// ledger on DynamoDB as before.
+	withValkey, valkeyPay, err := impl("lambdakit+valkey", valkeyBin, "V")
+	if err != nil {
+		return err
+	}
+	rds, err := redisserver.Start()
+	if err != nil {
+		return err
+	}
+	defer rds.Stop()
+	rdsProxy, err := redisserver.NewProxy(rds.Addr)
+	if err != nil {
+		return err
+	}
+	defer rdsProxy.Close()
+	withValkey.Env = slices.DeleteFunc(withValkey.Env, func(kv string) bool { return strings.HasPrefix(kv, "IDEMPOTENCY_TABLE=") })
+	withValkey.Env = append(withValkey.Env, "IDEMPOTENCY_VALKEY_ADDR="+rdsProxy.Addr)
+	withValkey.Commands = rdsProxy.Commands
 
 	bench.PrintHeader(out, machine, strings.TrimSpace(command), stack.MotoVersion())
 	if micro != nil {
@@ -208,7 +231,7 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.only["e2e"] {
 		fmt.Fprintln(os.Stderr, "bench: end to end ...")
-		rows, err := h.EndToEnd(ctx, []bench.Impl{lk, bare, withOutbox}, []*bench.Payments{lkPay, barePay, outboxPay}, c.records, c.batch)
+		rows, err := h.EndToEnd(ctx, []bench.Impl{lk, bare, withOutbox, withValkey}, []*bench.Payments{lkPay, barePay, outboxPay, valkeyPay}, c.records, c.batch)
 		if err != nil {
 			return err
 		}

@@ -31,6 +31,11 @@ type Impl struct {
 	// table of their own). Its payments must be ones no scenario uses.
 	// Nil: no warm-up.
 	Warmup func() []events.SQSMessage
+	// Commands, if set, counts the commands the function has sent to an
+	// idempotency store outside the local stack (Valkey), and the reads
+	// that carried them at a proxy (round trips, roughly): read before
+	// and after each row. Nil: the function uses none.
+	Commands func() (commands, reads int64)
 }
 
 // Scenario is one row of the end-to-end table: batches delivered to
@@ -85,6 +90,9 @@ type Row struct {
 	// DBConns and GatewayConns are the connections to DynamoDB (at the
 	// proxy) and to the gateway during the row.
 	DBConns, GatewayConns ConnStats
+	// Commands and CommandReads are what Impl.Commands counted over the
+	// row; -1 without it.
+	Commands, CommandReads int64
 }
 
 // RecordsPerSecond is the row's throughput.
@@ -203,7 +211,11 @@ func (h *Harness) Run(ctx context.Context, impl Impl, sc Scenario) (Row, *Contai
 	} else if c.impl.Name != impl.Name {
 		return Row{}, nil, fmt.Errorf("bench: scenario %s reuses %s containers for %s", sc.Name, c.impl.Name, impl.Name)
 	}
-	row := Row{Scenario: sc.Name, Impl: impl.Name}
+	row := Row{Scenario: sc.Name, Impl: impl.Name, Commands: -1, CommandReads: -1}
+	var cmds0, reads0 int64
+	if impl.Commands != nil {
+		cmds0, reads0 = impl.Commands()
+	}
 	for _, b := range sc.Batches {
 		row.Records += len(b)
 	}
@@ -221,6 +233,10 @@ func (h *Harness) Run(ctx context.Context, impl Impl, sc Scenario) (Row, *Contai
 		return Row{}, nil, err
 	}
 	row.Wall = wall
+	if impl.Commands != nil {
+		cmds, reads := impl.Commands()
+		row.Commands, row.CommandReads = cmds-cmds0, reads-reads0
+	}
 	row.Usage = h.Stack.Meter.Take()
 	row.Gateway = h.Stack.Gateway.Requests() - gw0
 	row.DBConns, row.GatewayConns = h.Stack.Proxy.Conns.Stats(), h.Stack.GatewayConns.Stats()
