@@ -24,16 +24,52 @@ import (
 // dynamostore, against the stack's moto behind its metering proxy: the
 // units are computed from the requests as DynamoDB bills them (units.go).
 // The handlers write the sample's ledger row, without calling the gateway:
-// what they cost in Lambda, SQS and CloudWatch is the same in every mode.
+// what they cost in Lambda, SQS and CloudWatch is the same in every mode,
+// and computed from list prices (otherCostPerMillion).
 
-// List prices used for the cost per million messages: DynamoDB on-demand,
-// Standard table class, us-east-1, per million request units, as issue #21
-// gives them (AWS halved on-demand prices in November 2024; these are the
-// halved prices).
+// List prices for the cost per million messages, us-east-1, as AWS's
+// pricing pages give them (read before this was written; this machine
+// cannot reach them, so they are not checked here: change them here when
+// they change). DynamoDB on-demand, Standard table class, after the
+// November 2024 reduction; Lambda on arm64, first duration tier; SQS FIFO,
+// first tier, one request per 64 KB chunk of a message; CloudWatch Logs
+// standard ingestion.
 const (
-	priceWRU = 0.625
-	priceRRU = 0.125
+	priceWRU           = 0.625        // $ per million write request units
+	priceRRU           = 0.125        // $ per million read request units
+	priceLambdaRequest = 0.20         // $ per million invocations
+	priceLambdaGBs     = 0.0000133334 // $ per GB-second, arm64
+	priceSQSFIFO       = 0.50         // $ per million FIFO requests
+	priceLogsGB        = 0.50         // $ per GB of logs ingested
 )
+
+// What a message costs outside DynamoDB, the same in every mode, for the
+// sample as template.yaml deploys it: batches of 10, 256 MB, one EMF line
+// of about 600 bytes per invocation and no line per message at INFO.
+// billedMsPerBatch is an assumption, not a measurement: a batch of 10
+// payments with a gateway call each, 10 at a time; the gateway's latency
+// on AWS is not known here.
+const (
+	messagesPerBatch = 10
+	memoryGB         = 0.25
+	billedMsPerBatch = 300
+	emfBytesPerBatch = 600
+	// SQS requests per message: the producer's SendMessage, and the
+	// mapping's ReceiveMessage and DeleteMessageBatch, each for a batch
+	// (a poller's empty receives come on top, by the hour, not by message).
+	sqsRequestsPerMessage = 1 + 2.0/messagesPerBatch
+)
+
+// otherCostPerMillion is what a million messages cost in Lambda, SQS and
+// CloudWatch Logs at list price, by service, under the assumptions above.
+func otherCostPerMillion() (lambdaRequests, lambdaDuration, sqs, logs float64) {
+	batches := 1e6 / messagesPerBatch
+	lambdaRequests = batches / 1e6 * priceLambdaRequest
+	lambdaDuration = batches * billedMsPerBatch / 1000 * memoryGB * priceLambdaGBs
+	sqs = sqsRequestsPerMessage * priceSQSFIFO
+	logs = batches * emfBytesPerBatch / 1e9 * priceLogsGB
+	return
+}
 
 // ModeRow is one mode's cost per message, for new messages and for each
 // kind of duplicate.
@@ -217,8 +253,8 @@ func PrintModes(w io.Writer, moto string, batchSize int, rows []ModeRow) {
 		"each payment writes the sample's ledger row (no gateway call). Requests are counted at the proxy; write units (WRU) and read units (RRU) are computed from each request "+
 		"as DynamoDB bills on-demand tables: 1 WRU per started KB of the larger of the item before and after, doubled for each write of a transaction, the same for a write whose condition fails; "+
 		"1 RRU per started 4 KB of a strongly consistent read. "+
-		"Cost per million messages at list price: $%.3f per million WRU, $%.3f per million RRU (DynamoDB on-demand, Standard table class, us-east-1, as issue #21 gives them). "+
-		"Lambda, SQS and CloudWatch costs are the same in every mode and left out.\n\n", n, batchSize, moto, priceWRU, priceRRU)
+		"Cost per million messages at list price: $%.3f per million WRU, $%.3f per million RRU (DynamoDB on-demand, Standard table class, us-east-1). "+
+		"Lambda, SQS and CloudWatch are the same in every mode: see the table after this one.\n\n", n, batchSize, moto, priceWRU, priceRRU)
 	fmt.Fprintln(w, "| mode | handler | new: requests, WRU | $ per million new | warm duplicate: requests | redelivered duplicate, fresh container: requests, RRU, WRU | resent duplicate, fresh container: requests, WRU |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -230,6 +266,20 @@ func PrintModes(w io.Writer, moto string, batchSize int, rows []ModeRow) {
 			req(r.Warm),
 			req(r.Redelivered), per(r.Redelivered.ReadUnits), per(r.Redelivered.WriteUnits),
 			req(r.Cold), r.Cold.Ops(), per(r.Cold.WriteUnits))
+	}
+	fmt.Fprintln(w)
+	lr, ld, sq, lg := otherCostPerMillion()
+	fmt.Fprintf(w, "A million new payments at list price, us-east-1, by service. DynamoDB from the units measured above; the rest is the same in every mode and computed, not measured: "+
+		"Lambda arm64 at $%.2f per million invocations and $%.10f per GB-second, one invocation per %d messages, %.0f MB, %d ms billed per batch (an assumption: the gateway's latency on AWS is not known here); "+
+		"SQS FIFO at $%.2f per million requests, %.1f requests per message (SendMessage, and a ReceiveMessage and a DeleteMessageBatch per batch); "+
+		"CloudWatch Logs at $%.2f per GB ingested, one metrics line of about %d bytes per invocation (lambdakit writes no line per message at INFO). "+
+		"CloudWatch metrics are billed per metric and month, not per message: the sample's alarm metrics are a handful per function and queue.\n\n",
+		priceLambdaRequest, priceLambdaGBs, messagesPerBatch, memoryGB*1024, billedMsPerBatch, priceSQSFIFO, sqsRequestsPerMessage, priceLogsGB, emfBytesPerBatch)
+	fmt.Fprintln(w, "| mode | DynamoDB | Lambda requests | Lambda duration | SQS | CloudWatch Logs | total per million |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		db := (r.New.WriteUnits*priceWRU + r.New.ReadUnits*priceRRU) / float64(r.Messages)
+		fmt.Fprintf(w, "| %s | $%s | $%s | $%s | $%s | $%s | $%s |\n", r.Mode, num(db, 3), num(lr, 3), num(ld, 3), num(sq, 3), num(lg, 3), num(db+lr+ld+sq+lg, 3))
 	}
 	fmt.Fprintln(w)
 }

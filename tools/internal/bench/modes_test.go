@@ -19,4 +19,11 @@ func TestPrintModesPerMessageAndCost(t *testing.T) {
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("got\n%s\nwant the row\n%s", b.String(), want)
 	}
+	// By service: DynamoDB $1.25; Lambda 100,000 invocations ($0.02) of
+	// 300 ms at 0.25 GB ($0.100); SQS 1.2 requests a message ($0.60);
+	// logs 60 MB ($0.03).
+	want = "| m | $1.250 | $0.020 | $0.100 | $0.600 | $0.030 | $2.000 |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("got\n%s\nwant the row\n%s", b.String(), want)
+	}
 }
