@@ -119,9 +119,10 @@ fuzz:
 		exit 1; \
 	done
 
-## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap)
+## demo: the whole story locally, without Docker (moto, sandbox gateway, real bootstrap);
+## VALKEY=1 keeps the idempotency records in a redis-server the demo starts (valkeystore)
 demo: deps build
-	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -relay-bootstrap $(BIN)/relay -ledger-bootstrap $(BIN)/ledger -template template.yaml -events events
+	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -relay-bootstrap $(BIN)/relay -ledger-bootstrap $(BIN)/ledger -template template.yaml -events events $(if $(filter 1,$(VALKEY)),-valkey)
 
 ## invoke: the demo environment on the event files you name (EVENT="a.json b.json");
 ## RIE=1 runs them under AWS's aws-lambda-rie instead of lambdakit's Runtime API (Linux)

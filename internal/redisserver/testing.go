@@ -45,6 +45,14 @@ func ProxyForTest(tb testing.TB, target string) *Proxy {
 	return p
 }
 
+// RequireInstalled skips tb without a server on PATH, saying so, or fails
+// it when the CI environment variable is set: for tests whose program
+// starts the server itself.
+func RequireInstalled(tb testing.TB) {
+	tb.Helper()
+	requireInstalled(tb)
+}
+
 func requireInstalled(tb testing.TB) {
 	tb.Helper()
 	if err := Installed(); errors.Is(err, ErrNotInstalled) {

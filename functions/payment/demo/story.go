@@ -21,6 +21,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/logline"
+	"github.com/lambdakit/lambdakit/internal/redisserver"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
@@ -91,11 +92,14 @@ type demoCommand struct {
 	// relayBootstrap is the outbox relay's binary (functions/relay),
 	// ledgerBootstrap the events' consumer's (functions/ledger).
 	relayBootstrap, ledgerBootstrap string
-	template                        string
-	eventsDir                       string
-	verbose                         bool
-	acts                            []act
-	story                           bool // the whole story, the queue act included, rather than named files
+	// valkey keeps the function's idempotency records in a Valkey/Redis
+	// server the demo starts, instead of DynamoDB.
+	valkey    bool
+	template  string
+	eventsDir string
+	verbose   bool
+	acts      []act
+	story     bool // the whole story, the queue act included, rather than named files
 }
 
 // parse reads the command line and checks every file the story reads, so
@@ -108,6 +112,7 @@ func (c *demoCommand) parse(args []string) error {
 	fs.StringVar(&c.template, "template", "template.yaml", "the payment sample's SAM template, whose tables and queues to create")
 	fs.StringVar(&c.eventsDir, "events", "events", "the folder of the story's sample events")
 	fs.BoolVar(&c.verbose, "v", false, "also print the function's own log lines")
+	fs.BoolVar(&c.valkey, "valkey", false, "keep the function's idempotency records in a redis-server (or valkey-server) the demo starts, through valkeystore (IDEMPOTENCY_VALKEY_ADDR); the acts through the deployed stack, whose outbox needs DynamoDB, are left out")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
 		return err
@@ -128,7 +133,7 @@ func (c *demoCommand) parse(args []string) error {
 		return cmdline.BadInput(err)
 	}
 	for flag, path := range map[string]string{"relay-bootstrap": c.relayBootstrap, "ledger-bootstrap": c.ledgerBootstrap} {
-		if _, err := os.Stat(path); c.story && err != nil {
+		if _, err := os.Stat(path); c.story && !c.valkey && err != nil {
 			return cmdline.BadInput(fmt.Errorf("%s: %w (build it with 'make build', or name it with -%s)", flag, err, flag))
 		}
 	}
@@ -149,6 +154,14 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	d := &demo{out: c.stdout, verbose: c.verbose}
 	defer d.stop()
+	if c.valkey {
+		// Before the function starts: its environment names the server.
+		srv, err := redisserver.Start("--appendonly", "yes")
+		if err != nil {
+			return cmdline.CannotRun(err)
+		}
+		d.valkey = srv
+	}
 	if err := d.start(ctx, c.bootstrap, c.template, c.environ); err != nil {
 		return cmdline.CannotRun(err)
 	}
@@ -162,7 +175,10 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	var queue *queueOutcome
 	var ob *outboxOutcome
-	if c.story {
+	if c.story && c.valkey {
+		fmt.Fprintf(d.out, "\n(-valkey: the acts through the deployed stack are left out: its outbox commits each event with the idempotency record, which only DynamoDB can)\n")
+	}
+	if c.story && !c.valkey {
 		q, st, err := d.playQueue(ctx, len(c.acts)+1, c.bootstrap, c.template, filepath.Join(c.eventsDir, queueFile), c.environ)
 		if err != nil {
 			return ended(err)
@@ -205,6 +221,8 @@ func checkDemoInputs(bootstrap string, acts []act) error {
 type demo struct {
 	out     io.Writer
 	verbose bool
+	// valkey, when set, holds the function's idempotency records.
+	valkey *redisserver.Server
 
 	*local
 	runner *runtimeapi.Runner
@@ -289,6 +307,9 @@ func (d *demo) start(ctx context.Context, bootstrap, template string, environ []
 		return err
 	}
 	fmt.Fprintf(d.out, "moto_server (DynamoDB and SQS) on %s, sandbox gateway on %s\n", d.moto.URL, d.gatewayURL)
+	if d.valkey != nil {
+		fmt.Fprintf(d.out, "idempotency records on %s (pid %d), through valkeystore; the ledger rows in DynamoDB\n", d.valkey.Addr, d.valkey.PID)
+	}
 	fmt.Fprintf(d.out, "tables from %s: IdempotencyTable -> %s, PaymentsTable -> %s\n",
 		template, localTables["IdempotencyTable"], localTables["PaymentsTable"])
 	return nil
@@ -309,6 +330,10 @@ func (d *demo) newRunner(bootstrap string, timeout time.Duration, environ []stri
 		// The shell's endpoint variables are left out: the function talks
 		// to the demo's moto_server only.
 		o.Env = append(withoutEndpoints(environ), d.functionEnv(loopback)...)
+		if d.valkey != nil {
+			o.Env = slices.DeleteFunc(o.Env, func(kv string) bool { return strings.HasPrefix(kv, "IDEMPOTENCY_TABLE=") })
+			o.Env = append(o.Env, "IDEMPOTENCY_VALKEY_ADDR="+d.valkey.Addr)
+		}
 		o.Stdout = &d.logs
 		o.Stderr = &d.logs
 	})
@@ -330,6 +355,9 @@ func (d *demo) stop() {
 		d.runner.Close()
 	}
 	d.local.stop()
+	if d.valkey != nil {
+		d.valkey.Stop()
+	}
 }
 
 // play runs one act and prints each record's fate. It returns the records
@@ -528,6 +556,10 @@ func (d *demo) summary(ctx context.Context, queue *queueOutcome, ob *outboxOutco
 	if ob != nil && !d.outboxSummary(*ob) {
 		ok = false
 	}
+	if d.valkey != nil {
+		n, err := d.valkey.Do("DBSIZE")
+		fmt.Fprintf(d.out, "   idempotency records on %s: %s keys%s\n", d.valkey.Addr, n, errOrEmpty(err))
+	}
 	if ok {
 		fmt.Fprintln(d.out, "   every payment was charged at most once, and every charge is in the ledger")
 	}
@@ -580,4 +612,12 @@ func indent(s, prefix string) string {
 		}
 	}
 	return b.String()
+}
+
+// errOrEmpty is err as text, or "" when nil.
+func errOrEmpty(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lambdakit/lambdakit/internal/redisserver"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
@@ -78,6 +79,36 @@ func TestDemoStory(t *testing.T) {
 			if got := strings.Count(want.part, want.text); got != want.times {
 				t.Errorf("run %d: %q appears %d times; want %d\n%s", run, want.text, got, want.times, stdout)
 			}
+		}
+	}
+}
+
+// With -valkey the records go to a redis-server the demo starts: the acts
+// on event files tell the same story, and the deployed stack's acts are
+// left out, saying why.
+func TestDemoStoryOnValkey(t *testing.T) {
+	testenv.RequireMotoServer(t)
+	redisserver.RequireInstalled(t)
+	bootstrap := testenv.Build(t, "..")
+	r := demo(t, nil, "-valkey", "-bootstrap", bootstrap, "-template", "../../../template.yaml", "-events", "../../../events")
+	stdout := r.stdout.String()
+	if r.code != 0 {
+		t.Fatalf("exit status %d; want 0\nstdout:\n%s\nstderr:\n%s", r.code, stdout, r.stderr.String())
+	}
+	for _, want := range []struct {
+		text  string
+		times int
+	}{
+		{"through valkeystore; the ledger rows in DynamoDB", 1},
+		{"skipped    duplicate, gateway not called", 3},
+		{"idempotency key reused with a different payload", 1},
+		{"the acts through the deployed stack are left out", 1},
+		{"8. Through the queue", 0},
+		{"gateway: 11 requests, 9 charges for 9 payments", 1},
+		{"every payment was charged at most once", 1},
+	} {
+		if got := strings.Count(stdout, want.text); got != want.times {
+			t.Errorf("%q appears %d times; want %d\n%s", want.text, got, want.times, stdout)
 		}
 	}
 }
