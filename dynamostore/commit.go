@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -51,9 +55,108 @@ func (s *Store) CheckItem(item any) error {
 			return fmt.Errorf("%w: an attribute with an empty name", lambdakit.ErrInvalidItem)
 		case slices.Contains(own, name):
 			return fmt.Errorf("%w: attribute %q is the idempotency record's own; name it otherwise (or rename the record's with dynamostore.Options)", lambdakit.ErrInvalidItem, name)
-		case v == nil:
-			return fmt.Errorf("%w: attribute %q has no value", lambdakit.ErrInvalidItem, name)
 		}
+		if err := checkValue(v); err != nil {
+			return fmt.Errorf("%w: attribute %q: %w", lambdakit.ErrInvalidItem, name, err)
+		}
+	}
+	// The completion names every attribute in its UpdateExpression, which
+	// DynamoDB caps at 4 KB: a wider item would be refused after the work.
+	if n := completionExprLen(len(attrs)); n > maxExpressionBytes {
+		return fmt.Errorf("%w: %d attributes make the completion's update expression about %d bytes, over DynamoDB's %d; nest some in a map",
+			lambdakit.ErrInvalidItem, len(attrs), n, maxExpressionBytes)
+	}
+	return nil
+}
+
+// maxExpressionBytes is DynamoDB's limit on any expression string.
+const maxExpressionBytes = 4096
+
+// completionExprLen bounds the length of the completion's UpdateExpression
+// (Store.completion) for an item of n attributes: the record's own clauses
+// at their longest, then ", #iK = :iK" for each attribute.
+func completionExprLen(n int) int {
+	size := len("SET #status = :completed, #exp = :exp, #validation = :validation, #failure = :failure, #data = :data REMOVE #exp, #data")
+	for i := range n {
+		digits := len(strconv.Itoa(i))
+		size += len(", #i = :i") + 2*digits
+	}
+	return size
+}
+
+// checkValue refuses what DynamoDB refuses in an item, so that SetItem
+// says so before the work rather than the completion after it: no value
+// (here or nested), an empty or repeating set, a number that is not one,
+// a string that is not UTF-8.
+func checkValue(v types.AttributeValue) error {
+	switch v := v.(type) {
+	case nil:
+		return errors.New("no value")
+	case *types.AttributeValueMemberS:
+		if !utf8.ValidString(v.Value) {
+			return errors.New("a string that is not UTF-8")
+		}
+	case *types.AttributeValueMemberN:
+		return checkNumber(v.Value)
+	case *types.AttributeValueMemberSS:
+		for _, e := range v.Value {
+			if !utf8.ValidString(e) {
+				return errors.New("a string set with a member that is not UTF-8")
+			}
+		}
+		return checkSet(v.Value)
+	case *types.AttributeValueMemberNS:
+		for _, e := range v.Value {
+			if err := checkNumber(e); err != nil {
+				return fmt.Errorf("a number set: %w", err)
+			}
+		}
+		return checkSet(v.Value)
+	case *types.AttributeValueMemberBS:
+		seen := map[string]bool{}
+		for _, e := range v.Value {
+			seen[string(e)] = true
+		}
+		if len(v.Value) == 0 || len(seen) != len(v.Value) {
+			return errors.New("a binary set that is empty or repeats a member")
+		}
+	case *types.AttributeValueMemberL:
+		for i, e := range v.Value {
+			if err := checkValue(e); err != nil {
+				return fmt.Errorf("element %d: %w", i, err)
+			}
+		}
+	case *types.AttributeValueMemberM:
+		for k, e := range v.Value {
+			if err := checkValue(e); err != nil {
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkSet(members []string) error {
+	if len(members) == 0 {
+		return errors.New("an empty set")
+	}
+	seen := make(map[string]bool, len(members))
+	for _, m := range members {
+		if seen[m] {
+			return fmt.Errorf("a set that repeats %q", m)
+		}
+		seen[m] = true
+	}
+	return nil
+}
+
+// checkNumber accepts what DynamoDB reads as a number: a decimal, finite.
+func checkNumber(n string) error {
+	// ParseFloat also takes hex, underscores, NaN and Inf, which DynamoDB
+	// does not.
+	f, err := strconv.ParseFloat(n, 64)
+	if err != nil || math.IsInf(f, 0) || strings.ContainsAny(n, "xXpPnN_iI") {
+		return fmt.Errorf("%q is not a number", n)
 	}
 	return nil
 }

@@ -176,7 +176,9 @@ func (s *Store) key(id string) map[string]types.AttributeValue {
 // same instant as lambdakit.IdempotencyRecord.Live says: at its expiration, not a
 // second or a millisecond after.
 const acquireCondition = "attribute_not_exists(" + nKey + ")" +
-	" OR " + nExpiration + " <= :now" +
+	// An expired record, not any item with an expiration of its own: under
+	// lambdakit.Options.ReadableIDs the key may hold a business item.
+	" OR (" + nExpiration + " <= :now AND attribute_exists(" + nStatus + "))" +
 	" OR (" + nStatus + " = :inprogress AND " + nInProgress + " <= :now_ms)"
 
 // Acquire puts rec as an in-progress record unless a live record holds

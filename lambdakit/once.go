@@ -179,6 +179,11 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	getter, _ := store.(BatchGetter)
 	items, _ := store.(ItemStore)
 	committer, _ := store.(Committer)
+	if o.ReadableIDs && strings.Contains(o.Prefix, "#") {
+		// "order" with key "eu#1" and "order#eu" with key "1" would be
+		// one ID: two functions' records, taken for each other's.
+		panic(fmt.Sprintf("lambdakit: Options.ReadableIDs needs a Prefix without '#'; %q has one", o.Prefix))
+	}
 	if o.StagedOnly && committer == nil {
 		// A configuration that can never work: fail as the function
 		// starts, not on its first message.
@@ -425,6 +430,14 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 		// for the lease to end.
 		_ = e.release(cctx, id, rec.Lease)
 	})
+	if errors.Is(err, ErrInvalidItem) && !panicked(err) {
+		// SetItem refused the handler's item: no delivery can write it,
+		// and the work may have run. Recorded as a completion the store
+		// refused, so that no delivery runs the work again.
+		rec.Status = StatusCompleted
+		rec.Expiration = e.completedExpiration(e.opts.Now(), rec.Expiration)
+		return nil, IdempotencyRecord{}, false, e.reject(cctx, rec, err)
+	}
 	if err != nil {
 		return nil, IdempotencyRecord{}, false, e.unlock(cctx, rec, err)
 	}
@@ -472,6 +485,10 @@ func (e *Once) runFirst(ctx context.Context, id, validation string, now time.Tim
 	// marks the record as this call's, should a retried request find it.
 	rec = e.lockRecord(ctx, id, validation, now)
 	result, staged, item, err := e.runHandler(ctx, rec, fn, func() {})
+	if errors.Is(err, ErrInvalidItem) && !panicked(err) {
+		// Nothing was written; no run can write this item.
+		return nil, IdempotencyRecord{}, false, Permanent(err)
+	}
 	if err != nil {
 		return nil, IdempotencyRecord{}, false, err
 	}
@@ -557,10 +574,10 @@ func (e *Once) lock(ctx context.Context, rec IdempotencyRecord, now time.Time) (
 // is being done elsewhere and the call fails for now, to be retried.
 func (e *Once) taken(existing IdempotencyRecord, validation string) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
 	switch {
-	case existing.Status == StatusCompleted:
+	case existing.Status == StatusCompleted && !existing.foreign():
 		e.state.cache.put(existing)
 		return nil, existing, true, nil
-	case existing.Status != StatusInProgress:
+	case existing.Status != StatusInProgress || existing.foreign():
 		// An item under the record's key that no engine wrote: with
 		// ReadableIDs, a business item written by other code. It must
 		// not be overwritten, nor taken for work in progress.

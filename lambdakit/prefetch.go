@@ -110,7 +110,7 @@ func (m *idempotent) prefetched(ctx context.Context, msg *events.SQSMessage, id 
 	r := b.readAhead(m.state)
 	r.once.Do(func() { r.recs = m.readAhead(ctx, b.msgs, now) })
 	rec, ok := r.recs[id]
-	if !ok || rec.ID != id || rec.Status != StatusCompleted || !rec.Live(now) {
+	if !ok || rec.ID != id || rec.Status != StatusCompleted || rec.foreign() || !rec.Live(now) {
 		return IdempotencyRecord{}, false
 	}
 	return rec, true

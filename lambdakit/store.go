@@ -84,6 +84,13 @@ func roundUp(t time.Time, unit time.Duration) time.Time {
 	return down.Add(unit)
 }
 
+// foreign reports whether r, read from a store, is no idempotency record
+// at all: every record lambdakit writes has a lease, and every record
+// Powertools writes an expiration. Under ReadableIDs the record's key is
+// a business key, and other code may have written an item there, even
+// one with a status of COMPLETED.
+func (r IdempotencyRecord) foreign() bool { return r.Lease == "" && r.Expiration.IsZero() }
+
 // Live reports whether r still counts at now: it has not expired, and if it
 // is in progress its lease has not ended.
 // A zero Expiration never ends: a record kept forever (NeverExpire) still
