@@ -17,7 +17,9 @@
 // agrees on when a record stops counting. Run again with the same record
 // after a lost answer, each script does what the first run did: an
 // Acquire finds the caller's own lease, a Complete completes again, a
-// Release finds nothing to delete. So the client resends a script whose
+// Release finds nothing to delete (or a successor's record, which it
+// refuses with lambdakit.ErrLeaseLost, and lambdakit takes for a release
+// that landed). So the client resends a script whose
 // connection broke (a restart, a failover), within the call's context,
 // instead of failing the record.
 //

@@ -48,7 +48,8 @@ const (
 //
 // The user must exist in the cache's user group with IAM authentication
 // on, and the function's role must allow elasticache:Connect on the cache
-// and the user. A token is reused for 10 of its 15 minutes, so a burst of
+// and the user. A token is reused for 10 of its 15 minutes (less when the
+// credentials that signed it expire sooner), so a burst of
 // new connections signs once. It is safe for concurrent use.
 type IAMAuth struct {
 	// Config gives the region and the credentials to sign with.
@@ -59,10 +60,11 @@ type IAMAuth struct {
 	// Serverless says the cache is an ElastiCache Serverless cache.
 	Serverless bool
 
-	now      func() time.Time // time.Now unless a test sets it
-	mu       sync.Mutex
-	token    string
-	signedAt time.Time
+	now        func() time.Time // time.Now unless a test sets it
+	mu         sync.Mutex
+	token      string
+	signedAt   time.Time
+	reuseUntil time.Time // 10 minutes after signing, or before the signing credentials expire
 }
 
 // Credentials returns the user ID and a valid token, signing a new token
@@ -83,14 +85,19 @@ func (a *IAMAuth) Token(ctx context.Context) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.clock()
-	if a.token != "" && now.Sub(a.signedAt) < iamTokenReuse && !now.Before(a.signedAt) {
+	if a.token != "" && now.Before(a.reuseUntil) && !now.Before(a.signedAt) {
 		return a.token, nil
 	}
-	token, err := a.sign(ctx, now)
+	token, creds, err := a.sign(ctx, now)
 	if err != nil {
 		return "", err
 	}
-	a.token, a.signedAt = token, now
+	a.token, a.signedAt, a.reuseUntil = token, now, now.Add(iamTokenReuse)
+	// A presigned token is only as good as the credentials that signed
+	// it: temporary ones (an assumed role, ECS, SSO) may expire first.
+	if until := creds.Expires.Add(-iamCredentialsMargin); creds.CanExpire && until.Before(a.reuseUntil) {
+		a.reuseUntil = until
+	}
 	return token, nil
 }
 
@@ -101,21 +108,26 @@ func (a *IAMAuth) clock() time.Time {
 	return time.Now()
 }
 
-func (a *IAMAuth) sign(ctx context.Context, now time.Time) (string, error) {
+// iamCredentialsMargin: a token is not reused within this of its signing
+// credentials' expiry, so that a connection made with it still
+// authenticates.
+const iamCredentialsMargin = time.Minute
+
+func (a *IAMAuth) sign(ctx context.Context, now time.Time) (string, aws.Credentials, error) {
 	switch {
 	case a.CacheName == "" || a.UserID == "":
-		return "", errors.New("valkeystore: IAMAuth needs CacheName and UserID")
+		return "", aws.Credentials{}, errors.New("valkeystore: IAMAuth needs CacheName and UserID")
 	case a.Config.Region == "":
-		return "", errors.New("valkeystore: IAMAuth: the aws.Config has no region")
+		return "", aws.Credentials{}, errors.New("valkeystore: IAMAuth: the aws.Config has no region")
 	case a.Config.Credentials == nil:
-		return "", errors.New("valkeystore: IAMAuth: the aws.Config has no credentials")
+		return "", aws.Credentials{}, errors.New("valkeystore: IAMAuth: the aws.Config has no credentials")
 	}
 	// Bounded: the client calls this while it connects.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	creds, err := a.Config.Credentials.Retrieve(ctx)
 	if err != nil {
-		return "", fmt.Errorf("valkeystore: IAMAuth: retrieving credentials: %w", err)
+		return "", aws.Credentials{}, fmt.Errorf("valkeystore: IAMAuth: retrieving credentials: %w", err)
 	}
 	q := url.Values{"Action": {"connect"}, "User": {a.UserID}}
 	if a.Serverless {
@@ -124,12 +136,12 @@ func (a *IAMAuth) sign(ctx context.Context, now time.Time) (string, error) {
 	q.Set("X-Amz-Expires", fmt.Sprint(int(iamTokenValidity/time.Second)))
 	req, err := http.NewRequest(http.MethodGet, (&url.URL{Scheme: "http", Host: a.CacheName, Path: "/", RawQuery: q.Encode()}).String(), nil)
 	if err != nil {
-		return "", fmt.Errorf("valkeystore: IAMAuth: %w", err)
+		return "", aws.Credentials{}, fmt.Errorf("valkeystore: IAMAuth: %w", err)
 	}
 	signed, _, err := v4.NewSigner().PresignHTTP(ctx, creds, req, emptyPayloadHash, "elasticache", a.Config.Region, now)
 	if err != nil {
-		return "", fmt.Errorf("valkeystore: IAMAuth: signing: %w", err)
+		return "", aws.Credentials{}, fmt.Errorf("valkeystore: IAMAuth: signing: %w", err)
 	}
 	// The token is the presigned URL without its scheme.
-	return strings.TrimPrefix(signed, "http://"), nil
+	return strings.TrimPrefix(signed, "http://"), creds, nil
 }

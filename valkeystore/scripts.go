@@ -15,7 +15,8 @@ import "github.com/valkey-io/valkey-go"
 // does what its first run did, whether or not that run landed: an acquire
 // finds the caller's own lease (which lambdakit takes as acquired), a
 // completion completes again under the same lease, a release finds the
-// record gone. A caller's context still bounds the retries.
+// record gone (or, if a successor took the key meanwhile, refuses with
+// ErrLeaseLost, which lambdakit takes for a release that landed). A caller's context still bounds the retries.
 //
 // Field order of every read (HMGET): the decoder depends on it.
 var fields = []string{fStatus, fExpiration, fInProgress, fValidation, fData, fLease, fFailure}
@@ -38,8 +39,9 @@ const (
 // is at or before now in ms. A field that is missing does not end the
 // record, as a missing attribute fails DynamoDB's comparison.
 //
-// KEYS[1] the record; ARGV: now (s), now (ms), lease, expiration (s),
-// lease end (ms), validation ("" for none), key expiry (epoch ms).
+// KEYS[1] the record; ARGV: now (s), now (ms), lease, expiration (s; ""
+// for none), lease end (ms), validation ("" for none), key expiry (epoch
+// ms; "" for none).
 var acquireScript = valkey.NewLuaScriptRetryable(`
 local f = redis.call('HMGET', KEYS[1], 'status', 'expiration', 'in_progress_expiration', 'validation', 'data', 'lease', 'failure')
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -52,11 +54,16 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   end
   redis.call('DEL', KEYS[1])
 end
-redis.call('HSET', KEYS[1], 'status', 'INPROGRESS', 'expiration', ARGV[4], 'in_progress_expiration', ARGV[5], 'lease', ARGV[3])
+redis.call('HSET', KEYS[1], 'status', 'INPROGRESS', 'in_progress_expiration', ARGV[5], 'lease', ARGV[3])
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'expiration', ARGV[4])
+end
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'validation', ARGV[6])
 end
-redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+if ARGV[7] ~= '' then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+end
 return false
 `)
 
@@ -65,14 +72,20 @@ return false
 // failure when given, the result set or removed. It returns 1 when it
 // completed the record, 0 when the lease did not match (or no record).
 //
-// KEYS[1] the record; ARGV: lease, expiration (s), key expiry (epoch ms),
+// KEYS[1] the record; ARGV: lease, expiration (s; "": kept forever, the
+// field removed and the key's expiry too), key expiry (epoch ms; ""),
 // validation ("" keeps the stored one), failure ("" keeps the stored one),
 // "1" and the result, or "0" and "" for no result.
 var completeScript = valkey.NewLuaScriptRetryable(`
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then
   return 0
 end
-redis.call('HSET', KEYS[1], 'status', 'COMPLETED', 'expiration', ARGV[2])
+redis.call('HSET', KEYS[1], 'status', 'COMPLETED')
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'expiration', ARGV[2])
+else
+  redis.call('HDEL', KEYS[1], 'expiration')
+end
 if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[1], 'validation', ARGV[4])
 end
@@ -84,7 +97,11 @@ if ARGV[6] == '1' then
 else
   redis.call('HDEL', KEYS[1], 'data')
 end
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+if ARGV[3] ~= '' then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+else
+  redis.call('PERSIST', KEYS[1])
+end
 return 1
 `)
 

@@ -86,9 +86,22 @@ func (s *Store) Client() valkey.Client { return s.client }
 func (s *Store) Key(id string) string { return s.o.KeyPrefix + id }
 
 // keyExpiry is when the server may forget a record that stops counting at
-// exp: epoch milliseconds, as PEXPIREAT takes.
+// exp: epoch milliseconds, as PEXPIREAT takes; "" for a record kept
+// forever (a zero exp: lambdakit.NeverExpire), whose key gets no expiry.
 func (s *Store) keyExpiry(exp time.Time) string {
+	if exp.IsZero() {
+		return ""
+	}
 	return strconv.FormatInt(exp.Add(s.o.ExpiryGrace).UnixMilli(), 10)
+}
+
+// expiration is exp in epoch seconds, as the record's field holds it; ""
+// for a record kept forever, which has no such field.
+func expiration(exp time.Time) string {
+	if exp.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(exp.Unix(), 10)
 }
 
 // Acquire creates rec as an in-progress record unless a live record holds
@@ -105,7 +118,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 		strconv.FormatInt(now.Unix(), 10),
 		strconv.FormatInt(now.UnixMilli(), 10),
 		rec.Lease,
-		strconv.FormatInt(rec.Expiration.Unix(), 10),
+		expiration(rec.Expiration),
 		strconv.FormatInt(rec.InProgressExpiration.UnixMilli(), 10),
 		rec.Validation,
 		s.keyExpiry(rec.Expiration),
@@ -145,7 +158,7 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	}
 	n, err := completeScript.Exec(ctx, s.client, []string{s.Key(rec.ID)}, []string{
 		rec.Lease,
-		strconv.FormatInt(rec.Expiration.Unix(), 10),
+		expiration(rec.Expiration),
 		s.keyExpiry(rec.Expiration),
 		rec.Validation,
 		rec.Failure,

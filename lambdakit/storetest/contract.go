@@ -67,6 +67,24 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		mustAcquire(t, s, newRecord(t, base.Add(time.Minute)), base)
 	})
 
+	// lambdakit.NeverExpire: a record completed with a zero Expiration
+	// is kept forever, never taken for expired.
+	t.Run("completed without an expiration is kept forever", func(t *testing.T) {
+		s := newStore(t)
+		rec := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, rec, base)
+		rec.Expiration = time.Time{}
+		complete(t, s, rec, []byte(`"kept"`))
+		later := base.Add(10 * 365 * 24 * time.Hour)
+		old, ok := acquire(t, s, other(rec, "late", later.Add(time.Minute)), later)
+		if ok {
+			t.Fatal("Acquire ten years after a completion kept forever = acquired; want the completed record")
+		}
+		if old.Status != lambdakit.StatusCompleted || !bytes.Equal(old.Data, []byte(`"kept"`)) || !old.Expiration.IsZero() {
+			t.Errorf("got %+v; want completed, its result, no expiration", old)
+		}
+	})
+
 	t.Run("completed key returns the record with its result", func(t *testing.T) {
 		s := newStore(t)
 		rec := newRecord(t, base.Add(time.Minute))
