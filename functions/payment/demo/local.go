@@ -27,8 +27,9 @@ const localUsage = `Usage: go run ./functions/payment/demo local [flags]
 
 A tool of the payment sample (functions/payment): it starts what the sample
 function needs on this machine and keeps it running until Ctrl-C: moto_server (DynamoDB and SQS) on -listen:-moto-port, the
-sandbox payment gateway on -listen:-gateway-port, and the two tables created
-as template.yaml declares them (lambdakit-idempotency, lambdakit-payments).
+sandbox payment gateway on -listen:-gateway-port, and the payments table
+created as template.yaml declares it (lambdakit-payments; the ledger, with
+the idempotency records on its rows).
 Every port and address is checked before anything starts. The default
 ports, 7460 and 7461, are chosen to be free of common services (5000 is
 macOS's AirPlay Receiver, 8080 every other dev server).
