@@ -28,7 +28,12 @@ ID is "<prefix>#<sha256 hex of the key>": -prefix is the function's
 lambdakit.Options.Prefix (the function's name unless the code sets one;
 functions/payment sets "payment"), and KEY is the idempotency key its KeyFunc
 derives from a message, such as a payment_id. The table holds neither the
-key nor the message, only that hash. Flags come before KEY.
+key nor the message, only that hash. With -readable-ids the ID is
+"<prefix>#<key>" (lambdakit.Options.ReadableIDs: the record on a business
+item), and -key-attr and -status-attr name the attributes a function
+renamed (dynamostore.Options). functions/payment keeps its records on its
+ledger rows: -table its PAYMENTS_TABLE -prefix payment -readable-ids
+-key-attr payment_id -status-attr record_status. Flags come before KEY.
 
   get KEY     prints the record: ID, status, expiry, lease holder and lease
               end, validation hash (SHA-256 of the payload), the size of the
@@ -94,6 +99,11 @@ type recordsCommand struct {
 	force     bool          // delete
 	olderThan time.Duration // stuck
 	key       string
+	// readableIDs, keyAttr and statusAttr say how the function stores
+	// its records: lambdakit.Options.ReadableIDs, and
+	// dynamostore.Options' names (empty: the default).
+	readableIDs         bool
+	keyAttr, statusAttr string
 
 	records *dynamostore.Records
 	where   string // where the calls go, in words: see endpointDescription
@@ -114,6 +124,9 @@ func (c *recordsCommand) parse(args []string) error {
 	fs.BoolVar(&c.yes, "yes", false, "delete: do not ask for confirmation")
 	fs.BoolVar(&c.force, "force", false, "delete: delete a record in progress even though its lease has not ended")
 	fs.DurationVar(&c.olderThan, "older-than", 0, "stuck: list the records whose lease ended more than this `duration` ago (0: every ended lease)")
+	fs.BoolVar(&c.readableIDs, "readable-ids", false, "record IDs are \"<prefix>#<key>\", not the key's SHA-256 (lambdakit.Options.ReadableIDs)")
+	fs.StringVar(&c.keyAttr, "key-attr", "", "the table's partition key `attribute`, if the function renamed it (dynamostore.Options.KeyAttr; default id)")
+	fs.StringVar(&c.statusAttr, "status-attr", "", "the record's status `attribute`, if the function renamed it (dynamostore.Options.StatusAttr; default status)")
 	if len(args) == 0 {
 		return fs.UsageError("want get, delete or stuck")
 	}
@@ -185,9 +198,10 @@ const (
 )
 
 // recordState says what rec means at now, as lambdakit.IdempotencyRecord.Live sees it.
+// A zero Expiration never ends (lambdakit.NeverExpire).
 func recordState(rec lambdakit.IdempotencyRecord, now time.Time) string {
 	switch {
-	case !now.Before(rec.Expiration):
+	case !rec.Expiration.IsZero() && !now.Before(rec.Expiration):
 		return stateExpired
 	case rec.Status == lambdakit.StatusCompleted:
 		return stateCompleted
@@ -247,7 +261,9 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 	client := dynamodb.NewFromConfig(cfg)
 	c.where = endpointDescription(c.environ, "DYNAMODB", "DynamoDB", client.Options().BaseEndpoint, cfg.Region)
 	fmt.Fprintf(c.stderr, "lambdakit records: table %s %s\n", c.table, c.where)
-	c.records, c.now = dynamostore.NewRecords(client, c.table), time.Now()
+	c.records, c.now = dynamostore.NewRecords(client, c.table, func(o *dynamostore.Options) {
+		o.KeyAttr, o.StatusAttr = c.keyAttr, c.statusAttr
+	}), time.Now()
 	switch c.action {
 	case "get":
 		return c.get(ctx)
@@ -287,7 +303,12 @@ func (c *recordsCommand) checkPrefix(ctx context.Context) error {
 	return nil
 }
 
-func (c *recordsCommand) id() string { return lambdakit.RecordID(c.prefix, c.key) }
+func (c *recordsCommand) id() string {
+	if c.readableIDs {
+		return c.prefix + "#" + c.key
+	}
+	return lambdakit.RecordID(c.prefix, c.key)
+}
 
 func (c *recordsCommand) get(ctx context.Context) error {
 	rec, err := c.records.Get(ctx, c.id())
@@ -408,7 +429,11 @@ func (c *recordsCommand) print(rec lambdakit.IdempotencyRecord, deleted *bool) {
 	fmt.Fprintf(w, "id          %s\n", o.ID)
 	fmt.Fprintf(w, "status      %s\n", o.Status)
 	fmt.Fprintf(w, "state       %s: %s\n", o.State, stateMeaning[o.State])
-	fmt.Fprintf(w, "expires     %s (%s)\n", o.Expiration, relative(rec.Expiration, c.now))
+	if rec.Expiration.IsZero() {
+		fmt.Fprintf(w, "expires     never\n")
+	} else {
+		fmt.Fprintf(w, "expires     %s (%s)\n", o.Expiration, relative(rec.Expiration, c.now))
+	}
 	fmt.Fprintf(w, "lease       %s\n", orNone(o.LeaseHolder))
 	if o.LeaseEnd != "" {
 		fmt.Fprintf(w, "lease ends  %s (%s)\n", o.LeaseEnd, relative(rec.InProgressExpiration, c.now))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/internal/testenv"
@@ -325,4 +326,55 @@ func TestRecords(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Records on a business item, as functions/payment keeps them on its
+// ledger rows: readable IDs, the key and status attributes renamed, kept
+// forever. get finds a completed one by its key and says it never
+// expires; stuck lists an abandoned lock by its readable ID.
+func TestRecordsOnABusinessItem(t *testing.T) {
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+	names := func(o *dynamostore.Options) { o.KeyAttr, o.StatusAttr = "payment_id", "record_status" }
+	table := testenv.Name(t)
+	if err := dynamostore.CreateTable(t.Context(), db, table, names); err != nil {
+		t.Fatal(err)
+	}
+	store, err := dynamostore.New(db, table, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idem := lk.Idempotent(store, lk.KeyFromField("payment_id"), func(o *lk.Options) {
+		o.Prefix, o.ReadableIDs, o.TTL = "payment", true, lk.NeverExpire
+		o.Logger = slog.New(slog.DiscardHandler)
+	})
+	h := idem(lk.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		return []byte(cachedResult), dynamostore.SetItem(ctx, map[string]types.AttributeValue{"status": &types.AttributeValueMemberS{Value: "CHARGED"}})
+	}))
+	batch := lk.Batch(h, func(o *lk.BatchOptions) { o.Logger = slog.New(slog.DiscardHandler) })
+	resp, err := batch(t.Context(), lambdakittest.Event(lambdakittest.Message(`{"payment_id":"pay_1"}`)))
+	if err != nil || len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("batch: %v, %v", err, resp.BatchItemFailures)
+	}
+	leaseEnd := time.Now().Add(-10 * time.Minute)
+	if _, ok, err := store.Acquire(t.Context(), lk.IdempotencyRecord{ID: "payment#pay_crashed", Status: lk.StatusInProgress,
+		Expiration: time.Now().Add(time.Hour), InProgressExpiration: leaseEnd, Lease: "l"}, leaseEnd.Add(-time.Minute)); err != nil || !ok {
+		t.Fatalf("Acquire: %v, %v", err, ok)
+	}
+	flags := []string{"-table", table, "-prefix", "payment", "-readable-ids", "-key-attr", "payment_id", "-status-attr", "record_status"}
+
+	r := cli(t, env, "", append(append([]string{"records", "get"}, flags...), "pay_1")...)
+	if r.code != 0 {
+		t.Fatalf("get: exit status %d; want 0\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"id          payment#pay_1\n", "status      COMPLETED\n", "state       completed: ", "expires     never\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("get: stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = cli(t, env, "", append([]string{"records", "stuck"}, flags...)...)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "payment#pay_crashed  lease ended ") || strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("stuck: exit status %d, stdout %q; want the abandoned lock alone, by its readable ID\n%s", r.code, r.stdout, r.stderr)
+	}
 }

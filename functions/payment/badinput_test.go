@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
@@ -144,16 +141,12 @@ func (f *fixture) reasonFor(t *testing.T, id string) string {
 	return reasons[0]
 }
 
-// inProgress scans the idempotency table for records left in progress.
+// inProgress scans the payments table for records left in progress.
 func (f *fixture) inProgress(t *testing.T) int {
 	t.Helper()
-	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.cfg.IdempotencyTable), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, item := range out.Items {
-		if attr(item, "status") != "COMPLETED" {
+	for _, item := range f.records(t) {
+		if attr(item, recordStatusAttr) != "COMPLETED" {
 			n++
 		}
 	}

@@ -60,7 +60,7 @@ func TestInvalidPaymentGoesToTheDeadLetterQueue(t *testing.T) {
 }
 
 func TestConfigDeadLetterQueueURL(t *testing.T) {
-	env := map[string]string{"IDEMPOTENCY_TABLE": "idem", "PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
+	env := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
 	get := func(k string) string { return env[k] }
 	if c, err := configFromEnv(get); err != nil || c.DeadLetterQueueURL != "" {
 		t.Errorf("without DEAD_LETTER_QUEUE_URL: %+v, %v; want no dead-letter queue", c, err)

@@ -202,7 +202,6 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	// flight, as `lambdakit run -concurrency 2` has.
 	logs := &lambdakittest.LogBuffer{}
 	env := append(motoserver.Env(srv.URL),
-		"IDEMPOTENCY_TABLE="+f.cfg.IdempotencyTable,
 		"PAYMENTS_TABLE="+f.cfg.PaymentsTable,
 		"PAYMENT_GATEWAY_URL="+f.cfg.GatewayURL,
 	)
@@ -403,9 +402,9 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	}
 
 	// The copy of pay_B2 was recognised by the consumer: skipped as a
-	// duplicate of the record the first copy's deduplication ID names.
+	// duplicate of the record on pay_B2's ledger row.
 	copyMsg := results[len(results)-1].MessageID
-	wantRecord := "payment#" + results[b2].DedupID
+	wantRecord := ledgerKey(payments[b2].id)
 	if !slices.ContainsFunc(logline.Objects(logs.String()), func(l map[string]any) bool {
 		dup := l["outcome"] == "duplicate" || l["outcome"] == "replayed"
 		return l["msg"] == "message done" && dup && l["messageId"] == copyMsg && l["recordId"] == wantRecord
@@ -583,16 +582,18 @@ func (c *crashReport) result() (chargeID string, pending []string, killed bool) 
 	return c.chargeID, c.pending, c.killed
 }
 
-// hasLedgerRow reports whether the payment has its ledger row. Errors count
-// as no, as the caller polls.
+// hasLedgerRow reports whether the payment has its ledger row, completed:
+// with the ledger's status, which the row of a payment in progress (its
+// record's lock) does not have yet. Errors count as no, as the caller
+// polls.
 func hasLedgerRow(db *dynamodb.Client, table, paymentID string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"payment_id": &types.AttributeValueMemberS{Value: paymentID}},
+		Key: map[string]types.AttributeValue{ledgerKeyAttr: &types.AttributeValueMemberS{Value: ledgerKey(paymentID)}},
 	})
-	return err == nil && out.Item != nil
+	return err == nil && attr(out.Item, "status") != ""
 }
 
 func ids(recs []events.SQSMessage) []string {

@@ -64,7 +64,7 @@ func TestChargedPaymentPublishesItsEvent(t *testing.T) {
 }
 
 func TestConfigOutboxTableAndEventsQueueGoTogether(t *testing.T) {
-	base := map[string]string{"IDEMPOTENCY_TABLE": "idem", "PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
+	base := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
 	for _, extra := range []map[string]string{{"OUTBOX_TABLE": "ob"}, {"EVENTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/e.fifo"}} {
 		_, err := configFromEnv(func(k string) string {
 			if v, ok := extra[k]; ok {

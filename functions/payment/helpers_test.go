@@ -69,11 +69,13 @@ func (f *fixture) run(tb testing.TB, msgs ...events.SQSMessage) map[string]bool 
 	return failed
 }
 
+// ledger is the ledger row of the payment id (key ledgerKey(id)), nil
+// when there is none.
 func (f *fixture) ledger(tb testing.TB, id string) map[string]types.AttributeValue {
 	tb.Helper()
 	out, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{
 		TableName: aws.String(f.cfg.PaymentsTable), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{"payment_id": &types.AttributeValueMemberS{Value: id}},
+		Key: map[string]types.AttributeValue{ledgerKeyAttr: &types.AttributeValueMemberS{Value: ledgerKey(id)}},
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -81,13 +83,27 @@ func (f *fixture) ledger(tb testing.TB, id string) map[string]types.AttributeVal
 	return out.Item
 }
 
-func (f *fixture) idempotencyRecords(tb testing.TB) int {
+// records are the idempotency records on the payments table: the rows
+// that have the record's status. The ledger rows written beside a Valkey
+// store have none.
+func (f *fixture) records(tb testing.TB) []map[string]types.AttributeValue {
 	tb.Helper()
-	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.cfg.IdempotencyTable)})
+	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.cfg.PaymentsTable), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return len(out.Items)
+	var recs []map[string]types.AttributeValue
+	for _, item := range out.Items {
+		if _, ok := item[recordStatusAttr]; ok {
+			recs = append(recs, item)
+		}
+	}
+	return recs
+}
+
+func (f *fixture) idempotencyRecords(tb testing.TB) int {
+	tb.Helper()
+	return len(f.records(tb))
 }
 
 // setup starts a fixture whose gateway is served by gatewayHandler, or by
@@ -103,8 +119,7 @@ func setup(tb testing.TB, gatewayHandler http.Handler) *fixture {
 	f.db = dynamodb.NewFromConfig(moto.Config(tb), func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, f.calls.APIOption)
 	})
-	f.cfg = config{GatewayURL: srv.URL, TTL: defaultTTL}
-	f.cfg.IdempotencyTable = f.createTable(tb, "IdempotencyTable", "-idem")
+	f.cfg = config{GatewayURL: srv.URL}
 	f.cfg.PaymentsTable = f.createTable(tb, "PaymentsTable", "-pay")
 	client := &http.Client{Timeout: 300 * time.Millisecond}
 	f.handler = mustHandler(tb, f.cfg, f.db, client, f.logs.Logger()) // DEBUG: a line per message

@@ -1,15 +1,16 @@
 // Command payment is the sample function: it consumes a queue of payments,
 // charges each one exactly once at a payment gateway, and records the
-// outcome in a DynamoDB ledger together with its idempotency record.
+// outcome in a DynamoDB ledger whose row is the payment's idempotency
+// record: "payment#<payment_id>", locked by a conditional PutItem, then
+// completed with the ledger fields by one fenced UpdateItem (two requests,
+// two write units per payment). A charged payment is never charged again:
+// its record never expires (lambdakit.NeverExpire).
 //
 // Environment:
 //
-//	IDEMPOTENCY_TABLE    DynamoDB table for idempotency records (required)
-//	PAYMENTS_TABLE       DynamoDB table for the payment ledger (required)
+//	PAYMENTS_TABLE       DynamoDB table for the payment ledger and its
+//	                     idempotency records (required)
 //	PAYMENT_GATEWAY_URL  base URL of the gateway; POST {url}/charges (required)
-//	IDEMPOTENCY_TTL      how long a payment is remembered, as a Go duration
-//	                     (default 552h: longer than a copy can come back:
-//	                     2 x the queue's 4 days + the DLQ's 14 days + 1 day)
 //	DEAD_LETTER_QUEUE_URL  the DLQ's URL: an invalid payment is sent there on
 //	                     its first delivery (optional; without it, an invalid
 //	                     payment fails until the queue's maxReceiveCount
@@ -20,13 +21,13 @@
 //	                     the transaction that records the charge; the relay
 //	                     (functions/relay) sends it (optional)
 //
-//	IDEMPOTENCY_VALKEY_ADDR  instead of IDEMPOTENCY_TABLE: the idempotency
-//	                     records go to Valkey or Redis at these host:port
-//	                     addresses, comma-separated (one address of a
-//	                     cluster is enough), through valkeystore; the
-//	                     ledger row is then written after the charge, not
-//	                     in one transaction with the completion, and
-//	                     OUTBOX_TABLE cannot be used (docs/valkey.md)
+//	IDEMPOTENCY_VALKEY_ADDR  the idempotency records go to Valkey or Redis
+//	                     at these host:port addresses, comma-separated (one
+//	                     address of a cluster is enough), through
+//	                     valkeystore, instead of onto the ledger rows; the
+//	                     ledger row is then written by the handler after the
+//	                     charge, not with the completion, and OUTBOX_TABLE
+//	                     cannot be used (docs/valkey.md)
 //	IDEMPOTENCY_VALKEY_TLS  "true": connect with TLS
 //	IDEMPOTENCY_VALKEY_IAM_CACHE, IDEMPOTENCY_VALKEY_IAM_USER  both set:
 //	                     ElastiCache IAM authentication as this user of
@@ -63,16 +64,14 @@ import (
 
 // config is what the function reads from its environment at start.
 type config struct {
-	IdempotencyTable string
-	PaymentsTable    string
-	GatewayURL       string
-	TTL              time.Duration
+	PaymentsTable string
+	GatewayURL    string
 	// DeadLetterQueueURL, if set, is where invalid payments go at once.
 	DeadLetterQueueURL string
 	// OutboxTable and EventsQueueURL, both set, publish payment.charged.
 	OutboxTable, EventsQueueURL string
 	// ValkeyAddrs, if set, keep the idempotency records in Valkey or
-	// Redis instead of IdempotencyTable.
+	// Redis instead of on the ledger rows of PaymentsTable.
 	ValkeyAddrs []string
 	// ValkeyTLS connects with TLS; ValkeyIAMCache and ValkeyIAMUser,
 	// both set, authenticate with IAM (and imply TLS).
@@ -80,18 +79,10 @@ type config struct {
 	ValkeyIAMCache, ValkeyIAMUser string
 }
 
-// defaultTTL outlives the longest way a copy of a completed payment can come
-// back (template.yaml): the queue's 4-day retention, the DLQ's 14 days, and
-// 4 days again after a redrive, plus a day; so a payment replayed from the
-// DLQ is still recognised.
-const defaultTTL = 552 * time.Hour
-
 func configFromEnv(getenv func(string) string) (config, error) {
 	c := config{
-		IdempotencyTable:   getenv("IDEMPOTENCY_TABLE"),
 		PaymentsTable:      getenv("PAYMENTS_TABLE"),
 		GatewayURL:         getenv("PAYMENT_GATEWAY_URL"),
-		TTL:                defaultTTL,
 		DeadLetterQueueURL: getenv("DEAD_LETTER_QUEUE_URL"),
 		OutboxTable:        getenv("OUTBOX_TABLE"),
 		EventsQueueURL:     getenv("EVENTS_QUEUE_URL"),
@@ -108,13 +99,8 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		}
 	}
 	required := map[string]string{"PAYMENTS_TABLE": c.PaymentsTable, "PAYMENT_GATEWAY_URL": c.GatewayURL}
-	switch {
-	case c.ValkeyAddrs == nil:
-		required["IDEMPOTENCY_TABLE"] = c.IdempotencyTable
-	case c.IdempotencyTable != "":
-		errs = append(errs, errors.New("IDEMPOTENCY_TABLE and IDEMPOTENCY_VALKEY_ADDR both set: choose one store for the idempotency records"))
-	case c.OutboxTable != "":
-		errs = append(errs, errors.New("OUTBOX_TABLE needs the DynamoDB store (IDEMPOTENCY_TABLE): the outbox commits its events with the completion, which Valkey cannot"))
+	if c.ValkeyAddrs != nil && c.OutboxTable != "" {
+		errs = append(errs, errors.New("OUTBOX_TABLE needs the idempotency records on the ledger (no IDEMPOTENCY_VALKEY_ADDR): the outbox commits its events with the completion, which Valkey cannot"))
 	}
 	for name, v := range required {
 		if v == "" {
@@ -147,24 +133,49 @@ func configFromEnv(getenv func(string) string) (config, error) {
 	if (c.OutboxTable == "") != (c.EventsQueueURL == "") {
 		errs = append(errs, errors.New("OUTBOX_TABLE and EVENTS_QUEUE_URL go together: set both to publish payment.charged, or neither"))
 	}
-	if v := getenv("IDEMPOTENCY_TTL"); v != "" {
-		ttl, err := time.ParseDuration(v)
-		if err != nil || ttl <= 0 {
-			errs = append(errs, fmt.Errorf("IDEMPOTENCY_TTL %q is not a positive Go duration such as 360h", v))
-		}
-		c.TTL = ttl
-	}
 	return c, errors.Join(errs...)
 }
 
-// idempotencyPrefix names this function's records in the table. It is fixed
-// rather than the function name, which changes when the stack replaces the
-// function: a new name would forget every payment.
+// valkeyTTL is how long the records on Valkey remember a payment: memory is
+// not kept forever, and valkeystore cannot keep a record without an
+// expiry (NeverExpire). It outlives the longest way a copy of a completed
+// payment can come back (template.yaml): the queue's 4-day retention, the
+// DLQ's 14 days, and 4 days again after a redrive, plus a day.
+const valkeyTTL = 552 * time.Hour
+
+// idempotencyPrefix names this function's records: with ReadableIDs a
+// payment's record, and so its ledger row, is "payment#<payment_id>"
+// (ledgerKey). It is fixed rather than the function name, which changes
+// when the stack replaces the function: a new name would forget every
+// payment.
 const idempotencyPrefix = "payment"
+
+// ledgerKey is the key of the ledger row of paymentID, which is its
+// idempotency record's ID (lambdakit.Options.ReadableIDs).
+func ledgerKey(paymentID string) string { return idempotencyPrefix + "#" + paymentID }
+
+// Attribute names of the record on the ledger row. The partition key is
+// the table's payment_id. The record's status gets its own name: the
+// ledger's status (CHARGED, DECLINED) is what readers of the ledger know,
+// and "record_status" says whose it is. The record's other attributes
+// (expiration, in_progress_expiration, validation, data, lease, failure)
+// keep dynamostore's names: no ledger field has them, and expiration is
+// the table's TTL attribute (template.yaml).
+const (
+	ledgerKeyAttr    = "payment_id"
+	recordStatusAttr = "record_status"
+)
+
+// recordOnLedger names the record's attributes on the ledger row, for
+// dynamostore.New and dynamostore.NewRecords.
+func recordOnLedger(o *dynamostore.Options) {
+	o.KeyAttr = ledgerKeyAttr
+	o.StatusAttr = recordStatusAttr
+}
 
 // newHandler wires the function: validation, then idempotency on
 // payment_id, then the charge. The records go to vk when it is set (see
-// newValkey), else to DynamoDB through db. batchOpts come after the
+// newValkey), else onto the ledger rows in DynamoDB through db. batchOpts come after the
 // function's own batch options (main sets the dead-letter queue there).
 func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, error) {
 	p := &payments{
@@ -174,13 +185,19 @@ func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Cli
 	}
 	var store lambdakit.Store
 	var err error
+	// On DynamoDB the record is the ledger row, found by its payment_id,
+	// and kept forever: a charged payment is never charged again, however
+	// late a copy comes back and whatever the queues' retention, and the
+	// ledger row must stay. An in-progress lock still expires.
+	idemOpts := func(o *lambdakit.Options) { o.ReadableIDs, o.TTL = true, lambdakit.NeverExpire }
 	if vk != nil {
 		// Valkey cannot commit the ledger row with the completion: the
 		// handler writes it itself.
 		p.ledgerDB = db
 		store, err = valkeystore.New(vk)
+		idemOpts = func(o *lambdakit.Options) { o.TTL = valkeyTTL }
 	} else {
-		store, err = dynamostore.New(db, c.IdempotencyTable)
+		store, err = dynamostore.New(db, c.PaymentsTable, recordOnLedger)
 	}
 	if err != nil {
 		return nil, err
@@ -194,7 +211,7 @@ func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Cli
 	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
 		func(o *lambdakit.Options) {
 			o.Prefix = idempotencyPrefix
-			o.TTL = c.TTL
+			idemOpts(o)
 			// Only what defines the payment; other fields may differ.
 			o.Payload = lambdakit.PayloadFields("payment_id", "order_id", "customer_id", "amount", "currency")
 			o.CacheSize = 1000

@@ -33,7 +33,8 @@ type Payment struct {
 }
 
 // Outcome is what a payment came to. It is the handler's result, so the
-// idempotency record caches it and duplicates get it back.
+// idempotency record caches it (its data, on the ledger row) and
+// duplicates get it back.
 type Outcome struct {
 	Status   string `json:"status"` // CHARGED or DECLINED
 	ChargeID string `json:"charge_id,omitempty"`
@@ -55,30 +56,29 @@ var ErrInvalidPayment = errors.New("invalid payment")
 // Size limits of the fields the sample stores, in bytes of UTF-8, which is
 // what DynamoDB counts: an item holds at most 400 KB, the UTF-8 bytes of
 // its attribute names and string values together, and a write of a larger
-// one fails with a ValidationException on every try. The ledger row is
-// written after the charge, in the transaction that completes the
-// idempotency record, so a payment too large to store would be charged on
-// every delivery and never recorded. validate refuses it before the charge
-// instead, as a permanent failure.
+// one fails with a ValidationException on every try. The ledger fields
+// are written after the charge, by the update that completes the
+// idempotency record on the same row, so a payment too large to store
+// would be charged on every delivery and never recorded. validate refuses
+// it before the charge instead, as a permanent failure.
 //
-// The limits are business limits, far below the item's size. The ledger
-// row holds every field of the payment and one field chosen by the gateway
-// (charge_id or decline_reason, bounded by maxAnswer): the fields of the
-// body come to at most about 600 bytes, the gateway's to about 192 KiB.
-// The idempotency record holds no field of the body (its id and validation
-// are SHA-256 hashes); its data is the Outcome as JSON, whose only free
-// text comes from the gateway: at most about 6 × maxAnswer (JSON escapes),
-// 384 KiB, which still fits (a result that did not would be completed
-// uncached, not failed: lambdakit.ErrResultNotStorable).
-// TestLargestValidPaymentIsStored charges and stores the largest payments
-// on moto. The charge request to the gateway carries the payment's fields,
-// so it is bounded too.
+// The limits are business limits, far below the item's size. The one row
+// holds both the ledger fields and the record, so their sizes add up. The
+// ledger fields are every field of the payment and one field chosen by
+// the gateway (charge_id or decline_reason, bounded by maxAnswer): the
+// fields of the body come to at most about 600 bytes, the gateway's to
+// about 3 × maxAnswer, 48 KiB. The record adds its status, lease, validation (a
+// SHA-256) and expiration, about 200 bytes, and its data: the Outcome as
+// JSON, whose only free text comes from the gateway, at most about
+// 6 × maxAnswer (JSON escapes), 96 KiB. So the row stays under about
+// 145 KiB, well under 400 KB. TestLargestValidPaymentIsStored charges and
+// stores the largest payments on moto. The charge request to the gateway
+// carries the payment's fields, so it is bounded too.
 const (
 	// maxPaymentID bounds payment_id, 1 to 128 ASCII letters, digits and
-	// ._:-. It is the ledger's partition key (DynamoDB allows 2,048
-	// bytes) and, prefixed "payment-", the gateway's Idempotency-Key
-	// (Stripe allows 255 characters); the idempotency record keeps only
-	// its SHA-256.
+	// ._:-. Prefixed "payment#", it is the ledger's partition key and the
+	// record's ID (DynamoDB allows 2,048 bytes) and, prefixed "payment-",
+	// the gateway's Idempotency-Key (Stripe allows 255 characters).
 	maxPaymentID = 128
 	// maxOrderID bounds order_id: room for any shop's order number, a
 	// UUID or a composite "shop:region:number", without letting a body
@@ -93,8 +93,10 @@ const (
 	// the fields the gateway chooses that the ledger row and the Outcome
 	// store: charge_id and decline_reason. Decoding makes a value at most
 	// three times as long as the answer (an invalid byte becomes U+FFFD),
-	// encoding the Outcome at most six (a '<' becomes \u003c).
-	maxAnswer = 64 << 10
+	// encoding the Outcome at most six (a '<' becomes \u003c). Both are
+	// on the one row: 16 KiB gives at most about 48 + 96 KiB. A real
+	// gateway's answer is a few hundred bytes.
+	maxAnswer = 16 << 10
 )
 
 // validPaymentID reports whether id is 1 to maxPaymentID ASCII letters,
@@ -190,8 +192,9 @@ type payments struct {
 	table   string // the payments ledger
 	now     func() time.Time
 	// ledgerDB, if set, writes the ledger row after the charge, for a
-	// store that cannot commit it with the completion (valkeystore);
-	// unset, the row is staged into the completion's transaction.
+	// store that keeps its records elsewhere (valkeystore); unset, the
+	// ledger fields go onto the record's own row (dynamostore.SetItem),
+	// written by the completion.
 	ledgerDB dynamostore.API
 	// events, if set, publishes payment.charged to eventsQueue.
 	events      *outbox.Outbox
@@ -250,28 +253,30 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	return json.Marshal(out)
 }
 
-// record writes the payment's ledger row. On DynamoDB it commits with the
-// idempotency record in one transaction: a completed payment always has
-// its row, and a row always means the payment is completed. With ledgerDB
-// it is written now, before the completion: a completed payment still
-// always has its row, but a row may belong to a payment whose completion
-// failed, whose retry charges again (the gateway's idempotency key
-// answers it) and writes the row again.
+// record writes the payment's ledger fields. On DynamoDB they go onto
+// the row that is the payment's idempotency record, written by the update
+// that completes it: a completed payment always has its fields, and a row
+// with them is a completed payment (an in-progress row has only the
+// record's attributes). With ledgerDB the row is written now, before the
+// completion: a completed payment still always has its row, but a row may
+// belong to a payment whose completion failed, whose retry charges again
+// (the gateway's idempotency key answers it) and writes the row again.
 func (s *payments) record(ctx context.Context, p Payment, amount int64, out Outcome) error {
-	put := s.ledgerPut(p, amount, out).Put
+	fields := s.ledgerFields(p, amount, out)
 	if s.ledgerDB == nil {
-		return dynamostore.Stage(ctx, types.TransactWriteItem{Put: put})
+		return dynamostore.SetItem(ctx, fields)
 	}
-	_, err := s.ledgerDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: put.TableName, Item: put.Item})
+	fields[ledgerKeyAttr] = &types.AttributeValueMemberS{Value: ledgerKey(p.PaymentID)}
+	_, err := s.ledgerDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: fields})
 	if err != nil {
 		return fmt.Errorf("payment: ledger row: %w", err)
 	}
 	return nil
 }
 
-func (s *payments) ledgerPut(p Payment, amount int64, out Outcome) types.TransactWriteItem {
+// ledgerFields are the ledger row's fields of a payment, all but its key.
+func (s *payments) ledgerFields(p Payment, amount int64, out Outcome) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
-		"payment_id":  &types.AttributeValueMemberS{Value: p.PaymentID},
 		"status":      &types.AttributeValueMemberS{Value: out.Status},
 		"amount":      &types.AttributeValueMemberN{Value: strconv.FormatInt(amount, 10)},
 		"currency":    &types.AttributeValueMemberS{Value: p.Currency},
@@ -285,7 +290,7 @@ func (s *payments) ledgerPut(p Payment, amount int64, out Outcome) types.Transac
 	if out.Reason != "" {
 		item["decline_reason"] = &types.AttributeValueMemberS{Value: out.Reason}
 	}
-	return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: item}}
+	return item
 }
 
 // valid is a payment that passed validate, handed down to Handle so that

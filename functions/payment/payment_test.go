@@ -22,10 +22,10 @@ func TestPaymentIsChargedOnceAndRecorded(t *testing.T) {
 	if failed := f.run(t, msg); len(failed) != 0 {
 		t.Fatalf("got failures %v; want none", failed)
 	}
-	// The ledger row and the completion commit together: one PutItem for
-	// the lock, one TransactWriteItems, nothing else.
-	if f.calls.Total() != 2 || f.calls.Count("PutItem") != 1 || f.calls.Count("TransactWriteItems") != 1 {
-		t.Errorf("got DynamoDB calls %v; want 1 PutItem and 1 TransactWriteItems", f.calls.Counts())
+	// The ledger row is the record: one PutItem for the lock, one
+	// UpdateItem that completes it with the ledger fields, nothing else.
+	if f.calls.Total() != 2 || f.calls.Count("PutItem") != 1 || f.calls.Count("UpdateItem") != 1 {
+		t.Errorf("got DynamoDB calls %v; want 1 PutItem and 1 UpdateItem", f.calls.Counts())
 	}
 	row := f.ledger(t, "pay_1")
 	if attr(row, "status") != StatusCharged || attr(row, "charge_id") == "" || attr(row, "amount") != "1299" ||
@@ -314,21 +314,15 @@ func TestPaymentConcurrentDuplicatesChargeOnce(t *testing.T) {
 }
 
 func TestConfigFromEnv(t *testing.T) {
-	env := map[string]string{
-		"IDEMPOTENCY_TABLE": "idem", "PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example", "IDEMPOTENCY_TTL": "400h",
-	}
+	env := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
 	c, err := configFromEnv(func(k string) string { return env[k] })
-	if err != nil || c.TTL != 400*time.Hour || c.GatewayURL != "https://gw.example" {
+	if err != nil || c.PaymentsTable != "pay" || c.GatewayURL != "https://gw.example" {
 		t.Fatalf("got %+v, %v; want the environment read", c, err)
 	}
-	delete(env, "IDEMPOTENCY_TTL")
-	if c, _ := configFromEnv(func(k string) string { return env[k] }); c.TTL != defaultTTL {
-		t.Errorf("got TTL %v; want default %v", c.TTL, defaultTTL)
-	}
 	_, err = configFromEnv(func(k string) string {
-		return map[string]string{"PAYMENT_GATEWAY_URL": "ftp://x", "IDEMPOTENCY_TTL": "soon"}[k]
+		return map[string]string{"PAYMENT_GATEWAY_URL": "ftp://x"}[k]
 	})
-	for _, want := range []string{"IDEMPOTENCY_TABLE is not set", "PAYMENTS_TABLE is not set", "not an http(s) URL", "IDEMPOTENCY_TTL"} {
+	for _, want := range []string{"PAYMENTS_TABLE is not set", "not an http(s) URL"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v; want it to say %q", err, want)
 		}

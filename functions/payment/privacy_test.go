@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -14,8 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
@@ -23,37 +18,28 @@ import (
 )
 
 // A payment body whose every value is easy to find again: if any of them
-// shows up in the idempotency table or the logs, it was copied there.
+// shows up where it has no reason to be, it was copied there.
 func traceableBody(id, customer string) string {
 	return fmt.Sprintf(`{"payment_id":%q,"order_id":"ord_TRACE_%s","customer_id":%q,"amount":4242,"currency":"EUR","note":"NOTE_TRACE_%s"}`,
 		id, id, customer, id)
 }
 
-func (f *fixture) scanIdempotency(tb testing.TB) []map[string]types.AttributeValue {
-	tb.Helper()
-	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{
-		TableName: aws.String(f.cfg.IdempotencyTable), ConsistentRead: aws.Bool(true),
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return out.Items
-}
-
-// The idempotency table keeps hashes, never the key or the payload: the
-// record of a payment, in progress (seen from the gateway, while the charge
-// runs) and completed, has only the schema's attributes, its id is the
-// prefix and the SHA-256 of the payment_id, its validation is a SHA-256,
-// and no value holds the payment_id, any other field of the body, or the
-// body.
-func TestIdempotencyTableHoldsNoRawKeysOrPayloads(t *testing.T) {
+// The idempotency record lives on the ledger row, whose key and fields are
+// the payment's; the record's own attributes copy nothing of the message:
+// in progress (seen from the gateway, while the charge runs) the row has
+// only the record's attributes, its key "payment#<payment_id>" and its
+// validation a SHA-256; completed, it has the ledger's fields besides, its
+// data is the Outcome alone, and no value of the record's attributes holds
+// a field of the body, nor does any attribute hold the body or a field the
+// ledger does not keep (the note).
+func TestLedgerRecordCopiesNothingOfTheMessage(t *testing.T) {
 	var (
 		f          *fixture
 		mu         sync.Mutex
 		inProgress []map[string]types.AttributeValue
 	)
 	f = setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		items := f.scanIdempotency(t)
+		items := f.records(t)
 		mu.Lock()
 		inProgress = append(inProgress, items...)
 		mu.Unlock()
@@ -64,26 +50,26 @@ func TestIdempotencyTableHoldsNoRawKeysOrPayloads(t *testing.T) {
 	if failed := f.run(t, lambdakittest.Message(charged), lambdakittest.Message(declined)); len(failed) != 0 {
 		t.Fatalf("got failures %v; want both payments processed", failed)
 	}
-	completed := f.scanIdempotency(t)
+	completed := f.records(t)
 	if len(inProgress) < 1 || len(completed) != 2 {
 		t.Fatalf("got %d in-progress and %d completed records; want at least 1 and 2", len(inProgress), len(completed))
 	}
 
-	secrets := []string{charged, declined}
-	for _, b := range secrets[:2] {
+	// Values the record's own attributes must not hold, and values no
+	// attribute may hold.
+	var fields, never []string
+	for _, b := range []string{charged, declined} {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(b), &m); err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"payment_id", "order_id", "customer_id", "note"} {
-			secrets = append(secrets, m[k].(string))
+		for _, k := range []string{"payment_id", "order_id", "customer_id"} {
+			fields = append(fields, m[k].(string))
 		}
+		never = append(never, b, m["note"].(string))
 	}
-	wantIDs := map[string]bool{}
-	for _, id := range []string{"pay_TRACE_charged", "pay_TRACE_declined"} {
-		sum := sha256.Sum256([]byte(id))
-		wantIDs[idempotencyPrefix+"#"+hex.EncodeToString(sum[:])] = true
-	}
+	wantIDs := map[string]bool{ledgerKey("pay_TRACE_charged"): true, ledgerKey("pay_TRACE_declined"): true}
+	recordAttrs := []string{"data", "expiration", "in_progress_expiration", "lease", "failure", recordStatusAttr, "validation"}
 
 	hex64 := regexp.MustCompile(`^[0-9a-f]{64}$`)
 	check := func(t *testing.T, item map[string]types.AttributeValue, wantAttrs []string) {
@@ -91,32 +77,46 @@ func TestIdempotencyTableHoldsNoRawKeysOrPayloads(t *testing.T) {
 		if got := slices.Sorted(maps.Keys(item)); !slices.Equal(got, wantAttrs) {
 			t.Errorf("got attributes %v; want exactly %v", got, wantAttrs)
 		}
-		if id := attr(item, "id"); !wantIDs[id] {
-			t.Errorf("got id %q; want %s#<sha256 hex of the payment_id>", id, idempotencyPrefix)
+		if id := attr(item, ledgerKeyAttr); !wantIDs[id] {
+			t.Errorf("got %s %q; want %s", ledgerKeyAttr, id, ledgerKey("<payment_id>"))
 		}
 		if v := attr(item, "validation"); !hex64.MatchString(v) {
 			t.Errorf("got validation %q; want 64 hex digits (a SHA-256)", v)
 		}
 		for name, v := range item {
 			text := attrText(v)
-			for _, s := range secrets {
+			for _, s := range never {
 				if strings.Contains(text, s) {
 					t.Errorf("attribute %s = %q contains %q from the message", name, text, s)
+				}
+			}
+			if !slices.Contains(recordAttrs, name) {
+				continue
+			}
+			for _, s := range fields {
+				if strings.Contains(text, s) {
+					t.Errorf("record attribute %s = %q contains %q from the message", name, text, s)
 				}
 			}
 		}
 	}
 	t.Run("in progress", func(t *testing.T) {
 		for _, item := range inProgress {
-			if attr(item, "status") != "INPROGRESS" {
+			if attr(item, recordStatusAttr) != "INPROGRESS" {
 				continue // the other payment's record, already completed
 			}
-			check(t, item, []string{"expiration", "id", "in_progress_expiration", "lease", "status", "validation"})
+			check(t, item, slices.Sorted(slices.Values([]string{"expiration", "in_progress_expiration", "lease", ledgerKeyAttr, recordStatusAttr, "validation"})))
 		}
 	})
 	t.Run("completed", func(t *testing.T) {
 		for _, item := range completed {
-			check(t, item, []string{"data", "expiration", "id", "in_progress_expiration", "lease", "status", "validation"})
+			ledger := []string{"status", "amount", "currency", "order_id", "customer_id", "recorded_at", "charge_id"}
+			if attr(item, "status") == StatusDeclined {
+				ledger[len(ledger)-1] = "decline_reason"
+			}
+			// No expiration: a completed payment is kept forever.
+			want := append([]string{"data", "in_progress_expiration", "lease", ledgerKeyAttr, recordStatusAttr, "validation"}, ledger...)
+			check(t, item, slices.Sorted(slices.Values(want)))
 			// The cached result is the outcome, nothing of the request.
 			var outcome map[string]any
 			if err := json.Unmarshal([]byte(attr(item, "data")), &outcome); err != nil {

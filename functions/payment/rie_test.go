@@ -72,8 +72,8 @@ func newRIEWorld(t *testing.T, srv *motoserver.Server) *rieWorld {
 		t.Fatal(err)
 	}
 	name := testenv.Name(t)
-	w.tables = map[string]string{"IdempotencyTable": name + "-idem", "PaymentsTable": name + "-pay"}
-	for _, logical := range []string{"IdempotencyTable", "PaymentsTable"} {
+	w.tables = map[string]string{"PaymentsTable": name + "-pay"}
+	for _, logical := range []string{"PaymentsTable"} {
 		def, err := samtemplate.Find(all, logical)
 		if err != nil {
 			t.Fatal(err)
@@ -87,7 +87,6 @@ func newRIEWorld(t *testing.T, srv *motoserver.Server) *rieWorld {
 	// What `demo local` writes for the function, on this test's moto and
 	// gateway: static test credentials, every call to 127.0.0.1.
 	w.env = append(motoserver.Env(srv.URL),
-		"IDEMPOTENCY_TABLE="+w.tables["IdempotencyTable"],
 		"PAYMENTS_TABLE="+w.tables["PaymentsTable"],
 		"PAYMENT_GATEWAY_URL="+w.gwURL,
 		"DEAD_LETTER_QUEUE_URL=",
@@ -100,7 +99,7 @@ func (w *rieWorld) reset(t *testing.T) *gateway.Gateway {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i, logical := range []string{"IdempotencyTable", "PaymentsTable"} {
+	for i, logical := range []string{"PaymentsTable"} {
 		name := w.tables[logical]
 		_, err := w.db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 		var missing *types.ResourceNotFoundException
@@ -116,7 +115,8 @@ func (w *rieWorld) reset(t *testing.T) *gateway.Gateway {
 	return gw
 }
 
-// ledger returns the payments table as payment_id → status.
+// ledger returns the payments table as ledger key ("payment#<payment_id>")
+// → status.
 func (w *rieWorld) ledger(t *testing.T) map[string]string {
 	t.Helper()
 	out, err := w.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(w.tables["PaymentsTable"])})

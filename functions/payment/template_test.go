@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 	"gopkg.in/yaml.v3"
@@ -281,7 +282,7 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 	// outbox.
 	f.cfg.OutboxTable = f.createTable(t, "OutboxTable", "-outbox")
 	f.cfg.EventsQueueURL = testenv.Queue(t, sqs.NewFromConfig(moto.Config(t)), true, nil)
-	logical := map[string]string{f.cfg.IdempotencyTable: "IdempotencyTable", f.cfg.PaymentsTable: "PaymentsTable", f.cfg.OutboxTable: "OutboxTable"}
+	logical := map[string]string{f.cfg.PaymentsTable: "PaymentsTable", f.cfg.OutboxTable: "OutboxTable"}
 	used := grants{}
 	var unknown []string
 	recorder := func(stack *middleware.Stack) error {
@@ -310,7 +311,7 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 	}
 	f.gw.FailNext(1)
 	run(body("pay_iam_1", "cus_1", 100)) // transient failure: acquire, release
-	run(body("pay_iam_1", "cus_1", 100), // charged: acquire, complete with the ledger row
+	run(body("pay_iam_1", "cus_1", 100), // charged: acquire, complete with the ledger fields and the outbox item
 		body("pay_iam_1", "cus_1", 100),                           // duplicate
 		body("pay_iam_1", "cus_1", 999),                           // payload mismatch
 		body("pay_iam_2", gateway.DeclinedCustomerPrefix+"_1", 5)) // declined
@@ -634,40 +635,48 @@ func TestTemplateAlarmsWatchMetricsThatExist(t *testing.T) {
 	}
 }
 
-// The idempotency TTL outlives the longest way a copy of a completed payment
-// can come back: the queue's retention (the event source mapping disabled),
-// the DLQ's (a FIFO queue restarts the clock when it moves a message there),
-// and the queue's again after a redrive, which sends a new message.
-func TestTemplateTTLOutlivesEveryWayBack(t *testing.T) {
+// The function keeps payments forever: a copy of a charged payment may
+// come back after any time (a DLQ redrive after the queues' retention), and
+// must find its record. So the template gives the function no TTL to set;
+// the payments table's TTL is on dynamostore's expiration attribute, which
+// a completed payment's row does not have (lambdakit.NeverExpire), and an
+// in-progress row, the lock of an owner that may die, does.
+func TestTemplateKeepsPaymentsForever(t *testing.T) {
 	tpl := loadTemplate(t)
-	retention := func(id string) time.Duration {
-		t.Helper()
-		r, ok := tpl.resources[id]
-		if !ok {
-			t.Fatalf("template has no %s", id)
+	env := mapping(t, mapping(t, mapping(t, tpl.resources["PaymentFunction"].props)["Environment"])["Variables"])
+	for _, name := range []string{"IDEMPOTENCY_TTL", "IDEMPOTENCY_TABLE"} {
+		if env[name] != nil {
+			t.Errorf("PaymentFunction has %s; the function no longer reads it", name)
 		}
-		v := mapping(t, r.props)["MessageRetentionPeriod"]
-		if v == nil {
-			return 4 * 24 * time.Hour // SQS's default
-		}
-		d, err := time.ParseDuration(v.Value + "s")
-		if err != nil {
-			t.Fatalf("%s MessageRetentionPeriod %q: %v", id, v.Value, err)
-		}
-		return d
 	}
-	fn := tpl.resources["PaymentFunction"]
-	env := mapping(t, mapping(t, mapping(t, fn.props)["Environment"])["Variables"])
-	ttl, err := time.ParseDuration(env["IDEMPOTENCY_TTL"].Value)
-	if err != nil {
-		t.Fatalf("IDEMPOTENCY_TTL: %v", err)
+	if got := tpl.envTable(t, "PaymentFunction", "PAYMENTS_TABLE"); got != "PaymentsTable" {
+		t.Fatalf("PAYMENTS_TABLE refers to %s; want PaymentsTable", got)
 	}
-	need := 2*retention("PaymentQueue") + retention("PaymentDLQ")
-	if ttl <= need {
-		t.Errorf("IDEMPOTENCY_TTL %v; want more than 2 x queue retention + DLQ retention = %v", ttl, need)
+	spec := mapping(t, mapping(t, tpl.resources["PaymentsTable"].props)["TimeToLiveSpecification"])
+	if spec["AttributeName"] == nil || spec["AttributeName"].Value != "expiration" || spec["Enabled"] == nil || spec["Enabled"].Value != "true" {
+		t.Errorf("PaymentsTable TimeToLiveSpecification %v; want AttributeName expiration, Enabled true", spec)
 	}
-	if defaultTTL != ttl {
-		t.Errorf("the function's default TTL %v; want the template's %v, so that a function run without it is as safe", defaultTTL, ttl)
+
+	var (
+		f    *fixture
+		lock map[string]types.AttributeValue
+	)
+	f = setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lock = f.ledger(t, "pay_forever") // the row while the charge runs
+		f.gw.ServeHTTP(w, r)
+	}))
+	if failed := f.run(t, lambdakittest.Message(body("pay_forever", "cus_1", 100))); len(failed) != 0 {
+		t.Fatalf("got failures %v; want the payment charged", failed)
+	}
+	if attr(lock, recordStatusAttr) != "INPROGRESS" || attr(lock, "expiration") == "" {
+		t.Errorf("in-progress row %v; want INPROGRESS with an expiration, so that a dead owner's lock goes", lock)
+	}
+	row := f.ledger(t, "pay_forever")
+	if attr(row, recordStatusAttr) != "COMPLETED" || attr(row, "status") != StatusCharged {
+		t.Fatalf("completed row %v; want COMPLETED and CHARGED", row)
+	}
+	if _, ok := row["expiration"]; ok {
+		t.Errorf("completed row has expiration %s; want none, the payment kept forever", attr(row, "expiration"))
 	}
 }
 

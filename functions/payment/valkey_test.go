@@ -24,7 +24,7 @@ func TestPaymentsOnValkey(t *testing.T) {
 	f := setup(t, nil)
 	srv := redisserver.ForTest(t)
 	c := f.cfg
-	c.IdempotencyTable, c.ValkeyAddrs = "", []string{srv.Addr}
+	c.ValkeyAddrs = []string{srv.Addr}
 	vk, err := newValkey(t.Context(), c, aws.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestPaymentsOnValkey(t *testing.T) {
 		}
 	}
 	if n := f.idempotencyRecords(t); n != 0 {
-		t.Errorf("%d records in the DynamoDB idempotency table; want 0, they are on Valkey", n)
+		t.Errorf("%d idempotency records on the DynamoDB ledger; want 0, they are on Valkey", n)
 	}
 	if n, err := srv.Do("DBSIZE"); err != nil || n != "5" {
 		t.Errorf("Valkey holds %s keys, %v; want 5 records", n, err)
@@ -91,7 +91,7 @@ func TestValkeyConfigFromEnv(t *testing.T) {
 	}
 	c, err := configFromEnv(env(nil))
 	if err != nil || strings.Join(c.ValkeyAddrs, " ") != "a:6379 b:6379" || c.ValkeyTLS {
-		t.Errorf("got %+v, %v; want the two addresses, no TLS, and no IDEMPOTENCY_TABLE needed", c, err)
+		t.Errorf("got %+v, %v; want the two addresses, no TLS", c, err)
 	}
 	c, err = configFromEnv(env(map[string]string{"IDEMPOTENCY_VALKEY_IAM_CACHE": "payments", "IDEMPOTENCY_VALKEY_IAM_USER": "fn"}))
 	if err != nil || !c.ValkeyTLS {
@@ -101,12 +101,10 @@ func TestValkeyConfigFromEnv(t *testing.T) {
 		extra map[string]string
 		want  string
 	}{
-		"both stores":    {map[string]string{"IDEMPOTENCY_TABLE": "idem"}, "choose one store"},
-		"outbox":         {map[string]string{"OUTBOX_TABLE": "o", "EVENTS_QUEUE_URL": "https://sqs.example/1/q"}, "OUTBOX_TABLE needs the DynamoDB store"},
-		"bad address":    {map[string]string{"IDEMPOTENCY_VALKEY_ADDR": "nohost"}, `"nohost" is not host:port`},
-		"bad TLS":        {map[string]string{"IDEMPOTENCY_VALKEY_TLS": "yes"}, "want true or false"},
-		"half of IAM":    {map[string]string{"IDEMPOTENCY_VALKEY_IAM_USER": "fn"}, "go together"},
-		"neither stores": {map[string]string{"IDEMPOTENCY_VALKEY_ADDR": ""}, "IDEMPOTENCY_TABLE is not set"},
+		"outbox":      {map[string]string{"OUTBOX_TABLE": "o", "EVENTS_QUEUE_URL": "https://sqs.example/1/q"}, "OUTBOX_TABLE needs the idempotency records on the ledger"},
+		"bad address": {map[string]string{"IDEMPOTENCY_VALKEY_ADDR": "nohost"}, `"nohost" is not host:port`},
+		"bad TLS":     {map[string]string{"IDEMPOTENCY_VALKEY_TLS": "yes"}, "want true or false"},
+		"half of IAM": {map[string]string{"IDEMPOTENCY_VALKEY_IAM_USER": "fn"}, "go together"},
 	} {
 		if _, err := configFromEnv(env(tc.extra)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v; want an error saying %q", name, err, tc.want)

@@ -14,22 +14,17 @@ func TestTablesReadsTheProjectTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idem, err := samtemplate.Find(tables, "IdempotencyTable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(idem.KeySchema) != 1 || idem.KeySchema[0].AttributeName != "id" || idem.KeySchema[0].KeyType != "HASH" {
-		t.Errorf("got idempotency key schema %+v; want id HASH", idem.KeySchema)
-	}
-	if idem.TimeToLiveSpecification == nil || !idem.TimeToLiveSpecification.Enabled || idem.TimeToLiveSpecification.AttributeName != "expiration" {
-		t.Errorf("got TTL %+v; want enabled on expiration", idem.TimeToLiveSpecification)
-	}
 	pay, err := samtemplate.Find(tables, "PaymentsTable")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pay.KeySchema[0].AttributeName != "payment_id" || pay.BillingMode != "PAY_PER_REQUEST" {
-		t.Errorf("got payments table %+v; want payment_id, on demand", pay)
+	if len(pay.KeySchema) != 1 || pay.KeySchema[0].AttributeName != "payment_id" || pay.KeySchema[0].KeyType != "HASH" || pay.BillingMode != "PAY_PER_REQUEST" {
+		t.Errorf("got payments table %+v; want payment_id HASH, on demand", pay)
+	}
+	// The idempotency records live on the ledger rows: TTL on
+	// dynamostore's expiration, for the locks of owners that died.
+	if pay.TimeToLiveSpecification == nil || !pay.TimeToLiveSpecification.Enabled || pay.TimeToLiveSpecification.AttributeName != "expiration" {
+		t.Errorf("got payments table TTL %+v; want enabled on expiration", pay.TimeToLiveSpecification)
 	}
 	ob, err := samtemplate.Find(tables, "OutboxTable")
 	if err != nil {

@@ -289,8 +289,9 @@ func TestDeployLocal(t *testing.T) {
 			t.Errorf("table %s: billing mode %+v; want %s", tb.LogicalID, mode, tb.BillingMode)
 		}
 	}
-	// dynamostore's default partition key, and the ledger row's key.
-	for id, key := range map[string]string{"IdempotencyTable": "id:HASH", "PaymentsTable": "payment_id:HASH"} {
+	// The ledger row's key, which the function gives dynamostore as the
+	// record's (its KeyAttr).
+	for id, key := range map[string]string{"PaymentsTable": "payment_id:HASH"} {
 		tb, err := samtemplate.Find(tables, id)
 		if err != nil {
 			t.Fatal(err)
@@ -350,7 +351,6 @@ func TestDeployLocal(t *testing.T) {
 		t.Errorf("environment %v; want the template's %d variables", env, len(tplEnv))
 	}
 	for k, want := range map[string]string{
-		"IDEMPOTENCY_TABLE":     d.outputs["IdempotencyTableName"],
 		"PAYMENTS_TABLE":        d.outputs["PaymentsTableName"],
 		"DEAD_LETTER_QUEUE_URL": d.outputs["PaymentDLQUrl"],
 		"PAYMENT_GATEWAY_URL":   gateway,
@@ -437,18 +437,19 @@ func TestDeployLocal(t *testing.T) {
 
 // checkNotApplied checks, in the transformed template that was deployed
 // and in the package, the settings moto accepts but does not apply (or
-// does not report): the idempotency table's TTL (dynamostore's
-// "expiration"), both tables' point-in-time recovery and encryption, the
+// does not report): the payments table's TTL (dynamostore's "expiration",
+// for the locks of owners that died), the payments and ledger tables'
+// point-in-time recovery and encryption, the
 // function's arm64 architecture and JSON logging, the DLQ's redrive-allow
 // policy naming the payment queue, the five alarms, the function's tags.
 func checkNotApplied(t *testing.T, tpl cfn, d stackState, queueAttrs map[string]map[string]string, buildDir string) {
 	t.Helper()
 	props := func(id string) map[string]any { return tpl.Resources[id].Properties }
 	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
-	if got, want := js(props("IdempotencyTable")["TimeToLiveSpecification"]), `{"AttributeName":"expiration","Enabled":true}`; got != want {
-		t.Errorf("IdempotencyTable TimeToLiveSpecification %s; want %s", got, want)
+	if got, want := js(props("PaymentsTable")["TimeToLiveSpecification"]), `{"AttributeName":"expiration","Enabled":true}`; got != want {
+		t.Errorf("PaymentsTable TimeToLiveSpecification %s; want %s", got, want)
 	}
-	for _, id := range []string{"IdempotencyTable", "PaymentsTable"} {
+	for _, id := range []string{"PaymentsTable", "LedgerTable"} {
 		if got := js(props(id)["PointInTimeRecoverySpecification"]) + js(props(id)["SSESpecification"]); got != `{"PointInTimeRecoveryEnabled":true}{"SSEEnabled":true}` {
 			t.Errorf("%s: point-in-time recovery and SSE %s; want both enabled", id, got)
 		}

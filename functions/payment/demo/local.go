@@ -27,8 +27,9 @@ const localUsage = `Usage: go run ./functions/payment/demo local [flags]
 
 A tool of the payment sample (functions/payment): it starts what the sample
 function needs on this machine and keeps it running until Ctrl-C: moto_server (DynamoDB and SQS) on -listen:-moto-port, the
-sandbox payment gateway on -listen:-gateway-port, and the two tables created
-as template.yaml declares them (lambdakit-idempotency, lambdakit-payments).
+sandbox payment gateway on -listen:-gateway-port, and the payments table
+created as template.yaml declares it (lambdakit-payments; the ledger, with
+the idempotency records on its rows).
 Every port and address is checked before anything starts. The default
 ports, 7460 and 7461, are chosen to be free of common services (5000 is
 macOS's AirPlay Receiver, 8080 every other dev server).
@@ -68,9 +69,9 @@ const (
 )
 
 // Physical table names for the template's logical IDs, as in events/env.json.
+// The payments table holds the idempotency records too, on the ledger rows.
 var localTables = map[string]string{
-	"IdempotencyTable": "lambdakit-idempotency",
-	"PaymentsTable":    "lambdakit-payments",
+	"PaymentsTable": "lambdakit-payments",
 }
 
 // localCommand is the payment sample's outside world, what the command
@@ -184,8 +185,7 @@ func (c *localCommand) Run(ctx context.Context, args []string) error {
 	env = append(env, '\n')
 
 	fmt.Fprintf(c.stderr, "demo local: moto_server (DynamoDB, SQS) on %s, sandbox gateway on %s\n", l.moto.URL, l.gatewayURL)
-	fmt.Fprintf(c.stderr, "demo local: tables %s and %s created from %s\n",
-		localTables["IdempotencyTable"], localTables["PaymentsTable"], c.template)
+	fmt.Fprintf(c.stderr, "demo local: table %s created from %s\n", localTables["PaymentsTable"], c.template)
 	if ip := net.ParseIP(c.listen); ip.IsUnspecified() {
 		fmt.Fprintf(c.stderr, "demo local: listening on every interface (-listen %s): other machines that reach this one reach them too\n", c.listen)
 	}
@@ -293,7 +293,7 @@ func startLocal(ctx context.Context, c localConfig) (*local, error) {
 		return l, err
 	}
 	var defs []samtemplate.Table
-	for _, logical := range []string{"IdempotencyTable", "PaymentsTable"} {
+	for _, logical := range []string{"PaymentsTable"} {
 		t, err := samtemplate.Find(tables, logical)
 		if err != nil {
 			return l, err
@@ -322,7 +322,7 @@ func startLocal(ctx context.Context, c localConfig) (*local, error) {
 		return l, err
 	}
 	l.db = dynamodb.NewFromConfig(l.moto.AWSConfig())
-	for i, logical := range []string{"IdempotencyTable", "PaymentsTable"} {
+	for i, logical := range []string{"PaymentsTable"} {
 		if err := defs[i].Create(ctx, l.db, localTables[logical]); err != nil {
 			return l, err
 		}
@@ -335,7 +335,6 @@ func startLocal(ctx context.Context, c localConfig) (*local, error) {
 func (l *local) functionEnv(host string) []string {
 	url := func(port int) string { return "http://" + net.JoinHostPort(host, strconv.Itoa(port)) }
 	return append(motoserver.Env(url(l.motoPort)),
-		"IDEMPOTENCY_TABLE="+localTables["IdempotencyTable"],
 		"PAYMENTS_TABLE="+localTables["PaymentsTable"],
 		"PAYMENT_GATEWAY_URL="+url(l.gatewayPort),
 		// No queues here: invalid payments fail as other failures do.

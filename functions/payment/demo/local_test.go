@@ -69,7 +69,6 @@ func TestLocalWritesTheEnvFileAndPrintsNothingElse(t *testing.T) {
 		t.Fatalf("%s has no PaymentFunction section", path)
 	}
 	for k, want := range map[string]string{
-		"IDEMPOTENCY_TABLE":         "lambdakit-idempotency",
 		"PAYMENTS_TABLE":            "lambdakit-payments",
 		"AWS_ACCESS_KEY_ID":         "test",
 		"AWS_EC2_METADATA_DISABLED": "true",
@@ -95,7 +94,7 @@ func TestLocalWritesTheEnvFileAndPrintsNothingElse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListTables on %s: %v", env["AWS_ENDPOINT_URL"], err)
 	}
-	for _, table := range []string{"lambdakit-idempotency", "lambdakit-payments"} {
+	for _, table := range []string{"lambdakit-payments"} {
 		if !slices.Contains(out.TableNames, table) {
 			t.Errorf("tables %v; want %s among them", out.TableNames, table)
 		}
@@ -230,7 +229,7 @@ func TestEventsEnvJSONMatchesLocal(t *testing.T) {
 			t.Errorf("events/env.json sets %s, which template.yaml does not declare: sam local would not pass it", k)
 		}
 	}
-	for _, k := range []string{"AWS_ENDPOINT_URL", "PAYMENT_GATEWAY_URL", "IDEMPOTENCY_TABLE", "PAYMENTS_TABLE"} {
+	for _, k := range []string{"AWS_ENDPOINT_URL", "PAYMENT_GATEWAY_URL", "PAYMENTS_TABLE"} {
 		if _, ok := shipped["PaymentFunction"][k]; !ok {
 			t.Errorf("events/env.json does not set %s", k)
 		}

@@ -154,7 +154,8 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 	fmt.Fprintf(d.out, "   published %s to %s\n", pid, st.mapping.QueueName)
 	var runner *runtimeapi.Runner
 	commit, err := startKillProxy(d.moto.URL, func(op string, body []byte) bool {
-		return op == "DynamoDB_20120810.TransactWriteItems" && bytes.Contains(body, []byte(`"`+pid+`"`))
+		// The completion of pid's record: its ledger row's key.
+		return op == "DynamoDB_20120810.TransactWriteItems" && bytes.Contains(body, []byte(`"`+ledgerKey(pid)+`"`))
 	}, func([]byte) { runner.Kill() })
 	if err != nil {
 		return out, err
@@ -170,7 +171,7 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 		batch++
 		if b.Result.Outcome == runtimeapi.OutcomeCrash {
 			out.paymentKilled = commit.fired.Load()
-			fmt.Fprintf(d.out, "   batch %d: %s: the function was killed after its commit (ledger row, idempotency record and outbox item in one TransactWriteItems), before it answered; the batch stays\n",
+			fmt.Fprintf(d.out, "   batch %d: %s: the function was killed after its commit (ledger row, completed as its idempotency record, and outbox item in one TransactWriteItems), before it answered; the batch stays\n",
 				batch, plural(len(b.Records), "record"))
 			d.logs.Reset()
 			return
@@ -294,7 +295,7 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 	for _, item := range rows.Items {
 		if s, ok := item["status"].(*types.AttributeValueMemberS); ok && s.Value == "CHARGED" {
 			if p, ok := item["payment_id"].(*types.AttributeValueMemberS); ok {
-				out.charged = append(out.charged, p.Value)
+				out.charged = append(out.charged, strings.TrimPrefix(p.Value, paymentPrefix+"#"))
 			}
 		}
 	}

@@ -219,7 +219,7 @@ func (d *demo) playQueue(ctx context.Context, n int, bootstrap, template, file s
 				others = append(others, m)
 			}
 		}
-		d.awaitCompleted(st.idempotencyTable, others, st.fn.Timeout/4)
+		d.awaitCompleted(st.paymentsTable, others, st.fn.Timeout/4)
 		runner.Kill()
 	})
 	defer d.gw.OnCharge(nil)
@@ -389,19 +389,33 @@ func (d *demo) queueSummary(q queueOutcome) bool {
 	return ok
 }
 
-// paymentPrefix is the payment sample's lambdakit.Options.Prefix.
+// paymentPrefix is the payment sample's lambdakit.Options.Prefix: with its
+// ReadableIDs, a payment's record, and so its ledger row, is
+// "payment#<payment_id>" (ledgerKey).
 const paymentPrefix = "payment"
 
+// ledgerKey is the key of the ledger row of paymentID, which is its
+// idempotency record's ID.
+func ledgerKey(paymentID string) string { return paymentPrefix + "#" + paymentID }
+
+// recordOnLedger names the attributes of the record on a ledger row as the
+// payment function does: the table's key payment_id, the record's status
+// record_status beside the ledger's own status.
+func recordOnLedger(o *dynamostore.Options) {
+	o.KeyAttr = "payment_id"
+	o.StatusAttr = "record_status"
+}
+
 // awaitCompleted waits, up to bound, until the idempotency records of recs'
-// payments are completed. The function's log says nothing about a record
-// until its batch answers, so the table is where a record's end shows
-// while its batch is still running.
+// payments, on their ledger rows in table, are completed. The function's
+// log says nothing about a record until its batch answers, so the table is
+// where a record's end shows while its batch is still running.
 func (d *demo) awaitCompleted(table string, recs []events.SQSMessage, bound time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	records := dynamostore.NewRecords(d.db, table)
+	records := dynamostore.NewRecords(d.db, table, recordOnLedger)
 	for _, m := range recs {
-		id := lambdakit.RecordID(paymentPrefix, paymentID(m.Body))
+		id := ledgerKey(paymentID(m.Body))
 		for ctx.Err() == nil {
 			if rec, err := records.Get(ctx, id); err == nil && rec.Status == lambdakit.StatusCompleted {
 				break

@@ -32,8 +32,7 @@ type stack struct {
 	sqs              *sqs.Client
 	queueURL, dlqURL string
 	dlqName          string
-	idempotencyTable string
-	paymentsTable    string
+	paymentsTable    string            // the ledger, with the idempotency records on its rows
 	outputs          map[string]string // the stack's outputs
 }
 
@@ -132,18 +131,14 @@ func (d *demo) deployStack(ctx context.Context, template string) (*stack, error)
 		return nil, fmt.Errorf("read back after scaling down: timeout %v, mapping %s; want %v, Disabled", st.fn.Timeout, st.mapping.State, queueFunctionTimeout)
 	}
 	for _, kv := range st.fn.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		switch k {
-		case "IDEMPOTENCY_TABLE":
-			st.idempotencyTable = v
-		case "PAYMENTS_TABLE":
+		if k, v, _ := strings.Cut(kv, "="); k == "PAYMENTS_TABLE" {
 			st.paymentsTable = v
 		}
 	}
-	if st.idempotencyTable == "" || st.paymentsTable == "" {
-		return nil, fmt.Errorf("function %s: no IDEMPOTENCY_TABLE or PAYMENTS_TABLE in its environment", st.fn.Name)
+	if st.paymentsTable == "" {
+		return nil, fmt.Errorf("function %s: no PAYMENTS_TABLE in its environment", st.fn.Name)
 	}
-	fmt.Fprintf(d.out, "   tables of the stack: %s, %s\n", st.idempotencyTable, st.paymentsTable)
+	fmt.Fprintf(d.out, "   payments table of the stack (ledger and idempotency records): %s\n", st.paymentsTable)
 	return st, nil
 }
 

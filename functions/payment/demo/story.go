@@ -43,8 +43,8 @@ publishes events/payments-queue.jsonl to the stack's FIFO queue with a
 duplicate and a poison message, and runs that mapping until the queue is
 empty, killing the function once after the gateway charged a payment.
 Then the outbox: one more payment, the function killed after its commit
-(ledger row, idempotency record and payment.charged outbox item in one
-transaction) and before it answered; the stack's relay run on the
+(the ledger row, completed as its idempotency record, and the
+payment.charged outbox item in one transaction) and before it answered; the stack's relay run on the
 outbox table's stream as its mapping would, killed once after SQS took a
 message and before it answered; and the stack's ledger consumer on the
 events queue, one request per entry, with one event sent again past SQS's
@@ -310,8 +310,8 @@ func (d *demo) start(ctx context.Context, bootstrap, template string, environ []
 	if d.valkey != nil {
 		fmt.Fprintf(d.out, "idempotency records on %s (pid %d), through valkeystore; the ledger rows in DynamoDB\n", d.valkey.Addr, d.valkey.PID)
 	}
-	fmt.Fprintf(d.out, "tables from %s: IdempotencyTable -> %s, PaymentsTable -> %s\n",
-		template, localTables["IdempotencyTable"], localTables["PaymentsTable"])
+	fmt.Fprintf(d.out, "table from %s: PaymentsTable -> %s (the ledger, with the idempotency records on its rows)\n",
+		template, localTables["PaymentsTable"])
 	return nil
 }
 
@@ -331,7 +331,6 @@ func (d *demo) newRunner(bootstrap string, timeout time.Duration, environ []stri
 		// to the demo's moto_server only.
 		o.Env = append(withoutEndpoints(environ), d.functionEnv(loopback)...)
 		if d.valkey != nil {
-			o.Env = slices.DeleteFunc(o.Env, func(kv string) bool { return strings.HasPrefix(kv, "IDEMPOTENCY_TABLE=") })
 			o.Env = append(o.Env, "IDEMPOTENCY_VALKEY_ADDR="+d.valkey.Addr)
 		}
 		o.Stdout = &d.logs

@@ -66,7 +66,7 @@ func TestDemoStory(t *testing.T) {
 			{summary, "every payment was charged at most once", 1},
 			// The outbox: pay_6005's function killed after its commit,
 			// the relay killed after a send; one event per charge.
-			{ob, "the function was killed after its commit (ledger row, idempotency record and outbox item in one TransactWriteItems), before it answered", 1},
+			{ob, "the function was killed after its commit (ledger row, completed as its idempotency record, and outbox item in one TransactWriteItems), before it answered", 1},
 			{ob, "pay_6005     [cus_J] skipped    duplicate, gateway not called", 1},
 			{ob, "the relay was killed after SQS took pay_", 1},
 			{ob, "] recorded   entry#pay_", 5},

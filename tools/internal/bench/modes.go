@@ -19,7 +19,8 @@ import (
 
 // The idempotency modes side by side: what a payment costs in DynamoDB
 // requests and units with its record beside its ledger row (the sample
-// today), on its own item (SetItem), and in one request (StagedOnly). The
+// before), on its own item (SetItem, the sample now), and in one request
+// (StagedOnly). The
 // modes run in this process, through lambdakit's Batch and Idempotent on
 // dynamostore, against the stack's moto behind its metering proxy: the
 // units are computed from the requests as DynamoDB bills them (units.go).
@@ -109,7 +110,7 @@ func ledgerAttrs(p map[string]string, status string) map[string]dbtypes.Attribut
 
 var modes = []mode{
 	{
-		name: "two-step, record beside the ledger row (the sample today)", handler: "Stage(Put ledger row)",
+		name: "two-step, record beside the ledger row (the sample before)", handler: "Stage(Put ledger row)",
 		opts: func(*lambdakit.Options) {},
 		handle: func(ctx context.Context, table string, p map[string]string) error {
 			row := ledgerAttrs(p, "status")
@@ -118,7 +119,7 @@ var modes = []mode{
 		},
 	},
 	{
-		name: "record on the payment item (SetItem)", handler: "SetItem(ledger attributes)",
+		name: "record on the payment item (SetItem; the sample now)", handler: "SetItem(ledger attributes)",
 		opts: func(o *lambdakit.Options) { o.ReadableIDs, o.TTL = true, lambdakit.NeverExpire },
 		handle: func(ctx context.Context, _ string, p map[string]string) error {
 			return dynamostore.SetItem(ctx, ledgerAttrs(p, "payment_status"))

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -22,33 +23,51 @@ import (
 // have left instead, 25 to a BatchWriteItem. They are made by lambdakit
 // itself: its idempotency middleware, configured as functions/payment
 // configures it, completes each payment in an in-memory store, and the
-// records are copied from there into the table with dynamostore's
-// attribute names. The harness test checks them against records the real
-// bootstrap wrote, and that a redelivery of them costs the function
-// nothing but the read ahead: if the function's configuration drifts from
-// paymentIdempotency, its records no longer match, and the test fails.
+// records are copied from there into the payments table with the
+// function's attribute names (PaymentRecordNames). The bare floor's, made
+// as lambdakit made them before the records moved onto the ledger rows
+// (hashed IDs, 552 hours), go into its own table with dynamostore's
+// default names. The harness test checks the function's against records
+// the real bootstrap wrote, and that a redelivery of them costs the
+// function nothing but the read ahead: if the function's configuration
+// drifts from paymentIdempotency, its records no longer match, and the
+// test fails.
 
 // paymentIdempotency is the idempotency middleware of functions/payment
-// (its newHandler): key, prefix, payload fields and TTL.
-func paymentIdempotency(store lambdakit.Store) lambdakit.Middleware {
+// (its newHandler): key, prefix, payload fields, readable IDs and
+// NeverExpire; with bare, the floor's: hashed IDs and a TTL of 552 hours.
+func paymentIdempotency(store lambdakit.Store, bare bool) lambdakit.Middleware {
 	return lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) {
 		o.Prefix = "payment"
-		o.TTL = 552 * time.Hour // functions/payment's defaultTTL
+		o.ReadableIDs, o.TTL = true, lambdakit.NeverExpire
+		if bare {
+			o.ReadableIDs, o.TTL = false, 552*time.Hour
+		}
 		o.Payload = lambdakit.PayloadFields("payment_id", "order_id", "customer_id", "amount", "currency")
 		o.Logger = slog.New(slog.DiscardHandler)
 	})
 }
 
+// PaymentRecordNames names the record's attributes on the ledger rows as
+// functions/payment does: the key payment_id, the status record_status.
+func PaymentRecordNames(o *dynamostore.Options) {
+	o.KeyAttr, o.StatusAttr = "payment_id", "record_status"
+}
+
 // CompletedRecords returns the idempotency records the payment function
 // leaves for msgs once it has charged them, by record ID.
 func CompletedRecords(ctx context.Context, msgs []events.SQSMessage) (map[string]lambdakit.IdempotencyRecord, error) {
+	return completedRecords(ctx, msgs, false)
+}
+
+func completedRecords(ctx context.Context, msgs []events.SQSMessage, bare bool) (map[string]lambdakit.IdempotencyRecord, error) {
 	store := &lambdakittest.MemoryStore{}
 	n := 0
 	charge := lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 		n++
 		return []byte(`{"status":"CHARGED","charge_id":"ch_s` + strconv.Itoa(n) + `"}`), nil
 	})
-	h := paymentIdempotency(store)(charge)
+	h := paymentIdempotency(store, bare)(charge)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for i := range msgs {
@@ -59,19 +78,27 @@ func CompletedRecords(ctx context.Context, msgs []events.SQSMessage) (map[string
 	return store.Records(), nil
 }
 
-// recordItem is rec as dynamostore stores it, default attribute names.
-func recordItem(rec lambdakit.IdempotencyRecord) map[string]types.AttributeValue {
+// recordItem is rec as dynamostore stores it, with the attribute names
+// of names (nil: dynamostore's defaults). A record kept forever has no
+// expiration.
+func recordItem(rec lambdakit.IdempotencyRecord, names func(*dynamostore.Options)) map[string]types.AttributeValue {
 	rec = rec.Rounded()
+	o := dynamostore.Options{KeyAttr: "id", StatusAttr: "status"}
+	if names != nil {
+		names(&o)
+	}
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v int64) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 	}
 	item := map[string]types.AttributeValue{
-		"id":                     s(rec.ID),
-		"status":                 s(string(rec.Status)),
-		"expiration":             n(rec.Expiration.Unix()),
+		o.KeyAttr:                s(rec.ID),
+		o.StatusAttr:             s(string(rec.Status)),
 		"in_progress_expiration": n(rec.InProgressExpiration.UnixMilli()),
 		"lease":                  s(rec.Lease),
+	}
+	if !rec.Expiration.IsZero() {
+		item["expiration"] = n(rec.Expiration.Unix())
 	}
 	if rec.Validation != "" {
 		item["validation"] = s(rec.Validation)
@@ -82,19 +109,27 @@ func recordItem(rec lambdakit.IdempotencyRecord) map[string]types.AttributeValue
 	return item
 }
 
-// SeedCompleted writes into the idempotency table the records the payment
-// function leaves for msgs once charged, straight to moto (neither the
-// meter nor the proxy's connection count sees it), 25 items a request,
-// four requests at a time.
-func (s *Stack) SeedCompleted(ctx context.Context, table string, msgs []events.SQSMessage) error {
-	recs, err := CompletedRecords(ctx, msgs)
+// SeedCompleted writes the records of msgs once charged: the payment
+// function's into its payments table, the bare floor's into its
+// idempotency table idem. Straight to moto (neither the meter nor the
+// proxy's connection count sees it), 25 items a request, four requests at
+// a time.
+func (s *Stack) SeedCompleted(ctx context.Context, idem, payments string, msgs []events.SQSMessage) error {
+	if err := s.seed(ctx, payments, msgs, false, PaymentRecordNames); err != nil {
+		return err
+	}
+	return s.seed(ctx, idem, msgs, true, nil)
+}
+
+func (s *Stack) seed(ctx context.Context, table string, msgs []events.SQSMessage, bare bool, names func(*dynamostore.Options)) error {
+	recs, err := completedRecords(ctx, msgs, bare)
 	if err != nil {
 		return err
 	}
 	var reqs [][]types.WriteRequest
 	var cur []types.WriteRequest
 	for _, rec := range recs {
-		cur = append(cur, types.WriteRequest{PutRequest: &types.PutRequest{Item: recordItem(rec)}})
+		cur = append(cur, types.WriteRequest{PutRequest: &types.PutRequest{Item: recordItem(rec, names)}})
 		if len(cur) == 25 {
 			reqs, cur = append(reqs, cur), nil
 		}

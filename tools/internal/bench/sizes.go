@@ -113,7 +113,7 @@ func (h *Harness) BatchSizes(ctx context.Context, impls []Impl, cfg SizesConfig)
 		}
 		msgs := NewPayments(fmt.Sprintf("R-%06d", size)).Padded(cfg.BodyBytes).Take(size * reps(size))
 		h.progress("seeding %d completed payments", len(msgs))
-		if err := h.Stack.SeedCompleted(ctx, idem, msgs); err != nil {
+		if err := h.Stack.SeedCompleted(ctx, idem, ledger, msgs); err != nil {
 			return nil, err
 		}
 		batches := Redelivered(InBatches(msgs, size))

@@ -13,6 +13,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -80,23 +81,27 @@ func StartStack() (*Stack, error) {
 // "moto 5.2.1 patched: ..." or the line saying it runs plain moto.
 func (s *Stack) MotoVersion() string { return s.motoVersion }
 
-// Tables creates the idempotency and payments tables as template.yaml
-// declares them, named prefix-idempotency and prefix-payments, through the
-// proxy so that the meter learns their keys.
+// Tables creates the payments table as template.yaml declares it, named
+// prefix-payments, where the payment function keeps its records on the
+// ledger rows; and the bare floor's idempotency table, prefix-idempotency,
+// dynamostore's default schema, as the floor keeps its records apart
+// (tools/bench/bare). Both through the proxy, so that the meter learns
+// their keys.
 func (s *Stack) Tables(ctx context.Context, template, prefix string) (idem, payments string, err error) {
 	tables, err := samtemplate.Tables(template)
 	if err != nil {
 		return "", "", err
 	}
 	idem, payments = prefix+"-idempotency", prefix+"-payments"
-	for logical, name := range map[string]string{"IdempotencyTable": idem, "PaymentsTable": payments} {
-		t, err := samtemplate.Find(tables, logical)
-		if err != nil {
-			return "", "", err
-		}
-		if err := t.Create(ctx, s.DB, name); err != nil {
-			return "", "", err
-		}
+	t, err := samtemplate.Find(tables, "PaymentsTable")
+	if err != nil {
+		return "", "", err
+	}
+	if err := t.Create(ctx, s.DB, payments); err != nil {
+		return "", "", err
+	}
+	if err := dynamostore.CreateTable(ctx, s.DB, idem); err != nil {
+		return "", "", err
 	}
 	return idem, payments, nil
 }
@@ -117,7 +122,8 @@ func (s *Stack) OutboxTable(ctx context.Context, name string) error {
 }
 
 // FunctionEnv is the environment of a payment function (or the bare floor)
-// on this stack, DynamoDB through the proxy.
+// on this stack, DynamoDB through the proxy. IDEMPOTENCY_TABLE is the bare
+// floor's; the payment function does not read it.
 func (s *Stack) FunctionEnv(idem, payments string) []string {
 	return append(motoserver.Env(s.Proxy.URL),
 		"IDEMPOTENCY_TABLE="+idem,

@@ -19,12 +19,13 @@
 // process right after a charge. Because each process has its own
 // listeners, a fault knows whose request it is: the proxy can kill a
 // process exactly between the charge and the completion, when its
-// TransactWriteItems arrives.
+// UpdateItem arrives.
 //
 // The verdict comes from outside the function: the gateway's own record of
 // charges, a ledger lookup made on every gateway call (a payment that was
-// completed must never reach the gateway again), the two tables scanned
-// at the end, and the processes' JSON logs.
+// completed must never reach the gateway again), the payments table (the
+// ledger rows, each its payment's idempotency record) scanned at the end,
+// and the processes' JSON logs.
 //
 // Requests to moto_server pass through a Gate, one at a time: moto runs
 // requests on threads without a lock around its DynamoDB backend, so under

@@ -94,7 +94,15 @@ func (r *run) account(ctx context.Context) (*Report, error) {
 	}
 	rows := map[string]string{} // payment ID → status
 	for _, item := range ledger {
-		id, status := str(item, "payment_id"), str(item, "status")
+		key, status := str(item, ledgerKeyAttr), str(item, "status")
+		id, ok := strings.CutPrefix(key, ledgerKey(""))
+		if !ok {
+			rep.Disagreements = append(rep.Disagreements, key+": a ledger row whose key is not "+ledgerKey("<payment_id>"))
+			continue
+		}
+		if status == "" {
+			continue // a record without its ledger fields: in progress, checked below
+		}
 		rows[id] = status
 		i, known := byID[id]
 		switch {
@@ -169,17 +177,18 @@ func (r *run) account(ctx context.Context) (*Report, error) {
 	}
 	r.src.mu.Unlock()
 
-	records, err := r.scan(ctx, idempotencyTable)
+	// The idempotency records, on the same rows: read again, now.
+	records, err := r.scan(ctx, paymentsTable)
 	if err != nil {
 		return nil, err
 	}
 	byRecord := map[string]string{}
 	for _, p := range r.pays {
-		byRecord[recordID(p.ID)] = p.ID
+		byRecord[ledgerKey(p.ID)] = p.ID
 	}
 	completed := map[string]bool{}
 	for _, item := range records {
-		rid, status := str(item, "id"), str(item, "status")
+		rid, status := str(item, ledgerKeyAttr), str(item, recordStatusAttr)
 		id := byRecord[rid]
 		if id == "" {
 			rep.Disagreements = append(rep.Disagreements, rid+": an idempotency record for no payment of the run")
@@ -191,7 +200,7 @@ func (r *run) account(ctx context.Context) (*Report, error) {
 		case lambdakit.StatusCompleted:
 			completed[id] = true
 			if _, ok := rows[id]; !ok {
-				rep.Disagreements = append(rep.Disagreements, id+": the idempotency record is COMPLETED, the ledger has no row")
+				rep.Disagreements = append(rep.Disagreements, id+": the idempotency record is COMPLETED, its row has no ledger fields")
 			}
 		}
 	}

@@ -70,10 +70,11 @@ type Options struct {
 	Dynamo DynamoFaults
 	// Gateway are the payment gateway's faults.
 	Gateway GatewayFaults
-	// KillCompletion is the fraction of completions (TransactWriteItems,
-	// which commits the ledger row with the record) whose process is killed
-	// just before the request reaches DynamoDB: after the charge, before
-	// the completion.
+	// KillCompletion is the fraction of completions (the UpdateItem that
+	// completes the record on the ledger row and writes the ledger fields;
+	// a TransactWriteItems when the function also stages writes) whose
+	// process is killed just before the request reaches DynamoDB: after
+	// the charge, before the completion.
 	KillCompletion float64
 	// KillCharge is the fraction of new charges after which the gateway
 	// kills the process before it hears the answer.
@@ -150,11 +151,20 @@ func (o *Options) finish() error {
 	return errors.Join(errs...)
 }
 
-// Physical names of the template's tables in moto.
+// Physical name of the template's payments table in moto.
+const paymentsTable = "lambdakit-payments"
+
+// The payments table as the sample writes it: each row is a payment's
+// idempotency record, its key "payment#<payment_id>" and its status in
+// record_status; once completed, the ledger's fields are on it too,
+// among them the ledger's status (CHARGED, DECLINED).
 const (
-	idempotencyTable = "lambdakit-idempotency"
-	paymentsTable    = "lambdakit-payments"
+	ledgerKeyAttr    = "payment_id"
+	recordStatusAttr = "record_status"
 )
+
+// ledgerKey is the key of paymentID's row, its record's ID.
+func ledgerKey(paymentID string) string { return "payment#" + paymentID }
 
 // batchSize is the event source's batch size, template.yaml's and FIFO's
 // maximum.
@@ -273,7 +283,7 @@ func (r *run) setup(ctx context.Context, bootstrap string) error {
 	cfg := r.moto.AWSConfig()
 	cfg.HTTPClient = &http.Client{Transport: r.gate, Timeout: 2 * time.Minute}
 	r.db = dynamodb.NewFromConfig(cfg)
-	for logical, name := range map[string]string{"IdempotencyTable": idempotencyTable, "PaymentsTable": paymentsTable} {
+	for logical, name := range map[string]string{"PaymentsTable": paymentsTable} {
 		t, err := samtemplate.Find(tables, logical)
 		if err != nil {
 			return err
@@ -307,7 +317,6 @@ func (r *run) setup(ctx context.Context, bootstrap string) error {
 		}
 		r.armProxy(p, kill, rand.New(rand.NewPCG(r.seeds.next(4, uint64(k)), 0)))
 		env := append(motoserver.Env(p.proxy.URL()),
-			"IDEMPOTENCY_TABLE="+idempotencyTable,
 			"PAYMENTS_TABLE="+paymentsTable,
 			"PAYMENT_GATEWAY_URL="+p.front.url(),
 		)
@@ -337,7 +346,8 @@ func (r *run) armProxy(p *process, kill func() bool, rng *rand.Rand) {
 	o := r.opts
 	p.proxy.SetKill(func(op string) KillPoint {
 		// Called under the proxy's lock: rng is this proxy's alone.
-		if op == "TransactWriteItems" && rng.Float64() < o.KillCompletion {
+		// dynamostore sends UpdateItem only to complete a record.
+		if (op == "UpdateItem" || op == "TransactWriteItems") && rng.Float64() < o.KillCompletion {
 			return KillPoint{Before: true}
 		}
 		if rng.Float64() < o.KillRequest {
@@ -387,18 +397,18 @@ func (r *run) stop() {
 	r.moto.Stop()
 }
 
-// completed reports whether the ledger holds paymentID's row, which
-// commits with its completed idempotency record.
+// completed reports whether paymentID's row has its ledger fields, which
+// the completion of its idempotency record writes.
 func (r *run) completed(ctx context.Context, paymentID string) (bool, error) {
 	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(paymentsTable),
-		Key:            map[string]types.AttributeValue{"payment_id": &types.AttributeValueMemberS{Value: paymentID}},
+		Key:            map[string]types.AttributeValue{ledgerKeyAttr: &types.AttributeValueMemberS{Value: ledgerKey(paymentID)}},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return false, err
 	}
-	return out.Item != nil, nil
+	return str(out.Item, "status") != "", nil
 }
 
 // plan makes the payments and their messages.
@@ -574,20 +584,16 @@ func (r *run) progressf(format string, args ...any) {
 	}
 }
 
-// recordID is the idempotency record ID of a payment, as the sample's
-// middleware names it: prefix "payment", SHA-256 of the key.
-func recordID(paymentID string) string { return lambdakit.RecordID("payment", paymentID) }
-
 // inProgress returns the IDs of the idempotency records in progress.
 func (r *run) inProgress(ctx context.Context) ([]string, error) {
-	records, err := r.scan(ctx, idempotencyTable)
+	records, err := r.scan(ctx, paymentsTable)
 	if err != nil {
 		return nil, err
 	}
 	var ids []string
 	for _, item := range records {
-		if str(item, "status") == string(lambdakit.StatusInProgress) {
-			ids = append(ids, str(item, "id"))
+		if str(item, recordStatusAttr) == string(lambdakit.StatusInProgress) {
+			ids = append(ids, str(item, ledgerKeyAttr))
 		}
 	}
 	return ids, nil
