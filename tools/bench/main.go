@@ -165,13 +165,13 @@ func run(ctx context.Context, c config) error {
 	// Each function gets tables of its own and payment IDs of the same
 	// length, so that neither sees the other's records.
 	impl := func(name, bin, prefix string) (bench.Impl, *bench.Payments, error) {
-		idem, payments, err := stack.Tables(ctx, template, "bench-"+name)
+		payments, err := stack.Tables(ctx, template, "bench-"+name)
 		if err != nil {
 			return bench.Impl{}, nil, err
 		}
 		warm := bench.NewPayments(prefix + "w")
 		return bench.Impl{
-			Name: name, Path: bin, Env: stack.FunctionEnv(idem, payments),
+			Name: name, Path: bin, Env: stack.FunctionEnv(payments),
 			Warmup: func() []events.SQSMessage { return warm.Take(c.batch) },
 		}, bench.NewPayments(prefix + "p"), nil
 	}
@@ -277,12 +277,12 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.only["flat"] && c.flat > 0 {
 		fmt.Fprintf(os.Stderr, "bench: flat cost, %d payments ...\n", c.flat)
-		idem, payments, err := stack.Tables(ctx, template, "bench-flat")
+		payments, err := stack.Tables(ctx, template, "bench-flat")
 		if err != nil {
 			return err
 		}
 		flat := lk
-		flat.Env = stack.FunctionEnv(idem, payments)
+		flat.Env = stack.FunctionEnv(payments)
 		pay := bench.NewPayments("Ff")
 		h.MaxMotoRSS = int64(c.maxMotoRSS) << 10
 		run, err := h.Flat(ctx, flat, bench.InBatches(pay.Take(c.flat), c.batch))

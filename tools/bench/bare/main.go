@@ -3,10 +3,11 @@
 // lambdakit. It makes exactly the requests the design needs for each
 // record of a batch, and no others:
 //
-//   - new payment: a conditional PutItem takes the lock (returning the old
-//     item if the condition fails), POST {gateway}/charges with an
-//     Idempotency-Key, then one TransactWriteItems that completes the
-//     record (conditional on the lease) and writes the ledger row;
+//   - new payment: a conditional PutItem takes the lock on the payment's
+//     ledger row (returning the old item if the condition fails), POST
+//     {gateway}/charges with an Idempotency-Key, then one UpdateItem,
+//     conditional on the lease, that completes the record and writes the
+//     ledger fields onto the same row;
 //   - payment completed elsewhere, in a batch SQS delivers again
 //     (ApproximateReceiveCount above 1): one strongly consistent
 //     BatchGetItem per 100 of the batch's redelivered records finds it
@@ -19,17 +20,15 @@
 // many connections to DynamoDB, as the payment function runs them on a
 // standard queue. It logs a JSON line per failed record and nothing per
 // record that succeeded, as the sample does at Lambda's default level
-// (INFO), and writes no metrics line. Its items have the same attributes
-// as lambdakit's had while the sample kept its records in a table of their
-// own (IDEMPOTENCY_TABLE) beside the ledger row, so that sizes, and so
-// request units, compare with that design. The sample now keeps each
-// record on its ledger row (2 write units per new payment, the floor's
-// 5): the floor does not follow it yet. It skips what the floor need not
-// do: validation beyond decoding, payload hashing, releasing a lock after a
-// failure, FIFO ordering, deadline handling.
+// (INFO), and writes no metrics line. Its rows have the attributes of the
+// sample's (functions/payment keeps its idempotency record on the ledger
+// row: key payment_id = "payment#<payment_id>", record_status, kept
+// forever), so that sizes, and so request units, compare. It skips what
+// the floor need not do: validation beyond decoding, payload hashing,
+// releasing a lock after a failure, FIFO ordering, deadline handling.
 //
-// Environment: IDEMPOTENCY_TABLE, PAYMENTS_TABLE, PAYMENT_GATEWAY_URL, and
-// the AWS SDK's own (AWS_ENDPOINT_URL, credentials, region).
+// Environment: PAYMENTS_TABLE, PAYMENT_GATEWAY_URL, and the AWS SDK's own
+// (AWS_ENDPOINT_URL, credentials, region).
 package main
 
 import (
@@ -66,16 +65,17 @@ type payment struct {
 }
 
 type fn struct {
-	db        *dynamodb.Client
-	http      *http.Client
-	idemTable string
-	ledger    string
-	gateway   string
-	logger    *slog.Logger
-	done      sync.Map // record id -> result, for payments completed in this process
+	db      *dynamodb.Client
+	http    *http.Client
+	ledger  string
+	gateway string
+	logger  *slog.Logger
+	done    sync.Map // record id -> result, for payments completed in this process
 }
 
-const ttl = 552 * time.Hour // the payment function's default TTL
+// lockTTL is how long a lock of a dead owner stays: lambdakit's default
+// TTL, which it gives in-progress records kept forever once completed.
+const lockTTL = 7 * 24 * time.Hour
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v int64) types.AttributeValue {
@@ -129,28 +129,26 @@ func (f *fn) readAhead(ctx context.Context, recs []events.SQSMessage) {
 		if _, ok := f.done.Load(id); ok {
 			continue // known here already
 		}
-		keys = append(keys, map[string]types.AttributeValue{"id": s(id)})
+		keys = append(keys, map[string]types.AttributeValue{"payment_id": s(id)})
 	}
 	for start := 0; start < len(keys); start += maxBatchGet {
 		out, err := f.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
-			RequestItems: map[string]types.KeysAndAttributes{f.idemTable: {Keys: keys[start:min(start+maxBatchGet, len(keys))], ConsistentRead: aws.Bool(true)}},
+			RequestItems: map[string]types.KeysAndAttributes{f.ledger: {Keys: keys[start:min(start+maxBatchGet, len(keys))], ConsistentRead: aws.Bool(true)}},
 		})
 		if err != nil {
 			return // every record left takes the lock
 		}
-		for _, item := range out.Responses[f.idemTable] {
-			id, _ := item["id"].(*types.AttributeValueMemberS)
-			if st, ok := item["status"].(*types.AttributeValueMemberS); ok && st.Value == "COMPLETED" && id != nil {
+		for _, item := range out.Responses[f.ledger] {
+			id, _ := item["payment_id"].(*types.AttributeValueMemberS)
+			if st, ok := item["record_status"].(*types.AttributeValueMemberS); ok && st.Value == "COMPLETED" && id != nil {
 				f.done.Store(id.Value, item["data"])
 			}
 		}
 	}
 }
 
-func recordID(paymentID string) string {
-	sum := sha256.Sum256([]byte(paymentID))
-	return "payment#" + hex.EncodeToString(sum[:])
-}
+// recordID is the ledger row's key, as the sample's: readable.
+func recordID(paymentID string) string { return "payment#" + paymentID }
 
 func (f *fn) record(ctx context.Context, msg *events.SQSMessage) error {
 	var p payment
@@ -164,17 +162,17 @@ func (f *fn) record(ctx context.Context, msg *events.SQSMessage) error {
 	}
 	now := time.Now()
 	lease := rand.Text()
-	exp := now.Add(ttl).Unix()
+	exp := now.Add(lockTTL).Unix()
 	deadline, _ := ctx.Deadline()
 	_, err := f.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(f.idemTable),
+		TableName: aws.String(f.ledger),
 		Item: map[string]types.AttributeValue{
-			"id": s(id), "status": s("INPROGRESS"), "expiration": n(exp),
+			"payment_id": s(id), "record_status": s("INPROGRESS"), "expiration": n(exp),
 			"in_progress_expiration": n(deadline.UnixMilli()), "lease": s(lease),
 			"validation": s(hex.EncodeToString(sum[:])),
 		},
-		ConditionExpression:      aws.String("attribute_not_exists(#id) OR #exp <= :now OR (#st = :inprogress AND #ipe <= :now_ms)"),
-		ExpressionAttributeNames: map[string]string{"#id": "id", "#exp": "expiration", "#st": "status", "#ipe": "in_progress_expiration"},
+		ConditionExpression:      aws.String("attribute_not_exists(#id) OR (#exp <= :now AND attribute_exists(#st)) OR (#st = :inprogress AND #ipe <= :now_ms)"),
+		ExpressionAttributeNames: map[string]string{"#id": "payment_id", "#exp": "expiration", "#st": "record_status", "#ipe": "in_progress_expiration"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": n(now.Unix()), ":now_ms": n(now.UnixMilli()), ":inprogress": s("INPROGRESS"),
 		},
@@ -182,7 +180,7 @@ func (f *fn) record(ctx context.Context, msg *events.SQSMessage) error {
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		if st, ok := failed.Item["status"].(*types.AttributeValueMemberS); ok && st.Value == "COMPLETED" {
+		if st, ok := failed.Item["record_status"].(*types.AttributeValueMemberS); ok && st.Value == "COMPLETED" {
 			f.done.Store(id, failed.Item["data"])
 			return nil
 		}
@@ -196,21 +194,21 @@ func (f *fn) record(ctx context.Context, msg *events.SQSMessage) error {
 		return err
 	}
 	data := `{"status":"CHARGED","charge_id":"` + chargeID + `"}`
-	_, err = f.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName:                 aws.String(f.idemTable),
-			Key:                       map[string]types.AttributeValue{"id": s(id)},
-			UpdateExpression:          aws.String("SET #st = :completed, #exp = :exp, #data = :data"),
-			ConditionExpression:       aws.String("#lease = :lease"),
-			ExpressionAttributeNames:  map[string]string{"#st": "status", "#exp": "expiration", "#data": "data", "#lease": "lease"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":completed": s("COMPLETED"), ":exp": n(exp), ":data": s(data), ":lease": s(lease)},
-		}},
-		{Put: &types.Put{TableName: aws.String(f.ledger), Item: map[string]types.AttributeValue{
-			"payment_id": s(p.PaymentID), "status": s("CHARGED"), "amount": n(p.Amount), "currency": s(p.Currency),
-			"order_id": s(p.OrderID), "customer_id": s(p.CustomerID), "recorded_at": s(now.UTC().Format(time.RFC3339Nano)),
-			"charge_id": s(chargeID),
-		}}},
-	}})
+	// Completed and kept forever (no expiration), the ledger fields on
+	// the same row.
+	_, err = f.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(f.ledger),
+		Key:       map[string]types.AttributeValue{"payment_id": s(id)},
+		UpdateExpression: aws.String("SET #st = :completed, #data = :data, #status = :charged, #amount = :amount, #currency = :currency, " +
+			"#order = :order, #customer = :customer, #recorded = :recorded, #charge = :charge REMOVE #exp"),
+		ConditionExpression: aws.String("#lease = :lease"),
+		ExpressionAttributeNames: map[string]string{"#st": "record_status", "#exp": "expiration", "#data": "data", "#lease": "lease",
+			"#status": "status", "#amount": "amount", "#currency": "currency", "#order": "order_id", "#customer": "customer_id",
+			"#recorded": "recorded_at", "#charge": "charge_id"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":completed": s("COMPLETED"), ":data": s(data), ":lease": s(lease),
+			":charged": s("CHARGED"), ":amount": n(p.Amount), ":currency": s(p.Currency), ":order": s(p.OrderID),
+			":customer": s(p.CustomerID), ":recorded": s(now.UTC().Format(time.RFC3339Nano)), ":charge": s(chargeID)},
+	})
 	if err != nil {
 		return err
 	}
@@ -254,12 +252,11 @@ func main() {
 		t.MaxConnsPerHost, t.MaxIdleConnsPerHost, t.MaxIdleConns = maxInFlight, maxInFlight, maxInFlight
 	})
 	f := &fn{
-		db:        dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.HTTPClient = httpClient }),
-		http:      &http.Client{Timeout: 5 * time.Second},
-		idemTable: os.Getenv("IDEMPOTENCY_TABLE"),
-		ledger:    os.Getenv("PAYMENTS_TABLE"),
-		gateway:   os.Getenv("PAYMENT_GATEWAY_URL"),
-		logger:    slog.New(slog.NewJSONHandler(os.Stdout, nil)),
+		db:      dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.HTTPClient = httpClient }),
+		http:    &http.Client{Timeout: 5 * time.Second},
+		ledger:  os.Getenv("PAYMENTS_TABLE"),
+		gateway: os.Getenv("PAYMENT_GATEWAY_URL"),
+		logger:  slog.New(slog.NewJSONHandler(os.Stdout, nil)),
 	}
 	lambda.Start(f.handle)
 }

@@ -22,8 +22,7 @@ type world struct {
 	stack  *bench.Stack
 	impls  []bench.Impl
 	pays   []*bench.Payments
-	idem   []string // each Impl's idempotency table (the bare floor's)
-	ledger []string // each Impl's payments table (the payment function's records)
+	ledger []string // each Impl's payments table, with its records on the rows
 }
 
 const testBatch = 10
@@ -53,17 +52,16 @@ func newWorld(t *testing.T, ctx context.Context) *world {
 	t.Cleanup(func() { stack.Close() })
 	w := &world{repo: repo, stack: stack}
 	for _, im := range []struct{ name, bin, prefix string }{{"lambdakit", lkBin, "L"}, {"bare", bareBin, "B"}} {
-		idem, ledger, err := stack.Tables(ctx, filepath.Join(repo, "template.yaml"), "test-"+im.name)
+		ledger, err := stack.Tables(ctx, filepath.Join(repo, "template.yaml"), "test-"+im.name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		warm := bench.NewPayments(im.prefix + "w")
 		w.impls = append(w.impls, bench.Impl{
-			Name: im.name, Path: im.bin, Env: stack.FunctionEnv(idem, ledger),
+			Name: im.name, Path: im.bin, Env: stack.FunctionEnv(ledger),
 			Warmup: func() []events.SQSMessage { return warm.Take(testBatch) },
 		})
 		w.pays = append(w.pays, bench.NewPayments(im.prefix+"p"))
-		w.idem = append(w.idem, idem)
 		w.ledger = append(w.ledger, ledger)
 	}
 	return w
@@ -85,21 +83,14 @@ func TestEndToEndRowsCountWhatTheDesignSays(t *testing.T) {
 	}
 
 	// Per record: DynamoDB requests, write units, gateway calls. The
-	// payment function keeps its record on the ledger row (measured: 2
-	// write units for a new payment, 5 before); the bare floor keeps it
-	// apart, as lambdakit's sample did before (tools/bench/bare).
+	// payment function and the bare floor keep the record on the ledger
+	// row (measured: 2 write units for a new payment).
 	type usage struct{ requests, wru, gateway float64 }
 	want := map[string]usage{
 		"first delivery":                    {2, 1 + 1, 1}, // conditional put of the in-progress row; update completing it with the ledger fields
 		"warm redelivery (same container)":  {0, 0, 0},     // the container remembers
 		"cold redelivery (fresh container)": {0.1, 0, 0},   // one BatchGetItem per batch of 10 redelivered records
 		"50/50 new and completed elsewhere": {1.1, 1, 0.5}, // the read ahead for the redelivered half
-	}
-	wantBare := map[string]usage{
-		"first delivery":                    {2, 1 + 2*2, 1}, // conditional put; transaction of completion and ledger row
-		"warm redelivery (same container)":  {0, 0, 0},
-		"cold redelivery (fresh container)": {0.1, 0, 0},
-		"50/50 new and completed elsewhere": {1.1, 2.5, 0.5},
 	}
 	// Read units: one per redelivered record the read ahead asks for
 	// (strongly consistent, items under 4 KB).
@@ -109,9 +100,6 @@ func TestEndToEndRowsCountWhatTheDesignSays(t *testing.T) {
 	}
 	for _, r := range rows {
 		w, ok := want[r.Scenario]
-		if r.Impl == "bare" {
-			w, ok = wantBare[r.Scenario]
-		}
 		if !ok {
 			t.Errorf("unexpected row %q", r.Scenario)
 			continue
@@ -209,10 +197,9 @@ func TestBatchSizeAndDelayRowsCountWhatTheDesignSays(t *testing.T) {
 			}
 			switch r.Delivery {
 			case bench.FirstDelivery:
-				// The payment function completes the record on the
-				// ledger row with an UpdateItem; the bare floor commits
-				// its record and the ledger row in a TransactWriteItems.
-				completion := map[string]string{"lambdakit": "UpdateItem", "bare": "TransactWriteItems"}[r.Impl]
+				// Both complete the record on the ledger row with an
+				// UpdateItem.
+				completion := "UpdateItem"
 				if r.Usage.Requests["PutItem"] != r.Records || r.Usage.Requests[completion] != r.Records || r.Usage.Total() != 2*r.Records || r.Gateway != r.Records {
 					t.Errorf("%s, %d: requests %v, %d gateway calls; want a PutItem, a %s and a charge per record", name, r.Size, r.Usage.Requests, r.Gateway, completion)
 				}

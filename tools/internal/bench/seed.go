@@ -24,10 +24,8 @@ import (
 // itself: its idempotency middleware, configured as functions/payment
 // configures it, completes each payment in an in-memory store, and the
 // records are copied from there into the payments table with the
-// function's attribute names (PaymentRecordNames). The bare floor's, made
-// as lambdakit made them before the records moved onto the ledger rows
-// (hashed IDs, 552 hours), go into its own table with dynamostore's
-// default names. The harness test checks the function's against records
+// function's attribute names (PaymentRecordNames); the bare floor keeps
+// its records the same way, and reads the same rows. The harness test checks the function's against records
 // the real bootstrap wrote, and that a redelivery of them costs the
 // function nothing but the read ahead: if the function's configuration
 // drifts from paymentIdempotency, its records no longer match, and the
@@ -35,14 +33,11 @@ import (
 
 // paymentIdempotency is the idempotency middleware of functions/payment
 // (its newHandler): key, prefix, payload fields, readable IDs and
-// NeverExpire; with bare, the floor's: hashed IDs and a TTL of 552 hours.
-func paymentIdempotency(store lambdakit.Store, bare bool) lambdakit.Middleware {
+// NeverExpire.
+func paymentIdempotency(store lambdakit.Store) lambdakit.Middleware {
 	return lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) {
 		o.Prefix = "payment"
 		o.ReadableIDs, o.TTL = true, lambdakit.NeverExpire
-		if bare {
-			o.ReadableIDs, o.TTL = false, 552*time.Hour
-		}
 		o.Payload = lambdakit.PayloadFields("payment_id", "order_id", "customer_id", "amount", "currency")
 		o.Logger = slog.New(slog.DiscardHandler)
 	})
@@ -57,17 +52,13 @@ func PaymentRecordNames(o *dynamostore.Options) {
 // CompletedRecords returns the idempotency records the payment function
 // leaves for msgs once it has charged them, by record ID.
 func CompletedRecords(ctx context.Context, msgs []events.SQSMessage) (map[string]lambdakit.IdempotencyRecord, error) {
-	return completedRecords(ctx, msgs, false)
-}
-
-func completedRecords(ctx context.Context, msgs []events.SQSMessage, bare bool) (map[string]lambdakit.IdempotencyRecord, error) {
 	store := &lambdakittest.MemoryStore{}
 	n := 0
 	charge := lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
 		n++
 		return []byte(`{"status":"CHARGED","charge_id":"ch_s` + strconv.Itoa(n) + `"}`), nil
 	})
-	h := paymentIdempotency(store, bare)(charge)
+	h := paymentIdempotency(store)(charge)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for i := range msgs {
@@ -109,20 +100,14 @@ func recordItem(rec lambdakit.IdempotencyRecord, names func(*dynamostore.Options
 	return item
 }
 
-// SeedCompleted writes the records of msgs once charged: the payment
-// function's into its payments table, the bare floor's into its
-// idempotency table idem. Straight to moto (neither the meter nor the
+// SeedCompleted writes the records of msgs once charged into the payments
+// table, on the ledger rows, where the payment function and the bare
+// floor both keep them. Straight to moto (neither the meter nor the
 // proxy's connection count sees it), 25 items a request, four requests at
 // a time.
-func (s *Stack) SeedCompleted(ctx context.Context, idem, payments string, msgs []events.SQSMessage) error {
-	if err := s.seed(ctx, payments, msgs, false, PaymentRecordNames); err != nil {
-		return err
-	}
-	return s.seed(ctx, idem, msgs, true, nil)
-}
-
-func (s *Stack) seed(ctx context.Context, table string, msgs []events.SQSMessage, bare bool, names func(*dynamostore.Options)) error {
-	recs, err := completedRecords(ctx, msgs, bare)
+func (s *Stack) SeedCompleted(ctx context.Context, table string, msgs []events.SQSMessage) error {
+	names := PaymentRecordNames
+	recs, err := CompletedRecords(ctx, msgs)
 	if err != nil {
 		return err
 	}

@@ -93,11 +93,11 @@ func (h *Harness) BatchSizes(ctx context.Context, impls []Impl, cfg SizesConfig)
 	defer h.Stack.Gateway.SetDelay(0)
 	for _, size := range cfg.First {
 		for i, im := range impls {
-			idem, ledger, err := h.Stack.Tables(ctx, cfg.Template, fmt.Sprintf("size-%s-first-%d", im.Name, size))
+			ledger, err := h.Stack.Tables(ctx, cfg.Template, fmt.Sprintf("size-%s-first-%d", im.Name, size))
 			if err != nil {
 				return nil, err
 			}
-			im.Env = h.Stack.FunctionEnv(idem, ledger)
+			im.Env = h.Stack.FunctionEnv(ledger)
 			// Prefixes of one length, new to the gateway.
 			pay := NewPayments(fmt.Sprintf("F%d-%06d", i, size)).Padded(cfg.BodyBytes)
 			if err := run(im, FirstDelivery, size, InBatches(pay.Take(size*reps(size)), size)); err != nil {
@@ -107,18 +107,18 @@ func (h *Harness) BatchSizes(ctx context.Context, impls []Impl, cfg SizesConfig)
 	}
 	h.Stack.Gateway.SetDelay(0)
 	for _, size := range cfg.Redelivered {
-		idem, ledger, err := h.Stack.Tables(ctx, cfg.Template, fmt.Sprintf("size-redrive-%d", size))
+		ledger, err := h.Stack.Tables(ctx, cfg.Template, fmt.Sprintf("size-redrive-%d", size))
 		if err != nil {
 			return nil, err
 		}
 		msgs := NewPayments(fmt.Sprintf("R-%06d", size)).Padded(cfg.BodyBytes).Take(size * reps(size))
 		h.progress("seeding %d completed payments", len(msgs))
-		if err := h.Stack.SeedCompleted(ctx, idem, ledger, msgs); err != nil {
+		if err := h.Stack.SeedCompleted(ctx, ledger, msgs); err != nil {
 			return nil, err
 		}
 		batches := Redelivered(InBatches(msgs, size))
 		for _, im := range impls {
-			im.Env = h.Stack.FunctionEnv(idem, ledger)
+			im.Env = h.Stack.FunctionEnv(ledger)
 			if err := run(im, ColdRedelivery, size, batches); err != nil {
 				return nil, err
 			}

@@ -13,7 +13,6 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -82,28 +81,23 @@ func StartStack() (*Stack, error) {
 func (s *Stack) MotoVersion() string { return s.motoVersion }
 
 // Tables creates the payments table as template.yaml declares it, named
-// prefix-payments, where the payment function keeps its records on the
-// ledger rows; and the bare floor's idempotency table, prefix-idempotency,
-// dynamostore's default schema, as the floor keeps its records apart
-// (tools/bench/bare). Both through the proxy, so that the meter learns
-// their keys.
-func (s *Stack) Tables(ctx context.Context, template, prefix string) (idem, payments string, err error) {
+// prefix-payments, where the payment function and the bare floor keep
+// their records on the ledger rows, through the proxy, so that the meter
+// learns its keys.
+func (s *Stack) Tables(ctx context.Context, template, prefix string) (payments string, err error) {
 	tables, err := samtemplate.Tables(template)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	idem, payments = prefix+"-idempotency", prefix+"-payments"
+	payments = prefix + "-payments"
 	t, err := samtemplate.Find(tables, "PaymentsTable")
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	if err := t.Create(ctx, s.DB, payments); err != nil {
-		return "", "", err
+		return "", err
 	}
-	if err := dynamostore.CreateTable(ctx, s.DB, idem); err != nil {
-		return "", "", err
-	}
-	return idem, payments, nil
+	return payments, nil
 }
 
 // OutboxTable creates an outbox table (dynamostore/outbox's keys, a stream
@@ -122,11 +116,9 @@ func (s *Stack) OutboxTable(ctx context.Context, name string) error {
 }
 
 // FunctionEnv is the environment of a payment function (or the bare floor)
-// on this stack, DynamoDB through the proxy. IDEMPOTENCY_TABLE is the bare
-// floor's; the payment function does not read it.
-func (s *Stack) FunctionEnv(idem, payments string) []string {
+// on this stack, DynamoDB through the proxy.
+func (s *Stack) FunctionEnv(payments string) []string {
 	return append(motoserver.Env(s.Proxy.URL),
-		"IDEMPOTENCY_TABLE="+idem,
 		"PAYMENTS_TABLE="+payments,
 		"PAYMENT_GATEWAY_URL="+s.GatewayURL,
 	)
