@@ -136,9 +136,9 @@ func configFromEnv(getenv func(string) string) (config, error) {
 	return c, errors.Join(errs...)
 }
 
-// valkeyTTL is how long the records on Valkey remember a payment: memory is
-// not kept forever, and valkeystore cannot keep a record without an
-// expiry (NeverExpire). It outlives the longest way a copy of a completed
+// valkeyTTL is how long the records on Valkey remember a payment: a
+// cache's memory is not where a record should stay forever (NeverExpire
+// would keep it, at the price of memory that only grows). It outlives the longest way a copy of a completed
 // payment can come back (template.yaml): the queue's 4-day retention, the
 // DLQ's 14 days, and 4 days again after a redrive, plus a day.
 const valkeyTTL = 552 * time.Hour
