@@ -114,7 +114,7 @@ type recordsCommand struct {
 func (c *recordsCommand) parse(args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "records", recordsUsage, recordsExitStatus)
 	// No default of the flag's own: -h would show it a second time.
-	tableHelp := "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable lambdakit's examples and SAM template give the function)"
+	tableHelp := "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable lambdakit's examples give the function)"
 	if env := lookup(c.environ, "IDEMPOTENCY_TABLE"); env != "" {
 		tableHelp = strings.TrimSuffix(tableHelp, ")") + fmt.Sprintf(", here %q)", env)
 	}

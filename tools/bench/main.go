@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -210,7 +209,6 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer rdsProxy.Close()
-	withValkey.Env = slices.DeleteFunc(withValkey.Env, func(kv string) bool { return strings.HasPrefix(kv, "IDEMPOTENCY_TABLE=") })
 	withValkey.Env = append(withValkey.Env, "IDEMPOTENCY_VALKEY_ADDR="+rdsProxy.Addr)
 	withValkey.Commands = rdsProxy.Commands
 
