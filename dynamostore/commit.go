@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -86,24 +85,16 @@ func completionExprLen(n int) int {
 
 // checkValue refuses what DynamoDB refuses in an item, so that SetItem
 // says so before the work rather than the completion after it: no value
-// (here or nested), an empty or repeating set, a number that is not one,
-// a string that is not UTF-8.
+// (here or nested), an empty or repeating set, a number that is not one.
+// A string that is not UTF-8 is not refused: the SDK's JSON encoder sends
+// each invalid byte as U+FFFD, which DynamoDB takes.
 func checkValue(v types.AttributeValue) error {
 	switch v := v.(type) {
 	case nil:
 		return errors.New("no value")
-	case *types.AttributeValueMemberS:
-		if !utf8.ValidString(v.Value) {
-			return errors.New("a string that is not UTF-8")
-		}
 	case *types.AttributeValueMemberN:
 		return checkNumber(v.Value)
 	case *types.AttributeValueMemberSS:
-		for _, e := range v.Value {
-			if !utf8.ValidString(e) {
-				return errors.New("a string set with a member that is not UTF-8")
-			}
-		}
 		return checkSet(v.Value)
 	case *types.AttributeValueMemberNS:
 		for _, e := range v.Value {
