@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -63,19 +62,21 @@ type outboxOutcome struct {
 	resentSkipped bool              // the event sent again was dropped as a duplicate
 }
 
-// killProxy forwards a function's AWS calls to the local AWS, and kills
-// the function once, when the answer to the first call match accepts has
-// come back: the call took effect, and the function never hears of it.
-type killProxy struct {
+// callProxy forwards a function's AWS calls to the local AWS, counting the
+// DynamoDB writes; with a match, it kills the function once, when the
+// answer to the first call match accepts has come back: the call took
+// effect, and the function never hears of it.
+type callProxy struct {
 	url    string
 	srv    *http.Server
 	fired  atomic.Bool
 	writes atomic.Int64 // DynamoDB write requests that came back 200
 }
 
-// startKillProxy starts a proxy to target. match gets each call's
-// X-Amz-Target header and body; kill gets the body of the call it kills on.
-func startKillProxy(target string, match func(op string, body []byte) bool, kill func(body []byte)) (*killProxy, error) {
+// startProxy starts a proxy to target. match (nil: never) gets each
+// call's X-Amz-Target header and body; kill gets the body of the call it
+// kills on.
+func startProxy(target string, match func(op string, body []byte) bool, kill func(body []byte)) (*callProxy, error) {
 	to, err := url.Parse(target)
 	if err != nil {
 		return nil, err
@@ -84,7 +85,7 @@ func startKillProxy(target string, match func(op string, body []byte) bool, kill
 	if err != nil {
 		return nil, err
 	}
-	p := &killProxy{url: "http://" + ln.Addr().String()}
+	p := &callProxy{url: "http://" + ln.Addr().String()}
 	rp := httputil.NewSingleHostReverseProxy(to)
 	rp.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		var body []byte
@@ -98,7 +99,7 @@ func startKillProxy(target string, match func(op string, body []byte) bool, kill
 		if err == nil && resp.StatusCode == http.StatusOK && dynamoDBWrite(req.Header.Get("X-Amz-Target")) {
 			p.writes.Add(1)
 		}
-		if err != nil || resp.StatusCode != http.StatusOK || !match(req.Header.Get("X-Amz-Target"), body) || !p.fired.CompareAndSwap(false, true) {
+		if err != nil || resp.StatusCode != http.StatusOK || match == nil || !match(req.Header.Get("X-Amz-Target"), body) || !p.fired.CompareAndSwap(false, true) {
 			return resp, err
 		}
 		resp.Body.Close()
@@ -112,7 +113,7 @@ func startKillProxy(target string, match func(op string, body []byte) bool, kill
 	return p, nil
 }
 
-func (p *killProxy) close() { _ = p.srv.Close() }
+func (p *callProxy) close() { _ = p.srv.Close() }
 
 // dynamoDBWrite reports whether the X-Amz-Target op is a DynamoDB write.
 func dynamoDBWrite(op string) bool {
@@ -153,7 +154,7 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 	}
 	fmt.Fprintf(d.out, "   published %s to %s\n", pid, st.mapping.QueueName)
 	var runner *runtimeapi.Runner
-	commit, err := startKillProxy(d.moto.URL, func(op string, body []byte) bool {
+	commit, err := startProxy(d.moto.URL, func(op string, body []byte) bool {
 		// The completion of pid's record: its ledger row's key.
 		return op == "DynamoDB_20120810.TransactWriteItems" && bytes.Contains(body, []byte(`"`+ledgerKey(pid)+`"`))
 	}, func([]byte) { runner.Kill() })
@@ -176,7 +177,7 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 			d.logs.Reset()
 			return
 		}
-		d.awaitLines(b.Records)
+		awaitLines(&d.logs, b.Records)
 		lines := d.logs.Objects()
 		d.tally(lines)
 		d.logs.Reset()
@@ -201,7 +202,7 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 	var relayRunner *runtimeapi.Runner
 	var sentMu sync.Mutex
 	type sendInput struct{ QueueUrl, MessageBody string }
-	send, err := startKillProxy(d.moto.URL, func(op string, body []byte) bool {
+	send, err := startProxy(d.moto.URL, func(op string, body []byte) bool {
 		var in sendInput
 		return op == "AmazonSQS.SendMessage" && json.Unmarshal(body, &in) == nil && in.QueueUrl == eventsURL
 	}, func(body []byte) {
@@ -330,7 +331,7 @@ func (d *demo) playLedger(ctx context.Context, lc *lambda.Client, st *stack, boo
 	if _, err := lc.UpdateEventSourceMapping(ctx, &lambda.UpdateEventSourceMappingInput{UUID: aws.String(m.UUID), Enabled: aws.Bool(false)}); err != nil {
 		return err
 	}
-	count, err := startKillProxy(d.moto.URL, func(string, []byte) bool { return false }, func([]byte) {})
+	count, err := startProxy(d.moto.URL, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -357,7 +358,8 @@ func (d *demo) playLedger(ctx context.Context, lc *lambda.Client, st *stack, boo
 			o.BatchSize, o.Window, o.ReportBatchItemFailures = m.BatchSize, m.Window, m.ReportBatchItemFailures
 			o.Concurrency, o.FunctionTimeout, o.UntilEmpty = esm.MinConcurrency, fn.Timeout, true
 			o.OnBatch = func(b esm.BatchResult) {
-				lines := awaitLedgerLines(&logs, b.Records)
+				awaitLines(&logs, b.Records)
+				lines := logs.Objects()
 				for _, r := range b.Records {
 					id := paymentID(r.Body)
 					fate := "FAILED"
@@ -434,20 +436,6 @@ func (d *demo) playLedger(ctx context.Context, lc *lambda.Client, st *stack, boo
 	}
 	slices.Sort(out.entries)
 	return nil
-}
-
-// awaitLedgerLines waits, up to 2 s, for the ledger's line about each of
-// recs (it writes them when its batch answers, which is before OnBatch;
-// the pipe may lag), and returns the lines.
-func awaitLedgerLines(logs *logline.Buffer, recs []events.SQSMessage) []map[string]any {
-	for range 100 {
-		lines := logs.Objects()
-		if !slices.ContainsFunc(recs, func(r events.SQSMessage) bool { return outcome(r.MessageId, lines) == "" }) {
-			return lines
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return logs.Objects()
 }
 
 // outcome is the outcome of the "message done" line about messageID, or

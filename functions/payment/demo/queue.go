@@ -301,7 +301,7 @@ func (d *demo) printBatch(n int, b esm.BatchResult, crash *crashLog) {
 	if !crashed {
 		// A killed function writes no record lines: they are written
 		// when the batch answers.
-		d.awaitLines(b.Records)
+		awaitLines(&d.logs, b.Records)
 	}
 	if d.verbose {
 		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))

@@ -415,7 +415,7 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 	for _, f := range resp.BatchItemFailures {
 		failedIDs[f.ItemIdentifier] = true
 	}
-	d.awaitLines(event.Records)
+	awaitLines(&d.logs, event.Records)
 	if d.verbose {
 		fmt.Fprint(d.out, indent(d.logs.String(), "   | "))
 	}
@@ -439,18 +439,19 @@ func (d *demo) play(ctx context.Context, n int, a act, previous []events.SQSMess
 
 // awaitLines waits, for a second at most, until the batch's closing line
 // about each record ("message done", "message failed"...) has come through
-// the function's output pipe, which may lag behind the response it posted.
-func (d *demo) awaitLines(recs []events.SQSMessage) {
+// a function's output pipe into logs, which may lag behind the response it
+// posted.
+func awaitLines(logs *logline.Buffer, recs []events.SQSMessage) {
 	for range 50 {
 		told := map[string]bool{}
-		for _, l := range d.logs.Objects() {
+		for _, l := range logs.Objects() {
 			msg, _ := l["msg"].(string)
 			if id, ok := l["messageId"].(string); ok && strings.HasPrefix(msg, "message ") {
 				told[id] = true
 			}
 		}
 		// The metrics line comes last, after the records' lines.
-		all := slices.ContainsFunc(d.logs.Objects(), func(l map[string]any) bool { return l["_aws"] != nil })
+		all := slices.ContainsFunc(logs.Objects(), func(l map[string]any) bool { return l["_aws"] != nil })
 		for _, m := range recs {
 			all = all && told[m.MessageId]
 		}
