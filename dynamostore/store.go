@@ -53,6 +53,10 @@ type Options struct {
 	// after the work was done, why (lambdakit.IdempotencyRecord.Failure);
 	// Powertools does not have it. Default "failure".
 	FailureAttr string
+	// EffectAttr holds what the handler declared of its external effect
+	// (lambdakit.EffectDone, lambdakit.IdempotencyRecord.Effect);
+	// Powertools does not have it. Default "effect".
+	EffectAttr string
 }
 
 func newOptions(optFns []func(*Options)) (Options, error) {
@@ -76,6 +80,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 		{&o.DataAttr, "data"},
 		{&o.LeaseAttr, "lease"},
 		{&o.FailureAttr, "failure"},
+		{&o.EffectAttr, "effect"},
 	} {
 		if *f.name == "" {
 			*f.name = f.def
@@ -92,7 +97,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 }
 
 func (o Options) names() []string {
-	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr}
+	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr, o.EffectAttr}
 }
 
 // Placeholders for the attribute names in expressions. Going through
@@ -107,6 +112,7 @@ const (
 	nData       = "#data"
 	nLease      = "#lease"
 	nFailure    = "#failure"
+	nEffect     = "#effect"
 )
 
 // ErrInvalidConfig is what New and CreateTable return, wrapped with the
@@ -158,6 +164,7 @@ func (s *Store) attrNames(placeholders ...string) map[string]string {
 		nData:       s.o.DataAttr,
 		nLease:      s.o.LeaseAttr,
 		nFailure:    s.o.FailureAttr,
+		nEffect:     s.o.EffectAttr,
 	}
 	// DynamoDB rejects names that the expressions do not use.
 	m := make(map[string]string, len(placeholders))
@@ -193,7 +200,7 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	rec = rec.Rounded()
 	rec.Status = lambdakit.StatusInProgress
-	rec.Data, rec.Failure, rec.Item = nil, "", nil
+	rec.Data, rec.Failure, rec.Effect, rec.Item = nil, "", "", nil
 	put := s.creation(rec, now)
 	_, err := s.client.PutItem(ctx, putInput(put))
 	if err == nil {
@@ -239,6 +246,9 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 	}
 	if rec.Failure != "" {
 		item[s.o.FailureAttr] = str(rec.Failure)
+	}
+	if rec.Effect != "" {
+		item[s.o.EffectAttr] = str(rec.Effect)
 	}
 	return &types.Put{
 		TableName:                aws.String(s.table),
@@ -368,6 +378,11 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		set += ", " + nFailure + " = :failure"
 		names = append(names, nFailure)
 		values[":failure"] = str(rec.Failure)
+	}
+	if rec.Effect != "" {
+		set += ", " + nEffect + " = :effect"
+		names = append(names, nEffect)
+		values[":effect"] = str(rec.Effect)
 	}
 	names = append(names, nData)
 	if len(rec.Data) > 0 {

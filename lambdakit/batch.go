@@ -460,7 +460,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 	attrs = append(attrs, slog.Float64("durationMs", ms(elapsed)))
 	if dead != nil {
 		// Handled: SQS deletes it, and the dead-letter queue has it.
-		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", string(ReasonPermanent)),
+		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", string(deadLetteredReason(dead))),
 			slog.String("reason", dead.Error()))
 		attrs = append(attrs, own...)
 		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "message failed permanently: sent to the dead-letter queue", attrs...)

@@ -240,6 +240,9 @@ func (e *Once) completedExpiration(now, expiration time.Time) time.Time {
 //     the deadline of ctx (LeaseWithoutDeadline without one), so a crashed
 //     owner blocks no longer than that, and fn's context ends with it;
 //   - an error from fn releases the lock, so a retry can run at once;
+//     but not after fn declared its external effect done (EffectDone):
+//     then the record is completed with the failure, and the call, like
+//     every later one with the key, fails permanently;
 //   - calls with one key in this process wait for each other: they share
 //     the first one's result, or run on their own if it failed or
 //     outlived its lease.
@@ -425,18 +428,25 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	cctx, cancel := e.cleanupContext(ctx, rec)
 	defer cancel()
 
-	result, staged, item, err := e.runHandler(ctx, rec, fn, func() {
+	result, staged, item, effect, err := e.runHandler(ctx, rec, fn, func(effect string) {
+		if effect != "" {
+			// After the recovery point: never release (see EffectDone).
+			rec.Effect = effect
+			_ = e.completeFailed(cctx, rec, ErrHandlerExited)
+			return
+		}
 		// Free the key as after a panic, so that a retry need not wait
 		// for the lease to end.
 		_ = e.release(cctx, id, rec.Lease)
 	})
-	if errors.Is(err, ErrInvalidItem) && !panicked(err) {
-		// SetItem refused the handler's item: no delivery can write it,
-		// and the work may have run. Recorded as a completion the store
-		// refused, so that no delivery runs the work again.
-		rec.Status = StatusCompleted
-		rec.Expiration = e.completedExpiration(e.opts.Now(), rec.Expiration)
-		return nil, IdempotencyRecord{}, false, e.reject(cctx, rec, err)
+	rec.Effect = effect
+	if err != nil && (effect != "" || errors.Is(err, ErrInvalidItem) && !panicked(err)) {
+		// After the recovery point, any failure: a release would repeat
+		// the effect. Or SetItem refused the handler's item: no delivery
+		// can write it, and the work may have run. Either way the record
+		// is completed with the failure, so that no delivery runs the
+		// work again.
+		return nil, IdempotencyRecord{}, false, e.completeFailed(cctx, rec, err)
 	}
 	if err != nil {
 		return nil, IdempotencyRecord{}, false, e.unlock(cctx, rec, err)
@@ -448,22 +458,24 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 }
 
 // runHandler runs fn for rec, with a stage of its own, and returns its
-// result and what it staged. onGoexit runs if fn calls runtime.Goexit,
-// which unwinds the caller's goroutine past the rest of its work, after
-// fn's context has ended.
-func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func()) (result []byte, staged []any, item any, err error) {
-	st := &stage{recordID: rec.ID, items: e.items}
+// result, what it staged, and the effect it declared (EffectDone). onGoexit
+// runs if fn calls runtime.Goexit, which unwinds the caller's goroutine
+// past the rest of its work, after fn's context has ended, with the effect
+// declared by then.
+func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged []any, item any, effect string, err error) {
+	st := &stage{recordID: rec.ID, items: e.items, noEffect: e.opts.StagedOnly}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
 	result, err = call(fctx, fn, func() {
 		stop()
 		st.close()
-		onGoexit()
+		onGoexit(st.effectDone())
 	})
 	// From here on Stage fails: the writes are committed, or dropped, with
 	// what the handler staged so far, and a write staged later (by a
 	// goroutine the handler left running) must not vanish silently.
 	staged, item = st.close()
+	effect = st.effectDone()
 	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
 		// The work is done; only its result could not be encoded
 		// (TypedResult, DoTyped). Complete without it, as when the store
@@ -471,7 +483,7 @@ func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(co
 		e.resultNotCached(ctx, rec.ID, err)
 		result, err = nil, nil
 	}
-	return result, staged, item, err
+	return result, staged, item, effect, err
 }
 
 // runFirst is execute under StagedOnly: fn runs before any store request,
@@ -484,7 +496,7 @@ func (e *Once) runFirst(ctx context.Context, id, validation string, now time.Tim
 	// The lease bounds fn's context as it does a two-step owner's, and
 	// marks the record as this call's, should a retried request find it.
 	rec = e.lockRecord(ctx, id, validation, now)
-	result, staged, item, err := e.runHandler(ctx, rec, fn, func() {})
+	result, staged, item, _, err := e.runHandler(ctx, rec, fn, func(string) {})
 	if errors.Is(err, ErrInvalidItem) && !panicked(err) {
 		// Nothing was written; no run can write this item.
 		return nil, IdempotencyRecord{}, false, Permanent(err)
@@ -648,8 +660,19 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 		rec.Data = nil
 		err = e.complete(cctx, rec)
 	}
+	if rec.Effect != "" {
+		// After the recovery point a release would repeat the effect:
+		// try again for as long as the lease lasts, the key locked.
+		err = e.retryComplete(cctx, rec, err)
+	}
 	if rejected(err) {
-		return IdempotencyRecord{}, e.reject(cctx, rec, err)
+		return IdempotencyRecord{}, e.completeFailed(cctx, rec, err)
+	}
+	if err != nil && rec.Effect != "" {
+		// Never landed: the key stays locked until its lease ends (then
+		// another owner may take it over; see EffectDone), and the
+		// message fails permanently, for someone to reconcile.
+		return IdempotencyRecord{}, Permanent(afterEffect(rec.Effect, e.leaseLost(rec.ID, "complete", err)))
 	}
 	if err != nil {
 		err = e.leaseLost(rec.ID, "complete", err)
@@ -700,38 +723,62 @@ func panicked(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// reject handles a completion the store refused for good, after the work
-// was done. Releasing the key, as after a store that was unavailable, would
-// run the work again on every delivery; so the record is completed with
-// the failure instead, without result and staged writes, and the message
-// fails permanently: with a dead-letter sender it goes to the DLQ at once,
-// without one it comes back and fails again, without running the work,
-// until the queue's redrive policy moves it. It returns the record's error.
-func (e *Once) reject(ctx context.Context, rec IdempotencyRecord, cause error) error {
-	if !errors.Is(cause, ErrCompletionRejected) {
+// completeFailed handles a failure after which the work must not run
+// again: a completion the store refused for good, an item SetItem refused,
+// or any failure after the recovery point (rec.Effect, see EffectDone).
+// Releasing the key, as after a store that was unavailable, would run the
+// work again on every delivery; so the record is completed with the
+// failure instead, and its effect, without result and staged writes, and
+// the message fails permanently: with a dead-letter sender it goes to the
+// DLQ at once, without one it comes back and fails again, without running
+// the work, until the queue's redrive policy moves it. It returns the
+// record's error.
+func (e *Once) completeFailed(ctx context.Context, rec IdempotencyRecord, cause error) error {
+	switch {
+	case rec.Effect != "":
+		cause = afterEffect(rec.Effect, cause)
+	case !errors.Is(cause, ErrCompletionRejected):
 		cause = fmt.Errorf("%w: %w", ErrCompletionRejected, cause)
 	}
+	rec.Status = StatusCompleted
+	rec.Expiration = e.completedExpiration(e.opts.Now(), rec.Expiration)
 	rec.Staged, rec.Data, rec.Item = nil, nil, nil
 	rec.Failure = truncate(cause.Error(), maxFailure)
 	// The failure must be recorded: without it, the next delivery after
-	// the lease ends runs the work again. So a transient store error is
-	// tried again, for as long as the lease lasts (ctx ends with it), with
-	// a doubling pause: the record is locked under this lease meanwhile.
+	// the lease ends runs the work again.
+	if err := e.retryComplete(ctx, rec, e.complete(ctx, rec)); err != nil {
+		// Not even the failure could be recorded. The key stays locked
+		// (not released) until its lease ends: released, the work would
+		// run again on the very next delivery.
+		return Permanent(errors.Join(cause, e.leaseLost(rec.ID, "complete", err)))
+	}
+	e.state.cache.put(rec)
+	return Permanent(cause)
+}
+
+// afterEffect marks cause, a failure after the recovery point, with
+// ErrFailedAfterEffect and the effect declared.
+func afterEffect(effect string, cause error) error {
+	if errors.Is(cause, ErrFailedAfterEffect) {
+		return cause
+	}
+	return fmt.Errorf("%w (effect: %s): %w", ErrFailedAfterEffect, effect, cause)
+}
+
+// retryComplete completes rec again after a completion that failed with
+// err, for as long as err is transient and the lease lasts (ctx ends with
+// it), with a doubling pause: the record stays locked under this lease
+// meanwhile. It returns the last completion's error: nil once one landed.
+func (e *Once) retryComplete(ctx context.Context, rec IdempotencyRecord, err error) error {
 	pause := 20 * time.Millisecond
-	for {
-		err := e.complete(ctx, rec)
-		if err == nil {
-			e.state.cache.put(rec)
-			return Permanent(cause)
+	for n := 0; err != nil && !errors.Is(err, ErrLeaseLost) && !rejected(err) && n < 1000; n++ {
+		if !sleepCtx(ctx, pause) {
+			return err
 		}
-		if errors.Is(err, ErrLeaseLost) || rejected(err) || !sleepCtx(ctx, pause) {
-			// Not even the failure could be recorded. The key stays
-			// locked (not released) until its lease ends: released,
-			// the work would run again on the very next delivery.
-			return Permanent(errors.Join(cause, e.leaseLost(rec.ID, "complete", err)))
-		}
+		err = e.complete(ctx, rec)
 		pause = min(2*pause, time.Second)
 	}
+	return err
 }
 
 // sleepCtx waits d, or until ctx ends; it reports whether it waited d.
@@ -840,9 +887,14 @@ func (e *Once) replay(ctx context.Context, rec IdempotencyRecord, validation str
 		return nil, ErrPayloadMismatch
 	}
 	if rec.Failure != "" {
-		// The work ran, but its completion was rejected (see reject):
-		// never run it again, and fail as the first delivery did.
-		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", ErrCompletionRejected, rec.ID, rec.Failure))
+		// The work ran, but failed after its effect or its completion
+		// was rejected (see completeFailed): never run it again, and
+		// fail as the first delivery did.
+		cause := ErrCompletionRejected
+		if rec.Effect != "" {
+			cause = ErrFailedAfterEffect
+		}
+		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", cause, rec.ID, rec.Failure))
 	}
 	if note := noteFrom(ctx); note != nil {
 		note.setDuplicate(source, len(rec.Data) > 0) // Batch logs the record's line

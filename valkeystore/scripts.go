@@ -19,7 +19,7 @@ import "github.com/valkey-io/valkey-go"
 // ErrLeaseLost, which lambdakit takes for a release that landed). A caller's context still bounds the retries.
 //
 // Field order of every read (HMGET): the decoder depends on it.
-var fields = []string{fStatus, fExpiration, fInProgress, fValidation, fData, fLease, fFailure}
+var fields = []string{fStatus, fExpiration, fInProgress, fValidation, fData, fLease, fFailure, fEffect}
 
 const (
 	fStatus     = "status"
@@ -29,6 +29,7 @@ const (
 	fData       = "data"
 	fLease      = "lease"
 	fFailure    = "failure"
+	fEffect     = "effect"
 )
 
 // acquireScript creates the record unless a live one holds the key, and
@@ -43,7 +44,7 @@ const (
 // for none), lease end (ms), validation ("" for none), key expiry (epoch
 // ms; "" for none).
 var acquireScript = valkey.NewLuaScriptRetryable(`
-local f = redis.call('HMGET', KEYS[1], 'status', 'expiration', 'in_progress_expiration', 'validation', 'data', 'lease', 'failure')
+local f = redis.call('HMGET', KEYS[1], 'status', 'expiration', 'in_progress_expiration', 'validation', 'data', 'lease', 'failure', 'effect')
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local exp = tonumber(f[2])
   local lease_end = tonumber(f[3])
@@ -68,14 +69,15 @@ return false
 `)
 
 // completeScript completes the record if it still carries the lease, as
-// dynamostore's fenced UpdateItem does: status, expiration, validation and
-// failure when given, the result set or removed. It returns 1 when it
+// dynamostore's fenced UpdateItem does: status, expiration, validation,
+// failure and effect when given, the result set or removed. It returns 1 when it
 // completed the record, 0 when the lease did not match (or no record).
 //
 // KEYS[1] the record; ARGV: lease, expiration (s; "": kept forever, the
 // field removed and the key's expiry too), key expiry (epoch ms; ""),
 // validation ("" keeps the stored one), failure ("" keeps the stored one),
-// "1" and the result, or "0" and "" for no result.
+// "1" and the result, or "0" and "" for no result, effect ("" keeps the
+// stored one).
 var completeScript = valkey.NewLuaScriptRetryable(`
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then
   return 0
@@ -91,6 +93,9 @@ if ARGV[4] ~= '' then
 end
 if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[1], 'failure', ARGV[5])
+end
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'effect', ARGV[8])
 end
 if ARGV[6] == '1' then
   redis.call('HSET', KEYS[1], 'data', ARGV[7])

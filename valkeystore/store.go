@@ -138,7 +138,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 }
 
 // Complete marks the record completed with rec.Expiration, rec.Data and,
-// if set, rec.Validation and rec.Failure, provided it still carries
+// if set, rec.Validation, rec.Failure and rec.Effect, provided it still carries
 // rec.Lease, in one script; otherwise it returns an error wrapping
 // lambdakit.ErrLeaseLost and changes nothing. An empty rec.Data removes
 // any cached result.
@@ -164,6 +164,7 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 		rec.Failure,
 		hasData,
 		data,
+		rec.Effect,
 	}).AsInt64()
 	switch {
 	case err != nil:
@@ -216,6 +217,7 @@ func decode(id string, vals []valkey.ValkeyMessage) (lambdakit.IdempotencyRecord
 		Validation: str(3),
 		Lease:      str(5),
 		Failure:    str(6),
+		Effect:     str(7),
 	}
 	if d := str(4); d != "" { // empty is no result, as on every store
 		rec.Data = []byte(d)

@@ -43,7 +43,7 @@ var (
 // recordAttrs are the names a record's item uses in dynamostore by
 // default. MemoryStore refuses them in a handler's item, as dynamostore
 // does, so that a test on it finds the clash a deployment would.
-var recordAttrs = []string{"id", "status", "expiration", "in_progress_expiration", "validation", "data", "lease", "failure"}
+var recordAttrs = []string{"id", "status", "expiration", "in_progress_expiration", "validation", "data", "lease", "failure", "effect"}
 
 // CheckItem implements lambdakit.ItemStore: item must be a non-empty
 // map[string]any whose names are not empty and are not the attributes of
@@ -196,6 +196,7 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 	old.Expiration = rec.Rounded().Expiration
 	old.Validation = rec.Validation
 	old.Failure = rec.Failure
+	old.Effect = rec.Effect
 	old.Data = nil // an empty result is no result, as the contract says
 	if len(rec.Data) > 0 {
 		old.Data = append([]byte(nil), rec.Data...)

@@ -142,6 +142,32 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		}
 	})
 
+	t.Run("completed key keeps its effect, with and without a failure", func(t *testing.T) {
+		// What the engine writes after the handler declared its effect
+		// (lambdakit.EffectDone): a duplicate, and whoever reconciles,
+		// must see what was done.
+		for name, failure := range map[string]string{"failed": "lambdakit: failed after its effect: reconcile", "done": ""} {
+			s := newStore(t)
+			rec := newRecord(t, base.Add(time.Minute))
+			mustAcquire(t, s, rec, base)
+			rec.Failure, rec.Effect = failure, "charge ch_Zoë 42"
+			complete(t, s, rec, nil)
+			old, ok := acquire(t, s, other(rec, "late", base.Add(2*time.Minute)), base)
+			if ok || old.Effect != rec.Effect || old.Failure != failure {
+				t.Errorf("%s: got %+v, acquired=%v; want effect %q and failure %q", name, old, ok, rec.Effect, failure)
+			}
+			if getter, ok := s.(lambdakit.BatchGetter); ok {
+				got, err := getter.GetRecords(t.Context(), []string{rec.ID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got[rec.ID].Effect != rec.Effect {
+					t.Errorf("%s: GetRecords: got %+v; want effect %q", name, got[rec.ID], rec.Effect)
+				}
+			}
+		}
+	})
+
 	t.Run("in-progress key is refused with the owner's record", func(t *testing.T) {
 		s := newStore(t)
 		leaseEnd := base.Add(1500 * time.Millisecond)
