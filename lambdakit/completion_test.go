@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -792,5 +793,30 @@ func TestFailureAfterTheEffectIsDeadLetteredCountedAndLogged(t *testing.T) {
 				t.Errorf("FailedAfterEffect %v, Failed %v, FailedPermanent %v; want 2, 2, 0", m["FailedAfterEffect"], m["Failed"], m["FailedPermanent"])
 			}
 		})
+	}
+}
+
+// A handler that calls runtime.Goexit after its effect (as t.FailNow does)
+// unwinds past the engine's usual path: the record is completed with the
+// failure all the same, and the redelivery does not run it again.
+func TestGoexitAfterTheEffectNeverRepeatsIt(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &testenv.Counter{}
+	h := idempotent(store, charges(fx, nil, func(context.Context) error { runtime.Goexit(); return nil }), withEffectPrefix)
+	b, _ := newBatch(h, func(o *lambdakit.BatchOptions) { o.AllowAllFailed = true })
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	resp, err := b(batchCtx(t), lambdakittest.Event(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFailed(t, resp, msg.MessageId)
+	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); !errors.Is(err, lambdakit.ErrFailedAfterEffect) || !errors.Is(err, lambdakit.ErrPermanent) {
+		t.Errorf("redelivery: got %v; want a permanent ErrFailedAfterEffect", err)
+	}
+	if n := fx.Count("p1"); n != 1 {
+		t.Errorf("charged %d times; want 1", n)
+	}
+	if rec := storedRecord(t, store, "p1"); rec.Effect != "charge ch_p1" || !strings.Contains(rec.Failure, lambdakit.ErrHandlerExited.Error()) {
+		t.Errorf("got record %+v; want the failure and the effect", rec)
 	}
 }
