@@ -618,13 +618,14 @@ func TestErrorBeforeTheEffectStillReleasesTheKey(t *testing.T) {
 	}
 }
 
-// flakyCompletions is a store whose first fail completions fail with a
-// transient error (all of them when fail is negative), and which counts
-// its releases.
+// flakyCompletions is a store whose first fail completions fail with
+// failWith, by default a transient error (all of them when fail is
+// negative), and which counts its releases.
 type flakyCompletions struct {
 	lambdakit.Store
 	mu        sync.Mutex
 	fail      int
+	failWith  error
 	completes int
 	releases  int
 }
@@ -639,7 +640,10 @@ func (s *flakyCompletions) Complete(ctx context.Context, rec lambdakit.Idempoten
 		s.fail--
 	}
 	s.mu.Unlock()
-	if failing {
+	switch {
+	case failing && s.failWith != nil:
+		return s.failWith
+	case failing:
 		return errStoreUnreachable
 	}
 	return s.Store.Complete(ctx, rec)
@@ -818,5 +822,20 @@ func TestGoexitAfterTheEffectNeverRepeatsIt(t *testing.T) {
 	}
 	if rec := storedRecord(t, store, "p1"); rec.Effect != "charge ch_p1" || !strings.Contains(rec.Failure, lambdakit.ErrHandlerExited.Error()) {
 		t.Errorf("got record %+v; want the failure and the effect", rec)
+	}
+}
+
+// A lease lost at the completion after the effect is another owner's work
+// now: it fails as a lost lease (counted, retried), not as a failure to
+// reconcile, and nothing is released.
+func TestLeaseLostAfterTheEffectFailsAsALostLease(t *testing.T) {
+	store := &flakyCompletions{Store: &lambdakittest.MemoryStore{}, fail: -1, failWith: lambdakit.ErrLeaseLost}
+	h := idempotent(store, charges(&testenv.Counter{}, nil, nil), withEffectPrefix)
+	_, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100)))
+	if lost := (*lambdakit.LeaseLostError)(nil); !errors.As(err, &lost) || errors.Is(err, lambdakit.ErrPermanent) || lambdakit.ReasonOf(err) != lambdakit.ReasonLeaseLost {
+		t.Errorf("got %v; want a *LeaseLostError, not permanent", err)
+	}
+	if completes, releases := store.counts(); completes != 1 || releases != 0 {
+		t.Errorf("got %d completions and %d releases; want 1 and none", completes, releases)
 	}
 }

@@ -668,11 +668,12 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 	if rejected(err) {
 		return IdempotencyRecord{}, e.completeFailed(cctx, rec, err)
 	}
-	if err != nil && rec.Effect != "" {
+	if err != nil && rec.Effect != "" && !errors.Is(err, ErrLeaseLost) {
 		// Never landed: the key stays locked until its lease ends (then
 		// another owner may take it over; see EffectDone), and the
-		// message fails permanently, for someone to reconcile.
-		return IdempotencyRecord{}, Permanent(afterEffect(rec.Effect, e.leaseLost(rec.ID, "complete", err)))
+		// message fails permanently, for someone to reconcile. (A lost
+		// lease is another owner's work now, and fails as usual.)
+		return IdempotencyRecord{}, Permanent(afterEffect(rec.Effect, err))
 	}
 	if err != nil {
 		err = e.leaseLost(rec.ID, "complete", err)
