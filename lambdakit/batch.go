@@ -49,9 +49,10 @@ type BatchOptions struct {
 	DisableMetrics bool
 	// DetailedMetrics makes the metrics line declare every metric it
 	// counts (records, successes, each failure reason, duplicates, store
-	// latency, batch duration: 18 custom metrics a function and queue),
-	// instead of the three an alarm needs: Failed, FailedPermanent and
-	// FailedLeaseLost. CloudWatch bills each custom metric by the month.
+	// latency, batch duration: 19 custom metrics a function and queue),
+	// instead of the four an alarm needs: Failed, FailedPermanent,
+	// FailedLeaseLost and FailedAfterEffect. CloudWatch bills each custom
+	// metric by the month.
 	DetailedMetrics bool
 	// MetricsNamespace is the metrics' CloudWatch namespace. Default
 	// "lambdakit".
