@@ -420,7 +420,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 		return nil, IdempotencyRecord{}, false, err
 	}
 	if !held {
-		return e.taken(existing, validation)
+		return e.taken("acquire", existing, validation)
 	}
 	cctx, cancel := e.cleanupContext(ctx, rec)
 	defer cancel()
@@ -515,7 +515,7 @@ func (e *Once) runFirst(ctx context.Context, id, validation string, now time.Tim
 	// are applied, once.
 	own := existing.Lease == rec.Lease && existing.Status == StatusCompleted
 	if !created && !own {
-		return e.taken(existing, validation)
+		return e.taken("commit", existing, validation)
 	}
 	rec.Staged, rec.Item = nil, nil
 	rec.Data = bytes.Clone(rec.Data)
@@ -570,18 +570,21 @@ func (e *Once) lock(ctx context.Context, rec IdempotencyRecord, now time.Time) (
 }
 
 // taken answers a call that found its key taken by another owner's
-// record: completed, the call is a duplicate of it; in progress, the work
-// is being done elsewhere and the call fails for now, to be retried.
-func (e *Once) taken(existing IdempotencyRecord, validation string) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+// record, when the store's op (acquire or commit) refused to create its
+// own: completed, the call is a duplicate of it; in progress, the work is
+// being done elsewhere and the call fails for now, to be retried.
+func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
 	switch {
 	case existing.Status == StatusCompleted && !existing.foreign():
 		e.state.cache.put(existing)
 		return nil, existing, true, nil
-	case existing.Status != StatusInProgress || existing.foreign():
+	case !existing.Status.Known() || existing.foreign():
 		// An item under the record's key that no engine wrote: with
-		// ReadableIDs, a business item written by other code. It must
-		// not be overwritten, nor taken for work in progress.
-		return nil, IdempotencyRecord{}, false, fmt.Errorf("lambdakit: the item under record ID %s is no idempotency record (status %q): something else wrote it", existing.ID, existing.Status)
+		// ReadableIDs, a business item written by other code; or a
+		// status this engine does not know. It must not be
+		// overwritten, nor taken for work in progress or done. What
+		// the store holds is the failure, so it counts as one.
+		return nil, IdempotencyRecord{}, false, storeErr(op, &NotARecordError{ID: existing.ID, Status: existing.Status})
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
 		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
 	default:
