@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -266,5 +267,42 @@ func TestSetItemRefusesTheRecordsAttributes(t *testing.T) {
 	}
 	if err := f.store.CheckItem(map[string]any{"a": 1}); !errors.Is(err, lambdakit.ErrInvalidItem) {
 		t.Errorf("another type: got %v; want ErrInvalidItem", err)
+	}
+}
+
+// A business item that other code wrote under a record's key, with a
+// status of its own (CANCELLED) and an expiration in the past, is no
+// expired record: neither the two-step lock nor StagedOnly's commit
+// replaces it, whatever the store names its status and expiration
+// attributes, and the message fails with a *NotARecordError, the item
+// whole.
+func TestBusinessItemWithAStatusOfItsOwnIsNeverTakenOver(t *testing.T) {
+	for _, attrs := range []struct{ status, expiration string }{{"status", "expiration"}, {"state", "ttl"}} {
+		for _, stagedOnly := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%s/StagedOnly=%v", attrs.status, attrs.expiration, stagedOnly), func(t *testing.T) {
+				f := setup(t, func(o *dynamostore.Options) { o.StatusAttr, o.ExpirationAttr = attrs.status, attrs.expiration })
+				id := "payment#pay_cancelled"
+				item := map[string]types.AttributeValue{
+					"id":             &types.AttributeValueMemberS{Value: id},
+					attrs.status:     &types.AttributeValueMemberS{Value: "CANCELLED"},
+					attrs.expiration: &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)},
+					"customer":       &types.AttributeValueMemberS{Value: "cus_9"},
+					"amount":         &types.AttributeValueMemberN{Value: "700"},
+				}
+				putRaw(t, f, item)
+				var runs atomic.Int32
+				_, err := lambdakit.NewOnce(f.store, onItem(stagedOnly)).Do(testCtx(t), "pay_cancelled", nil, paymentOnItem(&runs, f.table, false))
+				var nar *lambdakit.NotARecordError
+				if !errors.As(err, &nar) || nar.ID != id || nar.Status != "CANCELLED" {
+					t.Errorf("Do = %v; want a *NotARecordError for %s with status CANCELLED", err, id)
+				}
+				if n := runs.Load(); n != 0 && !stagedOnly {
+					t.Errorf("the handler ran %d times; want none", n)
+				}
+				if got := f.item(t, f.table, "id", id); !reflect.DeepEqual(got, item) {
+					t.Errorf("item = %v; want it as other code wrote it, %v", got, item)
+				}
+			})
+		}
 	}
 }
