@@ -1,7 +1,6 @@
 package awsrules_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -59,12 +58,7 @@ func TestCheckNumberFollowsDynamoDBsNumberRule(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.clause, func(t *testing.T) {
 			err := awsrules.CheckNumber(c.n)
-			if (err == nil) != c.ok {
-				t.Fatalf("CheckNumber(%q) = %v; want ok=%v", c.n, err, c.ok)
-			}
-			if err != nil && !errors.Is(err, awsrules.ErrNumber) {
-				t.Errorf("CheckNumber(%q) = %v; want awsrules.ErrNumber", c.n, err)
-			}
+			verdict(t, fmt.Sprintf("CheckNumber(%q)", c.n), err, c.ok, awsrules.ErrNumber)
 			if !c.moto {
 				return
 			}

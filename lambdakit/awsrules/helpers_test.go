@@ -2,6 +2,7 @@ package awsrules_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -71,5 +72,14 @@ func agree(t *testing.T, what string, ruleErr, motoErr error) {
 	t.Helper()
 	if (ruleErr == nil) != (motoErr == nil) {
 		t.Errorf("%s: the rule says %v; moto says %v; want the same verdict", what, ruleErr, motoErr)
+	}
+}
+
+// verdict fails t unless a rule's err says ok (nil), or refused with
+// sentinel.
+func verdict(t *testing.T, call string, err error, ok bool, sentinel error) {
+	t.Helper()
+	if (err == nil) != ok || err != nil && !errors.Is(err, sentinel) {
+		t.Fatalf("%s = %v; want ok=%v, or an error wrapping %v", call, err, ok, sentinel)
 	}
 }

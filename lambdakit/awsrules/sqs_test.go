@@ -1,7 +1,6 @@
 package awsrules_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -41,10 +40,7 @@ var idCases = []struct {
 func TestCheckGroupIDFollowsSQSsRule(t *testing.T) {
 	for _, c := range idCases {
 		t.Run(c.clause, func(t *testing.T) {
-			err := awsrules.CheckGroupID(c.id)
-			if (err == nil) != c.ok || err != nil && !errors.Is(err, awsrules.ErrGroupID) {
-				t.Errorf("CheckGroupID(%q) = %v; want ok=%v, or awsrules.ErrGroupID", c.id, err, c.ok)
-			}
+			verdict(t, fmt.Sprintf("CheckGroupID(%q)", c.id), awsrules.CheckGroupID(c.id), c.ok, awsrules.ErrGroupID)
 		})
 	}
 }
@@ -52,10 +48,7 @@ func TestCheckGroupIDFollowsSQSsRule(t *testing.T) {
 func TestCheckDeduplicationIDFollowsSQSsRule(t *testing.T) {
 	for _, c := range idCases {
 		t.Run(c.clause, func(t *testing.T) {
-			err := awsrules.CheckDeduplicationID(c.id)
-			if (err == nil) != c.ok || err != nil && !errors.Is(err, awsrules.ErrDeduplicationID) {
-				t.Errorf("CheckDeduplicationID(%q) = %v; want ok=%v, or awsrules.ErrDeduplicationID", c.id, err, c.ok)
-			}
+			verdict(t, fmt.Sprintf("CheckDeduplicationID(%q)", c.id), awsrules.CheckDeduplicationID(c.id), c.ok, awsrules.ErrDeduplicationID)
 		})
 	}
 }
@@ -95,9 +88,7 @@ func TestCheckAttributeNameFollowsSQSsRule(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.clause, func(t *testing.T) {
 			err := awsrules.CheckAttributeName(c.name)
-			if (err == nil) != c.ok || err != nil && !errors.Is(err, awsrules.ErrAttributeName) {
-				t.Fatalf("CheckAttributeName(%q) = %v; want ok=%v, or awsrules.ErrAttributeName", c.name, err, c.ok)
-			}
+			verdict(t, fmt.Sprintf("CheckAttributeName(%q)", c.name), err, c.ok, awsrules.ErrAttributeName)
 			if !c.moto {
 				return
 			}
@@ -131,10 +122,7 @@ func TestCheckTextFollowsSQSsCharacterRule(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.clause, func(t *testing.T) {
-			err := awsrules.CheckText(c.s)
-			if (err == nil) != c.ok || err != nil && !errors.Is(err, awsrules.ErrText) {
-				t.Errorf("CheckText(%q) = %v; want ok=%v, or awsrules.ErrText", c.s, err, c.ok)
-			}
+			verdict(t, fmt.Sprintf("CheckText(%q)", c.s), awsrules.CheckText(c.s), c.ok, awsrules.ErrText)
 		})
 	}
 }
