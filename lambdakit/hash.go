@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // RecordID returns the ID of the idempotency record of key, for the
