@@ -1,9 +1,6 @@
 package awsrules
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // DynamoDB's limits, from the DynamoDB Developer Guide's "Quotas in
 // Amazon DynamoDB" page. DynamoDB's KB and MB are 1,024 bytes and 1,024 KB.
@@ -34,9 +31,6 @@ const (
 	minNumberExp = -130
 	maxNumberExp = 125
 )
-
-// ErrNumber means a string is not a number DynamoDB can hold.
-var ErrNumber = errors.New("awsrules: not a DynamoDB number")
 
 // CheckNumber returns an error wrapping ErrNumber unless n is a number
 // DynamoDB holds. The rule is the DynamoDB Developer Guide's "Supported

@@ -22,20 +22,6 @@ const (
 	MaxAttributeNameLength = 256
 )
 
-// Errors of the SQS rules.
-var (
-	// ErrGroupID means a string is not a valid message group ID.
-	ErrGroupID = errors.New("awsrules: invalid SQS message group ID")
-	// ErrDeduplicationID means a string is not a valid deduplication ID.
-	ErrDeduplicationID = errors.New("awsrules: invalid SQS message deduplication ID")
-	// ErrAttributeName means a string is not a valid message attribute
-	// name.
-	ErrAttributeName = errors.New("awsrules: invalid SQS message attribute name")
-	// ErrText means a message body or attribute value holds a byte that
-	// is not UTF-8 or a character SQS refuses.
-	ErrText = errors.New("awsrules: text SQS refuses")
-)
-
 // CheckGroupID returns an error wrapping ErrGroupID unless id is a
 // MessageGroupId SQS takes: "Amazon SQS message quotas", "Message group
 // ID": 1 to 128 characters, each an ASCII letter or digit or one of the
