@@ -110,7 +110,9 @@ var ErrItemAlreadySet = errors.New("lambdakit: SetItem called twice in one handl
 // (ErrItemAlreadySet), when the store cannot write one
 // (ErrStagingUnsupported: it does not implement ItemStore), and when the
 // store refuses item (ErrInvalidItem, from ItemStore.CheckItem: an
-// attribute of the record's own, say). If the handler returns an error, the item is dropped with
+// attribute of the record's own, say, or a value the database cannot hold;
+// or, wrapping ErrStagedTooLarge too, from a StagingChecker: an item that
+// with the writes staged so far is too large for one completion). If the handler returns an error, the item is dropped with
 // its staged writes, and the record's item, which held only the lock, is
 // deleted.
 func SetItem(ctx context.Context, item any) error {
@@ -147,7 +149,11 @@ func SetItem(ctx context.Context, item any) error {
 // their proper type). If the handler returns an error, its staged writes are
 // dropped. Stage fails with ErrNotStaging once the handler has returned (from
 // a goroutine it left running, say): the completion has taken the staged
-// writes by then, and a write staged later would be lost.
+// writes by then, and a write staged later would be lost. On a store that
+// is a StagingChecker, it fails, marked Permanent and staging nothing,
+// when the writes would make, with those staged before and the item
+// SetItem declared, a completion too large for the store
+// (ErrStagedTooLarge); StageFunc too.
 func Stage(ctx context.Context, ops ...any) error {
 	return StageFunc(ctx, func([]any) ([]any, error) { return ops, nil })
 }

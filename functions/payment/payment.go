@@ -21,6 +21,7 @@ import (
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // Payment is the message body. Unknown fields are ignored.
@@ -88,7 +89,7 @@ const (
 	// MessageGroupId, because the payment queue is a FIFO queue grouped
 	// by customer_id (producer.GroupFromField("customer_id")): a longer
 	// one could not have been sent in its customer's group.
-	maxCustomerID = 128
+	maxCustomerID = awsrules.MaxIDLength
 	// maxAnswer bounds how much of a gateway's answer is read, and so
 	// the fields the gateway chooses that the ledger row and the Outcome
 	// store: charge_id and decline_reason. Decoding makes a value at most
