@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // What each mode costs on DynamoDB (moto), counted at the client: the
@@ -304,5 +306,38 @@ func TestBusinessItemWithAStatusOfItsOwnIsNeverTakenOver(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// SetItem refuses a number DynamoDB cannot hold (awsrules.CheckNumber,
+// table-tested clause by clause there), before the work goes on, rather
+// than a completion DynamoDB refuses after it.
+func TestSetItemRefusesNumbersDynamoDBRefuses(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, twoStepOnItem)
+	for _, n := range []string{"1e200", "1e-200", "1" + strings.Repeat("0", 37) + "1", "1E+126"} {
+		var setErr error
+		_, _ = e.Do(testCtx(t), "pay_num_"+n, []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: n}})
+			return nil, setErr
+		})
+		if !errors.Is(setErr, lambdakit.ErrInvalidItem) || !errors.Is(setErr, awsrules.ErrNumber) {
+			t.Errorf("SetItem of the number %s: got %v; want ErrInvalidItem wrapping awsrules.ErrNumber", n, setErr)
+		}
+	}
+}
+
+// SetItem refuses an item that, on the record's item, would be over
+// DynamoDB's 400 KB, before the work goes on.
+func TestSetItemRefusesAnItemOverDynamoDBsItemLimit(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, twoStepOnItem)
+	var setErr error
+	_, _ = e.Do(testCtx(t), "pay_large", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"receipt": &types.AttributeValueMemberS{Value: strings.Repeat("r", awsrules.MaxItemBytes)}})
+		return nil, setErr
+	})
+	if !errors.Is(setErr, lambdakit.ErrInvalidItem) || !errors.Is(setErr, lambdakit.ErrStagedTooLarge) {
+		t.Errorf("SetItem of a 400 KiB attribute: got %v; want ErrInvalidItem wrapping ErrStagedTooLarge", setErr)
 	}
 }

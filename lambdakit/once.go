@@ -105,9 +105,10 @@ type Options struct {
 // duplicate.
 type Once struct {
 	store     Store
-	getter    BatchGetter // nil when the store cannot read ahead
-	items     ItemStore   // nil when the store cannot write a handler's item
-	committer Committer   // nil when the store cannot commit in one request
+	getter    BatchGetter    // nil when the store cannot read ahead
+	items     ItemStore      // nil when the store cannot write a handler's item
+	committer Committer      // nil when the store cannot commit in one request
+	checker   StagingChecker // nil when the store has no limit to check staging against
 	opts      Options
 	state     *idempotencyState
 	disabled  bool // by POWERTOOLS_IDEMPOTENCY_DISABLED, read by NewOnce
@@ -178,6 +179,7 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	}
 	getter, _ := store.(BatchGetter)
 	items, _ := store.(ItemStore)
+	checker, _ := store.(StagingChecker)
 	committer, _ := store.(Committer)
 	if o.ReadableIDs && strings.Contains(o.Prefix, "#") {
 		// "order" with key "eu#1" and "order#eu" with key "1" would be
@@ -189,7 +191,7 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 		// starts, not on its first message.
 		panic(fmt.Sprintf("lambdakit: Options.StagedOnly needs a store that implements lambdakit.Committer; %T does not", store))
 	}
-	return &Once{store: store, getter: getter, items: items, committer: committer, opts: o, disabled: disabled,
+	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, opts: o, disabled: disabled,
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
@@ -452,7 +454,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 // which unwinds the caller's goroutine past the rest of its work, after
 // fn's context has ended.
 func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func()) (result []byte, staged []any, item any, err error) {
-	st := &stage{recordID: rec.ID, items: e.items}
+	st := &stage{recordID: rec.ID, items: e.items, checker: e.checker}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
 	result, err = call(fctx, fn, func() {

@@ -179,6 +179,21 @@ type ItemStore interface {
 	CheckItem(item any) error
 }
 
+// StagingChecker is a Store that can tell, while a handler stages, whether
+// the completion would still fit in the one request that commits it (a
+// DynamoDB transaction holds 100 writes and 4 MB, an item 400 KB):
+// SetItem, Stage and StageFunc hand it the record as it would then be
+// staged, and stage nothing when it refuses, so that the handler learns
+// of it before its work, not from a completion refused after it.
+// Implementation: dynamostore.Store.
+type StagingChecker interface {
+	// CheckStaging returns an error wrapping ErrStagedTooLarge when
+	// rec's item (rec.Item) and staged writes (rec.Staged), with the
+	// record's own attributes and no result, would make a completion
+	// the store cannot commit.
+	CheckStaging(rec IdempotencyRecord) error
+}
+
 // Committer is a Store that can create a completed record, with its
 // staged writes and item, in one request, for Options.StagedOnly: the
 // handler has run before, and only the record's condition decides whether
@@ -237,6 +252,10 @@ var (
 	// ErrStagingUnsupported means a store was handed staged writes it
 	// cannot commit atomically with the completion.
 	ErrStagingUnsupported = errors.New("lambdakit: store cannot commit these staged writes")
+	// ErrStagedTooLarge means the writes and item a handler staged
+	// would make a completion larger than the store commits in one
+	// request (see StagingChecker).
+	ErrStagedTooLarge = errors.New("lambdakit: staged writes and item too large for one completion")
 	// ErrInvalidItem means a handler's item (SetItem) cannot be written
 	// onto its record's item: it is empty, of a type the store does not
 	// write, or names an attribute of the record itself.
