@@ -353,8 +353,21 @@ func testFIFOOrder(t *testing.T, h *harness) {
 	pool := esm.NewPool(h.runner(5*time.Second), h.runner(5*time.Second))
 	s := h.run(url, pool, func(o *esm.Options) { o.BatchSize, o.Concurrency = 1, 2 })
 
-	// The records each invocation succeeded with, in the order they ran.
 	invs := h.invocations()
+	done := doneByGroup(invs)
+	want := map[string][]string{"A": {"A1", "A2", "A3", "A4", "A5"}, "B": {"B1", "B2", "B3", "B4", "B5"}}
+	if !maps.EqualFunc(done, want, slices.Equal) {
+		t.Errorf("records done, by group, in order: %v; want %v", done, want)
+	}
+	if s.Deleted != 10 || s.FunctionErrors != 0 || !s.Empty {
+		t.Errorf("summary %+v; want 10 deleted, no function errors", s)
+	}
+	checkGroupsExclusive(t, invs)
+}
+
+// doneByGroup returns the labels of the records the invocations succeeded
+// with, in the order they ran, by group (a label's first letter).
+func doneByGroup(invs []invocation) map[string][]string {
 	done := map[string][]string{}
 	for _, inv := range invs {
 		for _, r := range inv.Event.Records {
@@ -364,14 +377,7 @@ func testFIFOOrder(t *testing.T, h *harness) {
 			}
 		}
 	}
-	want := map[string][]string{"A": {"A1", "A2", "A3", "A4", "A5"}, "B": {"B1", "B2", "B3", "B4", "B5"}}
-	if !maps.EqualFunc(done, want, slices.Equal) {
-		t.Errorf("records done, by group, in order: %v; want %v", done, want)
-	}
-	if s.Deleted != 10 || s.FunctionErrors != 0 || !s.Empty {
-		t.Errorf("summary %+v; want 10 deleted, no function errors", s)
-	}
-	checkGroupsExclusive(t, invs)
+	return done
 }
 
 // testFIFOOrderAfterRedelivery fails two records of each of four groups
@@ -402,15 +408,7 @@ func testFIFOOrderAfterRedelivery(t *testing.T, h *harness) {
 		s := h.run(url, pool, func(o *esm.Options) { o.BatchSize, o.Concurrency = 10, 2 })
 
 		invs := h.invocations()[before:]
-		done := map[string][]string{}
-		for _, inv := range invs {
-			for _, r := range inv.Event.Records {
-				if !slices.Contains(inv.Failed, r.MessageId) {
-					label := strings.Fields(r.Body)[0]
-					done[label[:1]] = append(done[label[:1]], label)
-				}
-			}
-		}
+		done := doneByGroup(invs)
 		if !maps.EqualFunc(done, want, slices.Equal) {
 			t.Errorf("run %d of %d: records done, by group, in order: %v; want %v", run+1, runs, done, want)
 			for _, inv := range invs {
