@@ -637,3 +637,53 @@ func TestStreamReadsShardCreatedDuringRun(t *testing.T) {
 		t.Errorf("delivered %v; want %v", got, want)
 	}
 }
+
+// moto's Kinesis splits shards for real: after a split, the parent's
+// records reach the function before any of its children's, each once, and
+// both children are read. (Plain moto 5.2.1 moves a split shard's records
+// into its children; Kinesis keeps them in the parent, and so does the
+// local stack's moto launcher.)
+func TestKinesisSplitReadsParentFirst(t *testing.T) {
+	h := newKinesisHarness(t, testenv.Build(t, "./testdata/streamfn"), 1)
+	h.put("p1", "p2", "p3")
+	list, err := h.kinesis.ListShards(t.Context(), &kinesis.ListShardsInput{StreamARN: aws.String(h.streamARN)})
+	if err != nil || len(list.Shards) != 1 {
+		t.Fatalf("ListShards: %v, %v", list, err)
+	}
+	parent := aws.ToString(list.Shards[0].ShardId)
+	// The middle of the hash key range, 2^127.
+	if _, err := h.kinesis.SplitShard(t.Context(), &kinesis.SplitShardInput{StreamARN: aws.String(h.streamARN),
+		ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String("170141183460469231731687303715884105728")}); err != nil {
+		t.Fatal(err)
+	}
+	children := map[string]bool{}
+	for i := range 8 {
+		out, err := h.kinesis.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamARN: aws.String(h.streamARN),
+			PartitionKey: aws.String(fmt.Sprint("key-", i)), Data: []byte(fmt.Sprint("c", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		children[aws.ToString(out.ShardId)] = true
+	}
+	if len(children) != 2 || children[parent] {
+		t.Fatalf("records after the split went to shards %v; want both children of %s", children, parent)
+	}
+
+	_, batches := h.run(func(o *esm.StreamOptions) { o.BatchSize = 2 })
+	var got []string
+	read := map[string]bool{}
+	for _, b := range batches {
+		read[b.Shard] = true
+		for _, r := range b.Records {
+			got = append(got, string(r.Kinesis.Data))
+		}
+	}
+	if len(got) != 11 || !slices.Equal(got[:3], []string{"p1", "p2", "p3"}) {
+		t.Errorf("delivered %v; want p1 p2 p3 first, then the 8 records of the children, each once", got)
+	}
+	for child := range children {
+		if !read[child] {
+			t.Errorf("child shard %s was never read (shards read: %v)", child, read)
+		}
+	}
+}

@@ -41,6 +41,7 @@ hand, as plain Python.
 """
 
 import copy
+import hashlib
 import os
 import sys
 import threading
@@ -279,7 +280,7 @@ def _no_builtin_mappings():
 
 
 def _kinesis_split_keeps_records():
-    """Leaves a split Kinesis shard's records in the shard.
+    """Leaves a split Kinesis shard's records in the shard, and writes none to it.
 
     Kinesis keeps a parent shard's records after a split until they age
     out, and a consumer reads the parent to its end before its children.
@@ -308,6 +309,29 @@ def _kinesis_split_keeps_records():
 
     split_shard.__wrapped__ = original
     Stream.split_shard = split_shard
+
+    # moto also routes a record to the first shard whose hash key range
+    # holds its key, closed or not, so that after a split new records go on
+    # landing in the parent. Kinesis writes to open shards only.
+    route = getattr(Stream, "get_shard_for_key", None)
+    if route is None:
+        return
+
+    def get_shard_for_key(self, partition_key, explicit_hash_key):
+        shard = route(self, partition_key, explicit_hash_key)  # validates the key
+        if shard is None or shard.is_open:
+            return shard
+        if explicit_hash_key:
+            key = int(explicit_hash_key)
+        else:
+            key = int(hashlib.md5(partition_key.encode("utf-8")).hexdigest(), 16)
+        for candidate in self.shards.values():
+            if candidate.is_open and candidate.starting_hash <= key <= candidate.ending_hash:
+                return candidate
+        return shard
+
+    get_shard_for_key.__wrapped__ = route
+    Stream.get_shard_for_key = get_shard_for_key
 
 
 def _fifo_receive_in_order():
