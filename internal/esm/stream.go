@@ -263,24 +263,32 @@ func (sh *shardState) replace(batches ...[]StreamRecord) {
 // failed.
 //
 // Shards are read as Lambda reads them, by their lineage: the shard list
-// is read again each round, so that the shards a split (or a Kinesis
-// merge) creates during the run are read too, and a shard is read only
+// is read again every shardListInterval, and before the stream is called
+// empty, so that the shards a split (or a Kinesis merge) creates during
+// the run are read too, and a shard is read only
 // once each of its parents is read to its end, so that no record of a
 // child reaches the function before a record of its parent.
 func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 	var sum StreamSummary
 	shards := map[string]*shardState{}
+	var list []shardInfo
+	listed := map[string]bool{}
+	var listedAt time.Time // zero: list the shards before the next round
 	for ctx.Err() == nil {
-		list, err := m.src.shards(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return sum, nil
+		fresh := listedAt.IsZero() || time.Since(listedAt) >= shardListInterval
+		if fresh {
+			var err error
+			if list, err = m.src.shards(ctx); err != nil {
+				if ctx.Err() != nil {
+					return sum, nil
+				}
+				return sum, err
 			}
-			return sum, err
-		}
-		listed := map[string]bool{}
-		for _, info := range list {
-			listed[info.id] = true
+			listedAt = time.Now()
+			clear(listed)
+			for _, info := range list {
+				listed[info.id] = true
+			}
 		}
 		progress := false
 		for _, info := range list {
@@ -315,6 +323,12 @@ func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 		}
 		if !progress {
 			if m.opts.UntilEmpty {
+				if !fresh {
+					// Empty by a list read earlier: read it again,
+					// for the shards a split made since.
+					listedAt = time.Time{}
+					continue
+				}
 				sum.Empty = true
 				return sum, nil
 			}
@@ -326,6 +340,11 @@ func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 	}
 	return sum, nil
 }
+
+// shardListInterval is how often Run reads the shard list again: within
+// DynamoDB Streams' limit on DescribeStream, 10 calls a second per stream,
+// whatever the rounds' pace.
+const shardListInterval = time.Second
 
 // parentsFinished reports whether every parent of the shard info is read
 // to its end; a parent the stream no longer lists has aged out of it, with

@@ -687,3 +687,57 @@ func TestKinesisSplitReadsParentFirst(t *testing.T) {
 		}
 	}
 }
+
+// A long run (no UntilEmpty) reads the shards a split makes while it runs:
+// the records written to the children after the split reach the function.
+func TestKinesisShardsSplitDuringARunAreRead(t *testing.T) {
+	h := newKinesisHarness(t, testenv.Build(t, "./testdata/streamfn"), 1)
+	h.put("p1")
+	delivered := make(chan string, 100)
+	m, err := h.mapping(func(o *esm.StreamOptions) {
+		o.PollInterval = 20 * time.Millisecond
+		o.OnBatch = func(b esm.StreamBatchResult) {
+			for _, r := range b.Records {
+				delivered <- string(r.Kinesis.Data)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := m.Run(ctx); done <- err }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	// wait returns the next record delivered, within 10s.
+	wait := func() string {
+		t.Helper()
+		select {
+		case d := <-delivered:
+			return d
+		case <-time.After(10 * time.Second):
+			t.Fatal("no record delivered within 10s")
+			return ""
+		}
+	}
+	if got := wait(); got != "p1" {
+		t.Fatalf("first delivery %s; want p1", got)
+	}
+	list, err := h.kinesis.ListShards(t.Context(), &kinesis.ListShardsInput{StreamARN: aws.String(h.streamARN)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.kinesis.SplitShard(t.Context(), &kinesis.SplitShardInput{StreamARN: aws.String(h.streamARN),
+		ShardToSplit: list.Shards[0].ShardId, NewStartingHashKey: aws.String("170141183460469231731687303715884105728")}); err != nil {
+		t.Fatal(err)
+	}
+	h.put("c1")
+	if got := wait(); got != "c1" {
+		t.Errorf("after the split, delivered %s; want c1, written to a child", got)
+	}
+}
