@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 var (
@@ -61,15 +60,12 @@ func (s *Store) CheckItem(item any) error {
 	}
 	// The completion names every attribute in its UpdateExpression, which
 	// DynamoDB caps at 4 KB: a wider item would be refused after the work.
-	if n := completionExprLen(len(attrs)); n > maxExpressionBytes {
+	if n := completionExprLen(len(attrs)); n > awsrules.MaxExpressionBytes {
 		return fmt.Errorf("%w: %d attributes make the completion's update expression about %d bytes, over DynamoDB's %d; nest some in a map",
-			lambdakit.ErrInvalidItem, len(attrs), n, maxExpressionBytes)
+			lambdakit.ErrInvalidItem, len(attrs), n, awsrules.MaxExpressionBytes)
 	}
 	return nil
 }
-
-// maxExpressionBytes is DynamoDB's limit on any expression string.
-const maxExpressionBytes = 4096
 
 // completionExprLen bounds the length of the completion's UpdateExpression
 // (Store.completion) for an item of n attributes: the record's own clauses
@@ -85,7 +81,8 @@ func completionExprLen(n int) int {
 
 // checkValue refuses what DynamoDB refuses in an item, so that SetItem
 // says so before the work rather than the completion after it: no value
-// (here or nested), an empty or repeating set, a number that is not one.
+// (here or nested), an empty or repeating set, a number DynamoDB cannot
+// hold (awsrules.CheckNumber).
 // A string that is not UTF-8 is not refused: the SDK's JSON encoder sends
 // each invalid byte as U+FFFD, which DynamoDB takes.
 func checkValue(v types.AttributeValue) error {
@@ -93,12 +90,12 @@ func checkValue(v types.AttributeValue) error {
 	case nil:
 		return errors.New("no value")
 	case *types.AttributeValueMemberN:
-		return checkNumber(v.Value)
+		return awsrules.CheckNumber(v.Value)
 	case *types.AttributeValueMemberSS:
 		return checkSet(v.Value)
 	case *types.AttributeValueMemberNS:
 		for _, e := range v.Value {
-			if err := checkNumber(e); err != nil {
+			if err := awsrules.CheckNumber(e); err != nil {
 				return fmt.Errorf("a number set: %w", err)
 			}
 		}
@@ -137,17 +134,6 @@ func checkSet(members []string) error {
 			return fmt.Errorf("a set that repeats %q", m)
 		}
 		seen[m] = true
-	}
-	return nil
-}
-
-// checkNumber accepts what DynamoDB reads as a number: a decimal, finite.
-func checkNumber(n string) error {
-	// ParseFloat also takes hex, underscores, NaN and Inf, which DynamoDB
-	// does not.
-	f, err := strconv.ParseFloat(n, 64)
-	if err != nil || math.IsInf(f, 0) || strings.ContainsAny(n, "xXpPnN_iI") {
-		return fmt.Errorf("%q is not a number", n)
 	}
 	return nil
 }

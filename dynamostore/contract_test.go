@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -75,5 +76,32 @@ func TestModeChecks(t *testing.T) {
 				m[k] = &types.AttributeValueMemberS{Value: v}
 			}
 			return m
+		})
+}
+
+// Items other code wrote under a record's ID with a status that is no
+// record status, on DynamoDB (moto), written in the table's default
+// attribute names.
+func TestUnknownStatusContract(t *testing.T) {
+	f := setup(t)
+	storetest.RunUnknownStatusContract(t, func(*testing.T) lambdakit.Store { return f.store },
+		func(t *testing.T, _ lambdakit.Store, rec lambdakit.IdempotencyRecord) {
+			item := map[string]types.AttributeValue{
+				"id":    &types.AttributeValueMemberS{Value: rec.ID},
+				"lease": &types.AttributeValueMemberS{Value: rec.Lease},
+			}
+			if rec.Status != "" {
+				item["status"] = &types.AttributeValueMemberS{Value: string(rec.Status)}
+			}
+			if !rec.Expiration.IsZero() {
+				item["expiration"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.Expiration.Unix(), 10)}
+			}
+			if !rec.InProgressExpiration.IsZero() {
+				item["in_progress_expiration"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rec.InProgressExpiration.UnixMilli(), 10)}
+			}
+			if len(rec.Data) > 0 {
+				item["data"] = &types.AttributeValueMemberS{Value: string(rec.Data)}
+			}
+			putRaw(t, f, item)
 		})
 }

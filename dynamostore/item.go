@@ -11,11 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
-
-// maxItemSize is DynamoDB's item size limit, "400 KB", read as 400,000
-// bytes rather than 409,600 to stay on the safe side of it.
-const maxItemSize = 400_000
 
 // itemSlack is room for what checkStorable cannot see: the validation hash
 // that Acquire stored when Complete does not restate it, and attributes
@@ -40,9 +37,9 @@ func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
 	if !utf8.Valid(rec.Data) {
 		return fmt.Errorf("result is not UTF-8 text: %w", lambdakit.ErrResultNotStorable)
 	}
-	if size := s.itemSize(rec); size > maxItemSize {
+	if size := s.itemSize(rec); size > awsrules.MaxItemBytes {
 		return fmt.Errorf("result of %d bytes makes the record about %d bytes, over DynamoDB's %d-byte item limit: %w",
-			len(rec.Data), size, maxItemSize, lambdakit.ErrResultNotStorable)
+			len(rec.Data), size, awsrules.MaxItemBytes, lambdakit.ErrResultNotStorable)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -176,6 +179,72 @@ type lostAnswer struct{}
 
 func (lostAnswer) Error() string        { return "answer lost" }
 func (lostAnswer) RetryableError() bool { return true }
+
+// The same, for real: a proxy between the SDK and moto loses the answer of
+// the DeleteItem that landed, and before the SDK's retry another owner
+// takes the freed key. While the releasing owner's lease had not ended,
+// nobody could have taken the key unless its release had landed: the call
+// fails with the handler's error alone, whatever the other owner did
+// next, and whatever kind of record it left.
+func TestReleaseWhoseAnswerWasLostBeforeAnotherOwnerTookTheKey(t *testing.T) {
+	lost := testenv.DynamoDBError("InternalServerError", "answer lost by the test proxy")
+	cases := map[string]func(t *testing.T, p *proxied, other *dynamostore.Store, id string){
+		"an engine takes the key and completes it": func(t *testing.T, p *proxied, other *dynamostore.Store, id string) {
+			p.proxy.LoseAnswerThen("DeleteItem", http.StatusInternalServerError, lost, func() {
+				e := lambdakit.NewOnce(other, func(o *lambdakit.Options) { o.Prefix, o.Logger = "release", discardLogger() })
+				if _, err := e.Do(testCtx(t), "order-9", nil, func(context.Context) ([]byte, error) { return []byte(`"B"`), nil }); err != nil {
+					t.Errorf("the other owner: %v", err)
+				}
+			})
+		},
+		"a runtime that keeps no lease completes it": func(t *testing.T, p *proxied, _ *dynamostore.Store, id string) {
+			// Powertools for AWS Lambda in another language, on the
+			// same table: its records have no lease attribute.
+			p.proxy.LoseAnswerThen("DeleteItem", http.StatusInternalServerError, lost, func() {
+				putRaw(t, p.fixture, map[string]types.AttributeValue{
+					"id":         &types.AttributeValueMemberS{Value: id},
+					"status":     &types.AttributeValueMemberS{Value: "COMPLETED"},
+					"expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)},
+				})
+			})
+		},
+		"an engine takes the key, and releases it before the holder is read": func(t *testing.T, p *proxied, other *dynamostore.Store, id string) {
+			at := time.Now()
+			rec := record(id, at)
+			rec.Lease = fmt.Sprintf("%d.%s", at.UnixMilli(), rec.Lease) // an engine's token starts with its time
+			p.proxy.LoseAnswerThen("DeleteItem", http.StatusInternalServerError, lost, func() {
+				if _, ok, err := other.Acquire(testCtx(t), rec, at); err != nil || !ok {
+					t.Errorf("the other owner could not take the key: %v", err)
+				}
+			})
+			// The retried delete is refused; then, before the
+			// releasing owner reads who holds the key, the other
+			// owner's handler fails too and frees it.
+			p.proxy.LoseAnswerThen("BatchGetItem", http.StatusInternalServerError, lost, func() {
+				if err := other.Release(testCtx(t), id, rec.Lease); err != nil {
+					t.Errorf("the other owner's release: %v", err)
+				}
+			})
+		},
+	}
+	for name, arrange := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := setupProxied(t, quickBackoff)
+			id := "release#" + sha256Hex("order-9")
+			arrange(t, p, newStore(t, p.db, p.table), id)
+			declined := errors.New("declined")
+			e := lambdakit.NewOnce(p.store, func(o *lambdakit.Options) { o.Prefix, o.Logger = "release", discardLogger() })
+			_, err := e.Do(testCtx(t), "order-9", nil, func(context.Context) ([]byte, error) { return nil, declined })
+			var leaseLost *lambdakit.LeaseLostError
+			if errors.As(err, &leaseLost) || errors.Is(err, lambdakit.ErrLeaseLost) || !errors.Is(err, declined) {
+				t.Errorf("got %v; want the handler's error alone: this owner released in time", err)
+			}
+			if n := p.proxy.Count("DeleteItem"); n != 2 {
+				t.Errorf("got %d DeleteItem requests; want 2, the one whose answer was lost and the SDK's retry", n)
+			}
+		})
+	}
+}
 
 // A release whose DeleteItem lands, whose answer is lost, and whose retry
 // finds the key taken by another owner in the meantime was in time: the

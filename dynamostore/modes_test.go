@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // What each mode costs on DynamoDB (moto), counted at the client: the
@@ -266,5 +269,75 @@ func TestSetItemRefusesTheRecordsAttributes(t *testing.T) {
 	}
 	if err := f.store.CheckItem(map[string]any{"a": 1}); !errors.Is(err, lambdakit.ErrInvalidItem) {
 		t.Errorf("another type: got %v; want ErrInvalidItem", err)
+	}
+}
+
+// A business item that other code wrote under a record's key, with a
+// status of its own (CANCELLED) and an expiration in the past, is no
+// expired record: neither the two-step lock nor StagedOnly's commit
+// replaces it, whatever the store names its status and expiration
+// attributes, and the message fails with a *NotARecordError, the item
+// whole.
+func TestBusinessItemWithAStatusOfItsOwnIsNeverTakenOver(t *testing.T) {
+	for _, attrs := range []struct{ status, expiration string }{{"status", "expiration"}, {"state", "ttl"}} {
+		for _, stagedOnly := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/%s/StagedOnly=%v", attrs.status, attrs.expiration, stagedOnly), func(t *testing.T) {
+				f := setup(t, func(o *dynamostore.Options) { o.StatusAttr, o.ExpirationAttr = attrs.status, attrs.expiration })
+				id := "payment#pay_cancelled"
+				item := map[string]types.AttributeValue{
+					"id":             &types.AttributeValueMemberS{Value: id},
+					attrs.status:     &types.AttributeValueMemberS{Value: "CANCELLED"},
+					attrs.expiration: &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)},
+					"customer":       &types.AttributeValueMemberS{Value: "cus_9"},
+					"amount":         &types.AttributeValueMemberN{Value: "700"},
+				}
+				putRaw(t, f, item)
+				var runs atomic.Int32
+				_, err := lambdakit.NewOnce(f.store, onItem(stagedOnly)).Do(testCtx(t), "pay_cancelled", nil, paymentOnItem(&runs, f.table, false))
+				var nar *lambdakit.NotARecordError
+				if !errors.As(err, &nar) || nar.ID != id || nar.Status != "CANCELLED" {
+					t.Errorf("Do = %v; want a *NotARecordError for %s with status CANCELLED", err, id)
+				}
+				if n := runs.Load(); n != 0 && !stagedOnly {
+					t.Errorf("the handler ran %d times; want none", n)
+				}
+				if got := f.item(t, f.table, "id", id); !reflect.DeepEqual(got, item) {
+					t.Errorf("item = %v; want it as other code wrote it, %v", got, item)
+				}
+			})
+		}
+	}
+}
+
+// SetItem refuses a number DynamoDB cannot hold (awsrules.CheckNumber,
+// table-tested clause by clause there), before the work goes on, rather
+// than a completion DynamoDB refuses after it.
+func TestSetItemRefusesNumbersDynamoDBRefuses(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, twoStepOnItem)
+	for _, n := range []string{"1e200", "1e-200", "1" + strings.Repeat("0", 37) + "1", "1E+126"} {
+		var setErr error
+		_, _ = e.Do(testCtx(t), "pay_num_"+n, []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: n}})
+			return nil, setErr
+		})
+		if !errors.Is(setErr, lambdakit.ErrInvalidItem) || !errors.Is(setErr, awsrules.ErrNumber) {
+			t.Errorf("SetItem of the number %s: got %v; want ErrInvalidItem wrapping awsrules.ErrNumber", n, setErr)
+		}
+	}
+}
+
+// SetItem refuses an item that, on the record's item, would be over
+// DynamoDB's 400 KB, before the work goes on.
+func TestSetItemRefusesAnItemOverDynamoDBsItemLimit(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, twoStepOnItem)
+	var setErr error
+	_, _ = e.Do(testCtx(t), "pay_large", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"receipt": &types.AttributeValueMemberS{Value: strings.Repeat("r", awsrules.MaxItemBytes)}})
+		return nil, setErr
+	})
+	if !errors.Is(setErr, lambdakit.ErrInvalidItem) || !errors.Is(setErr, lambdakit.ErrStagedTooLarge) {
+		t.Errorf("SetItem of a 400 KiB attribute: got %v; want ErrInvalidItem wrapping ErrStagedTooLarge", setErr)
 	}
 }

@@ -10,15 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
-
-// maxTransactItems is how many writes one TransactWriteItems may hold.
-const maxTransactItems = 100
-
-// MaxTransactionBytes is DynamoDB's limit on the aggregate size of the
-// items of one TransactWriteItems ("4 MB"; read as 4 MiB, as the item
-// limit's 400 KB is 400 KiB).
-const MaxTransactionBytes = 4 * 1024 * 1024
 
 // WriteSize is an upper bound on what w adds to its transaction's
 // aggregate size, as far as can be known before it is sent: a Put's item;
@@ -45,6 +38,43 @@ func WriteSize(w types.TransactWriteItem) int {
 	return n
 }
 
+// CheckStaging implements lambdakit.StagingChecker: it refuses, with an
+// error wrapping lambdakit.ErrStagedTooLarge, an item and staged writes
+// that would make rec's completion break one of DynamoDB's limits: 100
+// writes in a transaction (the completion among them; this also wraps
+// lambdakit.ErrStagingUnsupported), 4 MB in a transaction's items, and
+// 400 KB in the record's item with the handler's. The record's result is
+// not known yet and not counted: a result too large is dropped, not
+// refused (see Complete).
+func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	return s.checkTransaction(rec)
+}
+
+// checkTransaction is CheckStaging, and the check of the completion
+// itself, with its result: DynamoDB's transaction and item limits.
+func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord) error {
+	if n := 1 + len(rec.Staged); n > awsrules.MaxTransactionItems {
+		return fmt.Errorf("%w: %w: %d staged writes and the record exceed the %d writes of a DynamoDB transaction",
+			lambdakit.ErrStagedTooLarge, lambdakit.ErrStagingUnsupported, len(rec.Staged), awsrules.MaxTransactionItems)
+	}
+	item := s.itemSize(rec)
+	if rec.Item != nil && item > awsrules.MaxItemBytes {
+		return fmt.Errorf("%w: the record's item with the handler's is about %d bytes, over DynamoDB's %d-byte item limit",
+			lambdakit.ErrStagedTooLarge, item, awsrules.MaxItemBytes)
+	}
+	size := item
+	for _, op := range rec.Staged {
+		if w, ok := op.(types.TransactWriteItem); ok {
+			size += WriteSize(w)
+		}
+	}
+	if size > awsrules.MaxTransactionBytes {
+		return fmt.Errorf("%w: the record and %d staged writes make about %d bytes, over the %d of a DynamoDB transaction",
+			lambdakit.ErrStagedTooLarge, len(rec.Staged), size, awsrules.MaxTransactionBytes)
+	}
+	return nil
+}
+
 // Stage stages DynamoDB writes to be committed in one transaction with the
 // completion of the current idempotency record (single-phase mode): either
 // the record is completed and every write is applied, or nothing is. It is
@@ -53,7 +83,9 @@ func WriteSize(w types.TransactWriteItem) int {
 // middleware.
 //
 // A transaction holds at most 100 writes, the completion among them, and
-// may not touch the same item twice.
+// 4 MB, and may not touch the same item twice: Stage refuses writes past
+// the first two limits (see Store.CheckStaging), marked
+// lambdakit.Permanent.
 func Stage(ctx context.Context, items ...types.TransactWriteItem) error {
 	ops := make([]any, len(items))
 	for i, it := range items {
@@ -129,21 +161,10 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 // record asked for it), and no error: what that means is the caller's
 // to say.
 func (s *Store) transact(ctx context.Context, rec lambdakit.IdempotencyRecord, record types.TransactWriteItem) (failed *types.CancellationReason, err error) {
-	if n := 1 + len(rec.Staged); n > maxTransactItems {
-		return nil, fmt.Errorf("dynamostore: complete %s: %d staged writes and the record exceed the %d writes of a DynamoDB transaction: %w",
-			rec.ID, len(rec.Staged), maxTransactItems, lambdakit.ErrStagingUnsupported)
-	}
-	// Over DynamoDB's 4 MB, the transaction would be refused as it is on
-	// every attempt: say so before sending it.
-	size := s.itemSize(rec)
-	for _, op := range rec.Staged {
-		if w, ok := op.(types.TransactWriteItem); ok {
-			size += WriteSize(w)
-		}
-	}
-	if size > MaxTransactionBytes {
-		return nil, fmt.Errorf("dynamostore: complete %s: the record and %d staged writes make about %d bytes, over the %d of a DynamoDB transaction: %w",
-			rec.ID, len(rec.Staged), size, MaxTransactionBytes, lambdakit.ErrCompletionRejected)
+	// Over DynamoDB's limits, the transaction would be refused as it is
+	// on every attempt: say so before sending it.
+	if err := s.checkTransaction(rec); err != nil {
+		return nil, fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
 	}
 	// The record goes first, so that its cancellation reason is always
 	// the first one.

@@ -184,14 +184,17 @@ func (s *Store) key(id string) map[string]types.AttributeValue {
 // second or a millisecond after.
 const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 	// An expired record, not any item with an expiration of its own: under
-	// lambdakit.Options.ReadableIDs the key may hold a business item.
-	" OR (" + nExpiration + " <= :now AND attribute_exists(" + nStatus + "))" +
+	// lambdakit.Options.ReadableIDs the key may hold a business item, with
+	// a status of its own ("CANCELLED"), which must never be replaced.
+	" OR (" + nExpiration + " <= :now AND " + nStatus + " IN (:inprogress, :completed))" +
 	" OR (" + nStatus + " = :inprogress AND " + nInProgress + " <= :now_ms)"
 
 // Acquire puts rec as an in-progress record unless a live record holds
-// rec.ID, in one conditional PutItem. When one does, DynamoDB returns it
-// with the failed condition, so Acquire returns it without reading the
-// table. The returned record is the zero Record when acquired is true.
+// rec.ID, in one conditional PutItem. An item whose status attribute
+// (Options.StatusAttr) is neither INPROGRESS nor COMPLETED, or absent,
+// holds it too, expired or not: it is no record, and is never replaced.
+// When the ID is held, DynamoDB returns the item with the failed
+// condition, so Acquire returns it without reading the table. The returned record is the zero Record when acquired is true.
 //
 // Times are stored rounded up (lambdakit.IdempotencyRecord.Rounded): Expiration to the
 // whole second, InProgressExpiration to the millisecond. The condition
@@ -259,6 +262,7 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 			":now":        num(now.Unix()),
 			":now_ms":     num(now.UnixMilli()),
 			":inprogress": str(string(lambdakit.StatusInProgress)),
+			":completed":  str(string(lambdakit.StatusCompleted)),
 		},
 		// The live record comes back with the failed condition: no
 		// read needed to tell a duplicate from work in progress.

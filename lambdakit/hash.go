@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // RecordID returns the ID of the idempotency record of key, for the
@@ -34,8 +36,8 @@ func KeyHash(key string) string {
 }
 
 // maxReadableID is the longest ID ReadableIDs allows: DynamoDB's limit on
-// a partition key, 2048 bytes.
-const maxReadableID = 2048
+// a partition key, 2048 bytes (the strictest of the stores').
+const maxReadableID = awsrules.MaxPartitionKeyBytes
 
 // recordID is the ID of key's record: RecordID with the engine's prefix,
 // or with ReadableIDs "<Prefix>#<key>", refused with ErrInvalidKey when

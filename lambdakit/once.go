@@ -105,9 +105,10 @@ type Options struct {
 // duplicate.
 type Once struct {
 	store     Store
-	getter    BatchGetter // nil when the store cannot read ahead
-	items     ItemStore   // nil when the store cannot write a handler's item
-	committer Committer   // nil when the store cannot commit in one request
+	getter    BatchGetter    // nil when the store cannot read ahead
+	items     ItemStore      // nil when the store cannot write a handler's item
+	committer Committer      // nil when the store cannot commit in one request
+	checker   StagingChecker // nil when the store has no limit to check staging against
 	opts      Options
 	state     *idempotencyState
 	disabled  bool // by POWERTOOLS_IDEMPOTENCY_DISABLED, read by NewOnce
@@ -178,6 +179,7 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	}
 	getter, _ := store.(BatchGetter)
 	items, _ := store.(ItemStore)
+	checker, _ := store.(StagingChecker)
 	committer, _ := store.(Committer)
 	if o.ReadableIDs && strings.Contains(o.Prefix, "#") {
 		// "order" with key "eu#1" and "order#eu" with key "1" would be
@@ -189,7 +191,7 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 		// starts, not on its first message.
 		panic(fmt.Sprintf("lambdakit: Options.StagedOnly needs a store that implements lambdakit.Committer; %T does not", store))
 	}
-	return &Once{store: store, getter: getter, items: items, committer: committer, opts: o, disabled: disabled,
+	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, opts: o, disabled: disabled,
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
@@ -423,7 +425,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 		return nil, IdempotencyRecord{}, false, err
 	}
 	if !held {
-		return e.taken(existing, validation)
+		return e.taken("acquire", existing, validation)
 	}
 	cctx, cancel := e.cleanupContext(ctx, rec)
 	defer cancel()
@@ -463,7 +465,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 // past the rest of its work, after fn's context has ended, with the effect
 // declared by then.
 func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged []any, item any, effect string, err error) {
-	st := &stage{recordID: rec.ID, items: e.items, noEffect: e.opts.StagedOnly}
+	st := &stage{recordID: rec.ID, items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
 	result, err = call(fctx, fn, func() {
@@ -527,7 +529,7 @@ func (e *Once) runFirst(ctx context.Context, id, validation string, now time.Tim
 	// are applied, once.
 	own := existing.Lease == rec.Lease && existing.Status == StatusCompleted
 	if !created && !own {
-		return e.taken(existing, validation)
+		return e.taken("commit", existing, validation)
 	}
 	rec.Staged, rec.Item = nil, nil
 	rec.Data = bytes.Clone(rec.Data)
@@ -582,18 +584,21 @@ func (e *Once) lock(ctx context.Context, rec IdempotencyRecord, now time.Time) (
 }
 
 // taken answers a call that found its key taken by another owner's
-// record: completed, the call is a duplicate of it; in progress, the work
-// is being done elsewhere and the call fails for now, to be retried.
-func (e *Once) taken(existing IdempotencyRecord, validation string) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
+// record, when the store's op (acquire or commit) refused to create its
+// own: completed, the call is a duplicate of it; in progress, the work is
+// being done elsewhere and the call fails for now, to be retried.
+func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (result []byte, rec IdempotencyRecord, duplicate bool, err error) {
 	switch {
 	case existing.Status == StatusCompleted && !existing.foreign():
 		e.state.cache.put(existing)
 		return nil, existing, true, nil
-	case existing.Status != StatusInProgress || existing.foreign():
+	case !existing.Status.Known() || existing.foreign():
 		// An item under the record's key that no engine wrote: with
-		// ReadableIDs, a business item written by other code. It must
-		// not be overwritten, nor taken for work in progress.
-		return nil, IdempotencyRecord{}, false, fmt.Errorf("lambdakit: the item under record ID %s is no idempotency record (status %q): something else wrote it", existing.ID, existing.Status)
+		// ReadableIDs, a business item written by other code; or a
+		// status this engine does not know. It must not be
+		// overwritten, nor taken for work in progress or done. What
+		// the store holds is the failure, so it counts as one.
+		return nil, IdempotencyRecord{}, false, storeErr(op, &NotARecordError{ID: existing.ID, Status: existing.Status})
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
 		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
 	default:
@@ -808,28 +813,47 @@ func truncate(s string, n int) string {
 // releasedEarlier reports whether a release refused with ErrLeaseLost was
 // in fact this owner's own, landed earlier: the store's client retried a
 // delete whose answer was lost, and meanwhile another owner took the key.
-// It reads the record's holder (one request, with a store that can read:
-// BatchGetter; without, the refusal stands). A holder that acquired the
-// key, by its own clock, before rec's lease ended cannot have taken it over
-// (a store admits a takeover only once the lease has ended, by the clock of
-// whoever takes over), so it found the key free. The one case this
-// misreads: a takeover by a third owner whose clock ran ahead, who then
-// released the key to the present holder; the record still fails with the
-// handler's error, only the LeaseLost count is missed.
+//
+// Nobody can take a key over before its lease ends, by the clock of
+// whoever takes over: so while rec's lease lasts, another holder can only
+// have found the key free. The holder, when the store can read it
+// (BatchGetter, one request), tells by its own clock: the time its lease
+// token starts with, before rec's lease ended, means it found the key
+// free; after, it took it over (a clock ahead of this owner's, or a lease
+// too short), which is a lost lease. When no holder can tell (the key is
+// free again, its holder keeps no lease or one without a time, as another
+// runtime's, or it cannot be read), this owner's clock decides: its lease
+// had not ended, so the release landed. The one case this misreads: a
+// takeover by a third owner whose clock ran ahead, who then released the
+// key to the present holder; the record still fails with the handler's
+// error, only the LeaseLost count is missed.
 func (e *Once) releasedEarlier(ctx context.Context, err error, rec IdempotencyRecord) bool {
-	if !errors.Is(err, ErrLeaseLost) || e.getter == nil || ctx.Err() != nil {
+	if !errors.Is(err, ErrLeaseLost) {
 		return false
 	}
-	held, gerr := e.getter.GetRecords(ctx, []string{rec.ID})
-	if gerr != nil {
-		return false
+	if holder, ok := e.holder(ctx, rec.ID); ok {
+		if holder.Lease == rec.Lease {
+			return false // still ours, and refused: not a release that landed
+		}
+		if taken, ok := leaseTaken(holder.Lease); ok {
+			return taken.Before(rec.InProgressExpiration)
+		}
 	}
-	holder, ok := held[rec.ID]
-	if !ok || holder.Lease == rec.Lease {
-		return false
+	return e.opts.Now().Before(rec.InProgressExpiration)
+}
+
+// holder reads the record that now holds id, if the store can read it
+// and one does.
+func (e *Once) holder(ctx context.Context, id string) (IdempotencyRecord, bool) {
+	if e.getter == nil || ctx.Err() != nil {
+		return IdempotencyRecord{}, false
 	}
-	taken, ok := leaseTaken(holder.Lease)
-	return ok && taken.Before(rec.InProgressExpiration)
+	held, err := e.getter.GetRecords(ctx, []string{id})
+	if err != nil {
+		return IdempotencyRecord{}, false
+	}
+	rec, ok := held[id]
+	return rec, ok
 }
 
 // acquire, complete and release make the store's requests, timing each for

@@ -19,8 +19,9 @@ type stageKey struct{}
 // stage is closed: its writes are committed or dropped, and a later one
 // must fail, not vanish.
 type stage struct {
-	recordID string    // the record whose completion commits the writes
-	items    ItemStore // nil when the store cannot write an item
+	recordID string         // the record whose completion commits the writes
+	items    ItemStore      // nil when the store cannot write an item
+	checker  StagingChecker // nil when the store has no limit to check
 	mu       sync.Mutex
 	ops      []any
 	item     any
@@ -65,18 +66,22 @@ func StageFunc(ctx context.Context, build func(staged []any) ([]any, error)) err
 	if err != nil {
 		return err
 	}
-	s.ops = append(s.ops, ops...)
-	return nil
+	return s.add(ops, s.item)
 }
 
-func (s *stage) add(ops []any) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
+// add stages ops, with item as the handler's item, unless the store's
+// checker refuses what would then be staged. The caller holds s.mu.
+func (s *stage) add(ops []any, item any) error {
+	all := append(s.ops[:len(s.ops):len(s.ops)], ops...)
+	if s.checker != nil {
+		// What the store refuses now it would refuse on every run.
+		// The effect declared so far goes on the record's item too.
+		if err := s.checker.CheckStaging(IdempotencyRecord{ID: s.recordID, Item: item, Staged: all, Effect: s.effect}); err != nil {
+			return Permanent(err)
+		}
 	}
-	s.ops = append(s.ops, ops...)
-	return true
+	s.ops, s.item = all, item
+	return nil
 }
 
 // close closes the stage and returns what was staged: the writes, and
@@ -168,7 +173,9 @@ var ErrItemAlreadySet = errors.New("lambdakit: SetItem called twice in one handl
 // (ErrItemAlreadySet), when the store cannot write one
 // (ErrStagingUnsupported: it does not implement ItemStore), and when the
 // store refuses item (ErrInvalidItem, from ItemStore.CheckItem: an
-// attribute of the record's own, say). If the handler returns an error, the item is dropped with
+// attribute of the record's own, say, or a value the database cannot hold;
+// or, wrapping ErrStagedTooLarge too, from a StagingChecker: an item that
+// with the writes staged so far is too large for one completion). If the handler returns an error, the item is dropped with
 // its staged writes, and the record's item, which held only the lock, is
 // deleted.
 func SetItem(ctx context.Context, item any) error {
@@ -189,7 +196,12 @@ func SetItem(ctx context.Context, item any) error {
 	if err := s.items.CheckItem(item); err != nil {
 		return err
 	}
-	s.item, s.itemSet = item, true
+	if err := s.add(nil, item); err != nil {
+		// No delivery can write this item with these writes: refused
+		// as an item the store cannot write.
+		return fmt.Errorf("%w: %w", ErrInvalidItem, err)
+	}
+	s.itemSet = true
 	return nil
 }
 
@@ -200,14 +212,11 @@ func SetItem(ctx context.Context, item any) error {
 // their proper type). If the handler returns an error, its staged writes are
 // dropped. Stage fails with ErrNotStaging once the handler has returned (from
 // a goroutine it left running, say): the completion has taken the staged
-// writes by then, and a write staged later would be lost.
+// writes by then, and a write staged later would be lost. On a store that
+// is a StagingChecker, it fails, marked Permanent and staging nothing,
+// when the writes would make, with those staged before and the item
+// SetItem declared, a completion too large for the store
+// (ErrStagedTooLarge); StageFunc too.
 func Stage(ctx context.Context, ops ...any) error {
-	s, ok := ctx.Value(stageKey{}).(*stage)
-	if !ok {
-		return ErrNotStaging
-	}
-	if !s.add(ops) {
-		return fmt.Errorf("%w: the handler has returned, and its writes were committed or dropped without these", ErrNotStaging)
-	}
-	return nil
+	return StageFunc(ctx, func([]any) ([]any, error) { return ops, nil })
 }

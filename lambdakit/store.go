@@ -3,6 +3,7 @@ package lambdakit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -15,6 +16,34 @@ const (
 	StatusInProgress IdempotencyStatus = "INPROGRESS"
 	StatusCompleted  IdempotencyStatus = "COMPLETED"
 )
+
+// Known reports whether s is one of the two record statuses. An item
+// under a record's ID with any other status (or none) is no record the
+// engine can read: another runtime's, an operator's edit, or, with
+// Options.ReadableIDs, a business item ("CANCELLED"). No store takes it
+// over, expired or not, and the engine fails the call with a
+// *NotARecordError rather than run the work.
+func (s IdempotencyStatus) Known() bool { return s == StatusInProgress || s == StatusCompleted }
+
+// NotARecordError is the error of a call whose record ID holds an item
+// that is no idempotency record: its status is not Known, or it has
+// neither a lease nor an expiration (see Options.ReadableIDs). The
+// handler does not run, the item is left as it is, and the message fails;
+// it comes back until the item is mended or removed, or the queue's
+// redrive policy moves it. errors.Is(err, ErrNotARecord) reports true for
+// it.
+type NotARecordError struct {
+	ID     string            // the record ID
+	Status IdempotencyStatus // the item's status, as stored ("" for none)
+}
+
+// Error implements error.
+func (e *NotARecordError) Error() string {
+	return fmt.Sprintf("lambdakit: the item under record ID %s is no idempotency record (status %q): something else wrote it; it is left as it is", e.ID, e.Status)
+}
+
+// Is makes errors.Is(err, ErrNotARecord) true.
+func (e *NotARecordError) Is(target error) bool { return target == ErrNotARecord }
 
 // IdempotencyRecord is one stored idempotency record: the lock while a
 // handler runs, and the cached outcome after it completed. (Not an SQS
@@ -113,7 +142,9 @@ func (r IdempotencyRecord) Live(now time.Time) bool {
 // Implementations: dynamostore.Store, lambdakittest.MemoryStore.
 type Store interface {
 	// Acquire creates rec (status in progress) unless a live record (see
-	// IdempotencyRecord.Live at now) holds rec.ID. A live record carrying rec.Lease
+	// IdempotencyRecord.Live at now) holds rec.ID, or an item whose status
+	// is not Known does, live or not: that item is never replaced, and is
+	// returned as the record that holds the ID. A live record carrying rec.Lease
 	// is the caller's own, from an earlier attempt of the same call whose
 	// answer was lost; callers treat it as acquired. It reports acquired=true, and a zero
 	// existing IdempotencyRecord, when it created rec; otherwise it returns the live
@@ -155,6 +186,21 @@ type ItemStore interface {
 	CheckItem(item any) error
 }
 
+// StagingChecker is a Store that can tell, while a handler stages, whether
+// the completion would still fit in the one request that commits it (a
+// DynamoDB transaction holds 100 writes and 4 MB, an item 400 KB):
+// SetItem, Stage and StageFunc hand it the record as it would then be
+// staged, and stage nothing when it refuses, so that the handler learns
+// of it before its work, not from a completion refused after it.
+// Implementation: dynamostore.Store.
+type StagingChecker interface {
+	// CheckStaging returns an error wrapping ErrStagedTooLarge when
+	// rec's item (rec.Item) and staged writes (rec.Staged), with the
+	// record's own attributes and no result, would make a completion
+	// the store cannot commit.
+	CheckStaging(rec IdempotencyRecord) error
+}
+
 // Committer is a Store that can create a completed record, with its
 // staged writes and item, in one request, for Options.StagedOnly: the
 // handler has run before, and only the record's condition decides whether
@@ -163,7 +209,8 @@ type ItemStore interface {
 type Committer interface {
 	// Commit creates rec (status completed, with rec.Data, rec.Item and
 	// rec.Staged, atomically) unless a live record (see
-	// IdempotencyRecord.Live at now) holds rec.ID; then it writes nothing
+	// IdempotencyRecord.Live at now), or an item whose status is not
+	// Known, holds rec.ID (as in Acquire); then it writes nothing
 	// and returns that record, with created=false. A live record carrying
 	// rec.Lease is the caller's own, from an earlier attempt whose answer
 	// was lost. A staged write that cannot be committed fails the call
@@ -222,10 +269,17 @@ var (
 	// ErrStagingUnsupported means a store was handed staged writes it
 	// cannot commit atomically with the completion.
 	ErrStagingUnsupported = errors.New("lambdakit: store cannot commit these staged writes")
+	// ErrStagedTooLarge means the writes and item a handler staged
+	// would make a completion larger than the store commits in one
+	// request (see StagingChecker).
+	ErrStagedTooLarge = errors.New("lambdakit: staged writes and item too large for one completion")
 	// ErrInvalidItem means a handler's item (SetItem) cannot be written
 	// onto its record's item: it is empty, of a type the store does not
 	// write, or names an attribute of the record itself.
 	ErrInvalidItem = errors.New("lambdakit: item cannot be written on its record")
+	// ErrNotARecord is what a *NotARecordError matches: the item under a
+	// record's ID is no idempotency record.
+	ErrNotARecord = errors.New("lambdakit: the item under the record ID is no idempotency record")
 	// ErrThrottled means the store's backend refused a request for lack of
 	// capacity, and the store's own retries did not get it through. The
 	// record fails, and comes back with its message.

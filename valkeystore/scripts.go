@@ -38,7 +38,9 @@ const (
 // word for word: a record is absent when its expiration (seconds) is at or
 // before now in whole seconds, or it is in progress and its lease end (ms)
 // is at or before now in ms. A field that is missing does not end the
-// record, as a missing attribute fails DynamoDB's comparison.
+// record, as a missing attribute fails DynamoDB's comparison. Only a
+// record with a record status (INPROGRESS, COMPLETED) ever ends: a hash
+// with another status, or none, is returned as it is, never replaced.
 //
 // KEYS[1] the record; ARGV: now (s), now (ms), lease, expiration (s; ""
 // for none), lease end (ms), validation ("" for none), key expiry (epoch
@@ -48,8 +50,9 @@ local f = redis.call('HMGET', KEYS[1], 'status', 'expiration', 'in_progress_expi
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local exp = tonumber(f[2])
   local lease_end = tonumber(f[3])
-  local expired = (exp ~= nil and exp <= tonumber(ARGV[1]))
-    or (f[1] == 'INPROGRESS' and lease_end ~= nil and lease_end <= tonumber(ARGV[2]))
+  local known = f[1] == 'INPROGRESS' or f[1] == 'COMPLETED'
+  local expired = known and ((exp ~= nil and exp <= tonumber(ARGV[1]))
+    or (f[1] == 'INPROGRESS' and lease_end ~= nil and lease_end <= tonumber(ARGV[2])))
   if not expired then
     return f
   end

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/internal/testenv"
@@ -62,14 +64,7 @@ func TestPoisonItemGoesToTheDeadLetterQueueAndHoldsUpNothing(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got[0]+got[1], "pay_a") || !strings.Contains(got[0]+got[1], "pay_c") {
 		t.Errorf("downstream holds %q; want pay_a's and pay_c's", got)
 	}
-	dead := testenv.Drain(t, f.sqs, dlq)
-	if len(dead) != 1 {
-		t.Fatalf("dead-letter queue holds %d messages; want 1", len(dead))
-	}
-	var dl outbox.DeadLetter
-	if err := json.Unmarshal([]byte(aws.ToString(dead[0].Body)), &dl); err != nil {
-		t.Fatal(err)
-	}
+	dl := oneDeadLetter(t, f, dlq)
 	if dl.SequenceNumber != ev.Records[1].Change.SequenceNumber || dl.EventID != ev.Records[1].EventID ||
 		dl.NewImage["queueUrl"].String() != missing || !strings.Contains(dl.Error, "gone-") {
 		t.Errorf("dead letter %+v; want the poison record, its image and why", dl)
@@ -97,6 +92,20 @@ func TestRelayDeadLettersOnlyWhatCanNeverBeSent(t *testing.T) {
 	}
 }
 
+// oneDeadLetter drains dlq, which must hold one dead letter, and returns it.
+func oneDeadLetter(t *testing.T, f *fixture, dlq string) outbox.DeadLetter {
+	t.Helper()
+	dead := testenv.Drain(t, f.sqs, dlq)
+	if len(dead) != 1 {
+		t.Fatalf("dead-letter queue holds %d messages; want 1", len(dead))
+	}
+	var dl outbox.DeadLetter
+	if err := json.Unmarshal([]byte(aws.ToString(dead[0].Body)), &dl); err != nil {
+		t.Fatal(err)
+	}
+	return dl
+}
+
 func relayOnce(t *testing.T, f *fixture, ev events.DynamoDBEvent, dlq string) events.DynamoDBEventResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -109,4 +118,81 @@ func relayOnce(t *testing.T, f *fixture, ev events.DynamoDBEvent, dlq string) ev
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// A dead letter's image, mended, is sent once the item is written again:
+// not over the item still in the table (a MODIFY, which the relay skips,
+// as it skips the rewrites of a retried completion), but after deleting it
+// (a REMOVE, skipped too), as a new item (an INSERT).
+func TestDeadLetterIsSentWhenDeletedThenWrittenAgain(t *testing.T) {
+	var missing string
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		return ob.Publish(ctx, outbox.Message{QueueURL: missing, Name: "payment.charged", Body: `{"payment_id":"` + p.ID + `"}`, GroupID: p.Customer})
+	}})
+	missing = f.queue[:strings.LastIndex(f.queue, "/")+1] + "gone-" + testenv.Name(t) + ".fifo"
+	dlq := testenv.Queue(t, f.sqs, false, nil)
+	f.deliver(pay("pay_poison", "cus_B", 2))
+	ev := f.stream()
+	if resp := relayOnce(t, f, ev, dlq); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v; want the poison item dead-lettered", resp.BatchItemFailures)
+	}
+	dl := oneDeadLetter(t, f, dlq)
+	// Mended: the queue it names now is one that exists.
+	item := itemOf(dl.NewImage)
+	item["queueUrl"] = &types.AttributeValueMemberS{Value: f.queue}
+	key := map[string]types.AttributeValue{"pk": item["pk"], "id": item["id"]}
+	seen := len(ev.Records)
+	// relayNew relays the stream records after the ones seen so far.
+	relayNew := func(step string) {
+		t.Helper()
+		ev := f.stream()
+		if len(ev.Records) == seen {
+			t.Fatalf("%s: no new stream record", step)
+		}
+		ev.Records = ev.Records[seen:]
+		seen += len(ev.Records)
+		if resp := relayOnce(t, f, ev, dlq); len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("%s: failures %v", step, resp.BatchItemFailures)
+		}
+	}
+
+	if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.outbox), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	relayNew("written over the item")
+	if got := f.downstream(); len(got) != 0 {
+		t.Fatalf("written over the item (a MODIFY), the relay sent %d messages; want none, as the docs say", len(got))
+	}
+
+	if _, err := f.db.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{TableName: aws.String(f.outbox), Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.outbox), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	relayNew("deleted, then written")
+	got := f.downstream()
+	if len(got) != 1 || !strings.Contains(aws.ToString(got[0].Body), "pay_poison") {
+		t.Errorf("deleted, then written: downstream holds %d messages; want pay_poison's, once", len(got))
+	}
+	if n := len(testenv.Drain(t, f.sqs, dlq)); n != 0 {
+		t.Errorf("dead-letter queue holds %d more messages; want none", n)
+	}
+}
+
+// itemOf is img, a stream image in DynamoDB's attribute-value JSON, as an
+// item to write: the types an outbox item holds (strings, numbers, maps).
+func itemOf(img map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
+	item := make(map[string]types.AttributeValue, len(img))
+	for k, v := range img {
+		switch v.DataType() {
+		case events.DataTypeString:
+			item[k] = &types.AttributeValueMemberS{Value: v.String()}
+		case events.DataTypeNumber:
+			item[k] = &types.AttributeValueMemberN{Value: v.Number()}
+		case events.DataTypeMap:
+			item[k] = &types.AttributeValueMemberM{Value: itemOf(v.Map())}
+		}
+	}
+	return item
 }

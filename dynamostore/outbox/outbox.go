@@ -33,8 +33,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
@@ -105,11 +105,12 @@ var ErrInvalidMessage = errors.New("outbox: invalid message")
 // idempotency record the handler runs for. It fails with
 // lambdakit.ErrNotStaging outside a handler run by lambdakit's idempotency
 // middleware (or Once), and with ErrInvalidMessage (marked
-// lambdakit.Permanent) for a message SQS would refuse, a message that
-// repeats another of this run (the same queue and name), or more writes
-// or bytes than one transaction holds (100 writes, 4 MB): found here,
-// before any work commits, rather than by a completion DynamoDB refuses
-// after it.
+// lambdakit.Permanent) for a message Check refuses, a message that
+// repeats another of this run (the same queue and name), or messages
+// that, with the writes and item the handler staged before or stages
+// after (in any order), would make a completion DynamoDB refuses (100
+// writes, 4 MB; see dynamostore.Store.CheckStaging): found here, before
+// any work commits, rather than by a completion DynamoDB refuses after it.
 func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	recordID, ok := lambdakit.StagingRecord(ctx)
 	if !ok {
@@ -117,58 +118,73 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	}
 	now := o.opts.Now()
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
-		// The completion is one more write of the transaction.
-		if n := len(staged) + len(msgs) + 1; n > maxTransactItems {
-			return nil, fmt.Errorf("%w: %d messages, %d writes staged before and the completion make %d writes; a DynamoDB transaction holds %d",
-				ErrInvalidMessage, len(msgs), len(staged), n, maxTransactItems)
-		}
 		ids := map[string]string{} // item ID → the message's name, for this run
-		size := completionBytes    // of the whole transaction
 		for _, op := range staged {
 			if id, ok := o.itemIDOf(op); ok {
 				ids[id] = "an earlier one"
 			}
-			if w, ok := op.(types.TransactWriteItem); ok {
-				size += dynamostore.WriteSize(w)
-			}
 		}
 		items := make([]any, 0, len(msgs))
 		for i, m := range msgs {
-			name := m.Name
-			switch {
-			case strings.HasPrefix(name, "#"):
-				return nil, fmt.Errorf("%w %q: names starting with # are the outbox's, for messages named by their place", ErrInvalidMessage, name)
-			case name == "":
-				name = "#" + strconv.Itoa(len(staged)+i)
-			}
-			item, id, err := o.item(recordID, name, m, now)
-			if err != nil {
+			name := placeName(m.Name, len(staged)+i)
+			id := ItemID(recordID, m.QueueURL, name)
+			if err := check(name, id, m); err != nil {
 				return nil, err
 			}
 			if prev, dup := ids[id]; dup {
 				return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, prev)
 			}
 			ids[id] = fmt.Sprintf("%q", name)
-			w := types.TransactWriteItem{Put: &types.Put{
+			items = append(items, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(o.table),
-				Item:      item,
+				Item:      o.item(recordID, id, name, m, now),
 				// A retried completion writes the same item, which must
 				// not be an item of another record.
 				ConditionExpression:       aws.String("attribute_not_exists(id) OR recordId = :rid"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":rid": &types.AttributeValueMemberS{Value: recordID}},
-			}}
-			if size += dynamostore.WriteSize(w); size > dynamostore.MaxTransactionBytes {
-				return nil, fmt.Errorf("%w %q: with the writes staged before it and the completion, the transaction is about %d bytes; DynamoDB takes %d",
-					ErrInvalidMessage, name, size, dynamostore.MaxTransactionBytes)
-			}
-			items = append(items, w)
+			}})
 		}
 		return items, nil
 	})
+	if errors.Is(err, lambdakit.ErrStagedTooLarge) {
+		err = fmt.Errorf("%w: %d messages: %w", ErrInvalidMessage, len(msgs), err)
+	}
 	if errors.Is(err, ErrInvalidMessage) {
 		return lambdakit.Permanent(err)
 	}
 	return err
+}
+
+// Check returns an error wrapping ErrInvalidMessage for the first of msgs
+// that Publish would refuse on its own, as SQS would refuse to send it or
+// DynamoDB to write its item: no QueueURL; a Name starting with #; on a
+// FIFO queue (a URL ending .fifo) no GroupID; a GroupID, an attribute
+// name, a body or an attribute value that breaks SQS's rules (see package
+// awsrules); more than 9 attributes (IDAttribute is the tenth), or one
+// named IDAttribute; a message larger than an outbox item holds. It needs
+// no handler and sends nothing: call it before an external effect (a
+// card charged), with the messages the handler will publish after it, so
+// that a message that can never be published fails the work before the
+// effect rather than after it. A message Name may be left empty, as
+// Publish allows; what Check cannot see is the run's other writes (see
+// Publish).
+func Check(msgs ...Message) error {
+	for i, m := range msgs {
+		name := placeName(m.Name, i)
+		if err := check(name, ItemID("", m.QueueURL, name), m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeName is the name of a message named name, at place in the run's
+// writes: its own, or "#<place>" when it has none.
+func placeName(name string, place int) string {
+	if name == "" {
+		return "#" + strconv.Itoa(place)
+	}
+	return name
 }
 
 // itemIDOf is the ID of the outbox item op writes, if op is a Put of this
@@ -185,21 +201,11 @@ func (o *Outbox) itemIDOf(op any) (string, bool) {
 	return id.Value, true
 }
 
-// maxItemBytes is DynamoDB's item size limit; itemOverhead bounds the
-// outbox item's attribute names, numbers, partition key and dedup ID.
-const (
-	maxItemBytes = 400 * 1024
-	itemOverhead = 1024
-)
-
-// maxTransactItems is how many writes one TransactWriteItems may hold.
-const maxTransactItems = 100
-
-// completionBytes is room for the idempotency record's completion in the
-// transaction: its attributes without a result. A result so large that
-// the transaction is still too big is refused by the store, which then
-// completes the record without the staged writes.
-const completionBytes = 2 * 1024
+// itemOverhead bounds the outbox item's attribute names, numbers,
+// partition key prefix and dedup ID; the record's ID, which the item
+// holds, is bounded by DynamoDB's partition key limit, so that Check,
+// which does not know it, refuses what Publish refuses.
+const itemOverhead = 1024 + awsrules.MaxPartitionKeyBytes
 
 // ItemID is the ID of the outbox item for the message named name, to the
 // queue queueURL, of the record recordID: stable across runs, relays and
@@ -224,16 +230,19 @@ func PartitionKey(group, itemID string) string {
 	return "group#" + group
 }
 
-// item is the outbox item of m, and its ID, or ErrInvalidMessage when SQS
-// would refuse to send m: the checks of lambdakit's producer.
-func (o *Outbox) item(recordID, name string, m Message, now time.Time) (map[string]types.AttributeValue, string, error) {
-	if m.QueueURL == "" {
-		return nil, "", fmt.Errorf("%w %q: no QueueURL", ErrInvalidMessage, name)
+// check returns ErrInvalidMessage when SQS would refuse to send m as the
+// outbox item id named name, or DynamoDB to write the item: the checks of
+// lambdakit's producer, with the item's room as the largest message.
+func check(name, id string, m Message) error {
+	switch {
+	case m.QueueURL == "":
+		return fmt.Errorf("%w %q: no QueueURL", ErrInvalidMessage, name)
+	case strings.HasPrefix(m.Name, "#"):
+		return fmt.Errorf("%w %q: names starting with # are the outbox's, for messages named by their place", ErrInvalidMessage, name)
 	}
 	if _, clash := m.Attributes[IDAttribute]; clash {
-		return nil, "", fmt.Errorf("%w %q: attribute %s is the outbox's", ErrInvalidMessage, name, IDAttribute)
+		return fmt.Errorf("%w %q: attribute %s is the outbox's", ErrInvalidMessage, name, IDAttribute)
 	}
-	id := ItemID(recordID, m.QueueURL, name)
 	attrs := map[string]sqstypes.MessageAttributeValue{IDAttribute: {DataType: aws.String("String"), StringValue: aws.String(id)}}
 	for k, v := range m.Attributes {
 		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
@@ -241,18 +250,23 @@ func (o *Outbox) item(recordID, name string, m Message, now time.Time) (map[stri
 	p, err := producer.New(nil, m.QueueURL, func(po *producer.Options) {
 		// The message is an item first: DynamoDB's 400 KB, less the
 		// item's other attributes, is its limit (below SQS's 1 MiB).
-		po.MaxMessageSize = maxItemBytes - itemOverhead - len(id) - len(recordID) - len(name) - len(m.QueueURL) - len(m.GroupID)
+		po.MaxMessageSize = awsrules.MaxItemBytes - itemOverhead - len(id) - len(name) - len(m.QueueURL) - len(m.GroupID)
 		po.Key = func(*events.SQSMessage) (string, error) { return id, nil }
 		if m.GroupID != "" || po.FIFO {
 			po.Group = func(*events.SQSMessage) (string, error) { return m.GroupID, nil }
 		}
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("%w %q: %w", ErrInvalidMessage, name, err)
+		return fmt.Errorf("%w %q: %w", ErrInvalidMessage, name, err)
 	}
 	if r := p.Check(producer.Message{Body: m.Body, Attributes: attrs}); r.Err != nil {
-		return nil, "", fmt.Errorf("%w %q to %s: %w", ErrInvalidMessage, name, m.QueueURL, r.Err)
+		return fmt.Errorf("%w %q to %s: %w", ErrInvalidMessage, name, m.QueueURL, r.Err)
 	}
+	return nil
+}
+
+// item is the outbox item of m, checked, whose ID is id.
+func (o *Outbox) item(recordID, id, name string, m Message, now time.Time) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		"pk":         &types.AttributeValueMemberS{Value: PartitionKey(m.GroupID, id)},
 		"id":         &types.AttributeValueMemberS{Value: id},
@@ -274,5 +288,5 @@ func (o *Outbox) item(recordID, name string, m Message, now time.Time) (map[stri
 		}
 		item["attributes"] = &types.AttributeValueMemberM{Value: am}
 	}
-	return item, id, nil
+	return item
 }

@@ -20,7 +20,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -287,5 +289,102 @@ func publishFromGoroutines(n int) func(ctx context.Context, ob *outbox.Outbox, f
 		}
 		wg.Wait()
 		return errors.Join(errs...)
+	}
+}
+
+// Attribute names SQS refuses (awsrules.CheckAttributeName, table-tested
+// clause by clause there) are refused by Publish, permanently, and no
+// item is written. (Taken, the item committed with the work, and the
+// relay's every send of it was refused: the event was never delivered.)
+func TestPublishRefusesAttributeNamesSQSRefuses(t *testing.T) {
+	names := []string{"a b", "Zoë", "AWS.trace", "amazon.x", ".a", "a.", "a..b", strings.Repeat("n", 257)}
+	errs := map[string]error{}
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		name := names[p.Amount]
+		errs[name] = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: "payment.charged", Body: "b",
+			Attributes: map[string]string{name: "v"}})
+		return errs[name]
+	}})
+	for i := range names {
+		f.deliver(pay(fmt.Sprint("pay_attr_", i), "cus_A", i))
+	}
+	for _, name := range names {
+		if err := errs[name]; !errors.Is(err, outbox.ErrInvalidMessage) || !lambdakit.IsPermanent(err) {
+			t.Errorf("attribute name %q: Publish said %v; want ErrInvalidMessage, permanent", name, err)
+		}
+	}
+	if ev := f.stream(); inserts(ev) != 0 {
+		t.Errorf("%d items written; want none", inserts(ev))
+	}
+}
+
+// The item SetItem declares is part of the completion's transaction:
+// with it, a 350 KB item and ten 390 KB messages are over DynamoDB's
+// 4 MB (moto does not enforce it; the test asks Publish and SetItem).
+// Whichever comes second is refused, permanently, before the work goes
+// on. (Taken, Publish counted the staged writes only, and the completion
+// was refused after the work.)
+func TestPublishCountsTheItemSetInTheSameRun(t *testing.T) {
+	item := map[string]types.AttributeValue{"receipt": &types.AttributeValueMemberS{Value: strings.Repeat("i", 350_000)}}
+	messages := func(f *fixture, p payment) []outbox.Message {
+		msgs := make([]outbox.Message, 10)
+		for i := range msgs {
+			msgs[i] = outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: fmt.Sprint("receipt.", i), Body: strings.Repeat("m", 390_000)}
+		}
+		return msgs
+	}
+	for _, order := range []string{"SetItem then Publish", "Publish then SetItem"} {
+		t.Run(order, func(t *testing.T) {
+			var setErr, pubErr error
+			f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+				if order == "SetItem then Publish" {
+					setErr = dynamostore.SetItem(ctx, item)
+					pubErr = ob.Publish(ctx, messages(f, p)...)
+				} else {
+					pubErr = ob.Publish(ctx, messages(f, p)...)
+					setErr = dynamostore.SetItem(ctx, item)
+				}
+				return errors.Join(setErr, pubErr)
+			}})
+			f.deliver(pay("pay_item", "cus_I", 1))
+			first, second, want := setErr, pubErr, outbox.ErrInvalidMessage
+			if order == "Publish then SetItem" {
+				first, second, want = pubErr, setErr, lambdakit.ErrInvalidItem
+			}
+			if first != nil {
+				t.Fatalf("the first call: %v; want it accepted (alone, it fits)", first)
+			}
+			if !errors.Is(second, want) || !errors.Is(second, lambdakit.ErrStagedTooLarge) {
+				t.Errorf("the second call: %v; want %v wrapping lambdakit.ErrStagedTooLarge", second, want)
+			}
+		})
+	}
+}
+
+// Check refuses, with no handler and nothing sent, what Publish would
+// refuse of a message on its own: the payment sample calls it before the
+// charge. The group IDs are those of a review's customers.
+func TestCheckRefusesWhatPublishWouldRefuse(t *testing.T) {
+	const fifo = "http://127.0.0.1:1/000000000000/events.fifo"
+	for _, c := range []struct {
+		name string
+		msg  outbox.Message
+		ok   bool
+	}{
+		{"a valid message", outbox.Message{QueueURL: fifo, GroupID: "cus_42", Name: "payment.charged", Body: "{}", Attributes: map[string]string{"type": "payment.charged"}}, true},
+		{"unnamed", outbox.Message{QueueURL: fifo, GroupID: "cus_42", Body: "{}"}, true},
+		{"a group ID with a space", outbox.Message{QueueURL: fifo, GroupID: "cus 42", Body: "{}"}, false},
+		{"a group ID outside ASCII", outbox.Message{QueueURL: fifo, GroupID: "cus_Zoë", Body: "{}"}, false},
+		{"no group ID on a FIFO queue", outbox.Message{QueueURL: fifo, Body: "{}"}, false},
+		{"an attribute name SQS reserves", outbox.Message{QueueURL: fifo, GroupID: "g", Body: "{}", Attributes: map[string]string{"AWS.x": "v"}}, false},
+		{"a body SQS refuses", outbox.Message{QueueURL: fifo, GroupID: "g", Body: "a\x00"}, false},
+		{"no queue", outbox.Message{GroupID: "g", Body: "{}"}, false},
+		{"a name of the outbox's", outbox.Message{QueueURL: fifo, GroupID: "g", Name: "#1", Body: "{}"}, false},
+		{"larger than an item", outbox.Message{QueueURL: fifo, GroupID: "g", Body: strings.Repeat("x", 400*1024)}, false},
+	} {
+		err := outbox.Check(c.msg)
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, outbox.ErrInvalidMessage) {
+			t.Errorf("%s: Check = %v; want ok=%v, or ErrInvalidMessage", c.name, err, c.ok)
+		}
 	}
 }

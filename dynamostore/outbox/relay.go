@@ -45,6 +45,9 @@ type RelayOptions struct {
 
 // DeadLetter is the body of what the relay sends to its dead-letter queue:
 // enough to see what went wrong and to write the item again once mended.
+// The relay sends only new items: to send it, delete the item, then write
+// the mended image (writing over the item still in the table is a MODIFY,
+// which the relay skips).
 type DeadLetter struct {
 	// Error says why the item could not be sent.
 	Error string `json:"error"`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -75,5 +76,31 @@ func TestConfigOutboxTableAndEventsQueueGoTogether(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "OUTBOX_TABLE and EVENTS_QUEUE_URL go together") {
 			t.Errorf("%v: got %v; want a refusal", extra, err)
 		}
+	}
+}
+
+// A customer_id that SQS refuses as a message group ID fails the payment
+// permanently before the charge, when the sample publishes its event:
+// no charge, no ledger row. (Taken, the card was charged, then Publish
+// refused the group ID, and the error released the key: charged with no
+// record and no event.)
+func TestPaymentWhoseEventCannotBePublishedIsNotCharged(t *testing.T) {
+	f := setup(t, nil)
+	cfg := moto.Config(t)
+	table, _ := testenv.StreamTable(t, f.db, "-outbox", "pk", "id")
+	f.cfg.OutboxTable, f.cfg.EventsQueueURL = table, testenv.Queue(t, sqs.NewFromConfig(cfg), true, nil)
+	f.handler = mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 300 * time.Millisecond}, f.logs.Logger())
+	for i, customer := range []string{"cus 42", "cus_Zoë"} {
+		id := fmt.Sprint("pay_group_", i)
+		failed := f.run(t, lambdakittest.Message(body(id, customer, 500), lambdakittest.InGroup("g")))
+		if len(failed) != 1 {
+			t.Errorf("customer %q: failed %v; want the payment failed", customer, failed)
+		}
+		if row := f.ledger(t, id); row != nil {
+			t.Errorf("customer %q: ledger row %v; want none", customer, row)
+		}
+	}
+	if got := f.gw.Charges(); len(got) != 0 {
+		t.Errorf("the gateway charged %d times; want none (the event's group ID was refused before the charge)", len(got))
 	}
 }

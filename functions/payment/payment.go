@@ -21,6 +21,7 @@ import (
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // Payment is the message body. Unknown fields are ignored.
@@ -88,7 +89,7 @@ const (
 	// MessageGroupId, because the payment queue is a FIFO queue grouped
 	// by customer_id (producer.GroupFromField("customer_id")): a longer
 	// one could not have been sent in its customer's group.
-	maxCustomerID = 128
+	maxCustomerID = awsrules.MaxIDLength
 	// maxAnswer bounds how much of a gateway's answer is read, and so
 	// the fields the gateway chooses that the ledger row and the Outcome
 	// store: charge_id and decline_reason. Decoding makes a value at most
@@ -220,6 +221,9 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 		return nil, errors.New("payment: Handle must run behind validate")
 	}
 	p, amount := v.payment, v.amount
+	if err := s.checkEvent(p, amount); err != nil {
+		return nil, err
+	}
 	out, err := s.gateway.charge(ctx, p, amount)
 	if err != nil {
 		return nil, err
@@ -258,6 +262,32 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	}
 	lambdakit.AddLogAttrs(ctx, attrs...)
 	return json.Marshal(out)
+}
+
+// checkEvent fails a payment, permanently and before the charge, whose
+// payment.charged event could never be published: Publish after the
+// charge would refuse it (a customer_id SQS refuses as a message group
+// ID, such as "cus 42" or "cus_Zoë"), and the charge would have no record
+// and no event. The event is checked as it will be sent but for its
+// charge_id, which only the gateway knows and whose size maxAnswer bounds
+// far below what a message holds. The ledger fields need no such check:
+// their strings are any UTF-8 (DynamoDB takes them), the amount an int64
+// (a number DynamoDB holds), and their sizes are bounded as above.
+func (s *payments) checkEvent(p Payment, amount int64) error {
+	if s.events == nil {
+		return nil
+	}
+	body, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+		CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency})
+	if err != nil {
+		return err
+	}
+	err = outbox.Check(outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
+		Body: string(body), Attributes: map[string]string{"type": "payment.charged"}})
+	if err != nil {
+		return lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
+	}
+	return nil
 }
 
 // record writes the payment's ledger fields. On DynamoDB they go onto

@@ -295,13 +295,17 @@ func check(o Options, fifo bool) error {
 
 // run is the state of one call to Run.
 type run struct {
-	m      *Mapping
-	ctx    context.Context // Run's, for values; never canceled where calls use it
-	arn    string
-	fifo   bool
-	locks  *groupLocks
-	stop   context.CancelFunc
-	stopCh <-chan struct{}
+	m     *Mapping
+	ctx   context.Context // Run's, for values; never canceled where calls use it
+	arn   string
+	fifo  bool
+	locks *groupLocks
+	// fifoReceive makes a FIFO queue's receives one at a time, as Lambda's
+	// poller for a FIFO queue does: concurrent receives on moto can split
+	// a message group between two batches.
+	fifoReceive sync.Mutex
+	stop        context.CancelFunc
+	stopCh      <-chan struct{}
 
 	ignoredFailures sync.Once // the warning that batchItemFailures are ignored
 	maxReceives     int       // the RedrivePolicy's maxReceiveCount; 0 without one
@@ -579,12 +583,31 @@ func (r *run) receive(n int, wait time.Duration) ([]types.Message, error) {
 		// The SDK's retries of this call reuse the ID, and SQS answers them
 		// with the same messages instead of hiding more.
 		in.ReceiveRequestAttemptId = aws.String(rand.Text())
+		r.fifoReceive.Lock()
+		defer r.fifoReceive.Unlock()
 	}
 	out, err := r.m.client.ReceiveMessage(ctx, in)
 	if err != nil {
 		return nil, err
 	}
+	if r.fifo {
+		// Each group's messages oldest first, whatever order the receive
+		// gave them in: a FIFO queue's sequence numbers grow with each
+		// message sent.
+		slices.SortStableFunc(out.Messages, func(a, b types.Message) int {
+			return compareSequence(a.Attributes[string(types.MessageSystemAttributeNameSequenceNumber)], b.Attributes[string(types.MessageSystemAttributeNameSequenceNumber)])
+		})
+	}
 	return out.Messages, nil
+}
+
+// compareSequence orders two sequence numbers, decimal numbers of any
+// length.
+func compareSequence(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
 }
 
 // empty reports whether the queue has no visible, in-flight or delayed

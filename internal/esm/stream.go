@@ -233,6 +233,8 @@ type shardState struct {
 	// attempts counts the deliveries of the batch at the front, toward
 	// MaximumRetryAttempts.
 	attempts int
+	// finished: the shard is closed and every record of it delivered.
+	finished bool
 }
 
 // done moves the checkpoint past recs, the batch at the front.
@@ -259,19 +261,45 @@ func (sh *shardState) replace(batches ...[]StreamRecord) {
 // error means the stream could not be read (wrapping ErrStream), an
 // invocation record could not be sent (ErrDestination), or the Invoker
 // failed.
+//
+// Shards are read as Lambda reads them, by their lineage: the shard list
+// is read again every shardListInterval, and before the stream is called
+// empty, so that the shards a split (or a Kinesis merge) creates during
+// the run are read too, and a shard is read only
+// once each of its parents is read to its end, so that no record of a
+// child reaches the function before a record of its parent.
 func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 	var sum StreamSummary
-	ids, err := m.src.shards(ctx)
-	if err != nil {
-		return sum, err
-	}
-	shards := make([]*shardState, len(ids))
-	for i, id := range ids {
-		shards[i] = &shardState{id: id}
-	}
+	shards := map[string]*shardState{}
+	var list []shardInfo
+	listed := map[string]bool{}
+	var listedAt time.Time // zero: list the shards before the next round
 	for ctx.Err() == nil {
-		found := false
-		for _, sh := range shards {
+		fresh := listedAt.IsZero() || time.Since(listedAt) >= shardListInterval
+		if fresh {
+			var err error
+			if list, err = m.src.shards(ctx); err != nil {
+				if ctx.Err() != nil {
+					return sum, nil
+				}
+				return sum, err
+			}
+			listedAt = time.Now()
+			clear(listed)
+			for _, info := range list {
+				listed[info.id] = true
+			}
+		}
+		progress := false
+		for _, info := range list {
+			sh := shards[info.id]
+			if sh == nil {
+				sh = &shardState{id: info.id}
+				shards[info.id] = sh
+			}
+			if sh.finished || !parentsFinished(info, shards, listed) {
+				continue
+			}
 			recs, err := m.next(ctx, sh)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -280,15 +308,27 @@ func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 				return sum, err
 			}
 			if len(recs) == 0 {
+				// A closed shard with nothing past the checkpoint
+				// is done: its children may start.
+				if info.closed {
+					sh.finished = true
+					progress = true
+				}
 				continue
 			}
-			found = true
+			progress = true
 			if err := m.deliver(ctx, sh, recs, &sum); err != nil {
 				return sum, err
 			}
 		}
-		if !found {
+		if !progress {
 			if m.opts.UntilEmpty {
+				if !fresh {
+					// Empty by a list read earlier: read it again,
+					// for the shards a split made since.
+					listedAt = time.Time{}
+					continue
+				}
 				sum.Empty = true
 				return sum, nil
 			}
@@ -299,6 +339,23 @@ func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// shardListInterval is how often Run reads the shard list again: within
+// DynamoDB Streams' limit on DescribeStream, 10 calls a second per stream,
+// whatever the rounds' pace.
+const shardListInterval = time.Second
+
+// parentsFinished reports whether every parent of the shard info is read
+// to its end; a parent the stream no longer lists has aged out of it, with
+// nothing left to read.
+func parentsFinished(info shardInfo, shards map[string]*shardState, listed map[string]bool) bool {
+	for _, p := range info.parents {
+		if listed[p] && (shards[p] == nil || !shards[p].finished) {
+			return false
+		}
+	}
+	return true
 }
 
 // next returns the batch to deliver on sh: a split batch's next part, else

@@ -8,13 +8,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -476,4 +479,265 @@ func TestStreamBisectAtSequenceNumber(t *testing.T) {
 			t.Errorf("batches of %v records, the second from %s; want 4, then the 3 from the named record %s, then 1", sizes, batches[1].Records[0].SequenceNumber(), seqs[1])
 		}
 	})
+}
+
+// splittingStream is a DynamoDB stream whose shards split, behind our own
+// ddbstream.API: moto's DynamoDB streams never split. Its shard list and
+// records are what the test sets; sequence numbers are numbers of equal
+// length, so that they compare as strings. A closed shard has an ending
+// sequence number, and its iterator ends after its last record, as
+// DynamoDB Streams documents.
+type splittingStream struct {
+	mu     sync.Mutex
+	shards []ddbtypes.Shard
+	recs   map[string][]string // shard -> sequence numbers, in order
+	// onRead, if set, is called under mu before each read of a shard.
+	onRead func(s *splittingStream, shard string)
+}
+
+// split closes parent and adds child, holding seqs.
+func (s *splittingStream) split(parent, child string, seqs ...string) {
+	for i, sh := range s.shards {
+		if aws.ToString(sh.ShardId) == parent {
+			last := s.recs[parent][len(s.recs[parent])-1]
+			s.shards[i].SequenceNumberRange.EndingSequenceNumber = aws.String(last)
+		}
+	}
+	s.shards = append(s.shards, ddbtypes.Shard{ShardId: aws.String(child), ParentShardId: aws.String(parent),
+		SequenceNumberRange: &ddbtypes.SequenceNumberRange{StartingSequenceNumber: aws.String(seqs[0])}})
+	s.recs[child] = seqs
+}
+
+func newSplittingStream(recs map[string][]string, ids ...string) *splittingStream {
+	s := &splittingStream{recs: recs}
+	for _, id := range ids {
+		s.shards = append(s.shards, ddbtypes.Shard{ShardId: aws.String(id),
+			SequenceNumberRange: &ddbtypes.SequenceNumberRange{StartingSequenceNumber: aws.String(recs[id][0])}})
+	}
+	return s
+}
+
+func (s *splittingStream) DescribeStream(_ context.Context, in *dynamodbstreams.DescribeStreamInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shards := make([]ddbtypes.Shard, len(s.shards))
+	for i, sh := range s.shards {
+		r := *sh.SequenceNumberRange
+		sh.SequenceNumberRange = &r
+		shards[i] = sh
+	}
+	return &dynamodbstreams.DescribeStreamOutput{StreamDescription: &ddbtypes.StreamDescription{StreamArn: in.StreamArn, Shards: shards}}, nil
+}
+
+// An iterator is "shard type sequence-number".
+func (s *splittingStream) GetShardIterator(_ context.Context, in *dynamodbstreams.GetShardIteratorInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
+	it := aws.ToString(in.ShardId) + " " + string(in.ShardIteratorType) + " " + aws.ToString(in.SequenceNumber)
+	return &dynamodbstreams.GetShardIteratorOutput{ShardIterator: aws.String(it)}, nil
+}
+
+func (s *splittingStream) GetRecords(_ context.Context, in *dynamodbstreams.GetRecordsInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := strings.Split(aws.ToString(in.ShardIterator), " ")
+	shard, typ, from := f[0], f[1], f[2]
+	if s.onRead != nil {
+		s.onRead(s, shard)
+	}
+	out := &dynamodbstreams.GetRecordsOutput{}
+	last := from
+	for _, seq := range s.recs[shard] {
+		if len(out.Records) == int(aws.ToInt32(in.Limit)) {
+			break
+		}
+		if (typ == "AFTER_SEQUENCE_NUMBER" && seq <= from) || (typ == "AT_SEQUENCE_NUMBER" && seq < from) {
+			continue
+		}
+		out.Records = append(out.Records, ddbtypes.Record{EventID: aws.String("e" + seq), EventName: ddbtypes.OperationTypeInsert,
+			Dynamodb: &ddbtypes.StreamRecord{SequenceNumber: aws.String(seq), Keys: map[string]ddbtypes.AttributeValue{"id": &ddbtypes.AttributeValueMemberS{Value: seq}}}})
+		last = seq
+	}
+	closed := false
+	for _, sh := range s.shards {
+		closed = closed || (aws.ToString(sh.ShardId) == shard && sh.SequenceNumberRange.EndingSequenceNumber != nil)
+	}
+	if !closed || len(out.Records) > 0 {
+		out.NextShardIterator = aws.String(shard + " AFTER_SEQUENCE_NUMBER " + last)
+	}
+	return out, nil
+}
+
+// seqInvoker succeeds with every batch and keeps the sequence numbers it
+// was given, in order.
+type seqInvoker struct {
+	mu   sync.Mutex
+	seqs []string
+}
+
+func (i *seqInvoker) Invoke(_ context.Context, event []byte, _ ...func(*runtimeapi.InvokeOptions)) (runtimeapi.Result, error) {
+	var ev events.DynamoDBEvent
+	if err := json.Unmarshal(event, &ev); err != nil {
+		return runtimeapi.Result{}, err
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, r := range ev.Records {
+		i.seqs = append(i.seqs, r.Change.SequenceNumber)
+	}
+	return runtimeapi.Result{Outcome: runtimeapi.OutcomeSuccess, Payload: []byte(`{}`)}, nil
+}
+
+// runSplitting maps s to a seqInvoker in batches of two until the stream is
+// empty, and returns the sequence numbers delivered.
+func runSplitting(t *testing.T, s *splittingStream) []string {
+	t.Helper()
+	inv := &seqInvoker{}
+	m, err := esm.NewStream(s, "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/2026-01-01T00:00:00.000", inv, func(o *esm.StreamOptions) {
+		o.BatchSize, o.UntilEmpty, o.PollInterval = 2, true, time.Millisecond
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	sum, err := m.Run(ctx)
+	if err != nil || !sum.Empty {
+		t.Fatalf("Run: %+v, %v; want the stream read to its end within 10s", sum, err)
+	}
+	return inv.seqs
+}
+
+// After a split, Lambda reads the parent shard to its end before its
+// child: the child's records, newer, must not overtake the rest of the
+// parent's, whatever order the stream lists the shards in.
+func TestStreamReadsParentBeforeChild(t *testing.T) {
+	for _, childFirst := range []bool{false, true} {
+		t.Run(fmt.Sprint("child listed first ", childFirst), func(t *testing.T) {
+			s := newSplittingStream(map[string][]string{"p": {"100", "200", "300"}}, "p")
+			s.split("p", "c", "400", "500")
+			if childFirst {
+				s.shards[0], s.shards[1] = s.shards[1], s.shards[0]
+			}
+			if got, want := runSplitting(t, s), []string{"100", "200", "300", "400", "500"}; !slices.Equal(got, want) {
+				t.Errorf("delivered %v; want %v", got, want)
+			}
+		})
+	}
+}
+
+// A shard created while the mapping runs is read: the shard list is read
+// again, not kept from the start of the run.
+func TestStreamReadsShardCreatedDuringRun(t *testing.T) {
+	s := newSplittingStream(map[string][]string{"p": {"100", "200"}}, "p")
+	s.onRead = func(s *splittingStream, shard string) {
+		if shard == "p" && len(s.shards) == 1 {
+			s.split("p", "c", "300")
+		}
+	}
+	if got, want := runSplitting(t, s), []string{"100", "200", "300"}; !slices.Equal(got, want) {
+		t.Errorf("delivered %v; want %v", got, want)
+	}
+}
+
+// moto's Kinesis splits shards for real: after a split, the parent's
+// records reach the function before any of its children's, each once, and
+// both children are read. (Plain moto 5.2.1 moves a split shard's records
+// into its children; Kinesis keeps them in the parent, and so does the
+// local stack's moto launcher.)
+func TestKinesisSplitReadsParentFirst(t *testing.T) {
+	h := newKinesisHarness(t, testenv.Build(t, "./testdata/streamfn"), 1)
+	h.put("p1", "p2", "p3")
+	list, err := h.kinesis.ListShards(t.Context(), &kinesis.ListShardsInput{StreamARN: aws.String(h.streamARN)})
+	if err != nil || len(list.Shards) != 1 {
+		t.Fatalf("ListShards: %v, %v", list, err)
+	}
+	parent := aws.ToString(list.Shards[0].ShardId)
+	// The middle of the hash key range, 2^127.
+	if _, err := h.kinesis.SplitShard(t.Context(), &kinesis.SplitShardInput{StreamARN: aws.String(h.streamARN),
+		ShardToSplit: aws.String(parent), NewStartingHashKey: aws.String("170141183460469231731687303715884105728")}); err != nil {
+		t.Fatal(err)
+	}
+	children := map[string]bool{}
+	for i := range 8 {
+		out, err := h.kinesis.PutRecord(t.Context(), &kinesis.PutRecordInput{StreamARN: aws.String(h.streamARN),
+			PartitionKey: aws.String(fmt.Sprint("key-", i)), Data: []byte(fmt.Sprint("c", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		children[aws.ToString(out.ShardId)] = true
+	}
+	if len(children) != 2 || children[parent] {
+		t.Fatalf("records after the split went to shards %v; want both children of %s", children, parent)
+	}
+
+	_, batches := h.run(func(o *esm.StreamOptions) { o.BatchSize = 2 })
+	var got []string
+	read := map[string]bool{}
+	for _, b := range batches {
+		read[b.Shard] = true
+		for _, r := range b.Records {
+			got = append(got, string(r.Kinesis.Data))
+		}
+	}
+	if len(got) != 11 || !slices.Equal(got[:3], []string{"p1", "p2", "p3"}) {
+		t.Errorf("delivered %v; want p1 p2 p3 first, then the 8 records of the children, each once", got)
+	}
+	for child := range children {
+		if !read[child] {
+			t.Errorf("child shard %s was never read (shards read: %v)", child, read)
+		}
+	}
+}
+
+// A long run (no UntilEmpty) reads the shards a split makes while it runs:
+// the records written to the children after the split reach the function.
+func TestKinesisShardsSplitDuringARunAreRead(t *testing.T) {
+	h := newKinesisHarness(t, testenv.Build(t, "./testdata/streamfn"), 1)
+	h.put("p1")
+	delivered := make(chan string, 100)
+	m, err := h.mapping(func(o *esm.StreamOptions) {
+		o.PollInterval = 20 * time.Millisecond
+		o.OnBatch = func(b esm.StreamBatchResult) {
+			for _, r := range b.Records {
+				delivered <- string(r.Kinesis.Data)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := m.Run(ctx); done <- err }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	// wait returns the next record delivered, within 10s.
+	wait := func() string {
+		t.Helper()
+		select {
+		case d := <-delivered:
+			return d
+		case <-time.After(10 * time.Second):
+			t.Fatal("no record delivered within 10s")
+			return ""
+		}
+	}
+	if got := wait(); got != "p1" {
+		t.Fatalf("first delivery %s; want p1", got)
+	}
+	list, err := h.kinesis.ListShards(t.Context(), &kinesis.ListShardsInput{StreamARN: aws.String(h.streamARN)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.kinesis.SplitShard(t.Context(), &kinesis.SplitShardInput{StreamARN: aws.String(h.streamARN),
+		ShardToSplit: list.Shards[0].ShardId, NewStartingHashKey: aws.String("170141183460469231731687303715884105728")}); err != nil {
+		t.Fatal(err)
+	}
+	h.put("c1")
+	if got := wait(); got != "c1" {
+		t.Errorf("after the split, delivered %s; want c1, written to a child", got)
+	}
 }

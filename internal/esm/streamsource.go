@@ -18,13 +18,22 @@ import (
 // that differs between DynamoDB Streams and Kinesis.
 type streamSource interface {
 	// shards lists the stream's shards, in the order the stream does.
-	shards(ctx context.Context) ([]string, error)
+	shards(ctx context.Context) ([]shardInfo, error)
 	// read returns up to limit records of shard from pos, as Lambda
 	// delivers them; none when the shard has nothing past pos now.
 	read(ctx context.Context, shard string, pos position, limit int) ([]StreamRecord, error)
 	// batchInfo puts the description of recs, discarded from shard, in
 	// rec under the name Lambda gives it for this kind of stream.
 	batchInfo(rec *InvocationRecord, shard string, recs []StreamRecord)
+}
+
+// shardInfo is a shard as the stream lists it: its parents (one after a
+// split, two after a Kinesis merge; none for a shard the stream started
+// with), and whether it is closed, so that it will get no more records.
+type shardInfo struct {
+	id      string
+	parents []string
+	closed  bool
 }
 
 // position is where a shard is read from: after a sequence number, at one
@@ -47,6 +56,18 @@ func (p position) iterator() (string, *string) {
 	return "TRIM_HORIZON", nil
 }
 
+// newShardInfo describes the shard id; parents may hold nils, for the
+// parents it does not have.
+func newShardInfo(id *string, closed bool, parents ...*string) shardInfo {
+	info := shardInfo{id: aws.ToString(id), closed: closed}
+	for _, p := range parents {
+		if p != nil {
+			info.parents = append(info.parents, *p)
+		}
+	}
+	return info
+}
+
 // maxListPages bounds the pages of a stream's shard list.
 const maxListPages = 1000
 
@@ -57,8 +78,8 @@ type ddbSource struct {
 	region string
 }
 
-func (s *ddbSource) shards(ctx context.Context) ([]string, error) {
-	var ids []string
+func (s *ddbSource) shards(ctx context.Context) ([]shardInfo, error) {
+	var list []shardInfo
 	in := &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(s.arn)}
 	for range maxListPages {
 		out, err := s.client.DescribeStream(ctx, in)
@@ -66,14 +87,14 @@ func (s *ddbSource) shards(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("%w: describe %s: %w", ErrStream, s.arn, err)
 		}
 		for _, sh := range out.StreamDescription.Shards {
-			ids = append(ids, aws.ToString(sh.ShardId))
+			list = append(list, newShardInfo(sh.ShardId, sh.SequenceNumberRange != nil && sh.SequenceNumberRange.EndingSequenceNumber != nil, sh.ParentShardId))
 		}
 		if out.StreamDescription.LastEvaluatedShardId == nil {
 			break
 		}
 		in.ExclusiveStartShardId = out.StreamDescription.LastEvaluatedShardId
 	}
-	return ids, nil
+	return list, nil
 }
 
 func (s *ddbSource) read(ctx context.Context, shard string, pos position, limit int) ([]StreamRecord, error) {
@@ -116,8 +137,8 @@ type kinesisSource struct {
 // has records further on (MillisBehindLatest above zero).
 const maxEmptyPages = 10
 
-func (s *kinesisSource) shards(ctx context.Context) ([]string, error) {
-	var ids []string
+func (s *kinesisSource) shards(ctx context.Context) ([]shardInfo, error) {
+	var list []shardInfo
 	in := &kinesis.ListShardsInput{StreamARN: aws.String(s.arn)}
 	for range maxListPages {
 		out, err := s.client.ListShards(ctx, in)
@@ -125,7 +146,7 @@ func (s *kinesisSource) shards(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("%w: list the shards of %s: %w", ErrStream, s.arn, err)
 		}
 		for _, sh := range out.Shards {
-			ids = append(ids, aws.ToString(sh.ShardId))
+			list = append(list, newShardInfo(sh.ShardId, sh.SequenceNumberRange != nil && sh.SequenceNumberRange.EndingSequenceNumber != nil, sh.ParentShardId, sh.AdjacentParentShardId))
 		}
 		if out.NextToken == nil {
 			break
@@ -134,7 +155,7 @@ func (s *kinesisSource) shards(ctx context.Context) ([]string, error) {
 		// refuses the call.
 		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
 	}
-	return ids, nil
+	return list, nil
 }
 
 func (s *kinesisSource) read(ctx context.Context, shard string, pos position, limit int) ([]StreamRecord, error) {

@@ -41,9 +41,11 @@ hand, as plain Python.
 """
 
 import copy
+import hashlib
 import os
 import sys
 import threading
+import time
 
 # The moto versions whose TransactWriteItems this patch was written for and
 # tested against (go test ./internal/motoserver/). Add a version only after
@@ -235,6 +237,8 @@ def patch(moto):
     backend.transact_write_items = transact_write_items
     _serialize_dynamodb()
     _no_builtin_mappings()
+    _kinesis_split_keeps_records()
+    _fifo_receive_in_order()
 
 
 def _no_builtin_mappings():
@@ -273,6 +277,129 @@ def _no_builtin_mappings():
         StreamShard.add = without_mappings(lambda shard: shard.table, StreamShard.add)
     if hasattr(Queue, "add_message"):
         Queue.add_message = without_mappings(lambda queue: queue, Queue.add_message)
+
+
+def _kinesis_split_keeps_records():
+    """Leaves a split Kinesis shard's records in the shard, and writes none to it.
+
+    Kinesis keeps a parent shard's records after a split until they age
+    out, and a consumer reads the parent to its end before its children.
+    moto 5.2.1 moves the parent's records into the children instead, as if
+    they were written again, so a consumer that read them from the parent
+    gets them a second time. The split runs with the parent's records set
+    aside, then put back, so the parent closes holding them.
+    """
+    try:
+        from moto.kinesis.models import Stream
+    except ImportError:
+        return
+    original = getattr(Stream, "split_shard", None)
+    if original is None:
+        return
+
+    def split_shard(self, shard_to_split, new_starting_hash_key):
+        shard = self.shards.get(shard_to_split)
+        if shard is None:
+            return original(self, shard_to_split, new_starting_hash_key)
+        records, shard.records = shard.records, type(shard.records)()
+        try:
+            return original(self, shard_to_split, new_starting_hash_key)
+        finally:
+            shard.records = records
+
+    split_shard.__wrapped__ = original
+    Stream.split_shard = split_shard
+
+    # moto also routes a record to the first shard whose hash key range
+    # holds its key, closed or not, so that after a split new records go on
+    # landing in the parent. Kinesis writes to open shards only.
+    route = getattr(Stream, "get_shard_for_key", None)
+    if route is None:
+        return
+
+    def get_shard_for_key(self, partition_key, explicit_hash_key):
+        shard = route(self, partition_key, explicit_hash_key)  # validates the key
+        if shard is None or shard.is_open:
+            return shard
+        if explicit_hash_key:
+            key = int(explicit_hash_key)
+        else:
+            key = int(hashlib.md5(partition_key.encode("utf-8")).hexdigest(), 16)
+        for candidate in self.shards.values():
+            if candidate.is_open and candidate.starting_hash <= key <= candidate.ending_hash:
+                return candidate
+        return shard
+
+    get_shard_for_key.__wrapped__ = route
+    Stream.get_shard_for_key = get_shard_for_key
+
+
+def _fifo_receive_in_order():
+    """Makes a FIFO queue's receives keep each message group whole and in order.
+
+    SQS never hands a group's message out while an earlier one of the group
+    is in flight, and hands the oldest out first. moto 5.2.1 takes the
+    groups in flight once, before it scans the queue, so two receives that
+    run at once can each take a message of one group; and it leaves a
+    message whose visibility timeout ran out among those in flight until
+    its scan reaches it, so that of two such messages of a group the later
+    can come out first while the earlier is skipped. Here a FIFO queue's
+    receives run one at a time, each after the messages visible again are
+    taken off the in-flight set. A long poll is played by short receives
+    with pauses between them, so that one waiting receive holds up no other.
+
+    SQS numbers a FIFO queue's messages in the order they are sent (the
+    SequenceNumber grows), which is how a consumer tells a group's oldest
+    message; moto draws 20 random digits, or none with content-based
+    deduplication. Here each message sent to a FIFO queue gets the next
+    number of a counter instead, under the receives' lock, so that no
+    receive sees a message before its number.
+    """
+    try:
+        from moto.sqs.models import SQSBackend
+    except ImportError:
+        return
+    original = getattr(SQSBackend, "receive_message", None)
+    if original is None:
+        return
+    lock = threading.Lock()
+
+    def receive_message(self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names=None):
+        queue = self.get_queue(queue_name)
+        if not getattr(queue, "fifo_queue", False):
+            return original(self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names)
+        deadline = time.monotonic() + (wait_seconds_timeout or 0)
+        while True:
+            with lock:
+                for message in [m for m in queue.pending_messages if m.visible]:
+                    queue.pending_messages.discard(message)
+                result = original(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
+            if result or time.monotonic() >= deadline:
+                return result
+            time.sleep(0.05)
+
+    receive_message.__wrapped__ = original
+    SQSBackend.receive_message = receive_message
+
+    send = getattr(SQSBackend, "send_message", None)
+    if send is None:
+        return
+    counter = [0]
+
+    def send_message(self, queue_name, *args, **kwargs):
+        if not getattr(self.get_queue(queue_name), "fifo_queue", False):
+            return send(self, queue_name, *args, **kwargs)
+        with lock:
+            message = send(self, queue_name, *args, **kwargs)
+            # A duplicate is the message first sent, numbered then.
+            if not getattr(message, "lambdakit_numbered", False):
+                counter[0] += 1
+                message.sequence_number = "%020d" % counter[0]
+                message.lambdakit_numbered = True
+            return message
+
+    send_message.__wrapped__ = send
+    SQSBackend.send_message = send_message
 
 
 def _serialize_dynamodb():
@@ -320,7 +447,7 @@ def main(argv=None):
         except Unsupported as e:
             _say("%s: %s; transactions copy whole tables and slow down as they grow" % (FALLBACK, e))
         else:
-            _say("%s moto %s patched: transactions snapshot only the items they write, DynamoDB requests run one at a time, and moto's own event source mappings leave queues and streams alone" % (PREFIX, moto.__version__))
+            _say("%s moto %s patched: transactions snapshot only the items they write, DynamoDB requests run one at a time, and moto's own event source mappings leave queues and streams alone; a split Kinesis shard keeps its records; FIFO receives see a group in flight" % (PREFIX, moto.__version__))
     _say("%s %s" % (VERSION, getattr(moto, "__version__", "unknown")))
     from moto.server import main as serve
 

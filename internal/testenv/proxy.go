@@ -42,6 +42,7 @@ type rule struct {
 	body   string
 	hang   bool
 	lose   bool // forward first: the request takes effect, its answer is lost
+	then   func()
 }
 
 // NewProxy starts a proxy to target (a moto_server URL) on a free loopback
@@ -67,6 +68,9 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 		}
 		if rl.lose {
 			forward.ServeHTTP(httptest.NewRecorder(), r)
+		}
+		if rl.then != nil {
+			rl.then()
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
 		if rl.hang {
@@ -134,6 +138,14 @@ func (p *Proxy) Answer(op string, n, status int, body string) {
 // way back.
 func (p *Proxy) LoseAnswer(op string, n, status int, body string) {
 	p.add(&rule{op: op, n: n, status: status, body: body, lose: true})
+}
+
+// LoseAnswerThen is LoseAnswer for the next request for op, with then
+// run after that request took effect and before its answer (status and
+// body) is sent: for what must happen in between, such as another
+// client's request, before the SDK retries.
+func (p *Proxy) LoseAnswerThen(op string, status int, body string, then func()) {
+	p.add(&rule{op: op, n: 1, status: status, body: body, lose: true, then: then})
 }
 
 // Hang makes the proxy never answer the next n requests for op (n < 0:

@@ -317,11 +317,14 @@ func TestWrapStoreKeepsBatchGetterExactlyWhenTheStoreHasIt(t *testing.T) {
 func TestLeaseLostIsRecorded(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	// steal takes the record over as an owner whose clock is past the
-	// first owner's lease would.
+	// first owner's lease would, with a lease token that starts, as an
+	// engine's does, with when it took the key by its clock: that is how
+	// the first owner's refused release tells a takeover from a key its
+	// own release had freed.
 	steal := func(ctx context.Context, key string) error {
 		now := time.Now().Add(time.Hour)
 		_, ok, err := store.Acquire(ctx, lambdakit.IdempotencyRecord{ID: recordID(key), Status: lambdakit.StatusInProgress,
-			Expiration: now.Add(time.Hour), InProgressExpiration: now.Add(time.Minute), Lease: "thief"}, now)
+			Expiration: now.Add(time.Hour), InProgressExpiration: now.Add(time.Minute), Lease: fmt.Sprintf("%d.thief", now.UnixMilli())}, now)
 		if err == nil && !ok {
 			err = errors.New("could not take the record over")
 		}

@@ -88,7 +88,7 @@ func (s *MemoryStore) Commit(ctx context.Context, rec lambdakit.IdempotencyRecor
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls.Commit++
-	if old, ok := s.recs[rec.ID]; ok && old.Live(now) {
+	if old, ok := s.recs[rec.ID]; ok && holds(old, now) {
 		return clone(old), false, nil
 	}
 	if s.recs == nil {
@@ -163,7 +163,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyReco
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls.Acquire++
-	if old, ok := s.recs[rec.ID]; ok && old.Live(now) {
+	if old, ok := s.recs[rec.ID]; ok && holds(old, now) {
 		return clone(old), false, nil
 	}
 	if s.recs == nil {
@@ -174,6 +174,26 @@ func (s *MemoryStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyReco
 	// record's item goes with it.
 	delete(s.items, rec.ID)
 	return lambdakit.IdempotencyRecord{}, true, nil
+}
+
+// holds reports whether old keeps a new record from its ID at now: it is
+// live, or it is no record the engine knows, which no store replaces.
+func holds(old lambdakit.IdempotencyRecord, now time.Time) bool {
+	return old.Live(now) || !old.Status.Known()
+}
+
+// Put stores rec as it is, with no condition: for a test that needs a
+// record as something other than the engine left it (another runtime's,
+// an operator's edit, a status the engine does not know). It replaces any
+// record and item under rec.ID.
+func (s *MemoryStore) Put(rec lambdakit.IdempotencyRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recs == nil {
+		s.recs = make(map[string]lambdakit.IdempotencyRecord)
+	}
+	s.recs[rec.ID] = clone(rec)
+	delete(s.items, rec.ID)
 }
 
 // Complete implements lambdakit.Store.

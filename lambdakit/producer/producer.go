@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,24 +17,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // SQS's limits, as of 2025.
 const (
-	// DefaultMaxMessageSize is the largest message SQS accepts: 1 MiB, the
-	// ceiling of a queue's MaximumMessageSize since SQS raised it from
-	// 256 KiB in 2025. A queue may be set lower; NewFromQueue reads the
-	// queue's own value.
-	DefaultMaxMessageSize = 1 << 20
+	// DefaultMaxMessageSize is the largest message SQS accepts:
+	// awsrules.MaxMessageBytes, 1 MiB, the ceiling of a queue's
+	// MaximumMessageSize since SQS raised it from 256 KiB in 2025. A queue
+	// may be set lower; NewFromQueue reads the queue's own value.
+	DefaultMaxMessageSize = awsrules.MaxMessageBytes
 	// MaxBatchBytes bounds the sum of the sizes of the messages of one
 	// SendMessageBatch call.
 	MaxBatchBytes = 1 << 20
 	// MaxBatchEntries is the most entries one SendMessageBatch call takes.
 	MaxBatchEntries = 10
-	// maxAttributes is the most message attributes one message carries.
-	maxAttributes = 10
-	// maxGroupIDLen is the longest MessageGroupId (and deduplication ID).
-	maxGroupIDLen = 128
 )
 
 // Client is the part of *sqs.Client the producer calls.
@@ -319,8 +315,8 @@ func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEn
 		r.Err = fmt.Errorf("%w: empty", ErrInvalidBody)
 		return r, entry
 	}
-	if off, ok := validText(msg.Body); !ok {
-		r.Err = fmt.Errorf("%w: byte %d is not UTF-8 or a character SQS allows", ErrInvalidBody, off)
+	if err := awsrules.CheckText(msg.Body); err != nil {
+		r.Err = fmt.Errorf("%w: %w", ErrInvalidBody, err)
 		return r, entry
 	}
 	// The functions see the message as the consumer will.
@@ -347,8 +343,8 @@ func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEn
 			r.Err = fmt.Errorf("producer: message group: %w", err)
 			return r, entry
 		}
-		if !validGroupID(g) {
-			r.Err = fmt.Errorf("%w: got %q", ErrInvalidGroupID, g)
+		if err := awsrules.CheckGroupID(g); err != nil {
+			r.Err = fmt.Errorf("%w: %w", ErrInvalidGroupID, err)
 			return r, entry
 		}
 		r.GroupID = g
@@ -599,59 +595,25 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// validText reports whether s is UTF-8 made only of the characters SQS
-// allows (#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to
-// #x10FFFF), and otherwise the offset of the first bad byte.
-func validText(s string) (int, bool) {
-	for off := 0; off < len(s); {
-		r, n := utf8.DecodeRuneInString(s[off:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			return off, false
-		case r == 0x9, r == 0xA, r == 0xD,
-			0x20 <= r && r <= 0xD7FF,
-			0xE000 <= r && r <= 0xFFFD,
-			0x10000 <= r && r <= 0x10FFFF:
-		default:
-			return off, false
-		}
-		off += n
-	}
-	return 0, true
-}
-
-// validGroupID: 1 to 128 characters, each a letter, digit or punctuation,
-// which in ASCII is everything printable but the space.
-func validGroupID(g string) bool {
-	if g == "" || len(g) > maxGroupIDLen {
-		return false
-	}
-	for i := 0; i < len(g); i++ {
-		if g[i] < 0x21 || g[i] > 0x7E {
-			return false
-		}
-	}
-	return true
-}
-
 // checkAttributes applies the rules SQS applies to each message alone, so
 // that one bad message does not fail the whole call it would share.
 func checkAttributes(attrs map[string]types.MessageAttributeValue) error {
-	if len(attrs) > maxAttributes {
-		return fmt.Errorf("%w: %d attributes; at most %d", ErrInvalidAttribute, len(attrs), maxAttributes)
+	if len(attrs) > awsrules.MaxMessageAttributes {
+		return fmt.Errorf("%w: %d attributes; at most %d", ErrInvalidAttribute, len(attrs), awsrules.MaxMessageAttributes)
 	}
 	for name, a := range attrs {
+		if err := awsrules.CheckAttributeName(name); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidAttribute, err)
+		}
 		dt := aws.ToString(a.DataType)
 		base, _, _ := strings.Cut(dt, ".")
 		switch {
-		case name == "":
-			return fmt.Errorf("%w: empty name", ErrInvalidAttribute)
 		case base == "String" || base == "Number":
 			if aws.ToString(a.StringValue) == "" {
 				return fmt.Errorf("%w: %q of type %s has no StringValue", ErrInvalidAttribute, name, dt)
 			}
-			if off, ok := validText(*a.StringValue); !ok {
-				return fmt.Errorf("%w: %q: byte %d is not UTF-8 or a character SQS allows", ErrInvalidAttribute, name, off)
+			if err := awsrules.CheckText(*a.StringValue); err != nil {
+				return fmt.Errorf("%w: %q: %w", ErrInvalidAttribute, name, err)
 			}
 		case base == "Binary":
 			if len(a.BinaryValue) == 0 {

@@ -594,6 +594,9 @@ func TestCheckRefusesWhatSQSWouldRefuse(t *testing.T) {
 		{"group over 128 characters", payment("p", strings.Repeat("g", 129)), producer.ErrInvalidGroupID},
 		{"non-ASCII group", payment("p", "cüs"), producer.ErrInvalidGroupID},
 		{"attribute without value", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"a": {DataType: str("String")}}}, producer.ErrInvalidAttribute},
+		{"attribute name SQS reserves (AWS.)", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"AWS.trace": {DataType: str("String"), StringValue: str("x")}}}, producer.ErrInvalidAttribute},
+		{"attribute name with a space", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"a b": {DataType: str("String"), StringValue: str("x")}}}, producer.ErrInvalidAttribute},
+		{"attribute name with two periods in a row", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"a..b": {DataType: str("String"), StringValue: str("x")}}}, producer.ErrInvalidAttribute},
 		{"attribute of unknown type", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"a": {DataType: str("Blob"), StringValue: str("x")}}}, producer.ErrInvalidAttribute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

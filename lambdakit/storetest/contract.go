@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -404,4 +406,96 @@ func race(t *testing.T, n int, op string, try func(i int) (won bool, err error))
 		t.Errorf("%s: %v", op, err)
 	}
 	return int(wins.Load())
+}
+
+// PutFunc writes rec to the store s exactly as given, with no condition:
+// the fields that are zero (a Status of "" included) are left out of the
+// stored item. It stands for code other than lambdakit writing under a
+// record's ID: another runtime, an operator, a business item under
+// lambdakit.Options.ReadableIDs.
+type PutFunc func(t *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord)
+
+// RunUnknownStatusContract checks what a store and the engine do with an
+// item under a record's ID whose status is not a record status
+// (lambdakit.IdempotencyStatus.Known), expired or not: Acquire (and
+// Commit, when the store is a lambdakit.Committer) never replaces it and
+// returns it as it is; Once.Do fails with a *lambdakit.NotARecordError that
+// names the ID and the status, without running its function (with
+// StagedOnly, which runs it first, without applying its writes); the item
+// is left as it was. put writes such items (see PutFunc).
+func RunUnknownStatusContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store, put PutFunc) {
+	base := time.Now().Truncate(time.Second)
+	// The lease and every time of the item are over: only its status
+	// keeps it from being taken for an expired record.
+	item := func(id string, status lambdakit.IdempotencyStatus, expired bool) lambdakit.IdempotencyRecord {
+		exp := base.Add(time.Hour)
+		if expired {
+			exp = base.Add(-time.Hour)
+		}
+		return lambdakit.IdempotencyRecord{ID: id, Status: status, Expiration: exp,
+			InProgressExpiration: base.Add(-time.Hour), Lease: "other-code", Validation: "v0", Data: []byte(`"theirs"`)}
+	}
+	// unchanged checks that the item under want.ID is still want, as a
+	// refused Acquire returns it.
+	unchanged := func(t *testing.T, s lambdakit.Store, want lambdakit.IdempotencyRecord) {
+		t.Helper()
+		lock := lambdakit.IdempotencyRecord{ID: want.ID, Status: lambdakit.StatusInProgress, Expiration: base.Add(time.Hour),
+			InProgressExpiration: base.Add(time.Minute), Lease: fmt.Sprintf("check-%d", contractSeq.Add(1))}
+		got, acquired, err := s.Acquire(t.Context(), lock, base)
+		switch {
+		case err != nil:
+			t.Fatalf("Acquire(%s): %v", want.ID, err)
+		case acquired:
+			t.Fatalf("Acquire(%s) over an item with status %q = acquired; want the item returned, not replaced", want.ID, want.Status)
+		case got.Status != want.Status || got.Lease != want.Lease || string(got.Data) != string(want.Data) || !got.Expiration.Equal(want.Expiration):
+			t.Errorf("Acquire(%s) returned %+v; want the item as it was written, %+v", want.ID, got, want)
+		}
+	}
+	for _, status := range []lambdakit.IdempotencyStatus{"CANCELLED", "inprogress", ""} {
+		for _, expired := range []bool{false, true} {
+			name := fmt.Sprintf("status %q, expired %v", status, expired)
+			t.Run(name+": the stores never replace it", func(t *testing.T) {
+				s := newStore(t)
+				rec := item(fmt.Sprintf("unknown#%s#%d", t.Name(), contractSeq.Add(1)), status, expired)
+				put(t, s, rec)
+				unchanged(t, s, rec)
+				if c, ok := s.(lambdakit.Committer); ok {
+					done := lambdakit.IdempotencyRecord{ID: rec.ID, Status: lambdakit.StatusCompleted, Expiration: base.Add(time.Hour),
+						Lease: "committer", Data: []byte(`"ours"`)}
+					if _, created, err := c.Commit(t.Context(), done, base); err != nil || created {
+						t.Errorf("Commit over the item = created %v, %v; want the item returned, not replaced", created, err)
+					}
+				}
+				unchanged(t, s, rec)
+			})
+			t.Run(name+": the engine fails with NotARecordError and runs nothing", func(t *testing.T) {
+				s := newStore(t)
+				modes := map[string]func(*lambdakit.Options){"two-step": func(*lambdakit.Options) {}}
+				if _, ok := s.(lambdakit.Committer); ok {
+					modes["StagedOnly"] = func(o *lambdakit.Options) { o.StagedOnly = true }
+				}
+				for mode, opt := range modes {
+					key := fmt.Sprintf("%s-%d", mode, contractSeq.Add(1))
+					rec := item("unknown#"+key, status, expired)
+					put(t, s, rec)
+					e := lambdakit.NewOnce(s, opt, func(o *lambdakit.Options) {
+						o.Prefix, o.ReadableIDs = "unknown", true
+						o.Logger = slog.New(slog.DiscardHandler)
+					})
+					ran := false
+					_, err := e.Do(t.Context(), key, nil, func(context.Context) ([]byte, error) { ran = true; return []byte(`"ours"`), nil })
+					var nar *lambdakit.NotARecordError
+					if !errors.As(err, &nar) || !errors.Is(err, lambdakit.ErrNotARecord) || nar.ID != rec.ID || nar.Status != status {
+						t.Errorf("%s: Do = %v; want a *NotARecordError for %s with status %q", mode, err, rec.ID, status)
+					}
+					// StagedOnly runs the function before any request, by
+					// design; its writes are what must not land.
+					if ran && mode != "StagedOnly" {
+						t.Errorf("%s: the function ran; want it not run", mode)
+					}
+					unchanged(t, s, rec)
+				}
+			})
+		}
+	}
 }

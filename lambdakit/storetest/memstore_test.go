@@ -14,6 +14,13 @@ func TestMemoryStoreContract(t *testing.T) {
 	})
 }
 
+func TestMemoryStoreUnknownStatusContract(t *testing.T) {
+	storetest.RunUnknownStatusContract(t, func(*testing.T) lambdakit.Store { return &lambdakittest.MemoryStore{} },
+		func(_ *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord) {
+			s.(*lambdakittest.MemoryStore).Put(rec)
+		})
+}
+
 func TestFaultyStoreWithoutFaultsMeetsContract(t *testing.T) {
 	storetest.RunStoreContract(t, func(*testing.T) lambdakit.Store {
 		return &storetest.FaultyStore{Store: &lambdakittest.MemoryStore{}, Rate: 0}

@@ -1,0 +1,140 @@
+package awsrules
+
+import "fmt"
+
+// DynamoDB's limits, from the DynamoDB Developer Guide's "Quotas in
+// Amazon DynamoDB" page. DynamoDB's KB and MB are 1,024 bytes and 1,024 KB.
+const (
+	// MaxItemBytes is the largest item: the UTF-8 lengths of its
+	// attribute names plus the sizes of their values ("Item size").
+	MaxItemBytes = 400 * 1024
+	// MaxTransactionItems is how many actions one TransactWriteItems
+	// holds ("Transactions").
+	MaxTransactionItems = 100
+	// MaxTransactionBytes is the aggregate size of the items of one
+	// transaction ("Transactions": 4 MB).
+	MaxTransactionBytes = 4 * 1024 * 1024
+	// MaxExpressionBytes is the longest expression string: a condition,
+	// update, projection or filter expression ("Expression parameters").
+	MaxExpressionBytes = 4 * 1024
+	// MaxPartitionKeyBytes is the longest partition key value
+	// ("Partition key value length").
+	MaxPartitionKeyBytes = 2048
+	// MaxSortKeyBytes is the longest sort key value ("Sort key value
+	// length").
+	MaxSortKeyBytes = 1024
+	// MaxNumberDigits is how many significant digits a number holds.
+	MaxNumberDigits = 38
+	// Numbers' magnitudes run from 1E-130 to 9.99…(38 nines)E+125: with
+	// at most 38 digits, their exponent in scientific notation is from
+	// minNumberExp to maxNumberExp.
+	minNumberExp = -130
+	maxNumberExp = 125
+)
+
+// CheckNumber returns an error wrapping ErrNumber unless n is a number
+// DynamoDB holds. The rule is the DynamoDB Developer Guide's "Supported
+// data types and naming rules", section "Number": a positive, negative or
+// zero decimal of up to 38 significant digits (leading and trailing zeros
+// do not count), whose magnitude is from 1E-130 to
+// 9.9999999999999999999999999999999999999E+125. It is written as decimal
+// digits with an optional sign, point and exponent ("-12.5", "1E-130");
+// hexadecimal, NaN, Infinity, blanks and underscores are not numbers.
+func CheckNumber(n string) error {
+	digits, exp, ok := parseDecimal(n)
+	if !ok {
+		return fmt.Errorf("%w: %q is not a decimal number", ErrNumber, n)
+	}
+	first, last := -1, -1 // the first and last significant digits
+	for i := 0; i < len(digits); i++ {
+		if digits[i] != '0' {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return nil // zero, however written
+	}
+	if sig := last - first + 1; sig > MaxNumberDigits {
+		return fmt.Errorf("%w: %q has %d significant digits; DynamoDB holds %d", ErrNumber, clip(n), sig, MaxNumberDigits)
+	}
+	// exp places the decimal point after digits[:exp] (it may lie
+	// outside digits); the leading digit's power of ten is then:
+	switch sci := exp - 1 - first; {
+	case sci > maxNumberExp:
+		return fmt.Errorf("%w: %q is larger in magnitude than 9.99…E+%d", ErrNumber, clip(n), maxNumberExp)
+	case sci < minNumberExp:
+		return fmt.Errorf("%w: %q is smaller in magnitude than 1E%d", ErrNumber, clip(n), minNumberExp)
+	}
+	return nil
+}
+
+// parseDecimal reads [+-]digits[.digits][(e|E)[+-]digits], with at least
+// one digit in the mantissa. It returns the mantissa's digits and where
+// its decimal point falls in them once the exponent is applied (it may
+// fall outside them).
+func parseDecimal(n string) (digits string, point int, ok bool) {
+	i := 0
+	if i < len(n) && (n[i] == '+' || n[i] == '-') {
+		i++
+	}
+	buf := make([]byte, 0, len(n))
+	point = -1
+	for ; i < len(n); i++ {
+		c := n[i]
+		if c == '.' && point < 0 {
+			point = len(buf)
+			continue
+		}
+		if c < '0' || c > '9' {
+			break
+		}
+		buf = append(buf, c)
+	}
+	if len(buf) == 0 {
+		return "", 0, false
+	}
+	if point < 0 {
+		point = len(buf)
+	}
+	if i == len(n) {
+		return string(buf), point, true
+	}
+	if n[i] != 'e' && n[i] != 'E' {
+		return "", 0, false
+	}
+	i++
+	sign := 1
+	if i < len(n) && (n[i] == '+' || n[i] == '-') {
+		if n[i] == '-' {
+			sign = -1
+		}
+		i++
+	}
+	if i == len(n) {
+		return "", 0, false
+	}
+	e := 0
+	for ; i < len(n); i++ {
+		c := n[i]
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+		// Past a million the number is out of range whatever its
+		// digits: stop counting, so that e cannot overflow.
+		if e < 1_000_000 {
+			e = e*10 + int(c-'0')
+		}
+	}
+	return string(buf), point + sign*e, true
+}
+
+// clip shortens a value quoted in an error.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	return s[:64] + "…"
+}

@@ -1,0 +1,146 @@
+package awsrules_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
+)
+
+// punctuation is every punctuation mark SQS lists for IDs.
+const punctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+
+// idCases are the clauses of SQS's rule for message group and
+// deduplication IDs ("Amazon SQS message quotas", "Message group ID";
+// the SendMessage API reference, "MessageDeduplicationId"): 1 to 128
+// characters, alphanumeric and punctuation. moto 5.2.1 enforces none of
+// it: these cases stand on the documentation alone.
+var idCases = []struct {
+	clause string
+	id     string
+	ok     bool
+}{
+	{"letters and digits", "cus42", true},
+	{"every punctuation mark", punctuation, true},
+	{"128 characters", strings.Repeat("g", 128), true},
+	{"empty", "", false},
+	{"129 characters", strings.Repeat("g", 129), false},
+	{"a space", "cus 42", false},
+	{"a letter outside ASCII", "cus_Zoë", false},
+	{"a tab", "cus\t42", false},
+	{"DEL", "cus\x7f", false},
+}
+
+func TestCheckGroupIDFollowsSQSsRule(t *testing.T) {
+	for _, c := range idCases {
+		t.Run(c.clause, func(t *testing.T) {
+			verdict(t, fmt.Sprintf("CheckGroupID(%q)", c.id), awsrules.CheckGroupID(c.id), c.ok, awsrules.ErrGroupID)
+		})
+	}
+}
+
+func TestCheckDeduplicationIDFollowsSQSsRule(t *testing.T) {
+	for _, c := range idCases {
+		t.Run(c.clause, func(t *testing.T) {
+			verdict(t, fmt.Sprintf("CheckDeduplicationID(%q)", c.id), awsrules.CheckDeduplicationID(c.id), c.ok, awsrules.ErrDeduplicationID)
+		})
+	}
+}
+
+// The SQS Developer Guide, "Amazon SQS message attributes", "Name": up to
+// 256 characters of A-Z, a-z, 0-9, underscore, hyphen and period; case
+// sensitive; not starting with AWS. or Amazon. (in any case); not
+// starting or ending with a period; no consecutive periods. moto 5.2.1
+// checks the characters only (moto: true): the other clauses stand on
+// the documentation alone.
+func TestCheckAttributeNameFollowsSQSsRule(t *testing.T) {
+	cases := []struct {
+		clause string
+		name   string
+		ok     bool
+		moto   bool
+	}{
+		{"letters, digits, _ - and .", "Order_id-2.v1", true, true},
+		{"256 characters", strings.Repeat("a", 256), true, true},
+		{"case-sensitive: upper case is a name of its own", "TYPE", true, true},
+		{"257 characters", strings.Repeat("a", 257), false, false},
+		{"empty", "", false, false},
+		{"a space", "a b", false, true},
+		{"a letter outside ASCII", "é", false, true},
+		{"a colon", "a:b", false, true},
+		{"starts with AWS.", "AWS.trace", false, false},
+		{"starts with aws. in other case", "aWs.trace", false, false},
+		{"starts with Amazon.", "Amazon.x", false, false},
+		{"starts with AMAZON. in other case", "AMAZON.x", false, false},
+		{"AWS without its period is a name", "AWSx", true, true},
+		{"starts with a period", ".a", false, false},
+		{"ends with a period", "a.", false, false},
+		{"two periods in a row", "a..b", false, false},
+	}
+	client := sqsClient(t)
+	queue := testenv.Queue(t, client, false, nil)
+	for _, c := range cases {
+		t.Run(c.clause, func(t *testing.T) {
+			err := awsrules.CheckAttributeName(c.name)
+			verdict(t, fmt.Sprintf("CheckAttributeName(%q)", c.name), err, c.ok, awsrules.ErrAttributeName)
+			if !c.moto {
+				return
+			}
+			_, motoErr := client.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(queue), MessageBody: aws.String("x"),
+				MessageAttributes: map[string]types.MessageAttributeValue{c.name: {DataType: aws.String("String"), StringValue: aws.String("v")}}})
+			agree(t, fmt.Sprintf("attribute name %q", c.name), err, motoErr)
+		})
+	}
+}
+
+// The SQS Developer Guide, "Amazon SQS message quotas", "Message
+// content": #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000
+// to #x10FFFF; any other character is rejected. moto 5.2.1 takes any
+// body: the cases stand on the documentation alone.
+func TestCheckTextFollowsSQSsCharacterRule(t *testing.T) {
+	cases := []struct {
+		clause string
+		s      string
+		ok     bool
+	}{
+		{"tab, line feed, carriage return", "\t\n\r", true},
+		{"#x20 to #xD7FF", " ~é\u07ff\ud7ff", true},
+		{"#xE000 to #xFFFD", "\ue000\ufffd", true},
+		{"#x10000 to #x10FFFF", "\U00010000\U0010ffff", true},
+		{"a control character below #x20", "a\x01", false},
+		{"NUL", "a\x00", false},
+		{"#xFFFE", "a\ufffe", false},
+		{"#xFFFF", "a\uffff", false},
+		{"a byte that is not UTF-8", "a\xff", false},
+		{"a surrogate, encoded", "a\xed\xa0\x80", false},
+	}
+	for _, c := range cases {
+		t.Run(c.clause, func(t *testing.T) {
+			verdict(t, fmt.Sprintf("CheckText(%q)", c.s), awsrules.CheckText(c.s), c.ok, awsrules.ErrText)
+		})
+	}
+}
+
+// The SQS Developer Guide, "Amazon SQS message quotas", "Message size":
+// 1 MiB (1,048,576 bytes), body and attributes together, since 2025. moto
+// 5.2.1 enforces it on the body; the queue is created at the largest
+// MaximumMessageSize.
+func TestMaxMessageBytesIsSQSsOnMoto(t *testing.T) {
+	client := sqsClient(t)
+	queue := testenv.Queue(t, client, false, map[string]string{"MaximumMessageSize": fmt.Sprint(awsrules.MaxMessageBytes)})
+	for _, c := range []struct {
+		size int
+		ok   bool
+	}{{awsrules.MaxMessageBytes, true}, {awsrules.MaxMessageBytes + 1, false}} {
+		_, err := client.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(queue), MessageBody: aws.String(strings.Repeat("b", c.size))})
+		if (err == nil) != c.ok {
+			t.Errorf("a body of %d bytes: moto says %v; want ok=%v", c.size, err, c.ok)
+		}
+	}
+}
