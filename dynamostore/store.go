@@ -187,7 +187,7 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 	// lambdakit.Options.ReadableIDs the key may hold a business item, with
 	// a status of its own ("CANCELLED"), which must never be replaced.
 	" OR (" + nExpiration + " <= :now AND " + nStatus + " IN (:inprogress, :completed))" +
-	" OR (" + nStatus + " = :inprogress AND " + nInProgress + " <= :now_ms)"
+	" OR (" + nStatus + " = :inprogress AND " + nInProgress + " <= :now_ms AND attribute_not_exists(" + nEffect + "))"
 
 // Acquire puts rec as an in-progress record unless a live record holds
 // rec.ID, in one conditional PutItem. An item whose status attribute
@@ -257,7 +257,7 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 		TableName:                aws.String(s.table),
 		Item:                     item,
 		ConditionExpression:      aws.String(acquireCondition),
-		ExpressionAttributeNames: s.attrNames(nKey, nExpiration, nStatus, nInProgress),
+		ExpressionAttributeNames: s.attrNames(nKey, nExpiration, nStatus, nInProgress, nEffect),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now":        num(now.Unix()),
 			":now_ms":     num(now.UnixMilli()),
@@ -440,15 +440,43 @@ func (s *Store) Release(ctx context.Context, id, lease string) error {
 			":inprogress": str(string(lambdakit.StatusInProgress)),
 		},
 	})
+	return fenced("release", id, err)
+}
+
+// fenced is the error of a write fenced on the lease: nil, a failed
+// condition as lambdakit.ErrLeaseLost, or the SDK's error, naming op.
+func fenced(op, id string, err error) error {
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &failed):
-		return fmt.Errorf("dynamostore: release %s: %w", id, lambdakit.ErrLeaseLost)
+		return fmt.Errorf("dynamostore: %s %s: %w", op, id, lambdakit.ErrLeaseLost)
 	default:
-		return fmt.Errorf("dynamostore: release %s: %w", id, err)
+		return fmt.Errorf("dynamostore: %s %s: %w", op, id, err)
 	}
+}
+
+var _ lambdakit.EffectMarker = (*Store)(nil)
+
+// MarkEffect implements lambdakit.EffectMarker: one UpdateItem that sets
+// the effect attribute (Options.EffectAttr) if the record is in progress
+// under lease; then Acquire's condition never admits a put over it until
+// it expires. One write unit for a record under 1 KB.
+func (s *Store) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(id),
+		UpdateExpression:         aws.String("SET " + nEffect + " = :effect"),
+		ConditionExpression:      aws.String(nLease + " = :lease AND " + nStatus + " = :inprogress"),
+		ExpressionAttributeNames: s.attrNames(nEffect, nLease, nStatus),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":effect":     str(effect),
+			":lease":      str(lease),
+			":inprogress": str(string(lambdakit.StatusInProgress)),
+		},
+	})
+	return fenced("mark effect", id, err)
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

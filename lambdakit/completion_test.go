@@ -839,3 +839,78 @@ func TestLeaseLostAfterTheEffectFailsAsALostLease(t *testing.T) {
 		t.Errorf("got %d completions and %d releases; want 1 and none", completes, releases)
 	}
 }
+
+// markingStore is a store whose completions never land (flakyCompletions
+// failing them all) but whose MarkEffect does: as far as the store knows,
+// its owner stopped after its effect.
+type markingStore struct {
+	*flakyCompletions
+	lambdakit.EffectMarker
+}
+
+// Options.StoreEffect keeps the point in the store: an owner that stops
+// after its effect without recording how it ended (here its completions
+// never land before its lease ends) leaves a record that a later delivery
+// does not take over. Without it the record is taken over and the work
+// runs again: the external system's idempotency key is the defence then.
+func TestStoreEffectKeepsAStoppedOwnersEffectFromRunningAgain(t *testing.T) {
+	for _, st := range effectStores(t) {
+		for _, keep := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/StoreEffect %v", st.name, keep), func(t *testing.T) {
+				inner := st.new(t)
+				fx := &testenv.Counter{}
+				storeEffect := func(o *lambdakit.Options) { o.StoreEffect = keep }
+				stopped := markingStore{&flakyCompletions{Store: inner, fail: -1}, inner.(lambdakit.EffectMarker)}
+				msg := lambdakittest.Message(paymentBody("p1", 100))
+				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				_, _ = idempotent(stopped, charges(fx, nil, nil), withEffectPrefix, storeEffect).Handle(ctx, &msg)
+				cancel()
+
+				// Past that lease, in another container.
+				later := func(o *lambdakit.Options) { o.Now = func() time.Time { return time.Now().Add(time.Minute) } }
+				ctx, cancel = context.WithTimeout(t.Context(), 2*time.Minute)
+				defer cancel()
+				again := lambdakittest.Redelivery(msg)
+				_, err := idempotent(inner, charges(fx, nil, nil), withEffectPrefix, storeEffect, later).Handle(ctx, &again)
+				switch {
+				case keep && (!errors.Is(err, lambdakit.ErrFailedAfterEffect) || !errors.Is(err, lambdakit.ErrPermanent)):
+					t.Errorf("redelivery: got %v; want a permanent ErrFailedAfterEffect", err)
+				case keep && fx.Count("p1") != 1:
+					t.Errorf("charged %d times; want 1", fx.Count("p1"))
+				case !keep && (err != nil || fx.Count("p1") != 2):
+					t.Errorf("redelivery: got %v after %d charges; want the record taken over and charged again", err, fx.Count("p1"))
+				}
+			})
+		}
+	}
+}
+
+// Options.StoreEffect costs one write per message that declares an effect,
+// and nothing for one that does not; it needs a store that can keep it.
+func TestStoreEffectCostsOneWrite(t *testing.T) {
+	for _, declare := range []bool{true, false} {
+		store := &lambdakittest.MemoryStore{}
+		h := lambdakit.HandlerFunc(func(ctx context.Context, _ *events.SQSMessage) ([]byte, error) {
+			if declare {
+				lambdakit.EffectDone(ctx, "charge ch_1")
+			}
+			return nil, nil
+		})
+		if _, err := handle(t, idempotent(store, h, func(o *lambdakit.Options) { o.StoreEffect = true }), lambdakittest.Message(paymentBody("p1", 1))); err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if declare {
+			want = 2
+		}
+		if c := store.Calls(); c.Acquire != 1 || c.Complete != want {
+			t.Errorf("effect declared %v: got %+v; want 1 acquire and %d writes after it", declare, c, want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("StoreEffect on a store without MarkEffect: NewOnce did not panic; want it to")
+		}
+	}()
+	lambdakit.NewOnce(struct{ lambdakit.Store }{&lambdakittest.MemoryStore{}}, func(o *lambdakit.Options) { o.StoreEffect = true })
+}

@@ -60,6 +60,20 @@ type Options struct {
 	// does not stage. A duplicate that lost the race costs one failed
 	// conditional write, and its handler's writes are never applied.
 	StagedOnly bool
+	// StoreEffect keeps the recovery point in the store: EffectDone
+	// writes the effect onto the in-progress record, fenced on the lease,
+	// before it returns. Then an owner that stops after its effect
+	// without a word (a crash, a timeout, a store unreachable until the
+	// lease ends) leaves a record that is never taken over: every message
+	// with its key fails permanently with ErrFailedAfterEffect, unrun,
+	// until the record expires. The cost: one more write per message
+	// whose handler declares an effect (an UpdateItem of one write unit
+	// on DynamoDB, for a record under 1 KB), and its latency in the
+	// handler. A write that fails is logged at WARN, and the message goes
+	// on as without the option. It needs a store that implements
+	// EffectMarker (NewOnce panics otherwise); under StagedOnly it does
+	// nothing, as EffectDone does.
+	StoreEffect bool
 	// Payload selects what must match between messages with one key.
 	// Default (nil) PayloadBody. Set DisableValidation to skip the check.
 	Payload PayloadFunc
@@ -108,6 +122,7 @@ type Once struct {
 	getter    BatchGetter    // nil when the store cannot read ahead
 	items     ItemStore      // nil when the store cannot write a handler's item
 	committer Committer      // nil when the store cannot commit in one request
+	marker    EffectMarker   // set with Options.StoreEffect only
 	checker   StagingChecker // nil when the store has no limit to check staging against
 	opts      Options
 	state     *idempotencyState
@@ -181,6 +196,13 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	items, _ := store.(ItemStore)
 	checker, _ := store.(StagingChecker)
 	committer, _ := store.(Committer)
+	var marker EffectMarker
+	if o.StoreEffect && !o.StagedOnly {
+		var ok bool
+		if marker, ok = store.(EffectMarker); !ok {
+			panic(fmt.Sprintf("lambdakit: Options.StoreEffect needs a store that implements lambdakit.EffectMarker; %T does not", store))
+		}
+	}
 	if o.ReadableIDs && strings.Contains(o.Prefix, "#") {
 		// "order" with key "eu#1" and "order#eu" with key "1" would be
 		// one ID: two functions' records, taken for each other's.
@@ -191,7 +213,7 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 		// starts, not on its first message.
 		panic(fmt.Sprintf("lambdakit: Options.StagedOnly needs a store that implements lambdakit.Committer; %T does not", store))
 	}
-	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, opts: o, disabled: disabled,
+	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, marker: marker, opts: o, disabled: disabled,
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
@@ -466,6 +488,9 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 // declared by then.
 func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged []any, item any, effect string, err error) {
 	st := &stage{recordID: rec.ID, items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
+	if e.marker != nil {
+		st.mark = func(ctx context.Context, effect string) { e.markEffect(ctx, rec, effect) }
+	}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
 	result, err = call(fctx, fn, func() {
@@ -601,6 +626,12 @@ func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (
 		return nil, IdempotencyRecord{}, false, storeErr(op, &NotARecordError{ID: existing.ID, Status: existing.Status})
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
 		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
+	case existing.Effect != "" && !e.opts.Now().Before(existing.InProgressExpiration):
+		// Its owner stopped after its effect (Options.StoreEffect),
+		// and nobody recorded how it ended: running the work again
+		// would repeat the effect.
+		return nil, IdempotencyRecord{}, false, Permanent(fmt.Errorf("%w (record %s, effect: %s): its owner stopped after the effect, before completing; not run again",
+			ErrFailedAfterEffect, existing.ID, existing.Effect))
 	default:
 		return nil, IdempotencyRecord{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
 	}
@@ -886,6 +917,24 @@ func (e *Once) commitFirst(ctx context.Context, rec IdempotencyRecord, now time.
 		return IdempotencyRecord{}, false, storeErr("commit", pe)
 	}
 	return existing, created, storeErr("commit", err)
+}
+
+// markEffect keeps the effect on rec's in-progress record
+// (Options.StoreEffect), in a context that outlives a cancelled ctx until
+// the lease ends. A failure is logged: the point still holds for every
+// failure this process survives.
+func (e *Once) markEffect(ctx context.Context, rec IdempotencyRecord, effect string) {
+	cctx, cancel := e.cleanupContext(ctx, rec)
+	defer cancel()
+	defer noteFrom(ctx).storeCall(time.Now())
+	var err error
+	if pe := protect(func() { err = e.marker.MarkEffect(cctx, rec.ID, rec.Lease, effect) }, nil); pe != nil {
+		err = pe
+	}
+	if err != nil {
+		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: effect not kept in the store; a crash before the completion would let the work run again",
+			messageAttr(ctx), slog.String("recordId", rec.ID), slog.String("reason", err.Error()))
+	}
 }
 
 func (e *Once) release(ctx context.Context, id, lease string) (err error) {

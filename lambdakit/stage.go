@@ -31,6 +31,8 @@ type stage struct {
 	// Options.StagedOnly, where EffectDone records nothing.
 	effect   string
 	noEffect bool
+	// mark, when set (Options.StoreEffect), keeps the effect in the store.
+	mark func(ctx context.Context, effect string)
 }
 
 // StagingRecord returns the ID of the idempotency record whose completion
@@ -131,15 +133,17 @@ const maxEffect = 1024
 // Idempotent or Once (and with idempotency disabled), after the handler
 // returned, and under Options.StagedOnly, whose handler by contract has no
 // effect but the writes it stages, which commit with its record or not at
-// all.
+// all. With Options.StoreEffect it writes the effect to the store before
+// it returns, so that a crash after the point does not run the work again
+// either.
 func EffectDone(ctx context.Context, detail string) bool {
 	s, ok := ctx.Value(stageKey{}).(*stage)
 	if !ok {
 		return false
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed || s.noEffect {
+		s.mu.Unlock()
 		return false
 	}
 	if detail == "" {
@@ -149,6 +153,11 @@ func EffectDone(ctx context.Context, detail string) bool {
 		detail = s.effect + "; " + detail
 	}
 	s.effect = truncate(detail, maxEffect)
+	effect := s.effect
+	s.mu.Unlock()
+	if s.mark != nil {
+		s.mark(ctx, effect)
+	}
 	return true
 }
 

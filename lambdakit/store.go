@@ -127,14 +127,15 @@ func roundUp(t time.Time, unit time.Duration) time.Time {
 func (r IdempotencyRecord) foreign() bool { return r.Lease == "" && r.Expiration.IsZero() }
 
 // Live reports whether r still counts at now: it has not expired, and if it
-// is in progress its lease has not ended.
+// is in progress its lease has not ended, or its effect was kept
+// (EffectMarker): the work must not run again then.
 // A zero Expiration never ends: a record kept forever (NeverExpire) still
 // stops counting, while in progress, when its lease ends.
 func (r IdempotencyRecord) Live(now time.Time) bool {
 	if !r.Expiration.IsZero() && !now.Before(r.Expiration) {
 		return false
 	}
-	return r.Status == StatusCompleted || now.Before(r.InProgressExpiration)
+	return r.Status == StatusCompleted || r.Effect != "" || now.Before(r.InProgressExpiration)
 }
 
 // Store keeps idempotency records. Implementations must make Acquire an
@@ -199,6 +200,20 @@ type StagingChecker interface {
 	// record's own attributes and no result, would make a completion
 	// the store cannot commit.
 	CheckStaging(rec IdempotencyRecord) error
+}
+
+// EffectMarker is a Store that can keep the recovery point on an
+// in-progress record, for Options.StoreEffect: an owner that stops after
+// its effect (a crash, a timeout) then leaves a record that is never taken
+// over. Implementations: dynamostore.Store, valkeystore.Store,
+// lambdakittest.MemoryStore.
+type EffectMarker interface {
+	// MarkEffect sets the Effect of the record id to effect if the
+	// record is in progress under lease; otherwise it returns
+	// ErrLeaseLost and changes nothing. From then on the record is live
+	// until it expires, whatever its lease (see IdempotencyRecord.Live):
+	// Acquire and Commit never replace it.
+	MarkEffect(ctx context.Context, id, lease, effect string) error
 }
 
 // Committer is a Store that can create a completed record, with its

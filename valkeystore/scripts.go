@@ -36,8 +36,8 @@ const (
 // returns the live one (its fields, in the order of fields) otherwise,
 // nil when it created the record. The rule is dynamostore's condition
 // word for word: a record is absent when its expiration (seconds) is at or
-// before now in whole seconds, or it is in progress and its lease end (ms)
-// is at or before now in ms. A field that is missing does not end the
+// before now in whole seconds, or it is in progress, with no effect kept
+// (MarkEffect), and its lease end (ms) is at or before now in ms. A field that is missing does not end the
 // record, as a missing attribute fails DynamoDB's comparison. Only a
 // record with a record status (INPROGRESS, COMPLETED) ever ends: a hash
 // with another status, or none, is returned as it is, never replaced.
@@ -52,7 +52,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   local lease_end = tonumber(f[3])
   local known = f[1] == 'INPROGRESS' or f[1] == 'COMPLETED'
   local expired = known and ((exp ~= nil and exp <= tonumber(ARGV[1]))
-    or (f[1] == 'INPROGRESS' and lease_end ~= nil and lease_end <= tonumber(ARGV[2])))
+    or (f[1] == 'INPROGRESS' and lease_end ~= nil and lease_end <= tonumber(ARGV[2]) and not f[8]))
   if not expired then
     return f
   end
@@ -110,6 +110,20 @@ if ARGV[3] ~= '' then
 else
   redis.call('PERSIST', KEYS[1])
 end
+return 1
+`)
+
+// markEffectScript sets the record's effect if it is in progress under the
+// lease, as dynamostore's MarkEffect does. It returns 1 when it did, 0
+// when another lease or a completion holds the record (or no record).
+//
+// KEYS[1] the record; ARGV[1] the lease, ARGV[2] the effect.
+var markEffectScript = valkey.NewLuaScriptRetryable(`
+local f = redis.call('HMGET', KEYS[1], 'lease', 'status')
+if f[1] ~= ARGV[1] or f[2] ~= 'INPROGRESS' then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'effect', ARGV[2])
 return 1
 `)
 

@@ -175,6 +175,23 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	return nil
 }
 
+var _ lambdakit.EffectMarker = (*Store)(nil)
+
+// MarkEffect implements lambdakit.EffectMarker: it sets the record's
+// effect field if the record is in progress under lease, in one script;
+// then the acquire script never replaces it until it expires. Otherwise
+// it returns an error wrapping lambdakit.ErrLeaseLost.
+func (s *Store) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	n, err := markEffectScript.Exec(ctx, s.client, []string{s.Key(id)}, []string{lease, effect}).AsInt64()
+	switch {
+	case err != nil:
+		return callErr("mark effect", id, err)
+	case n == 0:
+		return fmt.Errorf("valkeystore: mark effect %s: %w", id, lambdakit.ErrLeaseLost)
+	}
+	return nil
+}
+
 // Release deletes the record, so that a retry can run at once, provided it
 // is still in progress under lease, in one script. A record that is
 // already gone counts as released. Otherwise it returns an error wrapping

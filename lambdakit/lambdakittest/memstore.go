@@ -34,10 +34,11 @@ type Calls struct {
 func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release + c.GetRecords + c.Commit }
 
 var (
-	_ lambdakit.Store       = (*MemoryStore)(nil)
-	_ lambdakit.BatchGetter = (*MemoryStore)(nil)
-	_ lambdakit.ItemStore   = (*MemoryStore)(nil)
-	_ lambdakit.Committer   = (*MemoryStore)(nil)
+	_ lambdakit.Store        = (*MemoryStore)(nil)
+	_ lambdakit.BatchGetter  = (*MemoryStore)(nil)
+	_ lambdakit.ItemStore    = (*MemoryStore)(nil)
+	_ lambdakit.Committer    = (*MemoryStore)(nil)
+	_ lambdakit.EffectMarker = (*MemoryStore)(nil)
 )
 
 // recordAttrs are the names a record's item uses in dynamostore by
@@ -246,6 +247,24 @@ func (s *MemoryStore) Release(ctx context.Context, id, lease string) error {
 	}
 	delete(s.recs, id)
 	delete(s.items, id)
+	return nil
+}
+
+// MarkEffect implements lambdakit.EffectMarker. It counts as a completion
+// in Calls (a write of the record).
+func (s *MemoryStore) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls.Complete++
+	old, ok := s.recs[id]
+	if !ok || old.Lease != lease || old.Status != lambdakit.StatusInProgress {
+		return fmt.Errorf("mark effect %s: %w", id, lambdakit.ErrLeaseLost)
+	}
+	old.Effect = effect
+	s.recs[id] = old
 	return nil
 }
 
