@@ -11,8 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/internal/cmdline"
@@ -105,6 +108,8 @@ type recordsCommand struct {
 	readableIDs         bool
 	keyAttr, statusAttr string
 
+	flags   *cmdline.Flags
+	db      *dynamodb.Client
 	records *dynamostore.Records
 	where   string // where the calls go, in words: see endpointDescription
 	now     time.Time
@@ -113,6 +118,7 @@ type recordsCommand struct {
 // parse reads the command line: the action, then its flags and KEY.
 func (c *recordsCommand) parse(args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "records", recordsUsage, recordsExitStatus)
+	c.flags = fs
 	// No default of the flag's own: -h would show it a second time.
 	tableHelp := "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable lambdakit's examples give the function)"
 	if env := lookup(c.environ, "IDEMPOTENCY_TABLE"); env != "" {
@@ -128,16 +134,17 @@ func (c *recordsCommand) parse(args []string) error {
 	fs.StringVar(&c.keyAttr, "key-attr", "", "the table's partition key `attribute`, if the function renamed it (dynamostore.Options.KeyAttr; default id)")
 	fs.StringVar(&c.statusAttr, "status-attr", "", "the record's status `attribute`, if the function renamed it (dynamostore.Options.StatusAttr; default status)")
 	if len(args) == 0 {
-		return fs.UsageError("want get, delete or stuck")
+		return fs.UsageError("want get, delete, stuck or failed")
 	}
 	switch c.action = args[0]; c.action {
 	case "-h", "-help", "--help", "help":
 		fs.PrintHelp()
 		return flag.ErrHelp
-	case "get", "delete", "stuck":
+	case "get", "delete", "stuck", "failed":
 	default:
-		return fs.UsageError("unknown action %q: want get, delete or stuck", c.action)
+		return fs.UsageError("unknown action %q: want get, delete, stuck or failed", c.action)
 	}
+	listing := c.action == "stuck" || c.action == "failed"
 	rest, err := fs.ParseArgs(args[1:])
 	if err != nil {
 		return err
@@ -152,11 +159,11 @@ func (c *recordsCommand) parse(args []string) error {
 		}
 	}
 	switch {
-	case c.action == "stuck" && len(rest) > 0:
-		return fs.UsageError("stuck takes no KEY; got %q", rest)
-	case c.action != "stuck" && len(rest) == 0:
+	case listing && len(rest) > 0:
+		return fs.UsageError("%s takes no KEY; got %q", c.action, rest)
+	case !listing && len(rest) == 0:
 		return fs.UsageError("%s needs a KEY", c.action)
-	case c.action != "stuck" && len(rest) > 1:
+	case !listing && len(rest) > 1:
 		return fs.UsageError("want one KEY, got %q", rest)
 	case c.table == "":
 		return fs.UsageError("-table is required (or set IDEMPOTENCY_TABLE)")
@@ -167,7 +174,7 @@ func (c *recordsCommand) parse(args []string) error {
 	case c.olderThan < 0:
 		return fs.UsageError("-older-than %v: want 0 or more", c.olderThan)
 	}
-	if c.action != "stuck" {
+	if !listing {
 		c.key = rest[0]
 		if c.key == "" {
 			return fs.UsageError("KEY is empty")
@@ -186,12 +193,14 @@ type recordOutput struct {
 	LeaseEnd    string `json:"leaseEnd,omitempty"`
 	Validation  string `json:"validation,omitempty"`
 	ResultBytes int    `json:"resultBytes"`
+	Failure     string `json:"failure,omitempty"`
 	Deleted     *bool  `json:"deleted,omitempty"`
 }
 
 // Record states, as records prints them.
 const (
 	stateCompleted  = "completed"
+	stateFailed     = "failed"
 	stateInProgress = "in progress"
 	stateLeaseEnded = "lease ended"
 	stateExpired    = "expired"
@@ -203,6 +212,8 @@ func recordState(rec lambdakit.IdempotencyRecord, now time.Time) string {
 	switch {
 	case !rec.Expiration.IsZero() && !now.Before(rec.Expiration):
 		return stateExpired
+	case rec.Status == lambdakit.StatusCompleted && rec.Failure != "":
+		return stateFailed
 	case rec.Status == lambdakit.StatusCompleted:
 		return stateCompleted
 	case rec.Live(now):
@@ -214,6 +225,7 @@ func recordState(rec lambdakit.IdempotencyRecord, now time.Time) string {
 // stateMeaning is what a state means for the next message with the key.
 var stateMeaning = map[string]string{
 	stateCompleted:  "the next message with this key is skipped as a duplicate and gets the cached result",
+	stateFailed:     "its work ran, then failed (see failure): the next message with this key fails permanently without running the work again",
 	stateInProgress: "its owner may be running: the next message with this key fails with ErrInProgress until the lease ends",
 	stateLeaseEnded: "its owner stopped without completing or releasing it: the next message with this key takes it over and runs",
 	stateExpired:    "it counts as absent: the next message with this key runs again",
@@ -232,7 +244,7 @@ func newRecordOutput(rec lambdakit.IdempotencyRecord, now time.Time) recordOutpu
 	return recordOutput{
 		ID: rec.ID, Status: string(rec.Status), State: recordState(rec, now),
 		Expiration: formatTime(rec.Expiration), LeaseHolder: rec.Lease, LeaseEnd: formatTime(rec.InProgressExpiration),
-		Validation: rec.Validation, ResultBytes: len(rec.Data),
+		Validation: rec.Validation, ResultBytes: len(rec.Data), Failure: rec.Failure,
 	}
 }
 
@@ -258,10 +270,10 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return cmdline.CannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
-	client := dynamodb.NewFromConfig(cfg)
-	c.where = endpointDescription(c.environ, "DYNAMODB", "DynamoDB", client.Options().BaseEndpoint, cfg.Region)
+	c.db = dynamodb.NewFromConfig(cfg)
+	c.where = endpointDescription(c.environ, "DYNAMODB", "DynamoDB", c.db.Options().BaseEndpoint, cfg.Region)
 	fmt.Fprintf(c.stderr, "lambdakit records: table %s %s\n", c.table, c.where)
-	c.records, c.now = dynamostore.NewRecords(client, c.table, func(o *dynamostore.Options) {
+	c.records, c.now = dynamostore.NewRecords(c.db, c.table, func(o *dynamostore.Options) {
 		o.KeyAttr, o.StatusAttr = c.keyAttr, c.statusAttr
 	}), time.Now()
 	switch c.action {
@@ -269,15 +281,24 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 		return c.get(ctx)
 	case "delete":
 		return c.delete(ctx)
+	case "failed":
+		return c.failed(ctx)
 	}
 	return c.stuck(ctx)
 }
 
 // fail returns err as the exit status it calls for.
 func (c *recordsCommand) fail(ctx context.Context, err error) error {
+	var notRecord *dynamostore.StatusError
 	switch {
 	case ctx.Err() != nil:
 		return cmdline.ErrInterrupted
+	case errors.As(err, &notRecord):
+		// A ledger row's own status (CHARGED) read as the record's would
+		// look like an abandoned lock, and deleting the row would charge
+		// again on the next message: refuse, and name the flag.
+		return c.flags.UsageError("%s has %q in its attribute %q, which is no record status (%s or %s), so it was neither shown nor changed: if the function keeps its record status in another attribute (dynamostore.Options.StatusAttr), give it with -status-attr",
+			notRecord.ID, notRecord.Status, notRecord.Attr, lambdakit.StatusInProgress, lambdakit.StatusCompleted)
 	case errors.Is(err, dynamostore.ErrNoTable):
 		return cmdline.CannotRun(fmt.Errorf("table %q does not exist %s (check -table, the region and the endpoint)", c.table, c.where))
 	case errors.Is(err, dynamostore.ErrNotFound):
@@ -287,7 +308,32 @@ func (c *recordsCommand) fail(ctx context.Context, err error) error {
 		}
 		return cmdline.ErrFailed
 	}
+	if key := c.otherKey(ctx, err); key != "" {
+		return c.flags.UsageError("the partition key of table %q is %q, not %q: give -key-attr %s (dynamostore.Options.KeyAttr)", c.table, key, firstNonEmpty(c.keyAttr, "id"), key)
+	}
 	return cmdline.CannotRun(err)
+}
+
+// otherKey returns the table's partition key attribute when err is
+// DynamoDB refusing a key (a ValidationException) because the table's key
+// is not the one -key-attr names, and "" otherwise. DynamoDB's message
+// names neither attribute; the table's description does (it needs
+// dynamodb:DescribeTable, asked only after the refusal).
+func (c *recordsCommand) otherKey(ctx context.Context, err error) string {
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
+		return ""
+	}
+	out, derr := c.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.table)})
+	if derr != nil || out.Table == nil {
+		return ""
+	}
+	for _, k := range out.Table.KeySchema {
+		if k.KeyType == types.KeyTypeHash && aws.ToString(k.AttributeName) != firstNonEmpty(c.keyAttr, "id") {
+			return aws.ToString(k.AttributeName)
+		}
+	}
+	return ""
 }
 
 // checkPrefix tells, after a search came back empty, whether the prefix
@@ -338,7 +384,11 @@ func (c *recordsCommand) delete(ctx context.Context) error {
 			formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now)))
 	}
 	if !c.yes {
-		fmt.Fprintf(c.stderr, "Delete %s? The next message with key %q will run the handler again. [y/N] ", rec.ID, c.key)
+		again := ""
+		if rec.Failure != "" {
+			again = " Its work ran already: deleting the record runs it a second time."
+		}
+		fmt.Fprintf(c.stderr, "Delete %s? The next message with key %q will run the handler again.%s [y/N] ", rec.ID, c.key, again)
 		answer, err := readAnswer(ctx, c.stdin)
 		if ctx.Err() != nil {
 			fmt.Fprintln(c.stderr) // end the prompt's line
@@ -387,26 +437,59 @@ func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 
 func (c *recordsCommand) stuck(ctx context.Context) error {
 	before := c.now.Add(-c.olderThan)
+	n, err := c.list(ctx, dynamostore.ScanFilter{Prefix: c.prefix, InProgress: true, LeaseEndedBefore: before}, func(rec lambdakit.IdempotencyRecord) string {
+		return fmt.Sprintf("lease ended %s (%s)  expires %s  lease %s", formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now), formatTime(rec.Expiration), orNone(rec.Lease))
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "lambdakit records: %d in progress with a lease that ended more than %v ago (before %s)\n", n, c.olderThan, formatTime(before))
+	return nil
+}
+
+// failed lists the records completed with a failure: messages whose work
+// ran and then failed, which now fail without running it.
+func (c *recordsCommand) failed(ctx context.Context) error {
+	n, err := c.list(ctx, dynamostore.ScanFilter{Prefix: c.prefix, Failed: true}, func(rec lambdakit.IdempotencyRecord) string {
+		return fmt.Sprintf("expires %s  failure %q", c.expires(rec), rec.Failure)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "lambdakit records: %d completed with a failure\n", n)
+	return nil
+}
+
+// list prints the records f selects, one a line: with -json as get does,
+// else the ID and what line says of it. It returns how many it printed;
+// none at all when the prefix has no record is a failure.
+func (c *recordsCommand) list(ctx context.Context, f dynamostore.ScanFilter, line func(lambdakit.IdempotencyRecord) string) (int, error) {
 	n := 0
-	for rec, err := range c.records.Scan(ctx, dynamostore.ScanFilter{Prefix: c.prefix, InProgress: true, LeaseEndedBefore: before}) {
+	for rec, err := range c.records.Scan(ctx, f) {
 		if err != nil {
-			return c.fail(ctx, err)
+			return n, c.fail(ctx, err)
 		}
 		n++
 		if c.json {
 			c.print(rec, nil)
 			continue
 		}
-		fmt.Fprintf(c.stdout, "%s  lease ended %s (%s)  expires %s  lease %s\n", rec.ID,
-			formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now), formatTime(rec.Expiration), orNone(rec.Lease))
+		fmt.Fprintf(c.stdout, "%s  %s\n", rec.ID, line(rec))
 	}
 	if n == 0 {
 		if err := c.checkPrefix(ctx); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	fmt.Fprintf(c.stderr, "lambdakit records: %d in progress with a lease that ended more than %v ago (before %s)\n", n, c.olderThan, formatTime(before))
-	return nil
+	return n, nil
+}
+
+// expires says when rec expires: a time, and how far it is, or never.
+func (c *recordsCommand) expires(rec lambdakit.IdempotencyRecord) string {
+	if rec.Expiration.IsZero() {
+		return "never"
+	}
+	return fmt.Sprintf("%s (%s)", formatTime(rec.Expiration), relative(rec.Expiration, c.now))
 }
 
 func orNone(s string) string {
@@ -429,11 +512,10 @@ func (c *recordsCommand) print(rec lambdakit.IdempotencyRecord, deleted *bool) {
 	fmt.Fprintf(w, "id          %s\n", o.ID)
 	fmt.Fprintf(w, "status      %s\n", o.Status)
 	fmt.Fprintf(w, "state       %s: %s\n", o.State, stateMeaning[o.State])
-	if rec.Expiration.IsZero() {
-		fmt.Fprintf(w, "expires     never\n")
-	} else {
-		fmt.Fprintf(w, "expires     %s (%s)\n", o.Expiration, relative(rec.Expiration, c.now))
+	if o.Failure != "" {
+		fmt.Fprintf(w, "failure     %s\n", o.Failure)
 	}
+	fmt.Fprintf(w, "expires     %s\n", c.expires(rec))
 	fmt.Fprintf(w, "lease       %s\n", orNone(o.LeaseHolder))
 	if o.LeaseEnd != "" {
 		fmt.Fprintf(w, "lease ends  %s (%s)\n", o.LeaseEnd, relative(rec.InProgressExpiration, c.now))
