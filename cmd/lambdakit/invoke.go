@@ -51,7 +51,8 @@ without settings (3s, 128 MB, text logs).
 -function NAME reads a function deployed on Lambda, or on the local AWS after
 'make deploy-local', with GetFunctionConfiguration at the SDK's Lambda
 endpoint (AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL, else AWS in the region
-of -region, the function's ARN or the SDK's configuration), and says on
+of -region, the function's ARN or the SDK's configuration, which needs
+-live), and says on
 standard error where it asked: its settings, its region, and its environment
 variables, which the -env-file variables override (the deployed values name
 the deployed resources; the file can point one at a local stand-in). The

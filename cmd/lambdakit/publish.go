@@ -89,6 +89,7 @@ type publishCommand struct {
 	keyField   string
 	groupField string
 	maxSize    int
+	live       bool
 	in         io.Reader // FILE, or standard input
 	inName     string    // FILE, or "-" for standard input
 	file       *os.File  // FILE, for Run to close; nil for standard input
@@ -101,6 +102,7 @@ func (c *publishCommand) parse(args []string) error {
 	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required)")
 	fs.StringVar(&c.keyField, "key-field", "", "the JSON `path` of the idempotency key (\"id\", \"order.id\"), as the consumer's lambdakit.KeyFromField; required for FIFO queues")
 	fs.StringVar(&c.groupField, "group-field", "", "the JSON `path` of the message group ID; required for FIFO queues")
+	fs.BoolVar(&c.live, "live", false, liveHelp)
 	fs.IntVar(&c.maxSize, "max-size", 0, "refuse lines over this many `bytes`, and do not read the queue's attributes (default: the queue's MaximumMessageSize)")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -179,7 +181,7 @@ func (c *publishCommand) Run(ctx context.Context, args []string) error {
 func (c *publishCommand) newProducer(ctx context.Context) (*producer.Producer, error) {
 	// The queue URL names where the queue is (see endpoint.go); the SDK
 	// reads the rest from the process environment: credentials, region.
-	client, err := newSQSClient(ctx, c.environ, "", c.queue)
+	client, err := newSQSClient(ctx, c.environ, "", c.live, c.queue)
 	if err != nil {
 		return nil, asUsage(c.flags, err, cmdline.CannotRun)
 	}

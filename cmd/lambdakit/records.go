@@ -25,6 +25,7 @@ import (
 const recordsUsage = `Usage: lambdakit records get    [flags] KEY
        lambdakit records delete [flags] KEY
        lambdakit records stuck  [flags]
+       lambdakit records failed [flags]
 
 Looks at a function's idempotency records in its DynamoDB table. A record's
 ID is "<prefix>#<sha256 hex of the key>": -prefix is the function's
@@ -36,12 +37,16 @@ key nor the message, only that hash. With -readable-ids the ID is
 item), and -key-attr and -status-attr name the attributes a function
 renamed (dynamostore.Options). functions/payment keeps its records on its
 ledger rows: -table its PAYMENTS_TABLE -prefix payment -readable-ids
--key-attr payment_id -status-attr record_status. Flags come before KEY.
+-key-attr payment_id -status-attr record_status. An item whose status is
+neither INPROGRESS nor COMPLETED (a ledger row's own CHARGED, read without
+-status-attr) is refused as a usage error: never shown as a record, never
+deleted. Flags come before KEY.
 
   get KEY     prints the record: ID, status, expiry, lease holder and lease
               end, validation hash (SHA-256 of the payload), the size of the
-              cached result (never the result), and what it means for the
-              next message with the key.
+              cached result (never the result), the failure of a record
+              completed with one, and what it means for the next message
+              with the key.
   delete KEY  prints the record, asks for confirmation on standard input
               (unless -yes), and deletes it, provided it did not change in
               the meantime, so that the next message with the key runs the
@@ -56,21 +61,28 @@ ledger rows: -table its PAYMENTS_TABLE -prefix payment -readable-ids
               was left half done. stuck scans the whole table, with a filter
               (it needs dynamodb:Scan and is billed for every item read):
               fine for an operator, not for a function.
+  failed      lists the records completed with a failure: the work ran,
+              then failed for good (its completion refused), and every
+              message with the key now fails without running it. A scan,
+              as stuck.
 
 The endpoint, region and credentials come from the AWS SDK's usual sources:
 AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL for a local DynamoDB,
 AWS_REGION, AWS_PROFILE and so on. A table name names no endpoint: without
-either variable (or endpoint_url in the AWS config file) the calls go to
-DynamoDB on AWS, with this shell's credentials. So the first line on standard
-error says where they go, before any call:
+either variable (or endpoint_url in the AWS config file) the calls would go
+to DynamoDB on AWS, with this shell's credentials, which needs -live (else
+the command refuses, naming the endpoint). The first line on standard error
+says where they go, before any call:
   lambdakit records: table T at http://127.0.0.1:5000 (AWS_ENDPOINT_URL_DYNAMODB)
   lambdakit records: table T on AWS DynamoDB in REGION (no AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL is set)
 
 Standard output gets the records: as text, or with -json one JSON object per
 record, one per line:
   {"id": ..., "status": "COMPLETED", "state": "completed", "expiration": ...,
-   "leaseHolder": ..., "leaseEnd": ..., "validation": ..., "resultBytes": N}
-where state is "completed", "in progress", "lease ended" or "expired"
+   "leaseHolder": ..., "leaseEnd": ..., "validation": ..., "resultBytes": N,
+   "failure": ...}
+where state is "completed", "failed" (completed with a failure), "in
+progress", "lease ended" or "expired"
 (an expired record counts as absent, though DynamoDB's TTL deletes it up to
 days later). delete adds "deleted": true or false. Times are UTC RFC 3339.
 Standard error gets messages and the prompt.
@@ -80,8 +92,8 @@ Flags:
 
 const recordsExitStatus = `
 Exit status:
-  0    get: the record was found; delete: it was deleted; stuck: the list was
-       printed, even empty when the prefix has records
+  0    get: the record was found; delete: it was deleted; stuck, failed:
+       the list was printed, even empty when the prefix has records
   1    no record for KEY, no record at all with -prefix, or delete declined,
        refused, or beaten by a change to the record
   2    usage error
@@ -98,6 +110,7 @@ type recordsCommand struct {
 	table     string
 	prefix    string
 	json      bool
+	live      bool
 	yes       bool          // delete
 	force     bool          // delete
 	olderThan time.Duration // stuck
@@ -127,6 +140,7 @@ func (c *recordsCommand) parse(args []string) error {
 	fs.StringVar(&c.table, "table", "", tableHelp)
 	fs.StringVar(&c.prefix, "prefix", "", "the function's record ID `prefix`, without the '#' (required)")
 	fs.BoolVar(&c.json, "json", false, "print JSON, one object per record per line")
+	fs.BoolVar(&c.live, "live", false, liveHelp)
 	fs.BoolVar(&c.yes, "yes", false, "delete: do not ask for confirmation")
 	fs.BoolVar(&c.force, "force", false, "delete: delete a record in progress even though its lease has not ended")
 	fs.DurationVar(&c.olderThan, "older-than", 0, "stuck: list the records whose lease ended more than this `duration` ago (0: every ended lease)")
@@ -271,6 +285,9 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 		return cmdline.CannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
 	c.db = dynamodb.NewFromConfig(cfg)
+	if err := checkLive(ctx, c.environ, c.live, "the table "+c.table, "DYNAMODB", c.db.Options().BaseEndpoint, cfg.Region, ""); err != nil {
+		return asUsage(c.flags, err, cmdline.BadInput)
+	}
 	c.where = endpointDescription(c.environ, "DYNAMODB", "DynamoDB", c.db.Options().BaseEndpoint, cfg.Region)
 	fmt.Fprintf(c.stderr, "lambdakit records: table %s %s\n", c.table, c.where)
 	c.records, c.now = dynamostore.NewRecords(c.db, c.table, func(o *dynamostore.Options) {

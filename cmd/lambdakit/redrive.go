@@ -92,6 +92,7 @@ type redriveCommand struct {
 	flags    *cmdline.Flags
 	from, to string
 	dryRun   bool
+	live     bool
 	max      int
 
 	client  *sqs.Client
@@ -110,6 +111,7 @@ func (r *redriveCommand) parse(args []string) error {
 	fs.StringVar(&r.from, "from", "", "the dead-letter queue's `URL` (required)")
 	fs.StringVar(&r.to, "to", "", "the `URL` of the queue to move the messages to (required)")
 	fs.BoolVar(&r.dryRun, "dry-run", false, "list what would move; send and delete nothing")
+	fs.BoolVar(&r.live, "live", false, liveHelp)
 	fs.IntVar(&r.max, "max", 0, "take at most this many `messages` from -from (0: all)")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -147,7 +149,7 @@ func (r *redriveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	// The queue URLs name where the queues are (see endpoint.go).
-	client, err := newSQSClient(ctx, r.environ, "", r.from, r.to)
+	client, err := newSQSClient(ctx, r.environ, "", r.live, r.from, r.to)
 	if err != nil {
 		return asUsage(r.flags, err, cmdline.CannotRun)
 	}

@@ -45,8 +45,9 @@ that the run uses exactly what was deployed. A function with several SQS
 mappings needs -queue to choose one. The queue's URL comes from SQS's
 GetQueueUrl at the SDK's endpoint; the queue URL rule below then applies.
 
-A queue on AWS itself is refused unless -live is given: run would take its
-messages off the live queue, beside the deployed function's own mapping. As on
+A queue, stream or function on AWS itself is refused unless -live is given,
+as in every lambdakit command: run would take its messages off the live
+queue, beside the deployed function's own mapping. As on
 Lambda, responses are read as partial batch responses only with
 ReportBatchItemFailures (the template's FunctionResponseTypes, or
 -report-batch-item-failures); without it a successful invocation deletes its
@@ -154,7 +155,6 @@ type runCommand struct {
 	untilEmpty  bool
 	partial     bool
 	shortVisOK  bool
-	live        bool
 	bootstrap   string
 	// A stream's mapping instead of a queue's (see runstream.go).
 	stream     string
@@ -181,7 +181,6 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "run", runUsage, runExitStatus)
 	c.flags = fs
 	fs.StringVar(&c.queue, "queue", "", "the queue's `URL`, as SQS returns it: http://127.0.0.1:5000/123456789012/orders.fifo (required without -function; with it, chooses among the function's SQS mappings)")
-	fs.BoolVar(&c.live, "live", false, "consume a queue on AWS itself: run takes its messages, which the deployed function's own mapping would otherwise get")
 	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more; the deployed mapping's or the template's if it sets one, else Lambda's")
 	fs.DurationVar(&c.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): whole seconds, 0 to 5m (default: the deployed mapping's, else 0)")
 	fs.IntVar(&c.concurrency, "concurrency", esm.DefaultConcurrency, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency, 2 to 1000; never taken from the template); Lambda starts with five, or the deployed mapping's MaximumConcurrency if lower")
@@ -248,20 +247,13 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 }
 
 // checkQueue refuses, before any call, a queue URL that the endpoint rule
-// (see endpoint.go) refuses, and a queue on AWS without -live.
+// (see endpoint.go) refuses, a queue on AWS without -live among them:
+// messages run takes are gone from the queue the deployed function's
+// mapping reads, and a bootstrap run here does their work with this
+// shell's credentials.
 func (c *runCommand) checkQueue(ctx context.Context) error {
-	q, err := parseQueueURL(c.queue)
-	if err != nil {
+	if _, err := newSQSClient(ctx, c.environ, c.fn.region, c.fn.live, c.queue); err != nil {
 		return asUsage(c.flags, err, cmdline.BadInput)
-	}
-	if _, err := newSQSClient(ctx, c.environ, c.fn.region, c.queue); err != nil {
-		return asUsage(c.flags, err, cmdline.BadInput)
-	}
-	if q.live && !c.live {
-		// Messages run takes are gone from the queue the deployed
-		// function's mapping reads, and a bootstrap run here does their
-		// work with this shell's credentials.
-		return c.flags.UsageError("the queue %s is on AWS: run would take its messages off the live queue, which the deployed function's mapping reads; give -live to do so anyway", c.queue)
 	}
 	return nil
 }
@@ -406,7 +398,7 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	// The queue URL names where the queue is (see endpoint.go).
-	client, err := newSQSClient(ctx, std.environ, c.fn.region, c.queue)
+	client, err := newSQSClient(ctx, std.environ, c.fn.region, c.fn.live, c.queue)
 	if err != nil {
 		return asUsage(c.flags, err, cmdline.BadInput)
 	}
