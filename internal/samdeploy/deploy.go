@@ -97,8 +97,29 @@ type Package struct {
 	CodeSHA256 string
 }
 
-// Output is one of the stack's outputs.
+// Output is one of the stack's outputs. A queue URL in Value is the
+// queue's URL at the local AWS (see LocalURL).
 type Output struct{ Key, Value, Description string }
+
+// LocalURL returns value, with an SQS queue URL on AWS
+// (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME, which moto's
+// CloudFormation gives as a queue's Ref) made the URL of the same queue at
+// endpoint, the local AWS. Printed as it is, the AWS form would send the
+// calls of a fresh shell (lambdakit publish, aws sqs) to AWS. Any other
+// value is returned as it is.
+func LocalURL(endpoint, value string) string {
+	u, err := url.Parse(value)
+	if err != nil || u.Scheme != "https" || u.RawQuery != "" || len(strings.Split(strings.Trim(u.Path, "/"), "/")) != 2 {
+		return value
+	}
+	host := strings.ToLower(u.Hostname())
+	sqsHost := host == "queue.amazonaws.com" || strings.HasSuffix(host, ".queue.amazonaws.com") ||
+		strings.HasPrefix(host, "sqs.") && (strings.HasSuffix(host, ".amazonaws.com") || strings.HasSuffix(host, ".amazonaws.com.cn"))
+	if !sqsHost {
+		return value
+	}
+	return strings.TrimSuffix(endpoint, "/") + u.Path
+}
 
 // Result is what Deploy did.
 type Result struct {
@@ -115,6 +136,8 @@ type Result struct {
 	TranslatorVersion string
 	// TemplatePath is the transformed template, "" when BuildDir is empty.
 	TemplatePath string
+
+	endpoint string // the local AWS, for the outputs' queue URLs
 }
 
 // Deploy does what `sam build && sam deploy --config-env ENV` do, against
@@ -162,7 +185,7 @@ func Deploy(ctx context.Context, o Options) (*Result, error) {
 	cf := cloudformation.NewFromConfig(awsCfg)
 	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
 
-	res := &Result{StackName: cfg.StackName}
+	res := &Result{StackName: cfg.StackName, endpoint: o.Endpoint}
 	logf("stack %s ([%s] of %s), region %s, on the local AWS at %s", cfg.StackName, cfg.Env, o.ConfigFile, awsCfg.Region, o.Endpoint)
 	existing, err := describeStack(ctx, cf, cfg.StackName)
 	if err != nil {
@@ -449,7 +472,7 @@ func (r *Result) readStack(ctx context.Context, cf *cloudformation.Client) error
 	}
 	r.StackID, r.Status, r.Outputs = aws.ToString(s.StackId), string(s.StackStatus), nil
 	for _, o := range s.Outputs {
-		r.Outputs = append(r.Outputs, Output{Key: aws.ToString(o.OutputKey), Value: aws.ToString(o.OutputValue), Description: aws.ToString(o.Description)})
+		r.Outputs = append(r.Outputs, Output{Key: aws.ToString(o.OutputKey), Value: LocalURL(r.endpoint, aws.ToString(o.OutputValue)), Description: aws.ToString(o.Description)})
 	}
 	slices.SortFunc(r.Outputs, func(a, b Output) int { return strings.Compare(a.Key, b.Key) })
 	return nil
