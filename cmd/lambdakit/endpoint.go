@@ -116,21 +116,6 @@ func sdkEndpoint(ctx context.Context, service, region, stream string) string {
 	return ep.URI.String()
 }
 
-// queueURLHelp says, in the usage of every command that takes a queue URL,
-// where its calls go: the rule of newSQSClient.
-const queueURLHelp = `The queue URL says where the queue is, and the calls go there. A URL on AWS
-(https://sqs.REGION.amazonaws.com/..., or SQS's other hosts) goes to SQS's
-endpoint for REGION, with REGION as the region; a URL on any other host
-(http://127.0.0.1:5000/...) makes scheme://host:port of the URL the SQS
-endpoint. When AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL (or endpoint_url in
-the AWS config file) names another endpoint, the command refuses, before any
-call, with a usage error naming both: a variable left in the shell never
-sends the calls elsewhere. A queue on AWS needs -live: without it the
-command refuses before any call, naming the endpoint. Credentials, and the
-region of a queue not on AWS, come from the AWS SDK's usual sources: AWS_PROFILE, AWS_ACCESS_KEY_ID,
-AWS_REGION and so on.
-`
-
 // endpointError is a command line whose queue URL and AWS configuration
 // disagree about where to send the calls: a usage error.
 type endpointError struct{ msg string }

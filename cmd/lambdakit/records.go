@@ -27,65 +27,18 @@ const recordsUsage = `Usage: lambdakit records get    [flags] KEY
        lambdakit records stuck  [flags]
        lambdakit records failed [flags]
 
-Looks at a function's idempotency records in its DynamoDB table. A record's
-ID is "<prefix>#<sha256 hex of the key>": -prefix is the function's
-lambdakit.Options.Prefix (the function's name unless the code sets one;
-functions/payment sets "payment"), and KEY is the idempotency key its KeyFunc
-derives from a message, such as a payment_id. The table holds neither the
-key nor the message, only that hash. With -readable-ids the ID is
-"<prefix>#<key>" (lambdakit.Options.ReadableIDs: the record on a business
-item), and -key-attr and -status-attr name the attributes a function
-renamed (dynamostore.Options). functions/payment keeps its records on its
-ledger rows: -table its PAYMENTS_TABLE -prefix payment -readable-ids
--key-attr payment_id -status-attr record_status. An item whose status is
-neither INPROGRESS nor COMPLETED (a ledger row's own CHARGED, read without
--status-attr) is refused as a usage error: never shown as a record, never
-deleted. Flags come before KEY.
-
-  get KEY     prints the record: ID, status, expiry, lease holder and lease
-              end, validation hash (SHA-256 of the payload), the size of the
-              cached result (never the result), the failure of a record
-              completed with one, and what it means for the next message
-              with the key.
-  delete KEY  prints the record, asks for confirmation on standard input
-              (unless -yes), and deletes it, provided it did not change in
-              the meantime, so that the next message with the key runs the
-              handler again. A record in progress whose lease has not ended
-              is refused unless -force: its owner may still be running.
-              Warm containers that cache completed records (CacheSize; the
-              sample keeps 1000) still skip the key until they are replaced.
-  stuck       lists the records in progress whose lease ended more than
-              -older-than ago: owners that crashed or timed out without
-              completing or releasing. Such a record blocks nothing (the next
-              message with its key takes it over), but says that a message
-              was left half done. stuck scans the whole table, with a filter
-              (it needs dynamodb:Scan and is billed for every item read):
-              fine for an operator, not for a function.
-  failed      lists the records completed with a failure: the work ran,
-              then failed for good (its completion refused), and every
-              message with the key now fails without running it. A scan,
-              as stuck.
-
-The endpoint, region and credentials come from the AWS SDK's usual sources:
-AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL for a local DynamoDB,
-AWS_REGION, AWS_PROFILE and so on. A table name names no endpoint: without
-either variable (or endpoint_url in the AWS config file) the calls would go
-to DynamoDB on AWS, with this shell's credentials, which needs -live (else
-the command refuses, naming the endpoint). The first line on standard error
-says where they go, before any call:
-  lambdakit records: table T at http://127.0.0.1:5000 (AWS_ENDPOINT_URL_DYNAMODB)
-  lambdakit records: table T on AWS DynamoDB in REGION (no AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL is set)
-
-Standard output gets the records: as text, or with -json one JSON object per
-record, one per line:
-  {"id": ..., "status": "COMPLETED", "state": "completed", "expiration": ...,
-   "leaseHolder": ..., "leaseEnd": ..., "validation": ..., "resultBytes": N,
-   "failure": ...}
-where state is "completed", "failed" (completed with a failure), "in
-progress", "lease ended" or "expired"
-(an expired record counts as absent, though DynamoDB's TTL deletes it up to
-days later). delete adds "deleted": true or false. Times are UTC RFC 3339.
-Standard error gets messages and the prompt.
+Looks at a function's idempotency records in its DynamoDB table: get prints
+the record of KEY (the key its KeyFunc derives, such as a payment_id; the
+record's ID is "<prefix>#<sha256 hex of the key>", or "<prefix>#<key>" with
+-readable-ids) and what it means for the next message with that key; delete
+removes it after asking, so that the next message runs the handler again;
+stuck lists the records in progress whose lease ended (-older-than ago);
+failed lists those completed with a failure. stuck and failed scan the whole
+table. An item whose status is neither INPROGRESS nor COMPLETED (a ledger
+row read without -status-attr) is refused, never deleted. The table's
+endpoint is the SDK's (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL); DynamoDB
+on AWS needs -live. Flags come before KEY. More, with the -json fields: the
+"Stuck, failed and unwanted records" section of docs/operations.md.
 
 Flags:
 `

@@ -321,7 +321,7 @@ func TestRecords(t *testing.T) {
 			t.Errorf("exit status %d; want 0", r.code)
 		}
 		for _, want := range []string{"Usage: lambdakit records get", "<prefix>#<sha256 hex of the key>", "-table table", "IDEMPOTENCY_TABLE",
-			"-prefix prefix", "-json", "-yes", "-older-than duration", "AWS_ENDPOINT_URL_DYNAMODB", "scans the whole table", "CacheSize", "Exit status", "  3    the table does not exist"} {
+			"-prefix prefix", "-json", "-yes", "-older-than duration", "-live", "AWS_ENDPOINT_URL_DYNAMODB", "scan the whole", "-status-attr", "docs/operations.md", "Exit status", "  3    the table does not exist"} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("-h lacks %q", want)
 			}
