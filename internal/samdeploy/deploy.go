@@ -97,8 +97,8 @@ type Package struct {
 	CodeSHA256 string
 }
 
-// Output is one of the stack's outputs. A queue URL in Value is the
-// queue's URL at the local AWS (see LocalURL).
+// Output is one of the stack's outputs, as CloudFormation gives it: print
+// a queue URL with LocalURL.
 type Output struct{ Key, Value, Description string }
 
 // LocalURL returns value, with an SQS queue URL on AWS
@@ -136,8 +136,6 @@ type Result struct {
 	TranslatorVersion string
 	// TemplatePath is the transformed template, "" when BuildDir is empty.
 	TemplatePath string
-
-	endpoint string // the local AWS, for the outputs' queue URLs
 }
 
 // Deploy does what `sam build && sam deploy --config-env ENV` do, against
@@ -185,7 +183,7 @@ func Deploy(ctx context.Context, o Options) (*Result, error) {
 	cf := cloudformation.NewFromConfig(awsCfg)
 	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
 
-	res := &Result{StackName: cfg.StackName, endpoint: o.Endpoint}
+	res := &Result{StackName: cfg.StackName}
 	logf("stack %s ([%s] of %s), region %s, on the local AWS at %s", cfg.StackName, cfg.Env, o.ConfigFile, awsCfg.Region, o.Endpoint)
 	existing, err := describeStack(ctx, cf, cfg.StackName)
 	if err != nil {
@@ -472,7 +470,7 @@ func (r *Result) readStack(ctx context.Context, cf *cloudformation.Client) error
 	}
 	r.StackID, r.Status, r.Outputs = aws.ToString(s.StackId), string(s.StackStatus), nil
 	for _, o := range s.Outputs {
-		r.Outputs = append(r.Outputs, Output{Key: aws.ToString(o.OutputKey), Value: LocalURL(r.endpoint, aws.ToString(o.OutputValue)), Description: aws.ToString(o.Description)})
+		r.Outputs = append(r.Outputs, Output{Key: aws.ToString(o.OutputKey), Value: aws.ToString(o.OutputValue), Description: aws.ToString(o.Description)})
 	}
 	slices.SortFunc(r.Outputs, func(a, b Output) int { return strings.Compare(a.Key, b.Key) })
 	return nil
