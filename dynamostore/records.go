@@ -45,6 +45,7 @@ type StatusError struct {
 	Status string // what it holds ("" when absent)
 }
 
+// Error names the item, the attribute and what it holds.
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("dynamostore: item %s: attribute %q holds %q, which is no record status (%s or %s)",
 		e.ID, e.Attr, e.Status, lambdakit.StatusInProgress, lambdakit.StatusCompleted)
