@@ -341,3 +341,29 @@ func TestSetItemRefusesAnItemOverDynamoDBsItemLimit(t *testing.T) {
 		t.Errorf("SetItem of a 400 KiB attribute: got %v; want ErrInvalidItem wrapping ErrStagedTooLarge", setErr)
 	}
 }
+
+// SetItem counts a string that is not UTF-8 at the size DynamoDB
+// receives: the SDK sends each byte that is not UTF-8 as U+FFFD, three
+// bytes. 140,000 such bytes are 420,000 bytes in DynamoDB, over its
+// 400 KB (and moto's 405,000): SetItem must refuse them before the work,
+// not leave the completion to be refused after it.
+func TestSetItemCountsBytesThatAreNotUTF8AsDynamoDBReceivesThem(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, onItem(false))
+	var setErr error
+	effects := 0
+	_, err := e.Do(testCtx(t), "pay_latin1", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"receipt": &types.AttributeValueMemberS{Value: strings.Repeat("\xff", 140_000)}})
+		if setErr != nil {
+			return nil, setErr
+		}
+		effects++ // the card is charged
+		return nil, nil
+	})
+	if effects > 0 && err != nil {
+		t.Fatalf("SetItem: %v; then, after the work, Do: %v; want SetItem to refuse the item (ErrStagedTooLarge) before it", setErr, err)
+	}
+	if !errors.Is(setErr, lambdakit.ErrStagedTooLarge) {
+		t.Errorf("SetItem of 140,000 bytes that are not UTF-8: %v; want ErrInvalidItem wrapping ErrStagedTooLarge", setErr)
+	}
+}

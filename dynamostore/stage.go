@@ -21,7 +21,7 @@ func WriteSize(w types.TransactWriteItem) int {
 	n := 0
 	add := func(attrs map[string]types.AttributeValue) {
 		for name, v := range attrs {
-			n += len(name) + valueSize(v)
+			n += textSize(name) + valueSize(v)
 		}
 	}
 	switch {
