@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -36,8 +37,9 @@ func SetItem(ctx context.Context, attrs map[string]types.AttributeValue) error {
 }
 
 // CheckItem implements lambdakit.ItemStore: item must be a non-empty
-// map[string]types.AttributeValue (see SetItem) whose names are neither
-// empty nor those of the record's attributes, and whose values are set.
+// map[string]types.AttributeValue (see SetItem) whose names (and nested
+// map keys) are UTF-8, neither empty nor those of the record's
+// attributes, and whose values are set.
 func (s *Store) CheckItem(item any) error {
 	attrs, ok := item.(map[string]types.AttributeValue)
 	if !ok {
@@ -51,6 +53,8 @@ func (s *Store) CheckItem(item any) error {
 		switch {
 		case name == "":
 			return fmt.Errorf("%w: an attribute with an empty name", lambdakit.ErrInvalidItem)
+		case !utf8.ValidString(name):
+			return fmt.Errorf("%w: attribute %q: %w", lambdakit.ErrInvalidItem, name, errNameNotUTF8)
 		case slices.Contains(own, name):
 			return fmt.Errorf("%w: attribute %q is the idempotency record's own; name it otherwise (or rename the record's with dynamostore.Options)", lambdakit.ErrInvalidItem, name)
 		}
@@ -78,6 +82,11 @@ func completionExprLen(n int) int {
 	}
 	return size
 }
+
+// errNameNotUTF8 refuses a name that is not UTF-8: the SDK sends each
+// byte that is not as U+FFFD, so that two such names are one in DynamoDB,
+// and none is the name the handler gave.
+var errNameNotUTF8 = errors.New("the name is not UTF-8")
 
 // checkValue refuses what DynamoDB refuses in an item, so that SetItem
 // says so before the work rather than the completion after it: no value
@@ -116,6 +125,9 @@ func checkValue(v types.AttributeValue) error {
 		}
 	case *types.AttributeValueMemberM:
 		for k, e := range v.Value {
+			if !utf8.ValidString(k) {
+				return fmt.Errorf("key %q: %w", k, errNameNotUTF8)
+			}
 			if err := checkValue(e); err != nil {
 				return fmt.Errorf("key %q: %w", k, err)
 			}

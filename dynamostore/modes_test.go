@@ -367,3 +367,34 @@ func TestSetItemCountsBytesThatAreNotUTF8AsDynamoDBReceivesThem(t *testing.T) {
 		t.Errorf("SetItem of 140,000 bytes that are not UTF-8: %v; want ErrInvalidItem wrapping ErrStagedTooLarge", setErr)
 	}
 }
+
+// SetItem refuses an attribute name that is not UTF-8: the SDK sends each
+// such byte as U+FFFD, so "a\xff" and "a\xfe" are one name in DynamoDB,
+// which refuses the completion that sets it twice ("Two document paths
+// overlap"), after the work; or, alone, the item is written under a name
+// the handler did not give. Nested map keys are names too.
+func TestSetItemRefusesNamesThatAreNotUTF8(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, onItem(false))
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	for i, item := range []map[string]types.AttributeValue{
+		{"a\xff": s("1"), "a\xfe": s("2")},
+		{"card": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"a\xff": s("1"), "a\xfe": s("2")}}},
+	} {
+		var setErr error
+		effects := 0
+		_, err := e.Do(testCtx(t), fmt.Sprint("pay_names_", i), []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			if setErr = dynamostore.SetItem(ctx, item); setErr != nil {
+				return nil, setErr
+			}
+			effects++ // the card is charged
+			return nil, nil
+		})
+		if effects > 0 && err != nil {
+			t.Errorf("item %d: SetItem: %v; then, after the work, Do: %v; want SetItem to refuse the names before it", i, setErr, err)
+		}
+		if !errors.Is(setErr, lambdakit.ErrInvalidItem) {
+			t.Errorf("item %d: SetItem of names that are not UTF-8: %v; want ErrInvalidItem", i, setErr)
+		}
+	}
+}
