@@ -50,16 +50,11 @@ func (s *Store) CheckItem(item any) error {
 	}
 	own := s.o.names()
 	for name, v := range attrs {
-		switch {
-		case name == "":
-			return fmt.Errorf("%w: an attribute with an empty name", lambdakit.ErrInvalidItem)
-		case !utf8.ValidString(name):
-			return fmt.Errorf("%w: attribute %q: %w", lambdakit.ErrInvalidItem, name, errNameNotUTF8)
-		case slices.Contains(own, name):
+		if slices.Contains(own, name) {
 			return fmt.Errorf("%w: attribute %q is the idempotency record's own; name it otherwise (or rename the record's with dynamostore.Options)", lambdakit.ErrInvalidItem, name)
 		}
-		if err := checkValue(v); err != nil {
-			return fmt.Errorf("%w: attribute %q: %w", lambdakit.ErrInvalidItem, name, err)
+		if err := checkAttribute(name, v); err != nil {
+			return fmt.Errorf("%w: %w", lambdakit.ErrInvalidItem, err)
 		}
 	}
 	// The completion names every attribute in its UpdateExpression, which
@@ -81,6 +76,21 @@ func completionExprLen(n int) int {
 		size += len(", #i = :i") + 2*digits
 	}
 	return size
+}
+
+// checkAttribute refuses an attribute DynamoDB refuses: an empty name or
+// one that is not UTF-8, a value checkValue refuses.
+func checkAttribute(name string, v types.AttributeValue) error {
+	switch {
+	case name == "":
+		return errors.New("an attribute with an empty name")
+	case !utf8.ValidString(name):
+		return fmt.Errorf("attribute %q: %w", name, errNameNotUTF8)
+	}
+	if err := checkValue(v); err != nil {
+		return fmt.Errorf("attribute %q: %w", name, err)
+	}
+	return nil
 }
 
 // errNameNotUTF8 refuses a name that is not UTF-8: the SDK sends each

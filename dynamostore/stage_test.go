@@ -243,3 +243,36 @@ func TestStagedWritesAtTheTransactionLimitCommitOrAreRefusedByStage(t *testing.T
 		t.Errorf("effects %d, Stage: %v, Do: %v; want the writes Stage accepted committed after the work", effects, stageErr, err)
 	}
 }
+
+// Stage refuses a write DynamoDB refuses for its values (a number it
+// cannot hold, an empty set: the rules SetItem applies), before the work,
+// rather than leave the completion to be refused after it. moto refuses
+// the number; it takes the empty set in a transaction, which AWS refuses
+// ("empty sets are not supported": DynamoDB Developer Guide, "Supported
+// data types and naming rules", Sets), so that case asks Stage only.
+func TestStageRefusesValuesDynamoDBRefuses(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	for i, v := range []types.AttributeValue{
+		&types.AttributeValueMemberN{Value: "1e200"},
+		&types.AttributeValueMemberSS{Value: []string{}},
+	} {
+		var stageErr error
+		effects := 0
+		_, err := e.Do(testCtx(t), fmt.Sprint("pay_values_", i), []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			if stageErr = dynamostore.Stage(ctx, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+				"id": &types.AttributeValueMemberS{Value: fmt.Sprint("ledger#", i)}, "amount": v,
+			}}}); stageErr != nil {
+				return nil, stageErr
+			}
+			effects++ // the card is charged
+			return nil, nil
+		})
+		if effects > 0 && err != nil {
+			t.Errorf("value %d: Stage: %v; then, after the work, Do: %v; want Stage to refuse the write before it", i, stageErr, err)
+		}
+		if !errors.Is(stageErr, lambdakit.ErrInvalidItem) || !lambdakit.IsPermanent(stageErr) {
+			t.Errorf("value %d: Stage: %v; want ErrInvalidItem, permanent", i, stageErr)
+		}
+	}
+}
