@@ -113,12 +113,7 @@ func checkValue(v types.AttributeValue) error {
 	case *types.AttributeValueMemberSS:
 		return checkSet(v.Value)
 	case *types.AttributeValueMemberNS:
-		for _, e := range v.Value {
-			if err := awsrules.CheckNumber(e); err != nil {
-				return fmt.Errorf("a number set: %w", err)
-			}
-		}
-		return checkSet(v.Value)
+		return awsrules.CheckNumberSet(v.Value)
 	case *types.AttributeValueMemberBS:
 		seen := map[string]bool{}
 		for _, e := range v.Value {

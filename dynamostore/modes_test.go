@@ -398,3 +398,21 @@ func TestSetItemRefusesNamesThatAreNotUTF8(t *testing.T) {
 		}
 	}
 }
+
+// SetItem refuses a number set that holds one value twice, spelled two
+// ways ("1" and "1.0"): DynamoDB compares a number set's members as
+// numbers and refuses the completion after the work. moto compares them
+// as strings and takes it, so the test asks SetItem (the rule is
+// table-tested in awsrules).
+func TestSetItemRefusesANumberSetWithOneValueTwice(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, onItem(false))
+	var setErr error
+	_, _ = e.Do(testCtx(t), "pay_ns", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amounts": &types.AttributeValueMemberNS{Value: []string{"1", "1.0"}}})
+		return nil, setErr
+	})
+	if !errors.Is(setErr, lambdakit.ErrInvalidItem) {
+		t.Errorf("SetItem of the number set [1 1.0]: %v; want ErrInvalidItem", setErr)
+	}
+}

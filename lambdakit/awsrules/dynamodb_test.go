@@ -124,3 +124,44 @@ func TestDynamoDBLimitsAreTheServicesOnMoto(t *testing.T) {
 		}
 	}
 }
+
+// The DynamoDB Developer Guide, "Supported data types and naming rules in
+// Amazon DynamoDB", section "Sets": each value within a set must be
+// unique, and empty sets are not supported; a number set's members are
+// numbers, so two spellings of one value are one member, which DynamoDB
+// refuses as "Input collection ... contains duplicates". One case per
+// clause; moto says whether moto 5.2.1 enforces the clause: it refuses
+// an empty set only (it takes ["1", "1"], and 1e200 in a set).
+func TestCheckNumberSetFollowsDynamoDBsSetRule(t *testing.T) {
+	cases := []struct {
+		clause  string
+		members []string
+		ok      bool
+		moto    bool
+	}{
+		{"one member", []string{"1"}, true, true},
+		{"distinct values", []string{"1", "1.5", "-1", "0"}, true, true},
+		{"empty", []string{}, false, true},
+		{"one value spelled twice alike", []string{"1", "1"}, false, false},
+		{"one value with a trailing zero", []string{"1", "1.0"}, false, false},
+		{"one value with an exponent and a sign", []string{"100", "+1E2"}, false, false},
+		{"one value with leading zeros", []string{"0.5", "00.50"}, false, false},
+		{"zero and minus zero", []string{"0", "-0"}, false, false},
+		{"a member DynamoDB cannot hold", []string{"1", "1e200"}, false, false},
+	}
+	client, table := dynamoTable(t, false)
+	for i, c := range cases {
+		t.Run(c.clause, func(t *testing.T) {
+			err := awsrules.CheckNumberSet(c.members)
+			verdict(t, fmt.Sprintf("CheckNumberSet(%q)", c.members), err, c.ok, awsrules.ErrSet)
+			if !c.moto {
+				return
+			}
+			_, motoErr := client.PutItem(ctxFor(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: fmt.Sprint("set", i)},
+				"ns": &types.AttributeValueMemberNS{Value: c.members},
+			}})
+			agree(t, fmt.Sprintf("number set %q", c.members), err, motoErr)
+		})
+	}
+}

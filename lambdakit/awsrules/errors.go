@@ -5,6 +5,9 @@ import "errors"
 // ErrNumber means a string is not a number DynamoDB can hold.
 var ErrNumber = errors.New("awsrules: not a DynamoDB number")
 
+// ErrSet means members are not a set DynamoDB can hold.
+var ErrSet = errors.New("awsrules: not a DynamoDB set")
+
 // Errors of the SQS rules.
 var (
 	// ErrGroupID means a string is not a valid message group ID.

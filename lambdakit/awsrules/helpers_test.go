@@ -22,6 +22,8 @@ import (
 //   - DynamoDB numbers: the 38 significant digits, and magnitudes from
 //     1E+126 up to where moto's own overflow starts;
 //   - DynamoDB: the 4 KB expression length and the 4 MB of a transaction;
+//   - DynamoDB number sets: members of one value, and members that are
+//     not numbers DynamoDB holds (moto refuses an empty set only);
 //   - SQS: the characters and length of message group and deduplication
 //     IDs; the reserved prefixes, periods and length of attribute names
 //     (moto checks their characters only); the characters of bodies and
