@@ -57,16 +57,8 @@ func TestCheckNumberFollowsDynamoDBsNumberRule(t *testing.T) {
 	client, table := dynamoTable(t, false)
 	for i, c := range cases {
 		t.Run(c.clause, func(t *testing.T) {
-			err := awsrules.CheckNumber(c.n)
-			verdict(t, fmt.Sprintf("CheckNumber(%q)", c.n), err, c.ok, awsrules.ErrNumber)
-			if !c.moto {
-				return
-			}
-			_, motoErr := client.PutItem(ctxFor(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-				"pk": &types.AttributeValueMemberS{Value: fmt.Sprint(i)},
-				"n":  &types.AttributeValueMemberN{Value: c.n},
-			}})
-			agree(t, fmt.Sprintf("number %q", c.n), err, motoErr)
+			crossCheck(t, fmt.Sprintf("CheckNumber(%q)", c.n), awsrules.CheckNumber(c.n), c.ok, awsrules.ErrNumber, c.moto,
+				putValue(client, table, fmt.Sprint(i), &types.AttributeValueMemberN{Value: c.n}))
 		})
 	}
 }
@@ -152,16 +144,8 @@ func TestCheckNumberSetFollowsDynamoDBsSetRule(t *testing.T) {
 	client, table := dynamoTable(t, false)
 	for i, c := range cases {
 		t.Run(c.clause, func(t *testing.T) {
-			err := awsrules.CheckNumberSet(c.members)
-			verdict(t, fmt.Sprintf("CheckNumberSet(%q)", c.members), err, c.ok, awsrules.ErrSet)
-			if !c.moto {
-				return
-			}
-			_, motoErr := client.PutItem(ctxFor(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-				"pk": &types.AttributeValueMemberS{Value: fmt.Sprint("set", i)},
-				"ns": &types.AttributeValueMemberNS{Value: c.members},
-			}})
-			agree(t, fmt.Sprintf("number set %q", c.members), err, motoErr)
+			crossCheck(t, fmt.Sprintf("CheckNumberSet(%q)", c.members), awsrules.CheckNumberSet(c.members), c.ok, awsrules.ErrSet, c.moto,
+				putValue(client, table, fmt.Sprint("set", i), &types.AttributeValueMemberNS{Value: c.members}))
 		})
 	}
 }

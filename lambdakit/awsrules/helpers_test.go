@@ -85,3 +85,25 @@ func verdict(t *testing.T, call string, err error, ok bool, sentinel error) {
 		t.Fatalf("%s = %v; want ok=%v, or an error wrapping %v", call, err, ok, sentinel)
 	}
 }
+
+// crossCheck checks one clause: the rule's verdict err, and, where moto
+// enforces the clause, that moto's answer to send agrees.
+func crossCheck(t *testing.T, call string, err error, ok bool, sentinel error, moto bool, send func(context.Context) error) {
+	t.Helper()
+	verdict(t, call, err, ok, sentinel)
+	if moto {
+		agree(t, call, err, send(ctxFor(t)))
+	}
+}
+
+// putValue returns a send for crossCheck: a PutItem, to table, of the item
+// keyed pk that holds v.
+func putValue(client *dynamodb.Client, table, pk string, v types.AttributeValue) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: pk},
+			"v":  v,
+		}})
+		return err
+	}
+}
