@@ -44,9 +44,19 @@ const (
 // digits with an optional sign, point and exponent ("-12.5", "1E-130");
 // hexadecimal, NaN, Infinity, blanks and underscores are not numbers.
 func CheckNumber(n string) error {
+	if why := checkDecimal(n, minNumberExp, maxNumberExp); why != "" {
+		return fmt.Errorf("%w: %s", ErrNumber, why)
+	}
+	return nil
+}
+
+// checkDecimal says why n is not a decimal of at most MaxNumberDigits
+// significant digits whose leading digit's power of ten is from minExp to
+// maxExp, or "" when it is one (zero always is).
+func checkDecimal(n string, minExp, maxExp int) string {
 	digits, exp, ok := parseDecimal(n)
 	if !ok {
-		return fmt.Errorf("%w: %q is not a decimal number", ErrNumber, n)
+		return fmt.Sprintf("%q is not a decimal number", n)
 	}
 	first, last := -1, -1 // the first and last significant digits
 	for i := 0; i < len(digits); i++ {
@@ -58,20 +68,20 @@ func CheckNumber(n string) error {
 		}
 	}
 	if first < 0 {
-		return nil // zero, however written
+		return "" // zero, however written
 	}
 	if sig := last - first + 1; sig > MaxNumberDigits {
-		return fmt.Errorf("%w: %q has %d significant digits; DynamoDB holds %d", ErrNumber, clip(n), sig, MaxNumberDigits)
+		return fmt.Sprintf("%q has %d significant digits; at most %d", clip(n), sig, MaxNumberDigits)
 	}
 	// exp places the decimal point after digits[:exp] (it may lie
 	// outside digits); the leading digit's power of ten is then:
 	switch sci := exp - 1 - first; {
-	case sci > maxNumberExp:
-		return fmt.Errorf("%w: %q is larger in magnitude than 9.99…E+%d", ErrNumber, clip(n), maxNumberExp)
-	case sci < minNumberExp:
-		return fmt.Errorf("%w: %q is smaller in magnitude than 1E%d", ErrNumber, clip(n), minNumberExp)
+	case sci > maxExp:
+		return fmt.Sprintf("%q is larger in magnitude than 9.99…E+%d", clip(n), maxExp)
+	case sci < minExp:
+		return fmt.Sprintf("%q is smaller in magnitude than 1E%d", clip(n), minExp)
 	}
-	return nil
+	return ""
 }
 
 // CheckNumberSet returns an error wrapping ErrSet unless members are a

@@ -27,7 +27,8 @@ import (
 //   - SQS: the characters and length of message group and deduplication
 //     IDs; the reserved prefixes, periods and length of attribute names
 //     (moto checks their characters only); the characters of bodies and
-//     attribute values; the 10 attributes of a message.
+//     attribute values; the values of Number attributes; the 10
+//     attributes of a message.
 var moto testenv.Moto
 
 func TestMain(m *testing.M) { moto.Run(m) }
