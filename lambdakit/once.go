@@ -454,7 +454,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 // which unwinds the caller's goroutine past the rest of its work, after
 // fn's context has ended.
 func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func()) (result []byte, staged []any, item any, err error) {
-	st := &stage{recordID: rec.ID, items: e.items, checker: e.checker}
+	st := &stage{lock: rec, items: e.items, checker: e.checker}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
 	result, err = call(fctx, fn, func() {

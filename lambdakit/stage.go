@@ -19,14 +19,17 @@ type stageKey struct{}
 // stage is closed: its writes are committed or dropped, and a later one
 // must fail, not vanish.
 type stage struct {
-	recordID string         // the record whose completion commits the writes
-	items    ItemStore      // nil when the store cannot write an item
-	checker  StagingChecker // nil when the store has no limit to check
-	mu       sync.Mutex
-	ops      []any
-	item     any
-	itemSet  bool
-	closed   bool
+	// lock is the record whose completion commits the writes, as locked:
+	// its ID, and the lease and payload hash the completion writes
+	// again, which the checker counts.
+	lock    IdempotencyRecord
+	items   ItemStore      // nil when the store cannot write an item
+	checker StagingChecker // nil when the store has no limit to check
+	mu      sync.Mutex
+	ops     []any
+	item    any
+	itemSet bool
+	closed  bool
 }
 
 // StagingRecord returns the ID of the idempotency record whose completion
@@ -39,7 +42,7 @@ func StagingRecord(ctx context.Context) (id string, ok bool) {
 	if !ok {
 		return "", false
 	}
-	return s.recordID, true
+	return s.lock.ID, true
 }
 
 // StageFunc stages, in one step, the writes build returns when given the
@@ -71,7 +74,8 @@ func (s *stage) add(ops []any, item any) error {
 	all := append(s.ops[:len(s.ops):len(s.ops)], ops...)
 	if s.checker != nil {
 		// What the store refuses now it would refuse on every run.
-		if err := s.checker.CheckStaging(IdempotencyRecord{ID: s.recordID, Item: item, Staged: all}); err != nil {
+		rec := IdempotencyRecord{ID: s.lock.ID, Lease: s.lock.Lease, Validation: s.lock.Validation, Item: item, Staged: all}
+		if err := s.checker.CheckStaging(rec); err != nil {
 			return Permanent(err)
 		}
 	}
@@ -126,7 +130,7 @@ func SetItem(ctx context.Context, item any) error {
 	case s.closed:
 		return fmt.Errorf("%w: the handler has returned, and its record was completed or released without this item", ErrNotStaging)
 	case s.itemSet:
-		return fmt.Errorf("%w (record %s)", ErrItemAlreadySet, s.recordID)
+		return fmt.Errorf("%w (record %s)", ErrItemAlreadySet, s.lock.ID)
 	case s.items == nil:
 		return fmt.Errorf("%w: the store cannot write a handler's item (it does not implement lambdakit.ItemStore)", ErrStagingUnsupported)
 	}
