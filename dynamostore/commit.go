@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -36,8 +37,9 @@ func SetItem(ctx context.Context, attrs map[string]types.AttributeValue) error {
 }
 
 // CheckItem implements lambdakit.ItemStore: item must be a non-empty
-// map[string]types.AttributeValue (see SetItem) whose names are neither
-// empty nor those of the record's attributes, and whose values are set.
+// map[string]types.AttributeValue (see SetItem) whose names (and nested
+// map keys) are UTF-8, neither empty nor those of the record's
+// attributes, and whose values are set.
 func (s *Store) CheckItem(item any) error {
 	attrs, ok := item.(map[string]types.AttributeValue)
 	if !ok {
@@ -48,14 +50,11 @@ func (s *Store) CheckItem(item any) error {
 	}
 	own := s.o.names()
 	for name, v := range attrs {
-		switch {
-		case name == "":
-			return fmt.Errorf("%w: an attribute with an empty name", lambdakit.ErrInvalidItem)
-		case slices.Contains(own, name):
+		if slices.Contains(own, name) {
 			return fmt.Errorf("%w: attribute %q is the idempotency record's own; name it otherwise (or rename the record's with dynamostore.Options)", lambdakit.ErrInvalidItem, name)
 		}
-		if err := checkValue(v); err != nil {
-			return fmt.Errorf("%w: attribute %q: %w", lambdakit.ErrInvalidItem, name, err)
+		if err := checkAttribute(name, v); err != nil {
+			return fmt.Errorf("%w: %w", lambdakit.ErrInvalidItem, err)
 		}
 	}
 	// The completion names every attribute in its UpdateExpression, which
@@ -79,6 +78,26 @@ func completionExprLen(n int) int {
 	return size
 }
 
+// checkAttribute refuses an attribute DynamoDB refuses: an empty name or
+// one that is not UTF-8, a value checkValue refuses.
+func checkAttribute(name string, v types.AttributeValue) error {
+	switch {
+	case name == "":
+		return errors.New("an attribute with an empty name")
+	case !utf8.ValidString(name):
+		return fmt.Errorf("attribute %q: %w", name, errNameNotUTF8)
+	}
+	if err := checkValue(v); err != nil {
+		return fmt.Errorf("attribute %q: %w", name, err)
+	}
+	return nil
+}
+
+// errNameNotUTF8 refuses a name that is not UTF-8: the SDK sends each
+// byte that is not as U+FFFD, so that two such names are one in DynamoDB,
+// and none is the name the handler gave.
+var errNameNotUTF8 = errors.New("the name is not UTF-8")
+
 // checkValue refuses what DynamoDB refuses in an item, so that SetItem
 // says so before the work rather than the completion after it: no value
 // (here or nested), an empty or repeating set, a number DynamoDB cannot
@@ -94,12 +113,7 @@ func checkValue(v types.AttributeValue) error {
 	case *types.AttributeValueMemberSS:
 		return checkSet(v.Value)
 	case *types.AttributeValueMemberNS:
-		for _, e := range v.Value {
-			if err := awsrules.CheckNumber(e); err != nil {
-				return fmt.Errorf("a number set: %w", err)
-			}
-		}
-		return checkSet(v.Value)
+		return awsrules.CheckNumberSet(v.Value)
 	case *types.AttributeValueMemberBS:
 		seen := map[string]bool{}
 		for _, e := range v.Value {
@@ -116,6 +130,9 @@ func checkValue(v types.AttributeValue) error {
 		}
 	case *types.AttributeValueMemberM:
 		for k, e := range v.Value {
+			if !utf8.ValidString(k) {
+				return fmt.Errorf("key %q: %w", k, errNameNotUTF8)
+			}
 			if err := checkValue(e); err != nil {
 				return fmt.Errorf("key %q: %w", k, err)
 			}

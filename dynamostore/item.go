@@ -67,30 +67,38 @@ func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	}
 	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
 		for name, v := range attrs {
-			n += len(name) + valueSize(v)
+			n += textSize(name) + valueSize(v)
 		}
 	}
 	return n
 }
 
 // valueSize is an upper bound on the size DynamoDB counts for one
-// attribute value: strings and binaries by length, numbers at most
+// attribute value: strings by textSize, binaries by length, numbers at most
 // maxNumberSize, lists and maps 3 bytes plus 1 per element plus the
 // elements, sets the sum of their elements.
 func valueSize(v types.AttributeValue) int {
 	switch v := v.(type) {
 	case *types.AttributeValueMemberS:
-		return len(v.Value)
+		return textSize(v.Value)
 	case *types.AttributeValueMemberN:
 		return maxNumberSize
 	case *types.AttributeValueMemberB:
 		return len(v.Value)
 	case *types.AttributeValueMemberSS:
-		return lengths(v.Value)
+		n := 0
+		for _, e := range v.Value {
+			n += textSize(e)
+		}
+		return n
 	case *types.AttributeValueMemberNS:
 		return maxNumberSize * len(v.Value)
 	case *types.AttributeValueMemberBS:
-		return lengths(v.Value)
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)
+		}
+		return n
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
@@ -100,7 +108,7 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberM:
 		n := 3
 		for name, e := range v.Value {
-			n += 1 + len(name) + valueSize(e)
+			n += 1 + textSize(name) + valueSize(e)
 		}
 		return n
 	default: // BOOL, NULL
@@ -191,11 +199,21 @@ func (d *decoder) num(name string) (int64, bool) {
 	}
 }
 
-// lengths is the sum of the lengths of a set's elements.
-func lengths[E string | []byte](set []E) int {
+// textSize is the size of s in DynamoDB, which counts strings in UTF-8:
+// s as the SDK sends it, with each byte that is not UTF-8 turned into
+// U+FFFD, three bytes.
+func textSize(s string) int {
+	if utf8.ValidString(s) {
+		return len(s)
+	}
 	n := 0
-	for _, e := range set {
-		n += len(e)
+	for off := 0; off < len(s); {
+		r, w := utf8.DecodeRuneInString(s[off:])
+		off += w
+		if r == utf8.RuneError && w == 1 {
+			w = utf8.RuneLen(utf8.RuneError)
+		}
+		n += w
 	}
 	return n
 }

@@ -341,3 +341,78 @@ func TestSetItemRefusesAnItemOverDynamoDBsItemLimit(t *testing.T) {
 		t.Errorf("SetItem of a 400 KiB attribute: got %v; want ErrInvalidItem wrapping ErrStagedTooLarge", setErr)
 	}
 }
+
+// SetItem counts a string that is not UTF-8 at the size DynamoDB
+// receives: the SDK sends each byte that is not UTF-8 as U+FFFD, three
+// bytes. 140,000 such bytes are 420,000 bytes in DynamoDB, over its
+// 400 KB (and moto's 405,000): SetItem must refuse them before the work,
+// not leave the completion to be refused after it.
+func TestSetItemCountsBytesThatAreNotUTF8AsDynamoDBReceivesThem(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, onItem(false))
+	var setErr error
+	effects := 0
+	_, err := e.Do(testCtx(t), "pay_latin1", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"receipt": &types.AttributeValueMemberS{Value: strings.Repeat("\xff", 140_000)}})
+		if setErr != nil {
+			return nil, setErr
+		}
+		effects++ // the card is charged
+		return nil, nil
+	})
+	if effects > 0 && err != nil {
+		t.Fatalf("SetItem: %v; then, after the work, Do: %v; want SetItem to refuse the item (ErrStagedTooLarge) before it", setErr, err)
+	}
+	if !errors.Is(setErr, lambdakit.ErrStagedTooLarge) {
+		t.Errorf("SetItem of 140,000 bytes that are not UTF-8: %v; want ErrInvalidItem wrapping ErrStagedTooLarge", setErr)
+	}
+}
+
+// SetItem refuses an attribute name that is not UTF-8: the SDK sends each
+// such byte as U+FFFD, so "a\xff" and "a\xfe" are one name in DynamoDB,
+// which refuses the completion that sets it twice ("Two document paths
+// overlap"), after the work; or, alone, the item is written under a name
+// the handler did not give. Nested map keys are names too.
+func TestSetItemRefusesNamesThatAreNotUTF8(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, onItem(false))
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	for i, item := range []map[string]types.AttributeValue{
+		{"a\xff": s("1"), "a\xfe": s("2")},
+		{"card": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"a\xff": s("1"), "a\xfe": s("2")}}},
+	} {
+		var setErr error
+		effects := 0
+		_, err := e.Do(testCtx(t), fmt.Sprint("pay_names_", i), []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			if setErr = dynamostore.SetItem(ctx, item); setErr != nil {
+				return nil, setErr
+			}
+			effects++ // the card is charged
+			return nil, nil
+		})
+		if effects > 0 && err != nil {
+			t.Errorf("item %d: SetItem: %v; then, after the work, Do: %v; want SetItem to refuse the names before it", i, setErr, err)
+		}
+		if !errors.Is(setErr, lambdakit.ErrInvalidItem) {
+			t.Errorf("item %d: SetItem of names that are not UTF-8: %v; want ErrInvalidItem", i, setErr)
+		}
+	}
+}
+
+// SetItem refuses a number set that holds one value twice, spelled two
+// ways ("1" and "1.0"): DynamoDB compares a number set's members as
+// numbers and refuses the completion after the work. moto compares them
+// as strings and takes it, so the test asks SetItem (the rule is
+// table-tested in awsrules).
+func TestSetItemRefusesANumberSetWithOneValueTwice(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, onItem(false))
+	var setErr error
+	_, _ = e.Do(testCtx(t), "pay_ns", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amounts": &types.AttributeValueMemberNS{Value: []string{"1", "1.0"}}})
+		return nil, setErr
+	})
+	if !errors.Is(setErr, lambdakit.ErrInvalidItem) {
+		t.Errorf("SetItem of the number set [1 1.0]: %v; want ErrInvalidItem", setErr)
+	}
+}

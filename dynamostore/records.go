@@ -34,6 +34,32 @@ var (
 	ErrRecordChanged = errors.New("dynamostore: record changed since it was read")
 )
 
+// StatusError is an item whose status attribute holds no record status
+// (neither INPROGRESS nor COMPLETED): not an idempotency record, or one
+// read with the wrong Options.StatusAttr, such as a ledger row whose own
+// status is CHARGED. Get returns it rather than guess what the item
+// means, and Delete never deletes such an item.
+type StatusError struct {
+	ID     string
+	Attr   string // the attribute read as the status: Options.StatusAttr
+	Status string // what it holds ("" when absent)
+}
+
+// Error names the item, the attribute and what it holds.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("dynamostore: item %s: attribute %q holds %q, which is no record status (%s or %s)",
+		e.ID, e.Attr, e.Status, lambdakit.StatusInProgress, lambdakit.StatusCompleted)
+}
+
+// checkStatus returns a *StatusError when rec's status is no record
+// status.
+func (r *Records) checkStatus(rec lambdakit.IdempotencyRecord) error {
+	if rec.Status == lambdakit.StatusInProgress || rec.Status == lambdakit.StatusCompleted {
+		return nil
+	}
+	return &StatusError{ID: rec.ID, Attr: r.o.StatusAttr, Status: string(rec.Status)}
+}
+
 // Records reads and deletes the records of a table for an operator: a
 // command-line tool, not a function. Store is what functions use; they need
 // none of this, and their roles need not allow it (dynamodb:GetItem,
@@ -58,7 +84,8 @@ func NewRecords(client RecordsAPI, table string, optFns ...func(*Options)) *Reco
 
 // Get reads the record with the given ID, with a strongly consistent read.
 // It returns an error wrapping ErrNotFound when there is none, and one
-// wrapping ErrNoTable when the table does not exist. An expired record that
+// wrapping ErrNoTable when the table does not exist, and a *StatusError
+// when the item's status is no record status. An expired record that
 // DynamoDB has not deleted yet is returned as it is: see lambdakit.IdempotencyRecord.Live.
 func (r *Records) Get(ctx context.Context, id string) (lambdakit.IdempotencyRecord, error) {
 	if r.optErr != nil {
@@ -79,6 +106,9 @@ func (r *Records) Get(ctx context.Context, id string) (lambdakit.IdempotencyReco
 	if err != nil {
 		return lambdakit.IdempotencyRecord{}, fmt.Errorf("dynamostore: get %s: %w", id, err)
 	}
+	if err := r.checkStatus(rec); err != nil {
+		return lambdakit.IdempotencyRecord{}, err
+	}
 	return rec, nil
 }
 
@@ -86,10 +116,15 @@ func (r *Records) Get(ctx context.Context, id string) (lambdakit.IdempotencyReco
 // same lease (none, for a record without one). Otherwise it deletes nothing
 // and returns an error wrapping ErrRecordChanged, or ErrNotFound when the
 // record is gone. A record deleted this way is forgotten: the next message
-// with its key runs the handler again.
+// with its key runs the handler again. A rec whose status is no record
+// status is a *StatusError, before any call: the condition on the status
+// then keeps Delete off every item that is not a record.
 func (r *Records) Delete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if r.optErr != nil {
 		return r.optErr
+	}
+	if err := r.checkStatus(rec); err != nil {
+		return err
 	}
 	cond := "attribute_exists(" + nKey + ") AND " + nStatus + " = :status AND "
 	values := map[string]types.AttributeValue{":status": str(string(rec.Status))}
@@ -129,6 +164,10 @@ type ScanFilter struct {
 	// LeaseEndedBefore, if not zero, keeps only records whose lease ended
 	// before it (in_progress_expiration earlier than it).
 	LeaseEndedBefore time.Time
+	// Failed keeps only records completed with a failure
+	// (lambdakit.IdempotencyRecord.Failure): the work ran, and every
+	// message with the key fails without running it again.
+	Failed bool
 }
 
 // Scan returns the records that match f, page after page, through a Scan
@@ -152,6 +191,11 @@ func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.Id
 			filter += " AND " + nStatus + " = :inprogress"
 			names = append(names, nStatus)
 			values[":inprogress"] = str(string(lambdakit.StatusInProgress))
+		}
+		if f.Failed {
+			filter += " AND " + nStatus + " = :completed AND attribute_exists(" + nFailure + ")"
+			names = append(names, nStatus, nFailure)
+			values[":completed"] = str(string(lambdakit.StatusCompleted))
 		}
 		if !f.LeaseEndedBefore.IsZero() {
 			filter += " AND " + nInProgress + " < :before_ms"

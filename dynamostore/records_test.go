@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
@@ -143,10 +144,15 @@ func TestRecordsScan(t *testing.T) {
 	for _, r := range []lambdakit.IdempotencyRecord{ended10, ended1, running, completed, other} {
 		f.acquire(t, r, at.Add(-40*time.Minute))
 	}
+	failed := record("payment#failed", at.Add(-40*time.Minute))
+	f.acquire(t, failed, at.Add(-40*time.Minute))
 	done := completed
 	done.Status = lambdakit.StatusCompleted
-	if err := f.store.Complete(t.Context(), done); err != nil {
-		t.Fatal(err)
+	failed.Status, failed.Failure = lambdakit.StatusCompleted, "completion rejected"
+	for _, r := range []lambdakit.IdempotencyRecord{done, failed} {
+		if err := f.store.Complete(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	scan := func(filter dynamostore.ScanFilter) []string {
@@ -166,7 +172,8 @@ func TestRecordsScan(t *testing.T) {
 		filter dynamostore.ScanFilter
 		want   []string
 	}{
-		{"a prefix: its records only", dynamostore.ScanFilter{Prefix: "payment"}, []string{completed.ID, ended1.ID, ended10.ID, running.ID}},
+		{"a prefix: its records only", dynamostore.ScanFilter{Prefix: "payment"}, []string{completed.ID, ended1.ID, ended10.ID, failed.ID, running.ID}},
+		{"completed with a failure", dynamostore.ScanFilter{Prefix: "payment", Failed: true}, []string{failed.ID}},
 		{"in progress", dynamostore.ScanFilter{Prefix: "payment", InProgress: true}, []string{ended1.ID, ended10.ID, running.ID}},
 		{"lease ended before now", dynamostore.ScanFilter{Prefix: "payment", InProgress: true, LeaseEndedBefore: at}, []string{ended1.ID, ended10.ID}},
 		{"lease ended more than 5 minutes ago", dynamostore.ScanFilter{Prefix: "payment", InProgress: true, LeaseEndedBefore: at.Add(-5 * time.Minute)}, []string{ended10.ID}},
@@ -239,5 +246,31 @@ func limitScan(n int32) func(*middleware.Stack) error {
 				}
 				return next.HandleInitialize(ctx, in)
 			}), middleware.Before)
+	}
+}
+
+// An item whose status is no record status (a ledger row's own CHARGED,
+// read with the default StatusAttr) is not a record: Get returns a
+// *StatusError naming the attribute and what it holds, and Delete refuses
+// it, so the item stays.
+func TestRecordsRefuseAnItemWhoseStatusIsNoRecordStatus(t *testing.T) {
+	f := setup(t)
+	records := dynamostore.NewRecords(f.db, f.table)
+	id := "payment#pay_1"
+	if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: id}, "status": &types.AttributeValueMemberS{Value: "CHARGED"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var se *dynamostore.StatusError
+	if _, err := records.Get(t.Context(), id); !errors.As(err, &se) || se.ID != id || se.Attr != "status" || se.Status != "CHARGED" {
+		t.Errorf("Get = %v; want a *StatusError naming the attribute status and CHARGED", err)
+	}
+	if err := records.Delete(t.Context(), lambdakit.IdempotencyRecord{ID: id, Status: "CHARGED"}); !errors.As(err, &se) {
+		t.Errorf("Delete = %v; want a *StatusError", err)
+	}
+	out, err := f.db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(f.table), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}})
+	if err != nil || len(out.Item) == 0 {
+		t.Errorf("after the refused Delete: item %v, %v; want it kept", out.Item, err)
 	}
 }

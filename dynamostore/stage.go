@@ -21,7 +21,7 @@ func WriteSize(w types.TransactWriteItem) int {
 	n := 0
 	add := func(attrs map[string]types.AttributeValue) {
 		for name, v := range attrs {
-			n += len(name) + valueSize(v)
+			n += textSize(name) + valueSize(v)
 		}
 	}
 	switch {
@@ -46,8 +46,44 @@ func WriteSize(w types.TransactWriteItem) int {
 // 400 KB in the record's item with the handler's. The record's result is
 // not known yet and not counted: a result too large is dropped, not
 // refused (see Complete).
+//
+// It also refuses, with an error wrapping lambdakit.ErrInvalidItem, a
+// staged write whose values DynamoDB refuses, by the rules of SetItem
+// (see CheckItem): the values of a Put's item, an Update's expression
+// values, and the keys of each write.
 func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	for i, op := range rec.Staged {
+		if w, ok := op.(types.TransactWriteItem); ok {
+			if err := checkWrite(w); err != nil {
+				return fmt.Errorf("%w: staged write %d (%s): %w", lambdakit.ErrInvalidItem, i, describe(w), err)
+			}
+		}
+	}
 	return s.checkTransaction(rec)
+}
+
+// checkWrite checks the attributes w sends, as CheckItem checks an
+// item's.
+func checkWrite(w types.TransactWriteItem) error {
+	var attrs []map[string]types.AttributeValue
+	switch {
+	case w.Put != nil:
+		attrs = append(attrs, w.Put.Item, w.Put.ExpressionAttributeValues)
+	case w.Update != nil:
+		attrs = append(attrs, w.Update.Key, w.Update.ExpressionAttributeValues)
+	case w.Delete != nil:
+		attrs = append(attrs, w.Delete.Key, w.Delete.ExpressionAttributeValues)
+	case w.ConditionCheck != nil:
+		attrs = append(attrs, w.ConditionCheck.Key, w.ConditionCheck.ExpressionAttributeValues)
+	}
+	for _, m := range attrs {
+		for name, v := range m {
+			if err := checkAttribute(name, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkTransaction is CheckStaging, and the check of the completion
@@ -84,8 +120,8 @@ func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord) error {
 //
 // A transaction holds at most 100 writes, the completion among them, and
 // 4 MB, and may not touch the same item twice: Stage refuses writes past
-// the first two limits (see Store.CheckStaging), marked
-// lambdakit.Permanent.
+// the first two limits, and writes whose values DynamoDB refuses (see
+// Store.CheckStaging), marked lambdakit.Permanent.
 func Stage(ctx context.Context, items ...types.TransactWriteItem) error {
 	ops := make([]any, len(items))
 	for i, it := range items {

@@ -1,6 +1,7 @@
 package dynamostore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -185,5 +186,93 @@ func TestStageOutsideIdempotentHandler(t *testing.T) {
 	err := dynamostore.Stage(t.Context(), payment("table", "payment#1"))
 	if !errors.Is(err, lambdakit.ErrNotStaging) {
 		t.Errorf("Stage: error %v; want ErrNotStaging", err)
+	}
+}
+
+// What Stage accepts, the completion commits: a write that Stage takes
+// at the edge of a transaction's 4 MB is not refused by the completion
+// after the work. The record the completion writes carries its lease and
+// payload hash; a check at Stage that leaves them out accepts writes the
+// completion then refuses. The write is sized to the last byte a check
+// without them accepts (CheckStaging with the record as the stage saw it
+// before the fix). moto does not enforce the 4 MB of a transaction: what
+// can refuse here is the store's own check.
+func TestStagedWritesAtTheTransactionLimitCommitOrAreRefusedByStage(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	blob := func(id string, n int) types.TransactWriteItem {
+		return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+			"id":   &types.AttributeValueMemberS{Value: id},
+			"blob": &types.AttributeValueMemberS{Value: strings.Repeat("b", n)},
+		}}}
+	}
+	effects := 0
+	var stageErr error
+	_, err := e.Do(testCtx(t), "pay_full", []byte(`{"amount":1}`), func(ctx context.Context) ([]byte, error) {
+		for i := range 10 {
+			if err := dynamostore.Stage(ctx, blob(fmt.Sprintf("full#%d", i), 390_000)); err != nil {
+				return nil, err
+			}
+		}
+		id, _ := lambdakit.StagingRecord(ctx)
+		var staged []any
+		_ = lambdakit.StageFunc(ctx, func(s []any) ([]any, error) { staged = s; return nil, nil })
+		lo, hi := 0, 400_000 // the largest last write the bare record admits
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if f.store.CheckStaging(lambdakit.IdempotencyRecord{ID: id, Staged: append(staged, blob("full#last", mid))}) == nil {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if stageErr = dynamostore.Stage(ctx, blob("full#last", lo)); stageErr != nil {
+			return nil, stageErr
+		}
+		effects++ // the card is charged
+		return nil, nil
+	})
+	switch {
+	case effects == 0 && errors.Is(stageErr, lambdakit.ErrStagedTooLarge):
+		// Refused before the work: as good as committed.
+	case effects == 1 && err == nil:
+		if f.record(t, "full#last") == nil {
+			t.Errorf("Do succeeded, but the last staged write is absent")
+		}
+	default:
+		t.Errorf("effects %d, Stage: %v, Do: %v; want the writes Stage accepted committed after the work", effects, stageErr, err)
+	}
+}
+
+// Stage refuses a write DynamoDB refuses for its values (a number it
+// cannot hold, an empty set: the rules SetItem applies), before the work,
+// rather than leave the completion to be refused after it. moto refuses
+// the number; it takes the empty set in a transaction, which AWS refuses
+// ("empty sets are not supported": DynamoDB Developer Guide, "Supported
+// data types and naming rules", Sets), so that case asks Stage only.
+func TestStageRefusesValuesDynamoDBRefuses(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	for i, v := range []types.AttributeValue{
+		&types.AttributeValueMemberN{Value: "1e200"},
+		&types.AttributeValueMemberSS{Value: []string{}},
+	} {
+		var stageErr error
+		effects := 0
+		_, err := e.Do(testCtx(t), fmt.Sprint("pay_values_", i), []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			if stageErr = dynamostore.Stage(ctx, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+				"id": &types.AttributeValueMemberS{Value: fmt.Sprint("ledger#", i)}, "amount": v,
+			}}}); stageErr != nil {
+				return nil, stageErr
+			}
+			effects++ // the card is charged
+			return nil, nil
+		})
+		if effects > 0 && err != nil {
+			t.Errorf("value %d: Stage: %v; then, after the work, Do: %v; want Stage to refuse the write before it", i, stageErr, err)
+		}
+		if !errors.Is(stageErr, lambdakit.ErrInvalidItem) || !lambdakit.IsPermanent(stageErr) {
+			t.Errorf("value %d: Stage: %v; want ErrInvalidItem, permanent", i, stageErr)
+		}
 	}
 }

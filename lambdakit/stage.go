@@ -19,14 +19,17 @@ type stageKey struct{}
 // stage is closed: its writes are committed or dropped, and a later one
 // must fail, not vanish.
 type stage struct {
-	recordID string         // the record whose completion commits the writes
-	items    ItemStore      // nil when the store cannot write an item
-	checker  StagingChecker // nil when the store has no limit to check
-	mu       sync.Mutex
-	ops      []any
-	item     any
-	itemSet  bool
-	closed   bool
+	// lock is the record whose completion commits the writes, as locked:
+	// its ID, and the lease and payload hash the completion writes
+	// again, which the checker counts.
+	lock    IdempotencyRecord
+	items   ItemStore      // nil when the store cannot write an item
+	checker StagingChecker // nil when the store has no limit to check
+	mu      sync.Mutex
+	ops     []any
+	item    any
+	itemSet bool
+	closed  bool
 	// effect is what EffectDone declared; noEffect is set under
 	// Options.StagedOnly, where EffectDone records nothing.
 	effect   string
@@ -45,7 +48,7 @@ func StagingRecord(ctx context.Context) (id string, ok bool) {
 	if !ok {
 		return "", false
 	}
-	return s.recordID, true
+	return s.lock.ID, true
 }
 
 // StageFunc stages, in one step, the writes build returns when given the
@@ -78,7 +81,8 @@ func (s *stage) add(ops []any, item any) error {
 	if s.checker != nil {
 		// What the store refuses now it would refuse on every run.
 		// The effect declared so far goes on the record's item too.
-		if err := s.checker.CheckStaging(IdempotencyRecord{ID: s.recordID, Item: item, Staged: all, Effect: s.effect}); err != nil {
+		rec := IdempotencyRecord{ID: s.lock.ID, Lease: s.lock.Lease, Validation: s.lock.Validation, Item: item, Staged: all, Effect: s.effect}
+		if err := s.checker.CheckStaging(rec); err != nil {
 			return Permanent(err)
 		}
 	}
@@ -198,7 +202,7 @@ func SetItem(ctx context.Context, item any) error {
 	case s.closed:
 		return fmt.Errorf("%w: the handler has returned, and its record was completed or released without this item", ErrNotStaging)
 	case s.itemSet:
-		return fmt.Errorf("%w (record %s)", ErrItemAlreadySet, s.recordID)
+		return fmt.Errorf("%w (record %s)", ErrItemAlreadySet, s.lock.ID)
 	case s.items == nil:
 		return fmt.Errorf("%w: the store cannot write a handler's item (it does not implement lambdakit.ItemStore)", ErrStagingUnsupported)
 	}

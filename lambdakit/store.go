@@ -197,8 +197,9 @@ type ItemStore interface {
 type StagingChecker interface {
 	// CheckStaging returns an error wrapping ErrStagedTooLarge when
 	// rec's item (rec.Item) and staged writes (rec.Staged), with the
-	// record's own attributes and no result, would make a completion
-	// the store cannot commit.
+	// record's own attributes (rec holds its ID, lease and validation
+	// hash as locked) and no result, would make a completion the store
+	// cannot commit.
 	CheckStaging(rec IdempotencyRecord) error
 }
 

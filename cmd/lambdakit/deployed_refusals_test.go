@@ -70,17 +70,17 @@ func TestRunVPCEndpointQueueNeedsLive(t *testing.T) {
 }
 
 // A command line that is wrong on its face is a usage error (exit 2)
-// before any call; with -function, the Lambda call (here to AWS: no
-// endpoint is set) comes first, and its failure (exit 3) hides the usage
+// before any call, even with -function and -live, where the Lambda call
+// (here to AWS: no endpoint is set) would fail (exit 3) and hide the usage
 // error.
 func TestUsageErrorsBeforeTheLambdaCall(t *testing.T) {
 	_, echo := binaries(t)
 	ev := writeFile(t, t.TempDir(), "event.json", `{}`)
 	for _, args := range [][]string{
-		{"invoke", "-function", "orders", "-log-format", "xml", echo, ev},
-		{"invoke", "-function", "orders", "-timeout", "-1s", echo, ev},
-		{"run", "-function", "orders", "-memory", "-5", echo},
-		{"run", "-function", "orders", "-batch-size", "0", echo},
+		{"invoke", "-live", "-function", "orders", "-log-format", "xml", echo, ev},
+		{"invoke", "-live", "-function", "orders", "-timeout", "-1s", echo, ev},
+		{"run", "-live", "-function", "orders", "-memory", "-5", echo},
+		{"run", "-live", "-function", "orders", "-batch-size", "0", echo},
 		// The live refusal, knowable from -queue alone.
 		{"run", "-function", "orders", "-queue", "https://sqs.us-east-1.amazonaws.com/123456789012/orders", echo},
 	} {

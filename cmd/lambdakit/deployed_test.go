@@ -149,21 +149,3 @@ func TestDeployedFunction(t *testing.T) {
 		}
 	})
 }
-
-// A queue on AWS itself is consumed only with -live, and the refusal comes
-// before any call.
-func TestRunRefusesALiveQueue(t *testing.T) {
-	_, echo := binaries(t)
-	queue := "https://sqs.us-east-1.amazonaws.com/123456789012/orders"
-	rec := newConnectRecorder(t)
-	env := noEndpoints("AWS_MAX_ATTEMPTS=1", "AWS_REGION=us-east-1", "HTTPS_PROXY="+rec.URL, "HTTP_PROXY="+rec.URL)
-	r := cli(t, env, "", "run", "-queue", queue, "-until-empty", echo)
-	want := "the queue " + queue + " is on AWS: run would take its messages off the live queue, which the deployed function's mapping reads; give -live to do so anyway"
-	if r.code != 2 || !strings.Contains(r.stderr, want) || len(rec.Hosts()) != 0 {
-		t.Errorf("exit status %d, calls to %v, stderr:\n%s\nwant 2, no call, and %q", r.code, rec.Hosts(), r.stderr, want)
-	}
-	r = cli(t, env, "", "run", "-live", "-queue", queue, "-until-empty", echo)
-	if r.code == 2 || len(rec.Hosts()) == 0 {
-		t.Errorf("with -live: exit status %d, calls to %v; want the queue read (and failing here, offline)\nstderr:\n%s", r.code, rec.Hosts(), r.stderr)
-	}
-}

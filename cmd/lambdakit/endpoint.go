@@ -11,8 +11,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	smithyendpoints "github.com/aws/smithy-go/endpoints"
 
 	"github.com/lambdakit/lambdakit/internal/cmdline"
 )
@@ -51,20 +56,65 @@ import (
 // 'records' takes a table name, which names no host: it uses the SDK's
 // endpoint, and says on standard error which one before its first request
 // (endpointDescription). So does -function of 'invoke' and 'run'.
+//
+// And one rule over all of these, in every command: a queue, table,
+// stream or function on AWS itself needs -live (checkLive, and
+// newSQSClient for a queue). Without it the command refuses, before any
+// request, with a usage error that names the endpoint the calls would
+// have gone to: a shell that forgot its AWS_ENDPOINT_URL, or a queue URL
+// copied from the console, never reaches AWS unasked.
 
-// queueURLHelp says, in the usage of every command that takes a queue URL,
-// where its calls go: the rule of newSQSClient.
-const queueURLHelp = `The queue URL says where the queue is, and the calls go there. A URL on AWS
-(https://sqs.REGION.amazonaws.com/..., or SQS's other hosts) goes to SQS's
-endpoint for REGION, with REGION as the region; a URL on any other host
-(http://127.0.0.1:5000/...) makes scheme://host:port of the URL the SQS
-endpoint. When AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL (or endpoint_url in
-the AWS config file) names another endpoint, the command refuses, before any
-call, with a usage error naming both: a variable left in the shell never
-sends the calls elsewhere. Credentials, and the region of a queue not on
-AWS, come from the AWS SDK's usual sources: AWS_PROFILE, AWS_ACCESS_KEY_ID,
-AWS_REGION and so on.
-`
+// liveHelp is the help of -live, the same in every command.
+const liveHelp = "allow calls to AWS itself: without it, a queue, table, stream or function on AWS is refused before any call, naming the endpoint the calls would go to"
+
+// refuseAWS is the refusal of the -live rule: what would be called on AWS,
+// at endpoint, without -live.
+func refuseAWS(what, endpoint string) error {
+	return refuse("%s is on AWS: its calls would go to %s. Give -live to call AWS itself, or point the command at a local endpoint (AWS_ENDPOINT_URL)", what, endpoint)
+}
+
+// checkLive applies the -live rule to a client of service (its endpoint
+// variable's suffix: DYNAMODB, LAMBDA, KINESIS) whose configured endpoint
+// is endpoint (nil: the SDK's own for region). what names the resource;
+// stream is a Kinesis stream's ARN, which the SDK's endpoint depends on
+// ("" for any other).
+func checkLive(ctx context.Context, environ []string, live bool, what, service string, endpoint *string, region, stream string) error {
+	if live || !onAWS(endpoint) {
+		return nil
+	}
+	if e := aws.ToString(endpoint); e != "" {
+		return refuseAWS(what, fmt.Sprintf("%s (%s)", e, endpointSource(environ, service)))
+	}
+	return refuseAWS(what, fmt.Sprintf("%s (the AWS SDK's own: no AWS_ENDPOINT_URL_%s or AWS_ENDPOINT_URL is set)", sdkEndpoint(ctx, service, region, stream), service))
+}
+
+// sdkEndpoint is the endpoint the AWS SDK resolves for service in region
+// when none is configured, as its own resolver says, without a request.
+// For Kinesis it is the stream's account's control endpoint, where a
+// mapping's first calls (ListShards) go.
+func sdkEndpoint(ctx context.Context, service, region, stream string) string {
+	var (
+		ep  smithyendpoints.Endpoint
+		err = fmt.Errorf("no resolver for %s", service)
+	)
+	r := aws.String(region)
+	switch service {
+	case "SQS":
+		ep, err = sqs.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, sqs.EndpointParameters{Region: r})
+	case "DYNAMODB":
+		ep, err = dynamodb.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, dynamodb.EndpointParameters{Region: r})
+	case "DYNAMODB_STREAMS":
+		ep, err = dynamodbstreams.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, dynamodbstreams.EndpointParameters{Region: r})
+	case "KINESIS":
+		ep, err = kinesis.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, kinesis.EndpointParameters{Region: r, StreamARN: aws.String(stream), OperationType: aws.String("control")})
+	case "LAMBDA":
+		ep, err = lambda.NewDefaultEndpointResolverV2().ResolveEndpoint(ctx, lambda.EndpointParameters{Region: r})
+	}
+	if err != nil {
+		return fmt.Sprintf("AWS's %s endpoint in %s", service, firstNonEmpty(region, "no region"))
+	}
+	return ep.URI.String()
+}
 
 // endpointError is a command line whose queue URL and AWS configuration
 // disagree about where to send the calls: a usage error.
@@ -209,9 +259,10 @@ func endpointSource(environ []string, service string) string {
 // newSQSClient loads the AWS configuration as the SDK does and returns a
 // client for the queues at queueURLs, which must be on one endpoint, by the
 // rule at the top of this file. region is the region the command line
-// asks for ("" for none). A refusal is an *endpointError; any other error
-// is the configuration's.
-func newSQSClient(ctx context.Context, environ []string, region string, queueURLs ...string) (*sqs.Client, error) {
+// asks for ("" for none); live is -live, without which a queue on AWS is
+// refused. A refusal is an *endpointError; any other error is the
+// configuration's.
+func newSQSClient(ctx context.Context, environ []string, region string, live bool, queueURLs ...string) (*sqs.Client, error) {
 	var hosts []queueHost
 	for _, u := range queueURLs {
 		h, err := parseQueueURL(u)
@@ -262,8 +313,14 @@ func newSQSClient(ctx context.Context, environ []string, region string, queueURL
 				return nil, refuse("the queue URL %s is in %s, but the SQS endpoint %s (%s) is in %s", q.url, q.region, configured, source, cr)
 			}
 		}
+		if !live {
+			return nil, refuseAWS("the queue "+q.url, firstNonEmpty(configured, sdkEndpoint(ctx, "SQS", q.region, "")))
+		}
 		cfg.Region = q.region
 		return sqs.NewFromConfig(cfg), nil
+	}
+	if q.live && !live {
+		return nil, refuseAWS("the queue "+q.url+" (an interface VPC endpoint of SQS)", q.origin)
 	}
 
 	if c != nil && origin(c) != q.norm {

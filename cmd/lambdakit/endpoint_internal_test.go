@@ -67,7 +67,7 @@ func TestNewSQSClientGoesWhereTheURLSays(t *testing.T) {
 			if c.endpoint != "" {
 				t.Setenv("AWS_ENDPOINT_URL_SQS", c.endpoint)
 			}
-			client, err := newSQSClient(t.Context(), os.Environ(), "", c.url)
+			client, err := newSQSClient(t.Context(), os.Environ(), "", true, c.url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func TestNewSQSClientRefuses(t *testing.T) {
 			if c.endpoint != "" {
 				t.Setenv("AWS_ENDPOINT_URL_SQS", c.endpoint)
 			}
-			_, err := newSQSClient(t.Context(), os.Environ(), c.region, c.urls...)
+			_, err := newSQSClient(t.Context(), os.Environ(), c.region, true, c.urls...)
 			var refused *endpointError
 			if !errors.As(err, &refused) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v; want a refusal saying %q", err, c.want)
@@ -114,7 +114,7 @@ func TestNewSQSClientRefuses(t *testing.T) {
 // Two URLs of one endpoint, written differently, are one endpoint.
 func TestNewSQSClientOneEndpointWrittenTwoWays(t *testing.T) {
 	unsetEndpoints(t)
-	if _, err := newSQSClient(t.Context(), os.Environ(), "", "http://LOCALHOST:80/1/a", "http://localhost/1/b"); err != nil {
+	if _, err := newSQSClient(t.Context(), os.Environ(), "", true, "http://LOCALHOST:80/1/a", "http://localhost/1/b"); err != nil {
 		t.Error(err)
 	}
 }

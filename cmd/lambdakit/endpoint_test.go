@@ -130,9 +130,9 @@ func TestRecordsSaysWhereItGoes(t *testing.T) {
 		t.Errorf("exit status %d, stderr:\n%s\nwant 3, and first %q", r.code, r.stderr, want)
 	}
 
-	// Without an endpoint the call goes to AWS, which offline turns into a
-	// refused connection to the dead proxy on loopback.
-	r = cli(t, noEndpoints("AWS_MAX_ATTEMPTS=1"), "", args...)
+	// Without an endpoint the call goes to AWS (with -live), which offline
+	// turns into a refused connection to the dead proxy on loopback.
+	r = cli(t, noEndpoints("AWS_MAX_ATTEMPTS=1"), "", append([]string{"records", "get", "-live"}, args[2:]...)...)
 	if want := "lambdakit records: table no-such-table on AWS DynamoDB in us-east-1 (no AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL is set)\n"; r.code != 3 || !strings.HasPrefix(r.stderr, want) {
 		t.Errorf("exit status %d, stderr:\n%s\nwant 3, and first %q", r.code, r.stderr, want)
 	}
@@ -172,6 +172,52 @@ func TestFunctionEndpointsFromTheEnvFile(t *testing.T) {
 				if resp.Env[k] != v {
 					t.Errorf("the function sees %s=%v; want %v", k, resp.Env[k], v)
 				}
+			}
+		})
+	}
+}
+
+// Every command that can reach AWS follows one rule: a queue, table, stream
+// or function on AWS needs -live. Without it the command refuses (exit 2)
+// before any request, naming the endpoint the calls would go to; with it,
+// the calls go to that very endpoint (here a recording proxy on loopback,
+// which forwards nothing).
+func TestEveryCommandNeedsLiveForAWS(t *testing.T) {
+	_, echo := binaries(t)
+	ev := writeFile(t, t.TempDir(), "event.json", `{}`)
+	const queue = "https://sqs.us-east-1.amazonaws.com/123456789012/orders"
+	for _, c := range []struct {
+		name string
+		args []string // -live comes first
+		host string   // where the calls would go
+	}{
+		{"publish", []string{"publish", "-queue", queue}, "sqs.us-east-1.amazonaws.com"},
+		{"redrive", []string{"redrive", "-from", queue + "-dlq", "-to", queue}, "sqs.us-east-1.amazonaws.com"},
+		{"run a queue", []string{"run", "-queue", queue, "-until-empty", echo}, "sqs.us-east-1.amazonaws.com"},
+		{"run a stream", []string{"run", "-stream", "arn:aws:kinesis:us-east-1:123456789012:stream/orders", echo}, "123456789012.control-kinesis.us-east-1.amazonaws.com"},
+		{"run a DynamoDB stream", []string{"run", "-stream", "arn:aws:dynamodb:us-east-1:123456789012:table/orders/stream/2026-01-01T00:00:00.000", echo}, "streams.dynamodb.us-east-1.amazonaws.com"},
+		{"run a deployed function", []string{"run", "-function", "orders", echo}, "lambda.us-east-1.amazonaws.com"},
+		{"invoke a deployed function", []string{"invoke", "-function", "orders", echo, ev}, "lambda.us-east-1.amazonaws.com"},
+		{"records get", []string{"records", "get", "-table", "payments", "-prefix", "payment", "pay_1"}, "dynamodb.us-east-1.amazonaws.com"},
+		{"records delete", []string{"records", "delete", "-yes", "-table", "payments", "-prefix", "payment", "pay_1"}, "dynamodb.us-east-1.amazonaws.com"},
+		{"records stuck", []string{"records", "stuck", "-table", "payments", "-prefix", "payment"}, "dynamodb.us-east-1.amazonaws.com"},
+		{"records failed", []string{"records", "failed", "-table", "payments", "-prefix", "payment"}, "dynamodb.us-east-1.amazonaws.com"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := newConnectRecorder(t)
+			env := noEndpoints("AWS_MAX_ATTEMPTS=1", "AWS_REGION=us-east-1", "HTTPS_PROXY="+rec.URL, "HTTP_PROXY="+rec.URL)
+			r := cli(t, env, "", c.args...)
+			want := "is on AWS: its calls would go to https://" + c.host
+			if r.code != 2 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "Give -live") || len(rec.Hosts()) != 0 {
+				t.Errorf("without -live: exit status %d, calls to %v; want 2, no call, and %q\nstderr:\n%s", r.code, rec.Hosts(), want, r.stderr)
+			}
+			live := append([]string{c.args[0], "-live"}, c.args[1:]...)
+			if c.args[0] == "records" {
+				live = append([]string{"records", c.args[1], "-live"}, c.args[2:]...)
+			}
+			r = cli(t, env, "", live...)
+			if hosts := rec.Hosts(); r.code == 2 || len(hosts) == 0 || hosts[0] != c.host+":443" {
+				t.Errorf("with -live: exit status %d, calls to %v; want the calls at %s:443 (failing there, offline)\nstderr:\n%s", r.code, hosts, c.host, r.stderr)
 			}
 		})
 	}

@@ -56,6 +56,7 @@ type functionFlags struct {
 	logLevel     string
 	template     string
 	function     string // -function: a deployed function
+	live         bool   // -live: calls to AWS itself are allowed (see endpoint.go)
 
 	// deployed is the -function's configuration, read by loadDeployed;
 	// lambda and awsCfg are what read it, for run's mapping.
@@ -79,6 +80,7 @@ func (f *functionFlags) define(fs *flag.FlagSet, timeoutHelp string) {
 	fs.StringVar(&f.logFormat, "log-format", "", "the function's log `format`: text or json, which sets AWS_LAMBDA_LOG_FORMAT=JSON (default: the template's LoggingConfig.LogFormat, else Lambda's text)")
 	fs.StringVar(&f.logLevel, "log-level", "", "with -log-format json, the application log `level` in AWS_LAMBDA_LOG_LEVEL: DEBUG, INFO, WARN, ERROR (default: the template's LoggingConfig.ApplicationLogLevel)")
 	fs.StringVar(&f.template, "template", "", "the SAM template `FILE` whose function settings to use where no flag sets them: Timeout, MemorySize, FunctionName, LoggingConfig")
+	fs.BoolVar(&f.live, "live", false, liveHelp)
 	fs.StringVar(&f.function, "function", "", "a deployed function (`NAME` or ARN) whose settings and environment to use where no flag sets them, from Lambda's GetFunctionConfiguration at the SDK's Lambda endpoint (AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL, else AWS); instead of -template")
 }
 
@@ -111,6 +113,9 @@ func (f *functionFlags) loadDeployed(ctx context.Context, fs *cmdline.Flags, std
 		cfg.Region = "us-east-1" // as for a function without a region elsewhere
 	}
 	client := lambda.NewFromConfig(cfg)
+	if err := checkLive(ctx, std.environ, f.live, "the function "+f.function, "LAMBDA", client.Options().BaseEndpoint, cfg.Region, ""); err != nil {
+		return asUsage(fs, err, cmdline.BadInput)
+	}
 	fmt.Fprintf(std.stderr, "lambdakit %s: function %s %s\n", command, f.function,
 		endpointDescription(std.environ, "LAMBDA", "Lambda", client.Options().BaseEndpoint, cfg.Region))
 	fn, err := deployed.ReadFunction(ctx, client, f.function)

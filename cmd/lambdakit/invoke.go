@@ -20,64 +20,19 @@ import (
 
 const invokeUsage = `Usage: lambdakit invoke [flags] BOOTSTRAP EVENT_FILE...
 
-Runs BOOTSTRAP, a Lambda function binary built for this machine (a Go program
-using aws-lambda-go, runtime provided.al2023), under a local Lambda Runtime
-API, without Docker, and feeds it each EVENT_FILE in order ("-" reads standard
-input). One process serves every event and stays warm between them, as on
-Lambda; after a crash, a timeout or a failed init, the next event gets a new
-process. Flags come before the arguments.
-
-Standard output gets one pretty-printed JSON object per event, in order:
-  {"event": FILE, "requestId": ID, "outcome": "success", "response": ...}
-  {"event": FILE, "requestId": ID, "outcome": OUTCOME, "error": {"errorType": ..., "errorMessage": ...}}
-where OUTCOME is "function error", "init error", "crash" or "timeout".
-Standard error gets the function's own output, a REPORT line per event and a
-line for each failure, so that standard output stays machine-readable.
-
-Any event is run, whatever the function: invoke does not know what the
-function expects. When an SQS function (one that answers with
-batchItemFailures, or whose resource in -template has an SQS event) gets an
-event that is not an SQS event ({"Records": [...]}, a record per message),
-such as a message body on its own, it sees no messages and succeeds: a
-warning on standard error says what the event is and what an SQS event looks
-like. The warning does not change the exit status.
-
-The function's settings (timeout, memory, name, log format and level) come
-from the flags; what they leave out comes from the function's resource in
--template (as 'sam local invoke' reads template.yaml), or from a deployed
-function with -function, else from Lambda's defaults for a function created
-without settings (3s, 128 MB, text logs).
-
--function NAME reads a function deployed on Lambda, or on the local AWS after
-'make deploy-local', with GetFunctionConfiguration at the SDK's Lambda
-endpoint (AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL, else AWS in the region
-of -region, the function's ARN or the SDK's configuration), and says on
-standard error where it asked: its settings, its region, and its environment
-variables, which the -env-file variables override (the deployed values name
-the deployed resources; the file can point one at a local stand-in). The
-code run is BOOTSTRAP, not the deployed package.
-
-The function sees the variables Lambda sets (AWS_LAMBDA_RUNTIME_API,
-AWS_LAMBDA_FUNCTION_NAME, AWS_LAMBDA_FUNCTION_VERSION=$LATEST,
-AWS_LAMBDA_FUNCTION_MEMORY_SIZE, AWS_REGION, _HANDLER=bootstrap,
-LAMBDA_TASK_ROOT, TZ=:UTC, AWS_LAMBDA_LOG_FORMAT=JSON with -log-format json),
-on top of this shell's environment and the -env-file variables. When the env
-file sets an endpoint variable (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_<SERVICE>,
-AWS_IGNORE_CONFIGURED_ENDPOINT_URLS), this shell's endpoint variables are
-left out: the file alone says where the function's AWS calls go (the SDK
-would prefer an AWS_ENDPOINT_URL_DYNAMODB left in the shell to the file's
-AWS_ENDPOINT_URL). It runs in BOOTSTRAP's directory.
-
--env-file takes the file of 'sam local invoke --env-vars':
-  {"Parameters": {"VAR": "value"}, "MyFunction": {"VAR": "value"}}
-Variables under "Parameters" apply to every function; the section of the
-function, chosen by -logical-id (or the template's only function), adds to
-them and wins. Without either, the file's one function section is used; a
-file with several needs -logical-id. A template with several functions and
-no -logical-id takes the function of the file's one section. Unlike sam, every variable in the
-section is set, not only those the template declares. Variables Lambda
-reserves (AWS_LAMBDA_*, _HANDLER, TZ ...) are ignored, except that
-AWS_REGION sets the region when -region is not given.
+Runs BOOTSTRAP, a Lambda function binary built for this machine, under a
+local Lambda Runtime API, without Docker, and feeds it each EVENT_FILE in
+order ("-" reads standard input), on one warm process as on Lambda (a new
+one after a crash, a timeout or a failed init). Standard output gets one
+JSON object per event: {"event", "requestId", "outcome", "response" or
+"error"}, the outcome being "success", "function error", "init error",
+"crash" or "timeout"; standard error gets the function's own output and a
+REPORT line per event. The function's settings come from the flags, then
+-template (as 'sam local invoke') or a deployed function (-function, which
+on AWS needs -live), then Lambda's defaults; its environment is this shell's,
+the deployed one's and -env-file's ('sam local invoke --env-vars' format).
+Flags come before the arguments. More: the "lambdakit invoke" section of
+docs/local-tooling.md.
 
 Flags:
 `

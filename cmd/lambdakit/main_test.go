@@ -515,6 +515,25 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 }
 
+// -h is short: the synopsis, one paragraph, the flags and the exit
+// statuses. The details are in docs/local-tooling.md and docs/operations.md,
+// which the paragraph names.
+func TestHelpIsShort(t *testing.T) {
+	for _, name := range []string{"invoke", "run", "publish", "redrive", "records"} {
+		r := lambdakit(t, nil, name, "-h")
+		usage, _, found := strings.Cut(r.stderr, "\nFlags:\n")
+		if !found {
+			t.Errorf("%s -h has no flags:\n%s", name, r.stderr)
+			continue
+		}
+		blocks := strings.Split(strings.TrimSpace(usage), "\n\n")
+		if len(blocks) != 2 || strings.Count(blocks[1], "\n") >= 16 || !strings.Contains(blocks[1], "docs/") {
+			t.Errorf("%s -h: %d blocks before the flags, the paragraph %d lines; want the synopsis and one paragraph under 16 lines that names its docs page:\n%s",
+				name, len(blocks), strings.Count(blocks[len(blocks)-1], "\n")+1, usage)
+		}
+	}
+}
+
 // Every command tells a usage error in the short form, before it starts
 // anything: none of these reaches an AWS endpoint or starts a server.
 func TestUsageErrorsAreShort(t *testing.T) {
@@ -536,7 +555,7 @@ func TestUsageErrorsAreShort(t *testing.T) {
 		{"publish flag after the arguments", "publish", []string{"-queue", queue, ev, "-max-size", "5"}, "flag -max-size after the arguments"},
 		{"records unknown flag", "records", []string{"get", "-frobnicate", "k"}, "flag provided but not defined: -frobnicate"},
 		{"records flag after the arguments", "records", []string{"get", "-table", "t", "k", "-prefix", "p"}, "flag -prefix after the arguments"},
-		{"records without an action", "records", nil, "want get, delete or stuck"},
+		{"records without an action", "records", nil, "want get, delete, stuck or failed"},
 		{"redrive unknown flag", "redrive", []string{"-frobnicate"}, "flag provided but not defined: -frobnicate"},
 		{"redrive flag after the arguments", "redrive", []string{"-from", queue, "extra", "-to", queue + "2"}, "flag -to after the arguments"},
 	} {

@@ -22,43 +22,17 @@ import (
 
 const publishUsage = `Usage: lambdakit publish [flags] [FILE]
 
-Sends each line of FILE (standard input when FILE is absent or "-") to the
-SQS queue -queue as one message, the line's bytes as its body. FILE is
-JSON Lines: each line must be a JSON object; blank lines are ignored. A JSON
-array (a first line that starts with "[") is refused as a whole, and nothing
-is sent: convert it first, with jq -c '.[]' FILE. Flags come before FILE.
-
-A FIFO queue (its URL ends in ".fifo") needs -key-field and -group-field.
-The key is found as lambdakit.KeyFromField finds it in the consumer, and the
-message's deduplication ID is the hex SHA-256 of the key: the ID of the
-consumer's idempotency record for the message is "<prefix>#<deduplication ID>".
-The group ID is the value of -group-field. On a standard queue both flags are
-optional; there, the key sends no deduplication ID but still finds duplicates
-in the input, and a group turns on fair queueing.
-
-SQS drops a FIFO message whose deduplication ID it has seen in the last 5
-minutes, and still answers that it was sent. That covers the moment of
-publishing only: redeliveries, redrives and later retries are caught by the
-consumer's idempotency records.
-
-A line that is not a JSON object, lacks the key or group field (named with
-its flag), is larger than the queue accepts, or has characters SQS refuses
-is reported with its line number and skipped; the rest are still sent. A
-line with the key of an earlier line is a duplicate within the input and is
-not sent again; if its body differs from the earlier line's, it is reported
-as a failure and not sent, since one key stands for one body.
-
-Messages go in SendMessageBatch calls of up to 10 entries and 1 MiB. Entries
-that SQS fails on its side are sent again, up to 3 times in all, after a
-backoff with jitter; entries it rejects as invalid are not. Unless -max-size
-is given, the queue's FifoQueue and MaximumMessageSize attributes are read
-first (this needs sqs:GetQueueAttributes).
-
-` + queueURLHelp + `
-Standard error gets a line for each line skipped, duplicated or failed,
-progress every 1000 lines, and a closing summary:
-  lambdakit publish: N lines: sent S, duplicates in the input D, failed F
-Standard output gets nothing.
+Sends each line of FILE (JSON Lines; standard input when FILE is absent or
+"-") to the SQS queue -queue as one message. A FIFO queue needs -key-field
+and -group-field: the deduplication ID is the hex SHA-256 of the key, so the
+consumer's record of the message is "<prefix>#<deduplication ID>" (SQS drops
+a copy within 5 minutes; the consumer's records catch the rest). A line that
+is not a JSON object, lacks a field, is too large or duplicates an earlier
+key is reported with its line number and skipped; a JSON array is refused
+whole (convert it with jq -c '.[]' FILE). The queue URL says where the calls
+go; a queue on AWS needs -live. Standard error ends with "N lines: sent S,
+duplicates in the input D, failed F". Flags come before FILE. More: the
+"lambdakit publish" section of docs/local-tooling.md.
 
 Flags:
 `
@@ -89,6 +63,7 @@ type publishCommand struct {
 	keyField   string
 	groupField string
 	maxSize    int
+	live       bool
 	in         io.Reader // FILE, or standard input
 	inName     string    // FILE, or "-" for standard input
 	file       *os.File  // FILE, for Run to close; nil for standard input
@@ -101,6 +76,7 @@ func (c *publishCommand) parse(args []string) error {
 	fs.StringVar(&c.queue, "queue", "", "the queue's `URL` (required)")
 	fs.StringVar(&c.keyField, "key-field", "", "the JSON `path` of the idempotency key (\"id\", \"order.id\"), as the consumer's lambdakit.KeyFromField; required for FIFO queues")
 	fs.StringVar(&c.groupField, "group-field", "", "the JSON `path` of the message group ID; required for FIFO queues")
+	fs.BoolVar(&c.live, "live", false, liveHelp)
 	fs.IntVar(&c.maxSize, "max-size", 0, "refuse lines over this many `bytes`, and do not read the queue's attributes (default: the queue's MaximumMessageSize)")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -179,7 +155,7 @@ func (c *publishCommand) Run(ctx context.Context, args []string) error {
 func (c *publishCommand) newProducer(ctx context.Context) (*producer.Producer, error) {
 	// The queue URL names where the queue is (see endpoint.go); the SDK
 	// reads the rest from the process environment: credentials, region.
-	client, err := newSQSClient(ctx, c.environ, "", c.queue)
+	client, err := newSQSClient(ctx, c.environ, "", c.live, c.queue)
 	if err != nil {
 		return nil, asUsage(c.flags, err, cmdline.CannotRun)
 	}

@@ -437,8 +437,8 @@ func TestPublish(t *testing.T) {
 			t.Errorf("exit status %d; want 0", r.code)
 		}
 		for _, want := range []string{"Usage: lambdakit publish [flags] [FILE]", "-queue URL", "-key-field path", "-group-field path",
-			"standard input", "line number", "5\nminutes", "<prefix>#<deduplication ID>", "duplicate", "Exit status", "  2    usage error",
-			"JSON Lines", "jq -c '.[]'", "  3    the queue does not exist or cannot be read"} {
+			"standard input", "line number", "5 minutes", "<prefix>#<deduplication ID>", "duplicate", "Exit status", "  2    usage error",
+			"JSON Lines", "jq -c '.[]'", "-live", "docs/local-tooling.md", "  3    the queue does not exist or cannot be read"} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("-h lacks %q", want)
 			}

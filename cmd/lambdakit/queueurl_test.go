@@ -61,7 +61,7 @@ func (rec *connectRecorder) Hosts() []string {
 }
 
 // TestQueueURLHostIsWhereCallsGo: "The queue URL says where the queue
-// is, and the calls go there" (queueURLHelp), and "A URL under an AWS
+// is, and the calls go there" (docs/local-tooling.md), and "A URL under an AWS
 // domain that is not SQS's is refused" (endpoint.go). Each URL below is
 // either refused (exit 2) or its calls go to the host it names; the test
 // fails when a call goes to any other host.

@@ -11,8 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/internal/cmdline"
@@ -22,63 +25,28 @@ import (
 const recordsUsage = `Usage: lambdakit records get    [flags] KEY
        lambdakit records delete [flags] KEY
        lambdakit records stuck  [flags]
+       lambdakit records failed [flags]
 
-Looks at a function's idempotency records in its DynamoDB table. A record's
-ID is "<prefix>#<sha256 hex of the key>": -prefix is the function's
-lambdakit.Options.Prefix (the function's name unless the code sets one;
-functions/payment sets "payment"), and KEY is the idempotency key its KeyFunc
-derives from a message, such as a payment_id. The table holds neither the
-key nor the message, only that hash. With -readable-ids the ID is
-"<prefix>#<key>" (lambdakit.Options.ReadableIDs: the record on a business
-item), and -key-attr and -status-attr name the attributes a function
-renamed (dynamostore.Options). functions/payment keeps its records on its
-ledger rows: -table its PAYMENTS_TABLE -prefix payment -readable-ids
--key-attr payment_id -status-attr record_status. Flags come before KEY.
-
-  get KEY     prints the record: ID, status, expiry, lease holder and lease
-              end, validation hash (SHA-256 of the payload), the size of the
-              cached result (never the result), and what it means for the
-              next message with the key.
-  delete KEY  prints the record, asks for confirmation on standard input
-              (unless -yes), and deletes it, provided it did not change in
-              the meantime, so that the next message with the key runs the
-              handler again. A record in progress whose lease has not ended
-              is refused unless -force: its owner may still be running.
-              Warm containers that cache completed records (CacheSize; the
-              sample keeps 1000) still skip the key until they are replaced.
-  stuck       lists the records in progress whose lease ended more than
-              -older-than ago: owners that crashed or timed out without
-              completing or releasing. Such a record blocks nothing (the next
-              message with its key takes it over), but says that a message
-              was left half done. stuck scans the whole table, with a filter
-              (it needs dynamodb:Scan and is billed for every item read):
-              fine for an operator, not for a function.
-
-The endpoint, region and credentials come from the AWS SDK's usual sources:
-AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL for a local DynamoDB,
-AWS_REGION, AWS_PROFILE and so on. A table name names no endpoint: without
-either variable (or endpoint_url in the AWS config file) the calls go to
-DynamoDB on AWS, with this shell's credentials. So the first line on standard
-error says where they go, before any call:
-  lambdakit records: table T at http://127.0.0.1:5000 (AWS_ENDPOINT_URL_DYNAMODB)
-  lambdakit records: table T on AWS DynamoDB in REGION (no AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL is set)
-
-Standard output gets the records: as text, or with -json one JSON object per
-record, one per line:
-  {"id": ..., "status": "COMPLETED", "state": "completed", "expiration": ...,
-   "leaseHolder": ..., "leaseEnd": ..., "validation": ..., "resultBytes": N}
-where state is "completed", "in progress", "lease ended" or "expired"
-(an expired record counts as absent, though DynamoDB's TTL deletes it up to
-days later). delete adds "deleted": true or false. Times are UTC RFC 3339.
-Standard error gets messages and the prompt.
+Looks at a function's idempotency records in its DynamoDB table: get prints
+the record of KEY (the key its KeyFunc derives, such as a payment_id; the
+record's ID is "<prefix>#<sha256 hex of the key>", or "<prefix>#<key>" with
+-readable-ids) and what it means for the next message with that key; delete
+removes it after asking, so that the next message runs the handler again;
+stuck lists the records in progress whose lease ended (-older-than ago);
+failed lists those completed with a failure. stuck and failed scan the whole
+table. An item whose status is neither INPROGRESS nor COMPLETED (a ledger
+row read without -status-attr) is refused, never deleted. The table's
+endpoint is the SDK's (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL); DynamoDB
+on AWS needs -live. Flags come before KEY. More, with the -json fields: the
+"Stuck, failed and unwanted records" section of docs/operations.md.
 
 Flags:
 `
 
 const recordsExitStatus = `
 Exit status:
-  0    get: the record was found; delete: it was deleted; stuck: the list was
-       printed, even empty when the prefix has records
+  0    get: the record was found; delete: it was deleted; stuck, failed:
+       the list was printed, even empty when the prefix has records
   1    no record for KEY, no record at all with -prefix, or delete declined,
        refused, or beaten by a change to the record
   2    usage error
@@ -95,6 +63,7 @@ type recordsCommand struct {
 	table     string
 	prefix    string
 	json      bool
+	live      bool
 	yes       bool          // delete
 	force     bool          // delete
 	olderThan time.Duration // stuck
@@ -105,6 +74,8 @@ type recordsCommand struct {
 	readableIDs         bool
 	keyAttr, statusAttr string
 
+	flags   *cmdline.Flags
+	db      *dynamodb.Client
 	records *dynamostore.Records
 	where   string // where the calls go, in words: see endpointDescription
 	now     time.Time
@@ -113,6 +84,7 @@ type recordsCommand struct {
 // parse reads the command line: the action, then its flags and KEY.
 func (c *recordsCommand) parse(args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "records", recordsUsage, recordsExitStatus)
+	c.flags = fs
 	// No default of the flag's own: -h would show it a second time.
 	tableHelp := "the idempotency `table` (required; default $IDEMPOTENCY_TABLE, the variable lambdakit's examples give the function)"
 	if env := lookup(c.environ, "IDEMPOTENCY_TABLE"); env != "" {
@@ -121,6 +93,7 @@ func (c *recordsCommand) parse(args []string) error {
 	fs.StringVar(&c.table, "table", "", tableHelp)
 	fs.StringVar(&c.prefix, "prefix", "", "the function's record ID `prefix`, without the '#' (required)")
 	fs.BoolVar(&c.json, "json", false, "print JSON, one object per record per line")
+	fs.BoolVar(&c.live, "live", false, liveHelp)
 	fs.BoolVar(&c.yes, "yes", false, "delete: do not ask for confirmation")
 	fs.BoolVar(&c.force, "force", false, "delete: delete a record in progress even though its lease has not ended")
 	fs.DurationVar(&c.olderThan, "older-than", 0, "stuck: list the records whose lease ended more than this `duration` ago (0: every ended lease)")
@@ -128,16 +101,17 @@ func (c *recordsCommand) parse(args []string) error {
 	fs.StringVar(&c.keyAttr, "key-attr", "", "the table's partition key `attribute`, if the function renamed it (dynamostore.Options.KeyAttr; default id)")
 	fs.StringVar(&c.statusAttr, "status-attr", "", "the record's status `attribute`, if the function renamed it (dynamostore.Options.StatusAttr; default status)")
 	if len(args) == 0 {
-		return fs.UsageError("want get, delete or stuck")
+		return fs.UsageError("want get, delete, stuck or failed")
 	}
 	switch c.action = args[0]; c.action {
 	case "-h", "-help", "--help", "help":
 		fs.PrintHelp()
 		return flag.ErrHelp
-	case "get", "delete", "stuck":
+	case "get", "delete", "stuck", "failed":
 	default:
-		return fs.UsageError("unknown action %q: want get, delete or stuck", c.action)
+		return fs.UsageError("unknown action %q: want get, delete, stuck or failed", c.action)
 	}
+	listing := c.action == "stuck" || c.action == "failed"
 	rest, err := fs.ParseArgs(args[1:])
 	if err != nil {
 		return err
@@ -152,11 +126,11 @@ func (c *recordsCommand) parse(args []string) error {
 		}
 	}
 	switch {
-	case c.action == "stuck" && len(rest) > 0:
-		return fs.UsageError("stuck takes no KEY; got %q", rest)
-	case c.action != "stuck" && len(rest) == 0:
+	case listing && len(rest) > 0:
+		return fs.UsageError("%s takes no KEY; got %q", c.action, rest)
+	case !listing && len(rest) == 0:
 		return fs.UsageError("%s needs a KEY", c.action)
-	case c.action != "stuck" && len(rest) > 1:
+	case !listing && len(rest) > 1:
 		return fs.UsageError("want one KEY, got %q", rest)
 	case c.table == "":
 		return fs.UsageError("-table is required (or set IDEMPOTENCY_TABLE)")
@@ -167,7 +141,7 @@ func (c *recordsCommand) parse(args []string) error {
 	case c.olderThan < 0:
 		return fs.UsageError("-older-than %v: want 0 or more", c.olderThan)
 	}
-	if c.action != "stuck" {
+	if !listing {
 		c.key = rest[0]
 		if c.key == "" {
 			return fs.UsageError("KEY is empty")
@@ -186,14 +160,18 @@ type recordOutput struct {
 	LeaseEnd    string `json:"leaseEnd,omitempty"`
 	Validation  string `json:"validation,omitempty"`
 	ResultBytes int    `json:"resultBytes"`
+	Failure     string `json:"failure,omitempty"`
+	Effect      string `json:"effect,omitempty"`
 	Deleted     *bool  `json:"deleted,omitempty"`
 }
 
 // Record states, as records prints them.
 const (
 	stateCompleted  = "completed"
+	stateFailed     = "failed"
 	stateInProgress = "in progress"
 	stateLeaseEnded = "lease ended"
+	stateStopped    = "stopped after its effect"
 	stateExpired    = "expired"
 )
 
@@ -203,8 +181,12 @@ func recordState(rec lambdakit.IdempotencyRecord, now time.Time) string {
 	switch {
 	case !rec.Expiration.IsZero() && !now.Before(rec.Expiration):
 		return stateExpired
+	case rec.Status == lambdakit.StatusCompleted && rec.Failure != "":
+		return stateFailed
 	case rec.Status == lambdakit.StatusCompleted:
 		return stateCompleted
+	case rec.Effect != "" && !now.Before(rec.InProgressExpiration):
+		return stateStopped
 	case rec.Live(now):
 		return stateInProgress
 	}
@@ -214,8 +196,10 @@ func recordState(rec lambdakit.IdempotencyRecord, now time.Time) string {
 // stateMeaning is what a state means for the next message with the key.
 var stateMeaning = map[string]string{
 	stateCompleted:  "the next message with this key is skipped as a duplicate and gets the cached result",
+	stateFailed:     "its work ran, then failed (see failure): the next message with this key fails permanently without running the work again",
 	stateInProgress: "its owner may be running: the next message with this key fails with ErrInProgress until the lease ends",
 	stateLeaseEnded: "its owner stopped without completing or releasing it: the next message with this key takes it over and runs",
+	stateStopped:    "its owner stopped after its effect (see effect), before completing: the next message with this key fails permanently without running; reconcile, then delete it to let the message run again",
 	stateExpired:    "it counts as absent: the next message with this key runs again",
 }
 
@@ -232,7 +216,7 @@ func newRecordOutput(rec lambdakit.IdempotencyRecord, now time.Time) recordOutpu
 	return recordOutput{
 		ID: rec.ID, Status: string(rec.Status), State: recordState(rec, now),
 		Expiration: formatTime(rec.Expiration), LeaseHolder: rec.Lease, LeaseEnd: formatTime(rec.InProgressExpiration),
-		Validation: rec.Validation, ResultBytes: len(rec.Data),
+		Validation: rec.Validation, ResultBytes: len(rec.Data), Failure: rec.Failure, Effect: rec.Effect,
 	}
 }
 
@@ -258,10 +242,13 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return cmdline.CannotRun(fmt.Errorf("AWS configuration: %w", err))
 	}
-	client := dynamodb.NewFromConfig(cfg)
-	c.where = endpointDescription(c.environ, "DYNAMODB", "DynamoDB", client.Options().BaseEndpoint, cfg.Region)
+	c.db = dynamodb.NewFromConfig(cfg)
+	if err := checkLive(ctx, c.environ, c.live, "the table "+c.table, "DYNAMODB", c.db.Options().BaseEndpoint, cfg.Region, ""); err != nil {
+		return asUsage(c.flags, err, cmdline.BadInput)
+	}
+	c.where = endpointDescription(c.environ, "DYNAMODB", "DynamoDB", c.db.Options().BaseEndpoint, cfg.Region)
 	fmt.Fprintf(c.stderr, "lambdakit records: table %s %s\n", c.table, c.where)
-	c.records, c.now = dynamostore.NewRecords(client, c.table, func(o *dynamostore.Options) {
+	c.records, c.now = dynamostore.NewRecords(c.db, c.table, func(o *dynamostore.Options) {
 		o.KeyAttr, o.StatusAttr = c.keyAttr, c.statusAttr
 	}), time.Now()
 	switch c.action {
@@ -269,15 +256,24 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 		return c.get(ctx)
 	case "delete":
 		return c.delete(ctx)
+	case "failed":
+		return c.failed(ctx)
 	}
 	return c.stuck(ctx)
 }
 
 // fail returns err as the exit status it calls for.
 func (c *recordsCommand) fail(ctx context.Context, err error) error {
+	var notRecord *dynamostore.StatusError
 	switch {
 	case ctx.Err() != nil:
 		return cmdline.ErrInterrupted
+	case errors.As(err, &notRecord):
+		// A ledger row's own status (CHARGED) read as the record's would
+		// look like an abandoned lock, and deleting the row would charge
+		// again on the next message: refuse, and name the flag.
+		return c.flags.UsageError("%s has %q in its attribute %q, which is no record status (%s or %s), so it was neither shown nor changed: if the function keeps its record status in another attribute (dynamostore.Options.StatusAttr), give it with -status-attr",
+			notRecord.ID, notRecord.Status, notRecord.Attr, lambdakit.StatusInProgress, lambdakit.StatusCompleted)
 	case errors.Is(err, dynamostore.ErrNoTable):
 		return cmdline.CannotRun(fmt.Errorf("table %q does not exist %s (check -table, the region and the endpoint)", c.table, c.where))
 	case errors.Is(err, dynamostore.ErrNotFound):
@@ -287,7 +283,32 @@ func (c *recordsCommand) fail(ctx context.Context, err error) error {
 		}
 		return cmdline.ErrFailed
 	}
+	if key := c.otherKey(ctx, err); key != "" {
+		return c.flags.UsageError("the partition key of table %q is %q, not %q: give -key-attr %s (dynamostore.Options.KeyAttr)", c.table, key, firstNonEmpty(c.keyAttr, "id"), key)
+	}
 	return cmdline.CannotRun(err)
+}
+
+// otherKey returns the table's partition key attribute when err is
+// DynamoDB refusing a key (a ValidationException) because the table's key
+// is not the one -key-attr names, and "" otherwise. DynamoDB's message
+// names neither attribute; the table's description does (it needs
+// dynamodb:DescribeTable, asked only after the refusal).
+func (c *recordsCommand) otherKey(ctx context.Context, err error) string {
+	var api smithy.APIError
+	if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
+		return ""
+	}
+	out, derr := c.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.table)})
+	if derr != nil || out.Table == nil {
+		return ""
+	}
+	for _, k := range out.Table.KeySchema {
+		if k.KeyType == types.KeyTypeHash && aws.ToString(k.AttributeName) != firstNonEmpty(c.keyAttr, "id") {
+			return aws.ToString(k.AttributeName)
+		}
+	}
+	return ""
 }
 
 // checkPrefix tells, after a search came back empty, whether the prefix
@@ -338,7 +359,11 @@ func (c *recordsCommand) delete(ctx context.Context) error {
 			formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now)))
 	}
 	if !c.yes {
-		fmt.Fprintf(c.stderr, "Delete %s? The next message with key %q will run the handler again. [y/N] ", rec.ID, c.key)
+		again := ""
+		if rec.Failure != "" {
+			again = " Its work ran already: deleting the record runs it a second time."
+		}
+		fmt.Fprintf(c.stderr, "Delete %s? The next message with key %q will run the handler again.%s [y/N] ", rec.ID, c.key, again)
 		answer, err := readAnswer(ctx, c.stdin)
 		if ctx.Err() != nil {
 			fmt.Fprintln(c.stderr) // end the prompt's line
@@ -387,26 +412,59 @@ func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 
 func (c *recordsCommand) stuck(ctx context.Context) error {
 	before := c.now.Add(-c.olderThan)
+	n, err := c.list(ctx, dynamostore.ScanFilter{Prefix: c.prefix, InProgress: true, LeaseEndedBefore: before}, func(rec lambdakit.IdempotencyRecord) string {
+		return fmt.Sprintf("lease ended %s (%s)  expires %s  lease %s", formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now), formatTime(rec.Expiration), orNone(rec.Lease))
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "lambdakit records: %d in progress with a lease that ended more than %v ago (before %s)\n", n, c.olderThan, formatTime(before))
+	return nil
+}
+
+// failed lists the records completed with a failure: messages whose work
+// ran and then failed, which now fail without running it.
+func (c *recordsCommand) failed(ctx context.Context) error {
+	n, err := c.list(ctx, dynamostore.ScanFilter{Prefix: c.prefix, Failed: true}, func(rec lambdakit.IdempotencyRecord) string {
+		return fmt.Sprintf("expires %s  failure %q", c.expires(rec), rec.Failure)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "lambdakit records: %d completed with a failure\n", n)
+	return nil
+}
+
+// list prints the records f selects, one a line: with -json as get does,
+// else the ID and what line says of it. It returns how many it printed;
+// none at all when the prefix has no record is a failure.
+func (c *recordsCommand) list(ctx context.Context, f dynamostore.ScanFilter, line func(lambdakit.IdempotencyRecord) string) (int, error) {
 	n := 0
-	for rec, err := range c.records.Scan(ctx, dynamostore.ScanFilter{Prefix: c.prefix, InProgress: true, LeaseEndedBefore: before}) {
+	for rec, err := range c.records.Scan(ctx, f) {
 		if err != nil {
-			return c.fail(ctx, err)
+			return n, c.fail(ctx, err)
 		}
 		n++
 		if c.json {
 			c.print(rec, nil)
 			continue
 		}
-		fmt.Fprintf(c.stdout, "%s  lease ended %s (%s)  expires %s  lease %s\n", rec.ID,
-			formatTime(rec.InProgressExpiration), relative(rec.InProgressExpiration, c.now), formatTime(rec.Expiration), orNone(rec.Lease))
+		fmt.Fprintf(c.stdout, "%s  %s\n", rec.ID, line(rec))
 	}
 	if n == 0 {
 		if err := c.checkPrefix(ctx); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	fmt.Fprintf(c.stderr, "lambdakit records: %d in progress with a lease that ended more than %v ago (before %s)\n", n, c.olderThan, formatTime(before))
-	return nil
+	return n, nil
+}
+
+// expires says when rec expires: a time, and how far it is, or never.
+func (c *recordsCommand) expires(rec lambdakit.IdempotencyRecord) string {
+	if rec.Expiration.IsZero() {
+		return "never"
+	}
+	return fmt.Sprintf("%s (%s)", formatTime(rec.Expiration), relative(rec.Expiration, c.now))
 }
 
 func orNone(s string) string {
@@ -429,11 +487,13 @@ func (c *recordsCommand) print(rec lambdakit.IdempotencyRecord, deleted *bool) {
 	fmt.Fprintf(w, "id          %s\n", o.ID)
 	fmt.Fprintf(w, "status      %s\n", o.Status)
 	fmt.Fprintf(w, "state       %s: %s\n", o.State, stateMeaning[o.State])
-	if rec.Expiration.IsZero() {
-		fmt.Fprintf(w, "expires     never\n")
-	} else {
-		fmt.Fprintf(w, "expires     %s (%s)\n", o.Expiration, relative(rec.Expiration, c.now))
+	if o.Failure != "" {
+		fmt.Fprintf(w, "failure     %s\n", o.Failure)
 	}
+	if o.Effect != "" {
+		fmt.Fprintf(w, "effect      %s\n", o.Effect)
+	}
+	fmt.Fprintf(w, "expires     %s\n", c.expires(rec))
 	fmt.Fprintf(w, "lease       %s\n", orNone(o.LeaseHolder))
 	if o.LeaseEnd != "" {
 		fmt.Fprintf(w, "lease ends  %s (%s)\n", o.LeaseEnd, relative(rec.InProgressExpiration, c.now))

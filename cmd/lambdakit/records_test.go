@@ -30,6 +30,8 @@ type recordJSON struct {
 	LeaseEnd    string `json:"leaseEnd"`
 	Validation  string `json:"validation"`
 	ResultBytes int    `json:"resultBytes"`
+	Failure     string `json:"failure"`
+	Effect      string `json:"effect"`
 	Deleted     *bool  `json:"deleted"`
 }
 
@@ -285,7 +287,7 @@ func TestRecords(t *testing.T) {
 			args []string
 			want string
 		}{
-			{"no action", []string{"records"}, "want get, delete or stuck"},
+			{"no action", []string{"records"}, "want get, delete, stuck or failed"},
 			{"unknown action", []string{"records", "list"}, `unknown action "list"`},
 			{"no key", []string{"records", "get", "-table", rt.name, "-prefix", "payment"}, "get needs a KEY"},
 			{"two keys", []string{"records", "get", "-table", rt.name, "-prefix", "payment", "a", "b"}, "want one KEY"},
@@ -320,7 +322,7 @@ func TestRecords(t *testing.T) {
 			t.Errorf("exit status %d; want 0", r.code)
 		}
 		for _, want := range []string{"Usage: lambdakit records get", "<prefix>#<sha256 hex of the key>", "-table table", "IDEMPOTENCY_TABLE",
-			"-prefix prefix", "-json", "-yes", "-older-than duration", "AWS_ENDPOINT_URL_DYNAMODB", "scans the whole table", "CacheSize", "Exit status", "  3    the table does not exist"} {
+			"-prefix prefix", "-json", "-yes", "-older-than duration", "-live", "AWS_ENDPOINT_URL_DYNAMODB", "scan the whole", "-status-attr", "docs/operations.md", "Exit status", "  3    the table does not exist"} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("-h lacks %q", want)
 			}
@@ -328,14 +330,13 @@ func TestRecords(t *testing.T) {
 	})
 }
 
-// Records on a business item, as functions/payment keeps them on its
-// ledger rows: readable IDs, the key and status attributes renamed, kept
-// forever. get finds a completed one by its key and says it never
-// expires; stuck lists an abandoned lock by its readable ID.
-func TestRecordsOnABusinessItem(t *testing.T) {
-	srv := moto.Server(t)
-	db := dynamodb.NewFromConfig(moto.Config(t))
-	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+// newLedgerTable returns a table of ledger rows as functions/payment keeps
+// them, the record on the business item (readable IDs, the key and status
+// attributes renamed to payment_id and record_status, kept forever), and
+// its store. The row of pay_1 is charged: its own status attribute holds
+// CHARGED.
+func newLedgerTable(t *testing.T, db *dynamodb.Client) (string, *dynamostore.Store) {
+	t.Helper()
 	names := func(o *dynamostore.Options) { o.KeyAttr, o.StatusAttr = "payment_id", "record_status" }
 	table := testenv.Name(t)
 	if err := dynamostore.CreateTable(t.Context(), db, table, names); err != nil {
@@ -357,6 +358,18 @@ func TestRecordsOnABusinessItem(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("batch: %v, %v", err, resp.BatchItemFailures)
 	}
+	return table, store
+}
+
+// Records on a business item, as functions/payment keeps them on its
+// ledger rows: readable IDs, the key and status attributes renamed, kept
+// forever. get finds a completed one by its key and says it never
+// expires; stuck lists an abandoned lock by its readable ID.
+func TestRecordsOnABusinessItem(t *testing.T) {
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+	table, store := newLedgerTable(t, db)
 	leaseEnd := time.Now().Add(-10 * time.Minute)
 	if _, ok, err := store.Acquire(t.Context(), lk.IdempotencyRecord{ID: "payment#pay_crashed", Status: lk.StatusInProgress,
 		Expiration: time.Now().Add(time.Hour), InProgressExpiration: leaseEnd, Lease: "l"}, leaseEnd.Add(-time.Minute)); err != nil || !ok {
@@ -376,5 +389,123 @@ func TestRecordsOnABusinessItem(t *testing.T) {
 	r = cli(t, env, "", append([]string{"records", "stuck"}, flags...)...)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "payment#pay_crashed  lease ended ") || strings.Count(r.stdout, "\n") != 1 {
 		t.Errorf("stuck: exit status %d, stdout %q; want the abandoned lock alone, by its readable ID\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A ledger row read without -status-attr shows its own status (CHARGED)
+// where the record's would be. That is no record status: get and delete
+// refuse it with a usage error naming -status-attr, and the row stays
+// (deleted, the next copy of the message would charge again).
+func TestRecordsRefuseAnItemWhoseStatusIsNoRecordStatus(t *testing.T) {
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+	table, _ := newLedgerTable(t, db)
+	flags := []string{"-table", table, "-prefix", "payment", "-readable-ids", "-key-attr", "payment_id"}
+	for _, args := range [][]string{{"get"}, {"get", "-json"}, {"delete", "-yes"}, {"delete", "-yes", "-force", "-json"}} {
+		r := cli(t, env, "y\n", append(append(append([]string{"records"}, args...), flags...), "pay_1")...)
+		if r.code != 2 || !strings.Contains(r.stderr, "-status-attr") || !strings.Contains(r.stderr, `"CHARGED"`) {
+			t.Errorf("%v: exit status %d; want 2, naming -status-attr and the status found\n%s", args, r.code, r.stderr)
+		}
+		if strings.Contains(r.stdout, "lease ended") || strings.Contains(r.stderr, "deleted payment#pay_1") {
+			t.Errorf("%v: the row was taken for an abandoned lock:\n%s%s", args, r.stdout, r.stderr)
+		}
+	}
+	out, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: &table, Key: map[string]types.AttributeValue{"payment_id": &types.AttributeValueMemberS{Value: "payment#pay_1"}}})
+	if err != nil || out.Item["status"] == nil {
+		t.Errorf("the ledger row is gone after the refused deletes: %v, %v", out, err)
+	}
+}
+
+// A table whose key is not id, read without -key-attr: DynamoDB refuses
+// the key with a ValidationException that names no attribute; records
+// names the flag and the table's key.
+func TestRecordsNameTheTablesKeyAttribute(t *testing.T) {
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+	table, _ := newLedgerTable(t, db)
+	r := cli(t, env, "", "records", "get", "-table", table, "-prefix", "payment", "-readable-ids", "-status-attr", "record_status", "pay_1")
+	if r.code != 2 || !strings.Contains(r.stderr, "give -key-attr payment_id") || strings.Contains(r.stderr, "ValidationException") {
+		t.Errorf("exit status %d; want 2 and -key-attr payment_id named, without DynamoDB's raw error\n%s", r.code, r.stderr)
+	}
+}
+
+// A record completed with a failure (its work ran, then its completion was
+// refused for good): get shows the failure and says that the next message
+// fails without running the work, which the engine then does; failed lists
+// such records alone, as text and JSON.
+func TestRecordsShowAFailedRecord(t *testing.T) {
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+	rt := newRecordsTable(t, db)
+	rt.complete(t, `{"payment_id":"pay_1"}`)
+	rt.inProgress(t, "pay_crashed", time.Now().Add(-10*time.Minute))
+	failed := rt.inProgress(t, "pay_failed", time.Now().Add(10*time.Minute))
+	failed.Status, failed.Failure = lk.StatusCompleted, "completion rejected: item over 400 KB"
+	if err := rt.store.Complete(t.Context(), failed); err != nil {
+		t.Fatal(err)
+	}
+	args := func(more ...string) []string {
+		return append([]string{"records", more[0], "-table", rt.name, "-prefix", "payment"}, more[1:]...)
+	}
+
+	r := cli(t, env, "", args("get", "pay_failed")...)
+	if r.code != 0 {
+		t.Fatalf("get: exit status %d; want 0\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"state       failed: ", "fails permanently without running the work again", "failure     " + failed.Failure + "\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("get: stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "skipped as a duplicate") {
+		t.Errorf("get: a failed record is told as a duplicate that gets the cached result:\n%s", r.stdout)
+	}
+	r = cli(t, env, "", args("get", "-json", "pay_failed")...)
+	if got := jsonLines[recordJSON](t, r.stdout); r.code != 0 || len(got) != 1 || got[0].State != "failed" || got[0].Failure != failed.Failure {
+		t.Errorf("get -json: exit status %d, %+v; want state failed and the failure\n%s", r.code, got, r.stderr)
+	}
+
+	r = cli(t, env, "", args("failed")...)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, failed.ID+"  expires ") || strings.Count(r.stdout, "\n") != 1 ||
+		!strings.Contains(r.stdout, fmt.Sprintf("failure %q", failed.Failure)) || !strings.Contains(r.stderr, "1 completed with a failure") {
+		t.Errorf("failed: exit status %d, stdout %q; want the failed record alone, with its failure\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, env, "", args("failed", "-json")...)
+	if got := jsonLines[recordJSON](t, r.stdout); r.code != 0 || len(got) != 1 || got[0].ID != failed.ID || got[0].Failure != failed.Failure {
+		t.Errorf("failed -json: exit status %d, %+v; want the failed record alone\n%s", r.code, got, r.stderr)
+	}
+
+	// What get said: the next message with the key fails, unrun.
+	body := `{"payment_id":"pay_failed"}`
+	resp, err := rt.batch(t.Context(), lambdakittest.Event(lambdakittest.Message(body)))
+	if err == nil && len(resp.BatchItemFailures) != 1 || rt.runs[body] != 0 {
+		t.Errorf("the next message: %v, %v, handler runs %d; want it failed, unrun", err, resp.BatchItemFailures, rt.runs[body])
+	}
+}
+
+// A record whose owner stopped after its effect (lambdakit.Options.StoreEffect
+// kept it): get shows the effect and says that the next message fails
+// permanently without running, not that it takes the record over.
+func TestRecordsShowARecordStoppedAfterItsEffect(t *testing.T) {
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+	rt := newRecordsTable(t, db)
+	rec := rt.inProgress(t, "pay_stopped", time.Now().Add(-10*time.Minute))
+	if err := rt.store.MarkEffect(t.Context(), rec.ID, rec.Lease, "charge ch_9"); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, env, "", "records", "get", "-table", rt.name, "-prefix", "payment", "pay_stopped")
+	for _, want := range []string{"state       stopped after its effect: ", "fails permanently without running", "effect      charge ch_9\n"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("get: exit status %d, stdout lacks %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+	r = cli(t, env, "", "records", "get", "-json", "-table", rt.name, "-prefix", "payment", "pay_stopped")
+	if got := jsonLines[recordJSON](t, r.stdout); r.code != 0 || len(got) != 1 || got[0].State != "stopped after its effect" || got[0].Effect != "charge ch_9" {
+		t.Errorf("get -json: exit status %d, %+v; want the state and the effect\n%s", r.code, got, r.stderr)
 	}
 }

@@ -20,50 +20,16 @@ import (
 
 const redriveUsage = `Usage: lambdakit redrive [flags] -from DLQ_URL -to QUEUE_URL
 
-Moves messages from a dead-letter queue back to a queue (usually the one they
-came from), once the cause of their failure is fixed. Each message is sent as
-it was: the body, every message attribute and the AWSTraceHeader, and between
-FIFO queues its MessageGroupId, with a MessageDeduplicationId of its own (see
-below). A message is deleted from -from only after -to accepted it; one that
-could not be sent stays in -from and is visible again when the command ends.
-Both queues must be FIFO queues, or both standard queues, as SQS requires of
-a queue and its dead-letter queue.
-
-The messages of one FIFO message group go in the order received. After one
-of them fails to send, the group's later messages are held back in -from,
-so that the order is kept for the next run.
-
-SQS keeps a FIFO queue's deduplication IDs for 5 minutes, even after their
-messages left it, and answers a send with one of them as sent without
-enqueuing the message: a message resent with its own ID within 5 minutes of
-its first send would be deleted from -from and never reach -to. So each FIFO
-message is sent with a new deduplication ID: its old one (up to 101
-characters, an earlier redrive's suffix removed), "~", and 26 random
-characters. The consumer's idempotency record is still found at
-"<prefix>#<the part before ~>" when lambdakit's producer sent the message
-(lambdakit publish, producer.Send). A message sent and then not deleted from
--from (see exit status 1) is sent again by the next run, under another ID:
--to gets it twice, and the consumer's idempotency key makes the second copy a
-duplicate that does no work. A replayed message whose work was completed
-before, within the consumer's idempotency TTL, is skipped the same way: that
-is why the TTL must outlive the DLQ's retention.
-
--dry-run lists what would move, and sends and deletes nothing: it receives
-the messages (a receive counts towards ApproximateReceiveCount) and makes
-them visible again at the end. On a FIFO queue it sees, of each message
-group, only what one receive returns: SQS hands out no more of a group while
-some of it is in flight.
-
-` + queueURLHelp + `
-Both queues must be on one endpoint. The command needs sqs:ReceiveMessage,
-sqs:DeleteMessage, sqs:ChangeMessageVisibility and sqs:GetQueueAttributes on
--from, and sqs:SendMessage and sqs:GetQueueAttributes on -to.
-
-Standard output gets a line per message moved (or that would move):
-  moved ID as NEW_ID (group G, dedup D as NEW_DEDUP, N bytes, K attributes)
-Standard error gets a line per message that failed or was held back, and the
-summary at the end:
-  lambdakit redrive: received R: moved M, failed F, held back H, not deleted D
+Moves messages from a dead-letter queue (-from) back to a queue (-to), once
+the cause of their failure is fixed: each is sent as it was (body,
+attributes, AWSTraceHeader, FIFO group) and deleted from -from only after -to
+accepted it. FIFO groups keep their order (after a failed send, the rest of
+the group is held back), and each FIFO message gets a new deduplication ID,
+its old one + "~" + 26 random characters, since SQS would drop a resend with
+the old one for 5 minutes. -dry-run lists what would move and touches
+nothing. Both queues are FIFO or both standard, on one endpoint; a queue on
+AWS needs -live. More: the "Dead-letter queue and redrive" section of
+docs/operations.md.
 
 Flags:
 `
@@ -92,6 +58,7 @@ type redriveCommand struct {
 	flags    *cmdline.Flags
 	from, to string
 	dryRun   bool
+	live     bool
 	max      int
 
 	client  *sqs.Client
@@ -110,6 +77,7 @@ func (r *redriveCommand) parse(args []string) error {
 	fs.StringVar(&r.from, "from", "", "the dead-letter queue's `URL` (required)")
 	fs.StringVar(&r.to, "to", "", "the `URL` of the queue to move the messages to (required)")
 	fs.BoolVar(&r.dryRun, "dry-run", false, "list what would move; send and delete nothing")
+	fs.BoolVar(&r.live, "live", false, liveHelp)
 	fs.IntVar(&r.max, "max", 0, "take at most this many `messages` from -from (0: all)")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -147,7 +115,7 @@ func (r *redriveCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	// The queue URLs name where the queues are (see endpoint.go).
-	client, err := newSQSClient(ctx, r.environ, "", r.from, r.to)
+	client, err := newSQSClient(ctx, r.environ, "", r.live, r.from, r.to)
 	if err != nil {
 		return asUsage(r.flags, err, cmdline.CannotRun)
 	}

@@ -302,7 +302,7 @@ func TestRedrive(t *testing.T) {
 			t.Errorf("exit status %d; want 0", r.code)
 		}
 		for _, want := range []string{"Usage: lambdakit redrive [flags] -from DLQ_URL -to QUEUE_URL", "-dry-run", "-max messages",
-			"MessageDeduplicationId of its own", "deleted from -from only after", "idempotency TTL", "for 5 minutes", "AWS_ENDPOINT_URL_SQS", "Exit status"} {
+			"new deduplication ID", "deleted from -from only after", "for 5 minutes", "-live", "docs/operations.md", "Exit status"} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("-h lacks %q", want)
 			}

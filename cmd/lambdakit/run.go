@@ -25,103 +25,21 @@ const runUsage = `Usage: lambdakit run [flags] -queue URL BOOTSTRAP
        lambdakit run [flags] -function NAME BOOTSTRAP
        lambdakit run [flags] -stream ARN BOOTSTRAP
 
-Does locally what Lambda's SQS event source mapping does, against any SQS
-endpoint (moto_server, or a real queue): it long-polls the queue, builds each
-batch's event as Lambda does, runs BOOTSTRAP on it through the same local
-Runtime API as 'lambdakit invoke', and deletes the records the function did
-not name in batchItemFailures. Named records, and the whole batch after a
-function error, a crash, a timeout or a response that breaks the partial
-batch response rules, stay in the queue and come back after its visibility
-timeout. Flags come before BOOTSTRAP.
-
-The function's settings come from the flags, then from its resource in
--template or from the deployed function -function names, else Lambda's
-defaults, as with 'lambdakit invoke'; -template also gives the batch size and
-response types of the function's SQS event. -function gives the deployed
-function's settings and environment (GetFunctionConfiguration) and its SQS
-event source mapping (ListEventSourceMappings): the queue, batch size,
-batching window, response types, and MaximumConcurrency as a ceiling, so
-that the run uses exactly what was deployed. A function with several SQS
-mappings needs -queue to choose one. The queue's URL comes from SQS's
-GetQueueUrl at the SDK's endpoint; the queue URL rule below then applies.
-
-A queue on AWS itself is refused unless -live is given: run would take its
-messages off the live queue, beside the deployed function's own mapping. As on
-Lambda, responses are read as partial batch responses only with
-ReportBatchItemFailures (the template's FunctionResponseTypes, or
--report-batch-item-failures); without it a successful invocation deletes its
-whole batch, and a warning says so the first time a function names
-batchItemFailures that are ignored.
-
-Each batch slot (-concurrency, 5 unless set, as Lambda starts) has one warm
-process, restarted after a crash, a timeout or a failed init. Two batches
-holding messages of one FIFO message group never run at once. Ctrl-C
-(SIGINT) or SIGTERM stops it after the batches in flight; -until-empty stops
-it once the queue has no visible, in-flight or delayed messages.
-
-` + queueURLHelp + `
-For a queue on AWS, -region and the env file's AWS_REGION must name the
-queue's region, if they name one: Lambda maps a queue only to a function in
-its region. The function gets this shell's environment plus the -env-file
-variables, as with 'lambdakit invoke', and the variables Lambda sets; its
-region is an AWS queue's, else -region (which sets the SQS client's too), the
-env file's, this shell's, else us-east-1.
-
-A queue whose VisibilityTimeout is shorter than the function's timeout
-(-timeout, or the template's Timeout) is refused, as Lambda refuses to create
-such a mapping: a batch still running when the visibility timeout ends would
-be handed out again, a duplicate that cannot happen on AWS.
--allow-short-visibility-timeout runs it anyway, with a warning, for a test
-that wants that race. Below six times the function's timeout, AWS's
-recommendation, there is a warning, and another when the visibility timeout
-is not longer than -window plus the function's timeout: a message received
-early in a window could become visible again before its batch is answered.
-A message received twice within one window is put in its event once.
-
-Streams: with -stream ARN, run plays the mapping of a DynamoDB stream
-(arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE/stream/LABEL) or of a Kinesis
-data stream (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME) instead. Each shard
-is read in order from its oldest record (StartingPosition TRIM_HORIZON;
-LATEST is not played), up to -batch-size records (default 100) an
-invocation. A batch that succeeds moves the shard's checkpoint past it.
-With -report-batch-item-failures the lowest sequence number the function
-names is read again, the records before it done; an empty or unknown
-identifier, a function error, a crash or a timeout read the whole batch
-again. After -max-retry-attempts retries the rest of the batch is discarded
-and the shard goes on; with -on-failure QUEUE (a URL or an ARN) the
-invocation record Lambda sends for it goes to that queue. With -bisect
-(BisectBatchOnFunctionError) a batch that fails whole is split in two
-halves, each delivered on its own, and a partial batch response splits the
-batch at the named record, so that exactly the rest of the batch is
-retried; splits consume no retries, and a batch of one record, which
-cannot be split, is retried and discarded as any other. -until-empty stops
-once no shard has a record past its checkpoint. The ARN names no endpoint:
-the calls go to the SDK's DynamoDB Streams or Kinesis endpoint
-(AWS_ENDPOINT_URL_DYNAMODB_STREAMS or AWS_ENDPOINT_URL_KINESIS,
-AWS_ENDPOINT_URL, else AWS, which needs -live), which the first line on
-standard error names, and -on-failure to the SDK's SQS endpoint. Shards are
-read one after the other, not at once.
-
-Where it differs from Lambda's event source mapping, and why:
-  - Concurrency stays at -concurrency. Lambda starts at five batches and
-    scales with the backlog by steps it does not document precisely enough
-    to copy; its MaximumConcurrency is a ceiling, -concurrency the number.
-  - After a failed receive it pauses briefly and retries, and stops after
-    five failures in a row; Lambda's backoff is not documented.
-  - It deletes records with DeleteMessageBatch and reports a failed delete;
-    Lambda retries deletes on its own schedule.
-  - Filter criteria, the maximum record age, and Lambda's throttling of a
-    function out of concurrency are not modelled: a batch slot is never
-    throttled.
-  - Each batch slot is one process, started on its first batch; Lambda may
-    run a batch in any of its execution environments.
-
-Standard output gets one JSON object per batch, one per line:
-  {"requestId": ID, "outcome": "success", "records": N, "deleted": [...], "left": [...], "batchItemFailures": [...]}
-where outcome is "success", "function error", "init error", "crash",
-"timeout", or "not invoked", and "reason" says why the whole batch was left.
-Standard error gets the function's output, a REPORT line per invocation, a
-line per batch, and a summary at the end.
+Does locally what Lambda's SQS event source mapping does: it long-polls the
+queue, builds each batch's event as Lambda does, runs BOOTSTRAP on it through
+the local Runtime API of 'lambdakit invoke', and deletes the records the
+function did not name in batchItemFailures (read only with
+-report-batch-item-failures, as on Lambda); the rest come back after the
+visibility timeout. Settings come from the flags, then -template or the
+deployed function and its mapping (-function), then Lambda's defaults. With
+-stream ARN it plays a DynamoDB or Kinesis stream's mapping instead (shards
+in order, checkpoints, retries, -bisect, -on-failure). A queue, stream or
+function on AWS needs -live. -until-empty stops once the queue is empty
+(warning, once, when the queue has no redrive policy); Ctrl-C stops after
+the batches in flight. Standard output gets a JSON line per batch, standard
+error the function's output and a summary. Flags come before BOOTSTRAP.
+More, with where it differs from Lambda: the "lambdakit run" section of
+docs/local-tooling.md.
 
 Flags:
 `
@@ -154,7 +72,6 @@ type runCommand struct {
 	untilEmpty  bool
 	partial     bool
 	shortVisOK  bool
-	live        bool
 	bootstrap   string
 	// A stream's mapping instead of a queue's (see runstream.go).
 	stream     string
@@ -181,7 +98,6 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 	fs := cmdline.NewFlags(c.stderr, "run", runUsage, runExitStatus)
 	c.flags = fs
 	fs.StringVar(&c.queue, "queue", "", "the queue's `URL`, as SQS returns it: http://127.0.0.1:5000/123456789012/orders.fifo (required without -function; with it, chooses among the function's SQS mappings)")
-	fs.BoolVar(&c.live, "live", false, "consume a queue on AWS itself: run takes its messages, which the deployed function's own mapping would otherwise get")
 	fs.IntVar(&c.batchSize, "batch-size", esm.DefaultBatchSize, "the most records per invocation (BatchSize): 1 to 10 on a FIFO queue, to 10000 on a standard one, above 10 with a -window of 1s or more; the deployed mapping's or the template's if it sets one, else Lambda's")
 	fs.DurationVar(&c.window, "window", 0, "how long to gather records before invoking, standard queues only (MaximumBatchingWindowInSeconds): whole seconds, 0 to 5m (default: the deployed mapping's, else 0)")
 	fs.IntVar(&c.concurrency, "concurrency", esm.DefaultConcurrency, "the most batches in flight at once, each in a process of its own (ScalingConfig.MaximumConcurrency, 2 to 1000; never taken from the template); Lambda starts with five, or the deployed mapping's MaximumConcurrency if lower")
@@ -248,20 +164,13 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 }
 
 // checkQueue refuses, before any call, a queue URL that the endpoint rule
-// (see endpoint.go) refuses, and a queue on AWS without -live.
+// (see endpoint.go) refuses, a queue on AWS without -live among them:
+// messages run takes are gone from the queue the deployed function's
+// mapping reads, and a bootstrap run here does their work with this
+// shell's credentials.
 func (c *runCommand) checkQueue(ctx context.Context) error {
-	q, err := parseQueueURL(c.queue)
-	if err != nil {
+	if _, err := newSQSClient(ctx, c.environ, c.fn.region, c.fn.live, c.queue); err != nil {
 		return asUsage(c.flags, err, cmdline.BadInput)
-	}
-	if _, err := newSQSClient(ctx, c.environ, c.fn.region, c.queue); err != nil {
-		return asUsage(c.flags, err, cmdline.BadInput)
-	}
-	if q.live && !c.live {
-		// Messages run takes are gone from the queue the deployed
-		// function's mapping reads, and a bootstrap run here does their
-		// work with this shell's credentials.
-		return c.flags.UsageError("the queue %s is on AWS: run would take its messages off the live queue, which the deployed function's mapping reads; give -live to do so anyway", c.queue)
 	}
 	return nil
 }
@@ -406,7 +315,7 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	// The queue URL names where the queue is (see endpoint.go).
-	client, err := newSQSClient(ctx, std.environ, c.fn.region, c.queue)
+	client, err := newSQSClient(ctx, std.environ, c.fn.region, c.fn.live, c.queue)
 	if err != nil {
 		return asUsage(c.flags, err, cmdline.BadInput)
 	}

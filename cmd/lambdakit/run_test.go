@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
@@ -97,6 +98,26 @@ func TestRunQueue(t *testing.T) {
 		}
 		return url
 	}
+
+	t.Run("until empty without a redrive policy: one warning that a failing message comes back forever", func(t *testing.T) {
+		t.Parallel()
+		const warning = "the queue has no redrive policy"
+		r := lambdakit(t, env, "run", "-queue", queue(t, "a", "b"), "-until-empty", "-timeout", "1s", "-concurrency", "2", fn)
+		if r.code != 0 || strings.Count(r.stderr, warning) != 1 || !strings.Contains(r.stderr, "comes back after every visibility timeout, forever") {
+			t.Errorf("exit status %d; want 0 and the warning once\nstderr:\n%s", r.code, r.stderr)
+		}
+		dlq := queue(t)
+		attrs, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		redriven := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": "1",
+			"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"3"}`, attrs.Attributes["QueueArn"])})
+		r = lambdakit(t, env, "run", "-queue", redriven, "-until-empty", "-timeout", "1s", fn)
+		if r.code != 0 || strings.Contains(r.stderr, warning) {
+			t.Errorf("with a redrive policy: exit status %d; want 0 and no warning\nstderr:\n%s", r.code, r.stderr)
+		}
+	})
 
 	t.Run("until empty, a named record comes back", func(t *testing.T) {
 		t.Parallel()

@@ -102,11 +102,11 @@ func (c *runCommand) runStream(ctx context.Context) error {
 			return esm.NewStream(client, c.stream, inv, optFns...)
 		}
 	}
-	if onAWS(at) && !c.live {
-		// Reading a stream takes nothing from it, but the bootstrap run
-		// here would do each record's work (an outbox relay would send
-		// real messages) with this shell's credentials.
-		return c.flags.UsageError("the stream %s is on AWS: run would do the work of its records here, beside the deployed function's mapping; give -live to do so anyway", c.stream)
+	// Reading a stream takes nothing from it, but the bootstrap run here
+	// would do each record's work (an outbox relay would send real
+	// messages) with this shell's credentials.
+	if err := checkLive(ctx, std.environ, c.fn.live, "the stream "+c.stream, service, at, a.Region, c.stream); err != nil {
+		return asUsage(c.flags, err, cmdline.BadInput)
 	}
 	fmt.Fprintf(std.stderr, "lambdakit run: stream %s %s\n", c.stream, endpointDescription(std.environ, service, display, at, a.Region))
 	dest, err := c.onFailureDestination(ctx, cfg)
@@ -250,7 +250,7 @@ func (c *runCommand) onFailureDestination(ctx context.Context, cfg aws.Config) (
 	}
 	if validQueueURL(c.onFailure) {
 		// The URL names where the queue is, by the rule of endpoint.go.
-		client, err := newSQSClient(ctx, c.environ, cfg.Region, c.onFailure)
+		client, err := newSQSClient(ctx, c.environ, cfg.Region, c.fn.live, c.onFailure)
 		if err != nil {
 			return nil, asUsage(c.flags, err, cmdline.BadInput)
 		}
@@ -258,6 +258,9 @@ func (c *runCommand) onFailureDestination(ctx context.Context, cfg aws.Config) (
 	}
 	q, _ := arn.Parse(c.onFailure) // checked by parseStream
 	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.Region = q.Region })
+	if err := checkLive(ctx, c.environ, c.fn.live, "the -on-failure queue "+c.onFailure, "SQS", client.Options().BaseEndpoint, q.Region, ""); err != nil {
+		return nil, asUsage(c.flags, err, cmdline.BadInput)
+	}
 	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q.Resource), QueueOwnerAWSAccountId: aws.String(q.AccountID)})
 	if err != nil {
 		return nil, cmdline.CannotRun(fmt.Errorf("-on-failure %s: %w", c.onFailure, err))

@@ -67,7 +67,7 @@ func TestRunStream(t *testing.T) {
 			want string
 		}{
 			{offline, []string{"-stream", "arn:aws:dynamodb:us-east-1:123456789012:table/T/stream/2026-01-01T00:00:00.000"},
-				"is on AWS: run would do the work of its records here"},
+				"is on AWS: its calls would go to https://streams.dynamodb.us-east-1.amazonaws.com"},
 			{env, []string{"-stream", stream, "-queue", "http://127.0.0.1:1/123456789012/q"}, "-queue is for a queue's mapping"},
 			{env, []string{"-stream", "arn:aws:sqs:us-east-1:123456789012:q"}, "want a DynamoDB stream's ARN"},
 			{env, []string{"-max-retry-attempts", "3", "-queue", "http://127.0.0.1:1/123456789012/q"}, "-max-retry-attempts is for a stream's mapping"},

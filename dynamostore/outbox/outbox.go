@@ -124,20 +124,15 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 				ids[id] = "an earlier one"
 			}
 		}
+		named, err := checkAll(recordID, len(staged), ids, msgs)
+		if err != nil {
+			return nil, err
+		}
 		items := make([]any, 0, len(msgs))
 		for i, m := range msgs {
-			name := placeName(m.Name, len(staged)+i)
-			id := ItemID(recordID, m.QueueURL, name)
-			if err := check(name, id, m); err != nil {
-				return nil, err
-			}
-			if prev, dup := ids[id]; dup {
-				return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, prev)
-			}
-			ids[id] = fmt.Sprintf("%q", name)
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(o.table),
-				Item:      o.item(recordID, id, name, m, now),
+				Item:      o.item(recordID, named[i].id, named[i].name, m, now),
 				// A retried completion writes the same item, which must
 				// not be an item of another record.
 				ConditionExpression:       aws.String("attribute_not_exists(id) OR recordId = :rid"),
@@ -165,17 +160,38 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 // no handler and sends nothing: call it before an external effect (a
 // card charged), with the messages the handler will publish after it, so
 // that a message that can never be published fails the work before the
-// effect rather than after it. A message Name may be left empty, as
-// Publish allows; what Check cannot see is the run's other writes (see
-// Publish).
+// effect rather than after it. Two of msgs to one queue with one name
+// are refused, as Publish refuses them. A message Name may be left empty,
+// as Publish allows: Check then allows for the longest name its place
+// among the run's writes can give it. What Check cannot see is the run's
+// other writes (see Publish).
 func Check(msgs ...Message) error {
+	_, err := checkAll("", 0, map[string]string{}, msgs)
+	return err
+}
+
+// named is a message's name in its run, and its item's ID.
+type named struct{ name, id string }
+
+// checkAll checks msgs, the run's writes from place on, for the record
+// recordID, against each other and ids (item ID → the name of the message
+// of this run that has it, which it extends), and returns their names
+// and item IDs.
+func checkAll(recordID string, place int, ids map[string]string, msgs []Message) ([]named, error) {
+	out := make([]named, len(msgs))
 	for i, m := range msgs {
-		name := placeName(m.Name, i)
-		if err := check(name, ItemID("", m.QueueURL, name), m); err != nil {
-			return err
+		name := placeName(m.Name, place+i)
+		id := ItemID(recordID, m.QueueURL, name)
+		if err := check(name, id, m); err != nil {
+			return nil, err
 		}
+		if prev, dup := ids[id]; dup {
+			return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, prev)
+		}
+		ids[id] = fmt.Sprintf("%q", name)
+		out[i] = named{name, id}
 	}
-	return nil
+	return out, nil
 }
 
 // placeName is the name of a message named name, at place in the run's
@@ -207,6 +223,11 @@ func (o *Outbox) itemIDOf(op any) (string, bool) {
 // which does not know it, refuses what Publish refuses.
 const itemOverhead = 1024 + awsrules.MaxPartitionKeyBytes
 
+// maxPlaceNameLen is the length of the longest name a message without one
+// gets: "#" and its place among the run's writes, which is below the 100
+// writes of a transaction (awsrules.MaxTransactionItems).
+const maxPlaceNameLen = len("#") + 2
+
 // ItemID is the ID of the outbox item for the message named name, to the
 // queue queueURL, of the record recordID: stable across runs, relays and
 // retries.
@@ -234,6 +255,12 @@ func PartitionKey(group, itemID string) string {
 // outbox item id named name, or DynamoDB to write the item: the checks of
 // lambdakit's producer, with the item's room as the largest message.
 func check(name, id string, m Message) error {
+	// An unnamed message's name depends on what the run staged before
+	// it, which Check cannot see: its room is the longest name's.
+	nameLen := len(name)
+	if m.Name == "" {
+		nameLen = maxPlaceNameLen
+	}
 	switch {
 	case m.QueueURL == "":
 		return fmt.Errorf("%w %q: no QueueURL", ErrInvalidMessage, name)
@@ -250,7 +277,7 @@ func check(name, id string, m Message) error {
 	p, err := producer.New(nil, m.QueueURL, func(po *producer.Options) {
 		// The message is an item first: DynamoDB's 400 KB, less the
 		// item's other attributes, is its limit (below SQS's 1 MiB).
-		po.MaxMessageSize = awsrules.MaxItemBytes - itemOverhead - len(id) - len(name) - len(m.QueueURL) - len(m.GroupID)
+		po.MaxMessageSize = awsrules.MaxItemBytes - itemOverhead - len(id) - nameLen - len(m.QueueURL) - len(m.GroupID)
 		po.Key = func(*events.SQSMessage) (string, error) { return id, nil }
 		if m.GroupID != "" || po.FIFO {
 			po.Group = func(*events.SQSMessage) (string, error) { return m.GroupID, nil }

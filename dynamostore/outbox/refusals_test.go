@@ -388,3 +388,66 @@ func TestCheckRefusesWhatPublishWouldRefuse(t *testing.T) {
 		}
 	}
 }
+
+// What Check passes before the charge, Publish takes after it, whatever
+// the handler staged in between: an unnamed message is named by its place
+// among the run's writes ("#0" for Check, "#10" after ten writes), and the
+// name is part of the item, so the largest body Check passes must be one
+// Publish takes at any place. The body is the largest Check passes, found
+// by bisection. The test asks Publish only: an item that size (about
+// 407,000 bytes) is within AWS's 400 KiB, but over moto's 405,000, so
+// moto refuses the completion that AWS would take.
+func TestCheckPassesOnlyWhatPublishTakesAfterOtherWrites(t *testing.T) {
+	msg := func(f *fixture, n int) outbox.Message {
+		return outbox.Message{QueueURL: f.queue, GroupID: "cus_P", Body: strings.Repeat("x", n)}
+	}
+	var checkErr, pubErr error
+	effects := 0
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		lo, hi := 0, 410_000
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if outbox.Check(msg(f, mid)) == nil {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		if checkErr = outbox.Check(msg(f, lo)); checkErr != nil {
+			return checkErr
+		}
+		for i := range 10 { // the ledger rows of the charge
+			if err := dynamostore.Stage(ctx, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.outbox), Item: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "ledger"}, "id": &types.AttributeValueMemberS{Value: fmt.Sprint(p.ID, "#", i)},
+			}}}); err != nil {
+				return err
+			}
+		}
+		effects++ // the card is charged
+		pubErr = ob.Publish(ctx, msg(f, lo))
+		return pubErr
+	}})
+	f.deliver(pay("pay_edge", "cus_P", 1))
+	if checkErr != nil || effects != 1 {
+		t.Fatalf("Check: %v, effects %d; want a message Check passes, and the charge", checkErr, effects)
+	}
+	if pubErr != nil {
+		t.Errorf("Check passed the message before the charge; Publish after it: %v; want it taken", pubErr)
+	}
+}
+
+// Check refuses two messages to one queue with one name, as Publish
+// would refuse them together (one item ID): a handler that checks its
+// messages before the charge must not learn of it after.
+func TestCheckRefusesTwoMessagesOfOneNameToOneQueue(t *testing.T) {
+	const fifo = "http://127.0.0.1:1/000000000000/events.fifo"
+	m := outbox.Message{QueueURL: fifo, GroupID: "cus_42", Name: "payment.charged", Body: "{}"}
+	if err := outbox.Check(m, m); !errors.Is(err, outbox.ErrInvalidMessage) {
+		t.Errorf("Check of the same named message twice: %v; want ErrInvalidMessage, as Publish says", err)
+	}
+	other := m
+	other.Name = "payment.receipt"
+	if err := outbox.Check(m, other); err != nil {
+		t.Errorf("Check of two names: %v; want ok", err)
+	}
+}

@@ -104,3 +104,37 @@ func TestPaymentWhoseEventCannotBePublishedIsNotCharged(t *testing.T) {
 		t.Errorf("the gateway charged %d times; want none (the event's group ID was refused before the charge)", len(got))
 	}
 }
+
+// A charge_id the gateway answers with a character SQS refuses in a body
+// (U+FFFE, which JSON carries as "\ufffe" and encoding/json writes back
+// raw) still gives the charge its ledger row and its event: the charge
+// has happened, and the event's body escapes what SQS refuses. (Taken,
+// Publish refused the body after the charge, permanently: charged, with
+// no ledger row and no event.)
+func TestChargeIDWithACharacterSQSRefusesIsRecordedAndPublished(t *testing.T) {
+	charges := 0
+	f := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		charges++
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"charge_id":"ch_\ufffe1"}`)
+	}))
+	cfg := moto.Config(t)
+	table, streamARN := testenv.StreamTable(t, f.db, "-outbox", "pk", "id")
+	f.cfg.OutboxTable, f.cfg.EventsQueueURL = table, testenv.Queue(t, sqs.NewFromConfig(cfg), true, nil)
+	f.handler = mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 300 * time.Millisecond}, f.logs.Logger())
+	failed := f.run(t, lambdakittest.Message(body("pay_fffe", "cus_A", 700), lambdakittest.InGroup("cus_A")))
+	if charges != 1 {
+		t.Fatalf("the gateway charged %d times; want once", charges)
+	}
+	if len(failed) != 0 || f.ledger(t, "pay_fffe") == nil {
+		t.Fatalf("failed %v, ledger row %v; want the charge recorded", failed, f.ledger(t, "pay_fffe"))
+	}
+	recs, err := ddbstream.Read(t.Context(), dynamodbstreams.NewFromConfig(cfg), streamARN, cfg.Region)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("outbox records %d (%v); want the payment.charged", len(recs), err)
+	}
+	var ev chargedEvent
+	if err := json.Unmarshal([]byte(recs[0].Change.NewImage["body"].String()), &ev); err != nil || ev.ChargeID != "ch_\ufffe1" {
+		t.Errorf("event charge_id %q (%v); want the gateway's", ev.ChargeID, err)
+	}
+}

@@ -241,13 +241,11 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	// So does the event that tells the next service, through the outbox:
 	// no charge recorded, no event; a charge recorded, one event.
 	if s.events != nil && out.Status == StatusCharged {
-		body, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
-			CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency, ChargeID: out.ChargeID})
+		msg, err := s.chargedMessage(p, amount, out.ChargeID)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.events.Publish(ctx, outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
-			Body: string(body), Attributes: map[string]string{"type": "payment.charged"}}); err != nil {
+		if err := s.events.Publish(ctx, msg); err != nil {
 			return nil, err
 		}
 	}
@@ -277,17 +275,48 @@ func (s *payments) checkEvent(p Payment, amount int64) error {
 	if s.events == nil {
 		return nil
 	}
-	body, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
-		CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency})
+	msg, err := s.chargedMessage(p, amount, "")
 	if err != nil {
 		return err
 	}
-	err = outbox.Check(outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
-		Body: string(body), Attributes: map[string]string{"type": "payment.charged"}})
-	if err != nil {
+	if err := outbox.Check(msg); err != nil {
 		return lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
 	}
 	return nil
+}
+
+// chargedMessage is the payment.charged message of a payment charged as
+// chargeID. Its body is JSON whose characters SQS refuses are escaped:
+// chargeID is the gateway's, known only after the charge, and may hold
+// one (U+FFFE, say, which encoding/json leaves as it is).
+func (s *payments) chargedMessage(p Payment, amount int64, chargeID string) (outbox.Message, error) {
+	body, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+		CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency, ChargeID: chargeID})
+	if err != nil {
+		return outbox.Message{}, err
+	}
+	return outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
+		Body: escapeForSQS(body), Attributes: map[string]string{"type": "payment.charged"}}, nil
+}
+
+// escapeForSQS returns the JSON js with each character SQS refuses in a
+// message body written as a JSON escape. encoding/json escapes control
+// characters and makes its output UTF-8, so what is left (U+FFFE and
+// U+FFFF) can stand only inside strings, where the escape means the same
+// character.
+func escapeForSQS(js []byte) string {
+	if awsrules.CheckText(string(js)) == nil {
+		return string(js)
+	}
+	var b strings.Builder
+	for _, r := range string(js) {
+		if awsrules.CheckText(string(r)) != nil {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // record writes the payment's ledger fields. On DynamoDB they go onto

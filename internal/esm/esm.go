@@ -358,6 +358,11 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 	defer stop()
 	r := &run{m: m, ctx: ctx, arn: arn, fifo: fifo, locks: newGroupLocks(), stop: stop, stopCh: stopCtx.Done(),
 		maxReceives: maxReceiveCount(out.Attributes[string(types.QueueAttributeNameRedrivePolicy)])}
+	if r.maxReceives == 0 && m.opts.UntilEmpty && m.opts.OnWarning != nil {
+		// Nothing ever moves a message that keeps failing off such a
+		// queue, so it is never empty: say so once, before it happens.
+		m.opts.OnWarning(errors.New("the queue has no redrive policy (RedrivePolicy with a dead-letter queue): a message that keeps failing comes back after every visibility timeout, forever, and the queue is never empty"))
+	}
 	pollers := m.opts.Concurrency
 	if c, ok := m.invoker.(interface{ Capacity() int }); ok {
 		pollers = max(1, min(pollers, c.Capacity()))

@@ -97,8 +97,29 @@ type Package struct {
 	CodeSHA256 string
 }
 
-// Output is one of the stack's outputs.
+// Output is one of the stack's outputs, as CloudFormation gives it: print
+// a queue URL with LocalURL.
 type Output struct{ Key, Value, Description string }
+
+// LocalURL returns value, with an SQS queue URL on AWS
+// (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME, which moto's
+// CloudFormation gives as a queue's Ref) made the URL of the same queue at
+// endpoint, the local AWS. Printed as it is, the AWS form would send the
+// calls of a fresh shell (lambdakit publish, aws sqs) to AWS. Any other
+// value is returned as it is.
+func LocalURL(endpoint, value string) string {
+	u, err := url.Parse(value)
+	if err != nil || u.Scheme != "https" || u.RawQuery != "" || len(strings.Split(strings.Trim(u.Path, "/"), "/")) != 2 {
+		return value
+	}
+	host := strings.ToLower(u.Hostname())
+	sqsHost := host == "queue.amazonaws.com" || strings.HasSuffix(host, ".queue.amazonaws.com") ||
+		strings.HasPrefix(host, "sqs.") && (strings.HasSuffix(host, ".amazonaws.com") || strings.HasSuffix(host, ".amazonaws.com.cn"))
+	if !sqsHost {
+		return value
+	}
+	return strings.TrimSuffix(endpoint, "/") + u.Path
+}
 
 // Result is what Deploy did.
 type Result struct {

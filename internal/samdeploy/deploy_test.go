@@ -335,3 +335,25 @@ func TestTransform(t *testing.T) {
 		t.Errorf("an invalid template: error %v; want ErrInput with the translator's reasons", err)
 	}
 }
+
+// A queue's Ref, as moto's CloudFormation gives it, is an AWS URL; the
+// outputs give the same queue at the local AWS, and leave every other value
+// as it is.
+func TestLocalURL(t *testing.T) {
+	const local = "http://127.0.0.1:5000"
+	for _, c := range []struct{ name, value, want string }{
+		{"a queue URL on AWS", "https://sqs.us-east-1.amazonaws.com/123456789012/payments", local + "/123456789012/payments"},
+		{"a FIFO queue URL", "https://sqs.eu-west-1.amazonaws.com/123456789012/payments.fifo", local + "/123456789012/payments.fifo"},
+		{"a legacy queue URL", "https://eu-west-1.queue.amazonaws.com/123456789012/payments", local + "/123456789012/payments"},
+		{"a China queue URL", "https://sqs.cn-north-1.amazonaws.com.cn/123456789012/payments", local + "/123456789012/payments"},
+		{"a queue URL at the local AWS already", local + "/123456789012/payments", local + "/123456789012/payments"},
+		{"a table name", "payments", "payments"},
+		{"an ARN", "arn:aws:sqs:us-east-1:123456789012:payments", "arn:aws:sqs:us-east-1:123456789012:payments"},
+		{"another AWS URL", "https://s3.us-east-1.amazonaws.com/bucket/key", "https://s3.us-east-1.amazonaws.com/bucket/key"},
+		{"a gateway URL", "https://gateway.invalid/v1", "https://gateway.invalid/v1"},
+	} {
+		if got := LocalURL(local, c.value); got != c.want {
+			t.Errorf("%s: LocalURL(%q) = %q; want %q", c.name, c.value, got, c.want)
+		}
+	}
+}

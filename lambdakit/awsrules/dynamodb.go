@@ -1,6 +1,9 @@
 package awsrules
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // DynamoDB's limits, from the DynamoDB Developer Guide's "Quotas in
 // Amazon DynamoDB" page. DynamoDB's KB and MB are 1,024 bytes and 1,024 KB.
@@ -41,9 +44,19 @@ const (
 // digits with an optional sign, point and exponent ("-12.5", "1E-130");
 // hexadecimal, NaN, Infinity, blanks and underscores are not numbers.
 func CheckNumber(n string) error {
+	if why := checkDecimal(n, minNumberExp, maxNumberExp); why != "" {
+		return fmt.Errorf("%w: %s", ErrNumber, why)
+	}
+	return nil
+}
+
+// checkDecimal says why n is not a decimal of at most MaxNumberDigits
+// significant digits whose leading digit's power of ten is from minExp to
+// maxExp, or "" when it is one (zero always is).
+func checkDecimal(n string, minExp, maxExp int) string {
 	digits, exp, ok := parseDecimal(n)
 	if !ok {
-		return fmt.Errorf("%w: %q is not a decimal number", ErrNumber, n)
+		return fmt.Sprintf("%q is not a decimal number", n)
 	}
 	first, last := -1, -1 // the first and last significant digits
 	for i := 0; i < len(digits); i++ {
@@ -55,20 +68,62 @@ func CheckNumber(n string) error {
 		}
 	}
 	if first < 0 {
-		return nil // zero, however written
+		return "" // zero, however written
 	}
 	if sig := last - first + 1; sig > MaxNumberDigits {
-		return fmt.Errorf("%w: %q has %d significant digits; DynamoDB holds %d", ErrNumber, clip(n), sig, MaxNumberDigits)
+		return fmt.Sprintf("%q has %d significant digits; at most %d", clip(n), sig, MaxNumberDigits)
 	}
 	// exp places the decimal point after digits[:exp] (it may lie
 	// outside digits); the leading digit's power of ten is then:
 	switch sci := exp - 1 - first; {
-	case sci > maxNumberExp:
-		return fmt.Errorf("%w: %q is larger in magnitude than 9.99…E+%d", ErrNumber, clip(n), maxNumberExp)
-	case sci < minNumberExp:
-		return fmt.Errorf("%w: %q is smaller in magnitude than 1E%d", ErrNumber, clip(n), minNumberExp)
+	case sci > maxExp:
+		return fmt.Sprintf("%q is larger in magnitude than 9.99…E+%d", clip(n), maxExp)
+	case sci < minExp:
+		return fmt.Sprintf("%q is smaller in magnitude than 1E%d", clip(n), minExp)
+	}
+	return ""
+}
+
+// CheckNumberSet returns an error wrapping ErrSet unless members are a
+// number set DynamoDB holds: "Supported data types and naming rules",
+// section "Sets": one or more members (empty sets are not supported),
+// each unique, and each a number CheckNumber takes (the error then wraps
+// ErrNumber too). Members are numbers, compared by value: "1", "1.0" and
+// "+1E0" are one member, and DynamoDB refuses a set that holds two of
+// them ("Input collection contains duplicates").
+func CheckNumberSet(members []string) error {
+	if len(members) == 0 {
+		return fmt.Errorf("%w: an empty number set", ErrSet)
+	}
+	seen := make(map[string]string, len(members))
+	for _, m := range members {
+		if err := CheckNumber(m); err != nil {
+			return fmt.Errorf("%w: %w", ErrSet, err)
+		}
+		v := numberValue(m)
+		if prev, dup := seen[v]; dup {
+			return fmt.Errorf("%w: %q and %q are one number", ErrSet, clip(prev), clip(m))
+		}
+		seen[v] = m
 	}
 	return nil
+}
+
+// numberValue is a number CheckNumber takes, written so that two numbers
+// of one value are written the same: its sign, its significant digits,
+// and the power of ten of the first; "0" for zero, however signed.
+func numberValue(n string) string {
+	digits, point, _ := parseDecimal(n)
+	first := strings.IndexFunc(digits, func(r rune) bool { return r != '0' })
+	if first < 0 {
+		return "0"
+	}
+	sig := strings.TrimRight(digits[first:], "0")
+	sign := ""
+	if n[0] == '-' {
+		sign = "-"
+	}
+	return fmt.Sprintf("%s%sE%d", sign, sig, point-1-first)
 }
 
 // parseDecimal reads [+-]digits[.digits][(e|E)[+-]digits], with at least

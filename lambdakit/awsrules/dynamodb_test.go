@@ -57,16 +57,8 @@ func TestCheckNumberFollowsDynamoDBsNumberRule(t *testing.T) {
 	client, table := dynamoTable(t, false)
 	for i, c := range cases {
 		t.Run(c.clause, func(t *testing.T) {
-			err := awsrules.CheckNumber(c.n)
-			verdict(t, fmt.Sprintf("CheckNumber(%q)", c.n), err, c.ok, awsrules.ErrNumber)
-			if !c.moto {
-				return
-			}
-			_, motoErr := client.PutItem(ctxFor(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-				"pk": &types.AttributeValueMemberS{Value: fmt.Sprint(i)},
-				"n":  &types.AttributeValueMemberN{Value: c.n},
-			}})
-			agree(t, fmt.Sprintf("number %q", c.n), err, motoErr)
+			crossCheck(t, fmt.Sprintf("CheckNumber(%q)", c.n), awsrules.CheckNumber(c.n), c.ok, awsrules.ErrNumber, c.moto,
+				putValue(client, table, fmt.Sprint(i), &types.AttributeValueMemberN{Value: c.n}))
 		})
 	}
 }
@@ -122,5 +114,38 @@ func TestDynamoDBLimitsAreTheServicesOnMoto(t *testing.T) {
 		if (c.err == nil) != c.ok {
 			t.Errorf("%s: moto says %v; want ok=%v", c.limit, c.err, c.ok)
 		}
+	}
+}
+
+// The DynamoDB Developer Guide, "Supported data types and naming rules in
+// Amazon DynamoDB", section "Sets": each value within a set must be
+// unique, and empty sets are not supported; a number set's members are
+// numbers, so two spellings of one value are one member, which DynamoDB
+// refuses as "Input collection ... contains duplicates". One case per
+// clause; moto says whether moto 5.2.1 enforces the clause: it refuses
+// an empty set only (it takes ["1", "1"], and 1e200 in a set).
+func TestCheckNumberSetFollowsDynamoDBsSetRule(t *testing.T) {
+	cases := []struct {
+		clause  string
+		members []string
+		ok      bool
+		moto    bool
+	}{
+		{"one member", []string{"1"}, true, true},
+		{"distinct values", []string{"1", "1.5", "-1", "0"}, true, true},
+		{"empty", []string{}, false, true},
+		{"one value spelled twice alike", []string{"1", "1"}, false, false},
+		{"one value with a trailing zero", []string{"1", "1.0"}, false, false},
+		{"one value with an exponent and a sign", []string{"100", "+1E2"}, false, false},
+		{"one value with leading zeros", []string{"0.5", "00.50"}, false, false},
+		{"zero and minus zero", []string{"0", "-0"}, false, false},
+		{"a member DynamoDB cannot hold", []string{"1", "1e200"}, false, false},
+	}
+	client, table := dynamoTable(t, false)
+	for i, c := range cases {
+		t.Run(c.clause, func(t *testing.T) {
+			crossCheck(t, fmt.Sprintf("CheckNumberSet(%q)", c.members), awsrules.CheckNumberSet(c.members), c.ok, awsrules.ErrSet, c.moto,
+				putValue(client, table, fmt.Sprint("set", i), &types.AttributeValueMemberNS{Value: c.members}))
+		})
 	}
 }

@@ -22,10 +22,13 @@ import (
 //   - DynamoDB numbers: the 38 significant digits, and magnitudes from
 //     1E+126 up to where moto's own overflow starts;
 //   - DynamoDB: the 4 KB expression length and the 4 MB of a transaction;
+//   - DynamoDB number sets: members of one value, and members that are
+//     not numbers DynamoDB holds (moto refuses an empty set only);
 //   - SQS: the characters and length of message group and deduplication
 //     IDs; the reserved prefixes, periods and length of attribute names
 //     (moto checks their characters only); the characters of bodies and
-//     attribute values; the 10 attributes of a message.
+//     attribute values; the values of Number attributes; the 10
+//     attributes of a message.
 var moto testenv.Moto
 
 func TestMain(m *testing.M) { moto.Run(m) }
@@ -81,5 +84,27 @@ func verdict(t *testing.T, call string, err error, ok bool, sentinel error) {
 	t.Helper()
 	if (err == nil) != ok || err != nil && !errors.Is(err, sentinel) {
 		t.Fatalf("%s = %v; want ok=%v, or an error wrapping %v", call, err, ok, sentinel)
+	}
+}
+
+// crossCheck checks one clause: the rule's verdict err, and, where moto
+// enforces the clause, that moto's answer to send agrees.
+func crossCheck(t *testing.T, call string, err error, ok bool, sentinel error, moto bool, send func(context.Context) error) {
+	t.Helper()
+	verdict(t, call, err, ok, sentinel)
+	if moto {
+		agree(t, call, err, send(ctxFor(t)))
+	}
+}
+
+// putValue returns a send for crossCheck: a PutItem, to table, of the item
+// keyed pk that holds v.
+func putValue(client *dynamodb.Client, table, pk string, v types.AttributeValue) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: pk},
+			"v":  v,
+		}})
+		return err
 	}
 }

@@ -90,6 +90,27 @@ func CheckAttributeName(name string) error {
 	return nil
 }
 
+// Number attributes' magnitudes run from 10^-128 to below 10^+126: their
+// exponent in scientific notation is from minAttrNumberExp to
+// maxAttrNumberExp.
+const (
+	minAttrNumberExp = -128
+	maxAttrNumberExp = 125
+)
+
+// CheckNumberAttribute returns an error wrapping ErrNumberAttribute unless
+// s is a value SQS takes for a Number message attribute: "Amazon SQS
+// message attributes", "Message attribute data types", Number: positive,
+// negative or zero, up to 38 digits of precision, between 10^-128 and
+// 10^+126 in magnitude (this check takes 10^-128 itself and stops below
+// 10^+126), written as CheckNumber reads a number.
+func CheckNumberAttribute(s string) error {
+	if why := checkDecimal(s, minAttrNumberExp, maxAttrNumberExp); why != "" {
+		return fmt.Errorf("%w: %s", ErrNumberAttribute, why)
+	}
+	return nil
+}
+
 // CheckText returns an error wrapping ErrText, naming the offset of the
 // first bad byte, unless s is UTF-8 made only of the characters SQS takes
 // in a message body or a String or Number attribute value: "Amazon SQS

@@ -144,3 +144,32 @@ func TestMaxMessageBytesIsSQSsOnMoto(t *testing.T) {
 		}
 	}
 }
+
+// The SQS Developer Guide, "Amazon SQS message attributes", "Message
+// attribute data types", Number: positive or negative, up to 38 digits
+// of precision, between 10^-128 and 10^+126. moto 5.2.1 takes any text
+// in a Number attribute: the cases stand on the documentation alone.
+func TestCheckNumberAttributeFollowsSQSsNumberRule(t *testing.T) {
+	cases := []struct {
+		clause string
+		s      string
+		ok     bool
+	}{
+		{"an integer", "12", true},
+		{"a negative decimal", "-12.50", true},
+		{"zero", "0", true},
+		{"38 digits of precision", "1" + strings.Repeat("2", 37), true},
+		{"39 digits of precision", "1" + strings.Repeat("2", 38), false},
+		{"10^-128", "1E-128", true},
+		{"below 10^-128", "1E-129", false},
+		{"below 10^+126", "9." + strings.Repeat("9", 37) + "E+125", true},
+		{"10^+126", "1E+126", false},
+		{"not a number", "twelve", false},
+		{"empty", "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.clause, func(t *testing.T) {
+			verdict(t, fmt.Sprintf("CheckNumberAttribute(%q)", c.s), awsrules.CheckNumberAttribute(c.s), c.ok, awsrules.ErrNumberAttribute)
+		})
+	}
+}

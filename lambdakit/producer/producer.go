@@ -612,7 +612,11 @@ func checkAttributes(attrs map[string]types.MessageAttributeValue) error {
 			if aws.ToString(a.StringValue) == "" {
 				return fmt.Errorf("%w: %q of type %s has no StringValue", ErrInvalidAttribute, name, dt)
 			}
-			if err := awsrules.CheckText(*a.StringValue); err != nil {
+			check := awsrules.CheckText
+			if base == "Number" {
+				check = awsrules.CheckNumberAttribute
+			}
+			if err := check(*a.StringValue); err != nil {
 				return fmt.Errorf("%w: %q: %w", ErrInvalidAttribute, name, err)
 			}
 		case base == "Binary":

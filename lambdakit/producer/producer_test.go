@@ -597,6 +597,8 @@ func TestCheckRefusesWhatSQSWouldRefuse(t *testing.T) {
 		{"attribute name SQS reserves (AWS.)", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"AWS.trace": {DataType: str("String"), StringValue: str("x")}}}, producer.ErrInvalidAttribute},
 		{"attribute name with a space", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"a b": {DataType: str("String"), StringValue: str("x")}}}, producer.ErrInvalidAttribute},
 		{"attribute name with two periods in a row", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"a..b": {DataType: str("String"), StringValue: str("x")}}}, producer.ErrInvalidAttribute},
+		{"Number attribute that is not a number", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"n": {DataType: str("Number"), StringValue: str("twelve")}}}, producer.ErrInvalidAttribute},
+		{"Number attribute beyond 10^126", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"n": {DataType: str("Number.float"), StringValue: str("1e200")}}}, producer.ErrInvalidAttribute},
 		{"attribute of unknown type", producer.Message{Body: payment("p", "c").Body, Attributes: map[string]types.MessageAttributeValue{"a": {DataType: str("Blob"), StringValue: str("x")}}}, producer.ErrInvalidAttribute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

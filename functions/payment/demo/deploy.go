@@ -99,7 +99,9 @@ func (c *deployCommand) Run(ctx context.Context, args []string) error {
 	}
 	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	for _, o := range res.Outputs {
-		fmt.Fprintf(w, "  %s\t%s\n", o.Key, o.Value)
+		// A queue's URL at the local AWS, not the AWS form moto's
+		// CloudFormation gives, which a fresh shell would send to AWS.
+		fmt.Fprintf(w, "  %s\t%s\n", o.Key, samdeploy.LocalURL(c.opts.Endpoint, o.Value))
 	}
 	return w.Flush()
 }
