@@ -28,7 +28,7 @@ var (
 // Store writes; see there for when it fails.
 //
 // The record's own attributes (its key, status, expiration,
-// in-progress expiration, validation, data, lease and failure, as
+// in-progress expiration, validation, data, lease, failure and effect, as
 // Options names them) are refused with lambdakit.ErrInvalidItem. Under
 // 1 KB with the record's attributes (about 150 bytes, plus the result),
 // each write of the item costs one write unit.
@@ -70,7 +70,7 @@ func (s *Store) CheckItem(item any) error {
 // (Store.completion) for an item of n attributes: the record's own clauses
 // at their longest, then ", #iK = :iK" for each attribute.
 func completionExprLen(n int) int {
-	size := len("SET #status = :completed, #exp = :exp, #validation = :validation, #failure = :failure, #data = :data REMOVE #exp, #data")
+	size := len("SET #status = :completed, #exp = :exp, #validation = :validation, #failure = :failure, #effect = :effect, #data = :data REMOVE #exp, #data")
 	for i := range n {
 		digits := len(strconv.Itoa(i))
 		size += len(", #i = :i") + 2*digits

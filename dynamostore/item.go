@@ -62,6 +62,9 @@ func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	if rec.Failure != "" {
 		n += len(s.o.FailureAttr) + len(rec.Failure)
 	}
+	if rec.Effect != "" {
+		n += len(s.o.EffectAttr) + len(rec.Effect)
+	}
 	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
 		for name, v := range attrs {
 			n += textSize(name) + valueSize(v)
@@ -124,6 +127,7 @@ func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.Idempote
 		Validation: d.str(s.o.ValidationAttr),
 		Lease:      d.str(s.o.LeaseAttr),
 		Failure:    d.str(s.o.FailureAttr),
+		Effect:     d.str(s.o.EffectAttr),
 	}
 	if sec, ok := d.num(s.o.ExpirationAttr); ok {
 		rec.Expiration = time.Unix(sec, 0)

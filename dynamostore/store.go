@@ -53,6 +53,10 @@ type Options struct {
 	// after the work was done, why (lambdakit.IdempotencyRecord.Failure);
 	// Powertools does not have it. Default "failure".
 	FailureAttr string
+	// EffectAttr holds what the handler declared of its external effect
+	// (lambdakit.EffectDone, lambdakit.IdempotencyRecord.Effect);
+	// Powertools does not have it. Default "effect".
+	EffectAttr string
 }
 
 func newOptions(optFns []func(*Options)) (Options, error) {
@@ -76,6 +80,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 		{&o.DataAttr, "data"},
 		{&o.LeaseAttr, "lease"},
 		{&o.FailureAttr, "failure"},
+		{&o.EffectAttr, "effect"},
 	} {
 		if *f.name == "" {
 			*f.name = f.def
@@ -92,7 +97,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 }
 
 func (o Options) names() []string {
-	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr}
+	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr, o.EffectAttr}
 }
 
 // Placeholders for the attribute names in expressions. Going through
@@ -107,6 +112,7 @@ const (
 	nData       = "#data"
 	nLease      = "#lease"
 	nFailure    = "#failure"
+	nEffect     = "#effect"
 )
 
 // ErrInvalidConfig is what New and CreateTable return, wrapped with the
@@ -158,6 +164,7 @@ func (s *Store) attrNames(placeholders ...string) map[string]string {
 		nData:       s.o.DataAttr,
 		nLease:      s.o.LeaseAttr,
 		nFailure:    s.o.FailureAttr,
+		nEffect:     s.o.EffectAttr,
 	}
 	// DynamoDB rejects names that the expressions do not use.
 	m := make(map[string]string, len(placeholders))
@@ -180,7 +187,7 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 	// lambdakit.Options.ReadableIDs the key may hold a business item, with
 	// a status of its own ("CANCELLED"), which must never be replaced.
 	" OR (" + nExpiration + " <= :now AND " + nStatus + " IN (:inprogress, :completed))" +
-	" OR (" + nStatus + " = :inprogress AND " + nInProgress + " <= :now_ms)"
+	" OR (" + nStatus + " = :inprogress AND " + nInProgress + " <= :now_ms AND attribute_not_exists(" + nEffect + "))"
 
 // Acquire puts rec as an in-progress record unless a live record holds
 // rec.ID, in one conditional PutItem. An item whose status attribute
@@ -196,7 +203,7 @@ const acquireCondition = "attribute_not_exists(" + nKey + ")" +
 func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
 	rec = rec.Rounded()
 	rec.Status = lambdakit.StatusInProgress
-	rec.Data, rec.Failure, rec.Item = nil, "", nil
+	rec.Data, rec.Failure, rec.Effect, rec.Item = nil, "", "", nil
 	put := s.creation(rec, now)
 	_, err := s.client.PutItem(ctx, putInput(put))
 	if err == nil {
@@ -243,11 +250,14 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 	if rec.Failure != "" {
 		item[s.o.FailureAttr] = str(rec.Failure)
 	}
+	if rec.Effect != "" {
+		item[s.o.EffectAttr] = str(rec.Effect)
+	}
 	return &types.Put{
 		TableName:                aws.String(s.table),
 		Item:                     item,
 		ConditionExpression:      aws.String(acquireCondition),
-		ExpressionAttributeNames: s.attrNames(nKey, nExpiration, nStatus, nInProgress),
+		ExpressionAttributeNames: s.attrNames(nKey, nExpiration, nStatus, nInProgress, nEffect),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now":        num(now.Unix()),
 			":now_ms":     num(now.UnixMilli()),
@@ -373,6 +383,11 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		names = append(names, nFailure)
 		values[":failure"] = str(rec.Failure)
 	}
+	if rec.Effect != "" {
+		set += ", " + nEffect + " = :effect"
+		names = append(names, nEffect)
+		values[":effect"] = str(rec.Effect)
+	}
 	names = append(names, nData)
 	if len(rec.Data) > 0 {
 		set += ", " + nData + " = :data"
@@ -425,15 +440,43 @@ func (s *Store) Release(ctx context.Context, id, lease string) error {
 			":inprogress": str(string(lambdakit.StatusInProgress)),
 		},
 	})
+	return fenced("release", id, err)
+}
+
+// fenced is the error of a write fenced on the lease: nil, a failed
+// condition as lambdakit.ErrLeaseLost, or the SDK's error, naming op.
+func fenced(op, id string, err error) error {
 	var failed *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &failed):
-		return fmt.Errorf("dynamostore: release %s: %w", id, lambdakit.ErrLeaseLost)
+		return fmt.Errorf("dynamostore: %s %s: %w", op, id, lambdakit.ErrLeaseLost)
 	default:
-		return fmt.Errorf("dynamostore: release %s: %w", id, err)
+		return fmt.Errorf("dynamostore: %s %s: %w", op, id, err)
 	}
+}
+
+var _ lambdakit.EffectMarker = (*Store)(nil)
+
+// MarkEffect implements lambdakit.EffectMarker: one UpdateItem that sets
+// the effect attribute (Options.EffectAttr) if the record is in progress
+// under lease; then Acquire's condition never admits a put over it until
+// it expires. One write unit for a record under 1 KB.
+func (s *Store) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(id),
+		UpdateExpression:         aws.String("SET " + nEffect + " = :effect"),
+		ConditionExpression:      aws.String(nLease + " = :lease AND " + nStatus + " = :inprogress"),
+		ExpressionAttributeNames: s.attrNames(nEffect, nLease, nStatus),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":effect":     str(effect),
+			":lease":      str(lease),
+			":inprogress": str(string(lambdakit.StatusInProgress)),
+		},
+	})
+	return fenced("mark effect", id, err)
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

@@ -49,9 +49,10 @@ type BatchOptions struct {
 	DisableMetrics bool
 	// DetailedMetrics makes the metrics line declare every metric it
 	// counts (records, successes, each failure reason, duplicates, store
-	// latency, batch duration: 18 custom metrics a function and queue),
-	// instead of the three an alarm needs: Failed, FailedPermanent and
-	// FailedLeaseLost. CloudWatch bills each custom metric by the month.
+	// latency, batch duration: 19 custom metrics a function and queue),
+	// instead of the four an alarm needs: Failed, FailedPermanent,
+	// FailedLeaseLost and FailedAfterEffect. CloudWatch bills each custom
+	// metric by the month.
 	DetailedMetrics bool
 	// MetricsNamespace is the metrics' CloudWatch namespace. Default
 	// "lambdakit".
@@ -460,7 +461,7 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 	attrs = append(attrs, slog.Float64("durationMs", ms(elapsed)))
 	if dead != nil {
 		// Handled: SQS deletes it, and the dead-letter queue has it.
-		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", string(ReasonPermanent)),
+		attrs = append(attrs, slog.String("outcome", "dead-lettered"), slog.String("reasonCode", string(deadLetteredReason(dead))),
 			slog.String("reason", dead.Error()))
 		attrs = append(attrs, own...)
 		b.opts.Logger.LogAttrs(ctx, slog.LevelError, "message failed permanently: sent to the dead-letter queue", attrs...)

@@ -1,17 +1,23 @@
 package lambdakit_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/dynamostoretest"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -472,4 +478,439 @@ func TestRejectedCompletionWhoseFailureWriteFailsOnceRunsTheWorkOnce(t *testing.
 	if n := fx.Count("p1"); n != 1 {
 		t.Errorf("got %d charges (second delivery: %q, %v); want 1: the first delivery charged and was failed permanently as 'work not run again'", n, second, err)
 	}
+}
+
+// The recovery point (EffectDone): once the handler has declared its
+// effect, no failure the process survives may release the key, since a
+// retry would repeat the effect. Checked on the memory store and on
+// DynamoDB (moto).
+
+// effectStores returns the stores the recovery point is checked on, by
+// name, each a fresh one per call: the memory store, and DynamoDB on moto.
+func effectStores(t *testing.T) []struct {
+	name string
+	new  func(t *testing.T) lambdakit.Store
+} {
+	db := dynamostoretest.Start(t)
+	return []struct {
+		name string
+		new  func(t *testing.T) lambdakit.Store
+	}{
+		{"memory", func(*testing.T) lambdakit.Store { return &lambdakittest.MemoryStore{} }},
+		{"dynamodb", func(t *testing.T) lambdakit.Store {
+			s, err := dynamostore.New(db.Client(), db.NewTable(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	}
+}
+
+// effectPrefix is the record prefix of the recovery point's tests.
+const effectPrefix = "effect"
+
+// charges is a handler that charges (counted), fails with before(ctx) if
+// that is not nil, declares the charge done, and then returns after(ctx)'s
+// error.
+func charges(fx *testenv.Counter, before, after func(ctx context.Context) error) lambdakit.Handler {
+	return lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
+		if before != nil {
+			if err := before(ctx); err != nil {
+				return "", err
+			}
+		}
+		fx.Add(p.PaymentID)
+		lambdakit.EffectDone(ctx, "charge ch_"+p.PaymentID)
+		if after != nil {
+			if err := after(ctx); err != nil {
+				return "", err
+			}
+		}
+		return "ch_" + p.PaymentID, nil
+	})
+}
+
+// storedRecord reads the record of payment id from store.
+func storedRecord(t *testing.T, store lambdakit.Store, id string) lambdakit.IdempotencyRecord {
+	t.Helper()
+	rid := lambdakit.RecordID(effectPrefix, id)
+	got, err := store.(lambdakit.BatchGetter).GetRecords(t.Context(), []string{rid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := got[rid]
+	if !ok {
+		t.Fatalf("no record %s; want one", rid)
+	}
+	return rec
+}
+
+func withEffectPrefix(o *lambdakit.Options) { o.Prefix = effectPrefix }
+
+func TestFailureAfterTheEffectNeverRepeatsIt(t *testing.T) {
+	errLedger := errors.New("ledger down")
+	failures := map[string]func(ctx context.Context) error{
+		"handler error": func(context.Context) error { return errLedger },
+		"panic":         func(context.Context) error { panic("after the charge") },
+		// No store commits a staged string: the completion is refused
+		// for good (ErrStagingUnsupported).
+		"completion refused": func(ctx context.Context) error { return lambdakit.Stage(ctx, "no store writes this") },
+	}
+	for _, st := range effectStores(t) {
+		for name, after := range failures {
+			t.Run(st.name+"/"+name, func(t *testing.T) {
+				store := st.new(t)
+				fx := &testenv.Counter{}
+				msg := lambdakittest.Message(paymentBody("p1", 100))
+				for i := range 3 {
+					// A fresh container each time: the store answers, not
+					// the first one's cache.
+					h := idempotent(store, charges(fx, nil, after), withEffectPrefix)
+					_, err := handle(t, h, lambdakittest.Redelivery(msg))
+					if !errors.Is(err, lambdakit.ErrPermanent) || !errors.Is(err, lambdakit.ErrFailedAfterEffect) {
+						t.Errorf("delivery %d: got %v; want a permanent ErrFailedAfterEffect", i+1, err)
+					}
+					if got := lambdakit.ReasonOf(err); got != lambdakit.ReasonAfterEffect {
+						t.Errorf("delivery %d: reason %s; want %s", i+1, got, lambdakit.ReasonAfterEffect)
+					}
+				}
+				if n := fx.Count("p1"); n != 1 {
+					t.Errorf("charged %d times; want 1", n)
+				}
+				rec := storedRecord(t, store, "p1")
+				if rec.Status != lambdakit.StatusCompleted || rec.Effect != "charge ch_p1" || rec.Data != nil ||
+					!strings.Contains(rec.Failure, "failed after its effect: reconcile") {
+					t.Errorf("got record %+v; want completed with the failure, the effect and no result", rec)
+				}
+			})
+		}
+	}
+}
+
+func TestErrorBeforeTheEffectStillReleasesTheKey(t *testing.T) {
+	for _, st := range effectStores(t) {
+		t.Run(st.name, func(t *testing.T) {
+			store := st.new(t)
+			fx := &testenv.Counter{}
+			var tries atomic.Int32
+			gatewayDown := func(context.Context) error {
+				if tries.Add(1) == 1 {
+					return errors.New("gateway down")
+				}
+				return nil
+			}
+			h := idempotent(store, charges(fx, gatewayDown, nil), withEffectPrefix)
+			msg := lambdakittest.Message(paymentBody("p1", 100))
+			if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err == nil || errors.Is(err, lambdakit.ErrPermanent) {
+				t.Fatalf("first delivery: got %v; want a failure that is not permanent", err)
+			}
+			if _, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil {
+				t.Fatalf("second delivery: got %v; want it to run and succeed", err)
+			}
+			if n := fx.Count("p1"); n != 1 {
+				t.Errorf("charged %d times; want 1", n)
+			}
+			if rec := storedRecord(t, store, "p1"); rec.Failure != "" || rec.Effect != "charge ch_p1" {
+				t.Errorf("got record %+v; want completed without failure, with the effect", rec)
+			}
+		})
+	}
+}
+
+// flakyCompletions is a store whose first fail completions fail with
+// failWith, by default a transient error (all of them when fail is
+// negative), and which counts its releases.
+type flakyCompletions struct {
+	lambdakit.Store
+	mu        sync.Mutex
+	fail      int
+	failWith  error
+	completes int
+	releases  int
+}
+
+var errStoreUnreachable = errors.New("store unreachable")
+
+func (s *flakyCompletions) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
+	s.mu.Lock()
+	s.completes++
+	failing := s.fail != 0
+	if s.fail > 0 {
+		s.fail--
+	}
+	s.mu.Unlock()
+	switch {
+	case failing && s.failWith != nil:
+		return s.failWith
+	case failing:
+		return errStoreUnreachable
+	}
+	return s.Store.Complete(ctx, rec)
+}
+
+func (s *flakyCompletions) Release(ctx context.Context, id, lease string) error {
+	s.mu.Lock()
+	s.releases++
+	s.mu.Unlock()
+	return s.Store.Release(ctx, id, lease)
+}
+
+func (s *flakyCompletions) counts() (completes, releases int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.completes, s.releases
+}
+
+func TestTransientCompletionFailureAfterTheEffectNeverReleasesTheKey(t *testing.T) {
+	for _, st := range effectStores(t) {
+		t.Run(st.name+"/retried until it lands", func(t *testing.T) {
+			inner := st.new(t)
+			store := &flakyCompletions{Store: inner, fail: 2}
+			fx := &testenv.Counter{}
+			h := idempotent(store, charges(fx, nil, nil), withEffectPrefix)
+			if _, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100))); err != nil {
+				t.Fatalf("got %v; want the completion retried until it landed", err)
+			}
+			if completes, releases := store.counts(); completes != 3 || releases != 0 {
+				t.Errorf("got %d completions and %d releases; want 3 and none", completes, releases)
+			}
+			if rec := storedRecord(t, inner, "p1"); rec.Status != lambdakit.StatusCompleted || rec.Failure != "" {
+				t.Errorf("got record %+v; want completed", rec)
+			}
+		})
+		t.Run(st.name+"/never lands within the lease", func(t *testing.T) {
+			inner := st.new(t)
+			store := &flakyCompletions{Store: inner, fail: -1}
+			fx := &testenv.Counter{}
+			h := idempotent(store, charges(fx, nil, nil), withEffectPrefix)
+			msg := lambdakittest.Message(paymentBody("p1", 100))
+			// A short lease: the engine retries until it ends.
+			ctx, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+			defer cancel()
+			_, err := h.Handle(ctx, &msg)
+			if !errors.Is(err, lambdakit.ErrFailedAfterEffect) || !errors.Is(err, errStoreUnreachable) || !errors.Is(err, lambdakit.ErrPermanent) {
+				t.Errorf("got %v; want a permanent ErrFailedAfterEffect with the store's error", err)
+			}
+			if completes, releases := store.counts(); completes < 2 || releases != 0 {
+				t.Errorf("got %d completions and %d releases; want retries and no release", completes, releases)
+			}
+			// The key stays locked until its lease ends: a redelivery
+			// meanwhile does not charge again.
+			if rec := storedRecord(t, inner, "p1"); rec.Status != lambdakit.StatusInProgress {
+				t.Errorf("got record %+v; want it still locked", rec)
+			}
+			if n := fx.Count("p1"); n != 1 {
+				t.Errorf("charged %d times; want 1", n)
+			}
+		})
+	}
+}
+
+func TestEffectDoneOutsideARecordableRun(t *testing.T) {
+	if lambdakit.EffectDone(t.Context(), "charge ch_1") {
+		t.Error("outside a handler: got true; want false")
+	}
+	store := &lambdakittest.MemoryStore{}
+	var recorded bool
+	h := lambdakit.HandlerFunc(func(ctx context.Context, _ *events.SQSMessage) ([]byte, error) {
+		recorded = lambdakit.EffectDone(ctx, "charge ch_1")
+		return nil, nil
+	})
+	if _, err := handle(t, idempotent(store, h, func(o *lambdakit.Options) { o.StagedOnly = true }), lambdakittest.Message(paymentBody("p1", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if recorded {
+		t.Error("under StagedOnly: got true; want false")
+	}
+	if _, err := handle(t, idempotent(store, h), lambdakittest.Message(paymentBody("p2", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if !recorded {
+		t.Error("in an idempotent handler: got false; want true")
+	}
+}
+
+// failsAfterEffect charges (counted), declares it, and then fails as the
+// payment ID says: "err-…" with an error, "panic-…" with a panic; others
+// succeed.
+func failsAfterEffect(fx *testenv.Counter) lambdakit.Handler {
+	return charges(fx, nil, func(ctx context.Context) error {
+		id, _ := lambdakit.StagingRecord(ctx)
+		switch {
+		case strings.Contains(id, "#"+lambdakit.KeyHash("err-1")):
+			return errors.New("ledger down")
+		case strings.Contains(id, "#"+lambdakit.KeyHash("panic-1")):
+			panic("after the charge")
+		}
+		return nil
+	})
+}
+
+func TestFailureAfterTheEffectIsDeadLetteredCountedAndLogged(t *testing.T) {
+	for _, dlq := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dead-letter sender %v", dlq), func(t *testing.T) {
+			fx := &testenv.Counter{}
+			dl := &deadLetters{}
+			var metrics bytes.Buffer
+			b, log := newBatch(idempotent(&lambdakittest.MemoryStore{}, failsAfterEffect(fx), withEffectPrefix), func(o *lambdakit.BatchOptions) {
+				o.MetricsWriter = &metrics
+				o.AllowAllFailed = true
+				if dlq {
+					o.DeadLetters = dl
+				}
+			})
+			msgs := []events.SQSMessage{
+				lambdakittest.Message(paymentBody("err-1", 1)),
+				lambdakittest.Message(paymentBody("panic-1", 1)),
+				lambdakittest.Message(paymentBody("ok-1", 1)),
+			}
+			resp, err := b(batchCtx(t), lambdakittest.Event(msgs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := []string{msgs[0].MessageId, msgs[1].MessageId}
+			if dlq {
+				wantFailed(t, resp)
+				if got := dl.ids(); !slices.Equal(slices.Sorted(slices.Values(got)), failed) {
+					t.Errorf("dead letters %q; want %q", got, failed)
+				}
+				for _, reason := range dl.reasons {
+					if !errors.Is(reason, lambdakit.ErrFailedAfterEffect) || !strings.Contains(reason.Error(), "failed after its effect: reconcile") {
+						t.Errorf("dead-letter reason %v; want ErrFailedAfterEffect", reason)
+					}
+				}
+			} else {
+				wantFailed(t, resp, failed...)
+			}
+			lines := log.byMessageID(t)
+			for _, id := range failed {
+				if code := lines[id]["reasonCode"]; code != string(lambdakit.ReasonAfterEffect) {
+					t.Errorf("message %s: reasonCode %v; want %s", id, code, lambdakit.ReasonAfterEffect)
+				}
+				if !strings.Contains(lines[id]["reason"].(string), "failed after its effect: reconcile") {
+					t.Errorf("message %s: reason %v; want it to say to reconcile", id, lines[id]["reason"])
+				}
+			}
+			m := emfLine(t, bytes.TrimSpace(metrics.Bytes()))
+			if m["FailedAfterEffect"] != 2.0 || m["Failed"] != 2.0 || m["FailedPermanent"] != 0.0 {
+				t.Errorf("FailedAfterEffect %v, Failed %v, FailedPermanent %v; want 2, 2, 0", m["FailedAfterEffect"], m["Failed"], m["FailedPermanent"])
+			}
+		})
+	}
+}
+
+// A handler that calls runtime.Goexit after its effect (as t.FailNow does)
+// unwinds past the engine's usual path: the record is completed with the
+// failure all the same, and the redelivery does not run it again.
+func TestGoexitAfterTheEffectNeverRepeatsIt(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	fx := &testenv.Counter{}
+	h := idempotent(store, charges(fx, nil, func(context.Context) error { runtime.Goexit(); return nil }), withEffectPrefix)
+	b, _ := newBatch(h, func(o *lambdakit.BatchOptions) { o.AllowAllFailed = true })
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	resp, err := b(batchCtx(t), lambdakittest.Event(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFailed(t, resp, msg.MessageId)
+	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); !errors.Is(err, lambdakit.ErrFailedAfterEffect) || !errors.Is(err, lambdakit.ErrPermanent) {
+		t.Errorf("redelivery: got %v; want a permanent ErrFailedAfterEffect", err)
+	}
+	if n := fx.Count("p1"); n != 1 {
+		t.Errorf("charged %d times; want 1", n)
+	}
+	if rec := storedRecord(t, store, "p1"); rec.Effect != "charge ch_p1" || !strings.Contains(rec.Failure, lambdakit.ErrHandlerExited.Error()) {
+		t.Errorf("got record %+v; want the failure and the effect", rec)
+	}
+}
+
+// A lease lost at the completion after the effect is another owner's work
+// now: it fails as a lost lease (counted, retried), not as a failure to
+// reconcile, and nothing is released.
+func TestLeaseLostAfterTheEffectFailsAsALostLease(t *testing.T) {
+	store := &flakyCompletions{Store: &lambdakittest.MemoryStore{}, fail: -1, failWith: lambdakit.ErrLeaseLost}
+	h := idempotent(store, charges(&testenv.Counter{}, nil, nil), withEffectPrefix)
+	_, err := handle(t, h, lambdakittest.Message(paymentBody("p1", 100)))
+	if lost := (*lambdakit.LeaseLostError)(nil); !errors.As(err, &lost) || errors.Is(err, lambdakit.ErrPermanent) || lambdakit.ReasonOf(err) != lambdakit.ReasonLeaseLost {
+		t.Errorf("got %v; want a *LeaseLostError, not permanent", err)
+	}
+	if completes, releases := store.counts(); completes != 1 || releases != 0 {
+		t.Errorf("got %d completions and %d releases; want 1 and none", completes, releases)
+	}
+}
+
+// markingStore is a store whose completions never land (flakyCompletions
+// failing them all) but whose MarkEffect does: as far as the store knows,
+// its owner stopped after its effect.
+type markingStore struct {
+	*flakyCompletions
+	lambdakit.EffectMarker
+}
+
+// Options.StoreEffect keeps the point in the store: an owner that stops
+// after its effect without recording how it ended (here its completions
+// never land before its lease ends) leaves a record that a later delivery
+// does not take over. Without it the record is taken over and the work
+// runs again: the external system's idempotency key is the defence then.
+func TestStoreEffectKeepsAStoppedOwnersEffectFromRunningAgain(t *testing.T) {
+	for _, st := range effectStores(t) {
+		for _, keep := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/StoreEffect %v", st.name, keep), func(t *testing.T) {
+				inner := st.new(t)
+				fx := &testenv.Counter{}
+				storeEffect := func(o *lambdakit.Options) { o.StoreEffect = keep }
+				stopped := markingStore{&flakyCompletions{Store: inner, fail: -1}, inner.(lambdakit.EffectMarker)}
+				msg := lambdakittest.Message(paymentBody("p1", 100))
+				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				_, _ = idempotent(stopped, charges(fx, nil, nil), withEffectPrefix, storeEffect).Handle(ctx, &msg)
+				cancel()
+
+				// Past that lease, in another container.
+				later := func(o *lambdakit.Options) { o.Now = func() time.Time { return time.Now().Add(time.Minute) } }
+				ctx, cancel = context.WithTimeout(t.Context(), 2*time.Minute)
+				defer cancel()
+				again := lambdakittest.Redelivery(msg)
+				_, err := idempotent(inner, charges(fx, nil, nil), withEffectPrefix, storeEffect, later).Handle(ctx, &again)
+				switch {
+				case keep && (!errors.Is(err, lambdakit.ErrFailedAfterEffect) || !errors.Is(err, lambdakit.ErrPermanent)):
+					t.Errorf("redelivery: got %v; want a permanent ErrFailedAfterEffect", err)
+				case keep && fx.Count("p1") != 1:
+					t.Errorf("charged %d times; want 1", fx.Count("p1"))
+				case !keep && (err != nil || fx.Count("p1") != 2):
+					t.Errorf("redelivery: got %v after %d charges; want the record taken over and charged again", err, fx.Count("p1"))
+				}
+			})
+		}
+	}
+}
+
+// Options.StoreEffect costs one write per message that declares an effect,
+// and nothing for one that does not; it needs a store that can keep it.
+func TestStoreEffectCostsOneWrite(t *testing.T) {
+	for _, declare := range []bool{true, false} {
+		store := &lambdakittest.MemoryStore{}
+		h := lambdakit.HandlerFunc(func(ctx context.Context, _ *events.SQSMessage) ([]byte, error) {
+			if declare {
+				lambdakit.EffectDone(ctx, "charge ch_1")
+			}
+			return nil, nil
+		})
+		if _, err := handle(t, idempotent(store, h, func(o *lambdakit.Options) { o.StoreEffect = true }), lambdakittest.Message(paymentBody("p1", 1))); err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if declare {
+			want = 2
+		}
+		if c := store.Calls(); c.Acquire != 1 || c.Complete != want {
+			t.Errorf("effect declared %v: got %+v; want 1 acquire and %d writes after it", declare, c, want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("StoreEffect on a store without MarkEffect: NewOnce did not panic; want it to")
+		}
+	}()
+	lambdakit.NewOnce(struct{ lambdakit.Store }{&lambdakittest.MemoryStore{}}, func(o *lambdakit.Options) { o.StoreEffect = true })
 }

@@ -2,6 +2,7 @@ package lambdakit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -67,4 +68,25 @@ func ExampleDoTyped() {
 	// placing book
 	// receipt 1 <nil>
 	// receipt 1 <nil>
+}
+
+// EffectDone marks the recovery point: the card is charged, so the
+// failure that follows does not release the key, and the retry does not
+// charge again. Both calls fail permanently, to reconcile.
+func ExampleEffectDone() {
+	store := &lambdakittest.MemoryStore{} // dynamostore.New(dynamodb.NewFromConfig(cfg), table)
+	engine := lambdakit.NewOnce(store, func(o *lambdakit.Options) { o.Prefix = "payments" })
+	pay := func(ctx context.Context) ([]byte, error) {
+		fmt.Println("charging p-1")
+		lambdakit.EffectDone(ctx, "charge ch_1")
+		return nil, errors.New("ledger unavailable")
+	}
+	for range 2 { // the message comes back
+		_, err := engine.Do(context.Background(), "p-1", nil, pay)
+		fmt.Println(errors.Is(err, lambdakit.ErrFailedAfterEffect), lambdakit.IsPermanent(err))
+	}
+	// Output:
+	// charging p-1
+	// true true
+	// true true
 }

@@ -2,6 +2,7 @@ package lambdakit
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"slices"
 	"strconv"
@@ -44,7 +45,7 @@ func (m *invocationMetrics) add(note *recordNote, err error) {
 		m.store = append(m.store, note.store...)
 	}
 	if err != nil || note.deadLettered != nil {
-		reason := ReasonPermanent
+		reason := deadLetteredReason(note.deadLettered)
 		if err != nil {
 			reason = ReasonOf(err)
 		}
@@ -81,13 +82,26 @@ type metric struct {
 // month. Failed counts every failure, permanent ones included; the sample
 // alarms on it and on FailedLeaseLost; FailedPermanent tells messages that
 // can never succeed (and went to the dead-letter queue when a sender is
-// set) from the rest. The others come with BatchOptions.DetailedMetrics.
+// set) from the rest; FailedAfterEffect counts the work that failed after
+// its external effect (EffectDone), each a record someone must reconcile.
+// The others come with BatchOptions.DetailedMetrics.
 func (m *invocationMetrics) alarmMetrics() []metric {
 	return []metric{
 		{"Failed", "Count", float64(m.failed)},
 		{"Failed" + string(ReasonPermanent), "Count", float64(m.failedBy[ReasonPermanent])},
 		{"Failed" + string(ReasonLeaseLost), "Count", float64(m.failedBy[ReasonLeaseLost])},
+		{"Failed" + string(ReasonAfterEffect), "Count", float64(m.failedBy[ReasonAfterEffect])},
 	}
+}
+
+// deadLetteredReason is the reason of a record Batch sent to the
+// dead-letter queue with the failure dead: Permanent, whatever made it so
+// (Permanent, or poison), unless the work failed after its effect.
+func deadLetteredReason(dead error) Reason {
+	if errors.Is(dead, ErrFailedAfterEffect) {
+		return ReasonAfterEffect
+	}
+	return ReasonPermanent
 }
 
 // metrics are every metric the batch counts, for

@@ -60,6 +60,20 @@ type Options struct {
 	// does not stage. A duplicate that lost the race costs one failed
 	// conditional write, and its handler's writes are never applied.
 	StagedOnly bool
+	// StoreEffect keeps the recovery point in the store: EffectDone
+	// writes the effect onto the in-progress record, fenced on the lease,
+	// before it returns. Then an owner that stops after its effect
+	// without a word (a crash, a timeout, a store unreachable until the
+	// lease ends) leaves a record that is never taken over: every message
+	// with its key fails permanently with ErrFailedAfterEffect, unrun,
+	// until the record expires. The cost: one more write per message
+	// whose handler declares an effect (an UpdateItem of one write unit
+	// on DynamoDB, for a record under 1 KB), and its latency in the
+	// handler. A write that fails is logged at WARN, and the message goes
+	// on as without the option. It needs a store that implements
+	// EffectMarker (NewOnce panics otherwise); under StagedOnly it does
+	// nothing, as EffectDone does.
+	StoreEffect bool
 	// Payload selects what must match between messages with one key.
 	// Default (nil) PayloadBody. Set DisableValidation to skip the check.
 	Payload PayloadFunc
@@ -108,6 +122,7 @@ type Once struct {
 	getter    BatchGetter    // nil when the store cannot read ahead
 	items     ItemStore      // nil when the store cannot write a handler's item
 	committer Committer      // nil when the store cannot commit in one request
+	marker    EffectMarker   // set with Options.StoreEffect only
 	checker   StagingChecker // nil when the store has no limit to check staging against
 	opts      Options
 	state     *idempotencyState
@@ -181,6 +196,13 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	items, _ := store.(ItemStore)
 	checker, _ := store.(StagingChecker)
 	committer, _ := store.(Committer)
+	var marker EffectMarker
+	if o.StoreEffect && !o.StagedOnly {
+		var ok bool
+		if marker, ok = store.(EffectMarker); !ok {
+			panic(fmt.Sprintf("lambdakit: Options.StoreEffect needs a store that implements lambdakit.EffectMarker; %T does not", store))
+		}
+	}
 	if o.ReadableIDs && strings.Contains(o.Prefix, "#") {
 		// "order" with key "eu#1" and "order#eu" with key "1" would be
 		// one ID: two functions' records, taken for each other's.
@@ -191,7 +213,7 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 		// starts, not on its first message.
 		panic(fmt.Sprintf("lambdakit: Options.StagedOnly needs a store that implements lambdakit.Committer; %T does not", store))
 	}
-	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, opts: o, disabled: disabled,
+	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, marker: marker, opts: o, disabled: disabled,
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
@@ -242,6 +264,9 @@ func (e *Once) completedExpiration(now, expiration time.Time) time.Time {
 //     the deadline of ctx (LeaseWithoutDeadline without one), so a crashed
 //     owner blocks no longer than that, and fn's context ends with it;
 //   - an error from fn releases the lock, so a retry can run at once;
+//     but not after fn declared its external effect done (EffectDone):
+//     then the record is completed with the failure, and the call, like
+//     every later one with the key, fails permanently;
 //   - calls with one key in this process wait for each other: they share
 //     the first one's result, or run on their own if it failed or
 //     outlived its lease.
@@ -427,18 +452,25 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	cctx, cancel := e.cleanupContext(ctx, rec)
 	defer cancel()
 
-	result, staged, item, err := e.runHandler(ctx, rec, fn, func() {
+	result, staged, item, effect, err := e.runHandler(ctx, rec, fn, func(effect string) {
+		if effect != "" {
+			// After the recovery point: never release (see EffectDone).
+			rec.Effect = effect
+			_ = e.completeFailed(cctx, rec, ErrHandlerExited)
+			return
+		}
 		// Free the key as after a panic, so that a retry need not wait
 		// for the lease to end.
 		_ = e.release(cctx, id, rec.Lease)
 	})
-	if errors.Is(err, ErrInvalidItem) && !panicked(err) {
-		// SetItem refused the handler's item: no delivery can write it,
-		// and the work may have run. Recorded as a completion the store
-		// refused, so that no delivery runs the work again.
-		rec.Status = StatusCompleted
-		rec.Expiration = e.completedExpiration(e.opts.Now(), rec.Expiration)
-		return nil, IdempotencyRecord{}, false, e.reject(cctx, rec, err)
+	rec.Effect = effect
+	if err != nil && (effect != "" || errors.Is(err, ErrInvalidItem) && !panicked(err)) {
+		// After the recovery point, any failure: a release would repeat
+		// the effect. Or SetItem refused the handler's item: no delivery
+		// can write it, and the work may have run. Either way the record
+		// is completed with the failure, so that no delivery runs the
+		// work again.
+		return nil, IdempotencyRecord{}, false, e.completeFailed(cctx, rec, err)
 	}
 	if err != nil {
 		return nil, IdempotencyRecord{}, false, e.unlock(cctx, rec, err)
@@ -450,22 +482,27 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 }
 
 // runHandler runs fn for rec, with a stage of its own, and returns its
-// result and what it staged. onGoexit runs if fn calls runtime.Goexit,
-// which unwinds the caller's goroutine past the rest of its work, after
-// fn's context has ended.
-func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func()) (result []byte, staged []any, item any, err error) {
-	st := &stage{lock: rec, items: e.items, checker: e.checker}
+// result, what it staged, and the effect it declared (EffectDone). onGoexit
+// runs if fn calls runtime.Goexit, which unwinds the caller's goroutine
+// past the rest of its work, after fn's context has ended, with the effect
+// declared by then.
+func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged []any, item any, effect string, err error) {
+	st := &stage{lock: rec, items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
+	if e.marker != nil {
+		st.mark = func(ctx context.Context, effect string) { e.markEffect(ctx, rec, effect) }
+	}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
 	result, err = call(fctx, fn, func() {
 		stop()
 		st.close()
-		onGoexit()
+		onGoexit(st.effectDone())
 	})
 	// From here on Stage fails: the writes are committed, or dropped, with
 	// what the handler staged so far, and a write staged later (by a
 	// goroutine the handler left running) must not vanish silently.
 	staged, item = st.close()
+	effect = st.effectDone()
 	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
 		// The work is done; only its result could not be encoded
 		// (TypedResult, DoTyped). Complete without it, as when the store
@@ -473,7 +510,7 @@ func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(co
 		e.resultNotCached(ctx, rec.ID, err)
 		result, err = nil, nil
 	}
-	return result, staged, item, err
+	return result, staged, item, effect, err
 }
 
 // runFirst is execute under StagedOnly: fn runs before any store request,
@@ -486,7 +523,7 @@ func (e *Once) runFirst(ctx context.Context, id, validation string, now time.Tim
 	// The lease bounds fn's context as it does a two-step owner's, and
 	// marks the record as this call's, should a retried request find it.
 	rec = e.lockRecord(ctx, id, validation, now)
-	result, staged, item, err := e.runHandler(ctx, rec, fn, func() {})
+	result, staged, item, _, err := e.runHandler(ctx, rec, fn, func(string) {})
 	if errors.Is(err, ErrInvalidItem) && !panicked(err) {
 		// Nothing was written; no run can write this item.
 		return nil, IdempotencyRecord{}, false, Permanent(err)
@@ -589,6 +626,12 @@ func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (
 		return nil, IdempotencyRecord{}, false, storeErr(op, &NotARecordError{ID: existing.ID, Status: existing.Status})
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
 		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
+	case existing.Effect != "" && !e.opts.Now().Before(existing.InProgressExpiration):
+		// Its owner stopped after its effect (Options.StoreEffect),
+		// and nobody recorded how it ended: running the work again
+		// would repeat the effect.
+		return nil, IdempotencyRecord{}, false, Permanent(fmt.Errorf("%w (record %s, effect: %s): its owner stopped after the effect, before completing; not run again",
+			ErrFailedAfterEffect, existing.ID, existing.Effect))
 	default:
 		return nil, IdempotencyRecord{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
 	}
@@ -653,8 +696,20 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 		rec.Data = nil
 		err = e.complete(cctx, rec)
 	}
+	if rec.Effect != "" {
+		// After the recovery point a release would repeat the effect:
+		// try again for as long as the lease lasts, the key locked.
+		err = e.retryComplete(cctx, rec, err)
+	}
 	if rejected(err) {
-		return IdempotencyRecord{}, e.reject(cctx, rec, err)
+		return IdempotencyRecord{}, e.completeFailed(cctx, rec, err)
+	}
+	if err != nil && rec.Effect != "" && !errors.Is(err, ErrLeaseLost) {
+		// Never landed: the key stays locked until its lease ends (then
+		// another owner may take it over; see EffectDone), and the
+		// message fails permanently, for someone to reconcile. (A lost
+		// lease is another owner's work now, and fails as usual.)
+		return IdempotencyRecord{}, Permanent(afterEffect(rec.Effect, err))
 	}
 	if err != nil {
 		err = e.leaseLost(rec.ID, "complete", err)
@@ -705,38 +760,62 @@ func panicked(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// reject handles a completion the store refused for good, after the work
-// was done. Releasing the key, as after a store that was unavailable, would
-// run the work again on every delivery; so the record is completed with
-// the failure instead, without result and staged writes, and the message
-// fails permanently: with a dead-letter sender it goes to the DLQ at once,
-// without one it comes back and fails again, without running the work,
-// until the queue's redrive policy moves it. It returns the record's error.
-func (e *Once) reject(ctx context.Context, rec IdempotencyRecord, cause error) error {
-	if !errors.Is(cause, ErrCompletionRejected) {
+// completeFailed handles a failure after which the work must not run
+// again: a completion the store refused for good, an item SetItem refused,
+// or any failure after the recovery point (rec.Effect, see EffectDone).
+// Releasing the key, as after a store that was unavailable, would run the
+// work again on every delivery; so the record is completed with the
+// failure instead, and its effect, without result and staged writes, and
+// the message fails permanently: with a dead-letter sender it goes to the
+// DLQ at once, without one it comes back and fails again, without running
+// the work, until the queue's redrive policy moves it. It returns the
+// record's error.
+func (e *Once) completeFailed(ctx context.Context, rec IdempotencyRecord, cause error) error {
+	switch {
+	case rec.Effect != "":
+		cause = afterEffect(rec.Effect, cause)
+	case !errors.Is(cause, ErrCompletionRejected):
 		cause = fmt.Errorf("%w: %w", ErrCompletionRejected, cause)
 	}
+	rec.Status = StatusCompleted
+	rec.Expiration = e.completedExpiration(e.opts.Now(), rec.Expiration)
 	rec.Staged, rec.Data, rec.Item = nil, nil, nil
 	rec.Failure = truncate(cause.Error(), maxFailure)
 	// The failure must be recorded: without it, the next delivery after
-	// the lease ends runs the work again. So a transient store error is
-	// tried again, for as long as the lease lasts (ctx ends with it), with
-	// a doubling pause: the record is locked under this lease meanwhile.
+	// the lease ends runs the work again.
+	if err := e.retryComplete(ctx, rec, e.complete(ctx, rec)); err != nil {
+		// Not even the failure could be recorded. The key stays locked
+		// (not released) until its lease ends: released, the work would
+		// run again on the very next delivery.
+		return Permanent(errors.Join(cause, e.leaseLost(rec.ID, "complete", err)))
+	}
+	e.state.cache.put(rec)
+	return Permanent(cause)
+}
+
+// afterEffect marks cause, a failure after the recovery point, with
+// ErrFailedAfterEffect and the effect declared.
+func afterEffect(effect string, cause error) error {
+	if errors.Is(cause, ErrFailedAfterEffect) {
+		return cause
+	}
+	return fmt.Errorf("%w (effect: %s): %w", ErrFailedAfterEffect, effect, cause)
+}
+
+// retryComplete completes rec again after a completion that failed with
+// err, for as long as err is transient and the lease lasts (ctx ends with
+// it), with a doubling pause: the record stays locked under this lease
+// meanwhile. It returns the last completion's error: nil once one landed.
+func (e *Once) retryComplete(ctx context.Context, rec IdempotencyRecord, err error) error {
 	pause := 20 * time.Millisecond
-	for {
-		err := e.complete(ctx, rec)
-		if err == nil {
-			e.state.cache.put(rec)
-			return Permanent(cause)
+	for n := 0; err != nil && !errors.Is(err, ErrLeaseLost) && !rejected(err) && n < 1000; n++ {
+		if !sleepCtx(ctx, pause) {
+			return err
 		}
-		if errors.Is(err, ErrLeaseLost) || rejected(err) || !sleepCtx(ctx, pause) {
-			// Not even the failure could be recorded. The key stays
-			// locked (not released) until its lease ends: released,
-			// the work would run again on the very next delivery.
-			return Permanent(errors.Join(cause, e.leaseLost(rec.ID, "complete", err)))
-		}
+		err = e.complete(ctx, rec)
 		pause = min(2*pause, time.Second)
 	}
+	return err
 }
 
 // sleepCtx waits d, or until ctx ends; it reports whether it waited d.
@@ -840,6 +919,24 @@ func (e *Once) commitFirst(ctx context.Context, rec IdempotencyRecord, now time.
 	return existing, created, storeErr("commit", err)
 }
 
+// markEffect keeps the effect on rec's in-progress record
+// (Options.StoreEffect), in a context that outlives a cancelled ctx until
+// the lease ends. A failure is logged: the point still holds for every
+// failure this process survives.
+func (e *Once) markEffect(ctx context.Context, rec IdempotencyRecord, effect string) {
+	cctx, cancel := e.cleanupContext(ctx, rec)
+	defer cancel()
+	defer noteFrom(ctx).storeCall(time.Now())
+	var err error
+	if pe := protect(func() { err = e.marker.MarkEffect(cctx, rec.ID, rec.Lease, effect) }, nil); pe != nil {
+		err = pe
+	}
+	if err != nil {
+		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: effect not kept in the store; a crash before the completion would let the work run again",
+			messageAttr(ctx), slog.String("recordId", rec.ID), slog.String("reason", err.Error()))
+	}
+}
+
 func (e *Once) release(ctx context.Context, id, lease string) (err error) {
 	defer noteFrom(ctx).storeCall(time.Now())
 	if pe := protect(func() { err = e.store.Release(ctx, id, lease) }, nil); pe != nil {
@@ -864,9 +961,14 @@ func (e *Once) replay(ctx context.Context, rec IdempotencyRecord, validation str
 		return nil, ErrPayloadMismatch
 	}
 	if rec.Failure != "" {
-		// The work ran, but its completion was rejected (see reject):
-		// never run it again, and fail as the first delivery did.
-		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", ErrCompletionRejected, rec.ID, rec.Failure))
+		// The work ran, but failed after its effect or its completion
+		// was rejected (see completeFailed): never run it again, and
+		// fail as the first delivery did.
+		cause := ErrCompletionRejected
+		if rec.Effect != "" {
+			cause = ErrFailedAfterEffect
+		}
+		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", cause, rec.ID, rec.Failure))
 	}
 	if note := noteFrom(ctx); note != nil {
 		note.setDuplicate(source, len(rec.Data) > 0) // Batch logs the record's line

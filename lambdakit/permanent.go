@@ -162,8 +162,12 @@ func hasPoison(err error, of messageIdentity) bool {
 // permanentOrPoison is the default of BatchOptions.IsPermanent: errors
 // marked with Permanent, and poison; never a panic, whatever its value
 // wraps: a panic says the code stopped half-way, which a retry after a fix
-// mends.
+// mends. Except after the effect (ErrFailedAfterEffect): no retry runs the
+// code again then, and the message waits for someone to reconcile it.
 func permanentOrPoison(err error) bool {
+	if errors.Is(err, ErrFailedAfterEffect) {
+		return IsPermanent(err)
+	}
 	return !panicked(err) && (IsPermanent(err) || IsPoison(err))
 }
 

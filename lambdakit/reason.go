@@ -18,6 +18,7 @@ type Reason string
 // The reasons a record fails for, in the order ReasonOf tests them.
 const (
 	ReasonSkipped         Reason = "Skipped"         // not attempted after an earlier failure in its FIFO group
+	ReasonAfterEffect     Reason = "AfterEffect"     // failed after its effect (ErrFailedAfterEffect): reconcile
 	ReasonPermanent       Reason = "Permanent"       // marked permanent (Permanent); sent to the dead-letter queue where one is set
 	ReasonLeaseLost       Reason = "LeaseLost"       // its lease was taken over
 	ReasonInProgress      Reason = "InProgress"      // another invocation holds its key
@@ -32,7 +33,7 @@ const (
 // them.
 func Reasons() []Reason {
 	return []Reason{ReasonInProgress, ReasonPayloadMismatch, ReasonNoKey, ReasonHandlerError, ReasonDeadline,
-		ReasonLeaseLost, ReasonStoreError, ReasonSkipped, ReasonPermanent}
+		ReasonLeaseLost, ReasonStoreError, ReasonSkipped, ReasonPermanent, ReasonAfterEffect}
 }
 
 // ErrCancelledAtDeadline marks the error of a record that failed after the
@@ -42,13 +43,17 @@ func Reasons() []Reason {
 var ErrCancelledAtDeadline = errors.New("lambdakit: cancelled at the deadline guard")
 
 // ReasonOf names why a record failed with err. The order matters: a
-// permanent failure counts as permanent whatever it wraps, and a lost lease
-// during cleanup may come joined with the handler's error.
+// failure after the effect counts as such, though it is permanent too
+// (someone must reconcile it); a permanent failure counts as permanent
+// whatever else it wraps; and a lost lease during cleanup may come joined
+// with the handler's error.
 func ReasonOf(err error) Reason {
 	var storeErr *StoreError
 	switch {
 	case errors.Is(err, ErrSkipped):
 		return ReasonSkipped
+	case errors.Is(err, ErrFailedAfterEffect):
+		return ReasonAfterEffect
 	case errors.Is(err, ErrPermanent):
 		return ReasonPermanent
 	case errors.Is(err, ErrLeaseLost):

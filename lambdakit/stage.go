@@ -30,6 +30,12 @@ type stage struct {
 	item    any
 	itemSet bool
 	closed  bool
+	// effect is what EffectDone declared; noEffect is set under
+	// Options.StagedOnly, where EffectDone records nothing.
+	effect   string
+	noEffect bool
+	// mark, when set (Options.StoreEffect), keeps the effect in the store.
+	mark func(ctx context.Context, effect string)
 }
 
 // StagingRecord returns the ID of the idempotency record whose completion
@@ -74,7 +80,8 @@ func (s *stage) add(ops []any, item any) error {
 	all := append(s.ops[:len(s.ops):len(s.ops)], ops...)
 	if s.checker != nil {
 		// What the store refuses now it would refuse on every run.
-		rec := IdempotencyRecord{ID: s.lock.ID, Lease: s.lock.Lease, Validation: s.lock.Validation, Item: item, Staged: all}
+		// The effect declared so far goes on the record's item too.
+		rec := IdempotencyRecord{ID: s.lock.ID, Lease: s.lock.Lease, Validation: s.lock.Validation, Item: item, Staged: all, Effect: s.effect}
 		if err := s.checker.CheckStaging(rec); err != nil {
 			return Permanent(err)
 		}
@@ -91,6 +98,71 @@ func (s *stage) close() (ops []any, item any) {
 	ops, item = s.ops, s.item
 	s.ops, s.item, s.closed = nil, nil, true
 	return ops, item
+}
+
+// effectDone returns what EffectDone declared, "" if it was not called.
+// Read after close, it is final.
+func (s *stage) effectDone() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effect
+}
+
+// maxEffect bounds what EffectDone keeps, so that the record that carries
+// it can always be stored.
+const maxEffect = 1024
+
+// EffectDone declares that the handler's external effect has happened (a
+// card charged, an email sent): the recovery point. Call it on the line
+// after the call that made the effect, with what is known of it, such as
+// the gateway's ID ("charge ch_123").
+//
+// Before the point, a failure releases the key and the message is tried
+// again, as usual. After it, no failure the process survives releases the
+// key, since a retry would repeat the effect: the handler's error, a panic,
+// a refused Stage, SetItem or Publish, or a completion the store refuses
+// for good complete the record with the failure (IdempotencyRecord.Failure)
+// and detail (IdempotencyRecord.Effect), and drop its result, staged writes
+// and item; the message fails permanently with ErrFailedAfterEffect, and so
+// does every later message with its key, without running the handler. A
+// completion that fails for a while is tried again until the lease ends;
+// the key stays locked meanwhile, and after. A crash or a timeout after the
+// point leaves the key locked until the lease ends, and then another owner
+// may take it over and run the handler again: there the effect's own
+// idempotency key (a payment gateway's) is the defence.
+//
+// Called more than once, the details are kept in order, joined by "; ",
+// up to 1024 bytes. An empty detail is kept as "done". EffectDone reports
+// whether the point was recorded: false outside a handler run by
+// Idempotent or Once (and with idempotency disabled), after the handler
+// returned, and under Options.StagedOnly, whose handler by contract has no
+// effect but the writes it stages, which commit with its record or not at
+// all. With Options.StoreEffect it writes the effect to the store before
+// it returns, so that a crash after the point does not run the work again
+// either.
+func EffectDone(ctx context.Context, detail string) bool {
+	s, ok := ctx.Value(stageKey{}).(*stage)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	if s.closed || s.noEffect {
+		s.mu.Unlock()
+		return false
+	}
+	if detail == "" {
+		detail = "done"
+	}
+	if s.effect != "" {
+		detail = s.effect + "; " + detail
+	}
+	s.effect = truncate(detail, maxEffect)
+	effect := s.effect
+	s.mu.Unlock()
+	if s.mark != nil {
+		s.mark(ctx, effect)
+	}
+	return true
 }
 
 // ErrItemAlreadySet means SetItem was called a second time in one handler

@@ -76,8 +76,14 @@ type IdempotencyRecord struct {
 	// completion could not be committed as asked (see
 	// ErrCompletionRejected): the record then holds no result, and every
 	// message with its key fails permanently without running the work
-	// again. Empty on a record completed normally.
+	// again, and, with an Effect, why the work failed after its effect
+	// (ErrFailedAfterEffect). Empty on a record completed normally.
 	Failure string
+	// Effect is what the handler declared of its external effect with
+	// EffectDone ("charge ch_123"): not empty means the effect happened.
+	// With a Failure, it tells whoever reconciles what was done. Stores
+	// keep it as given.
+	Effect string
 	// Staged are writes the store must commit atomically with the
 	// completion (single-phase mode); see Stage. Stores that cannot commit
 	// them return ErrStagingUnsupported from Complete and commit nothing.
@@ -121,14 +127,15 @@ func roundUp(t time.Time, unit time.Duration) time.Time {
 func (r IdempotencyRecord) foreign() bool { return r.Lease == "" && r.Expiration.IsZero() }
 
 // Live reports whether r still counts at now: it has not expired, and if it
-// is in progress its lease has not ended.
+// is in progress its lease has not ended, or its effect was kept
+// (EffectMarker): the work must not run again then.
 // A zero Expiration never ends: a record kept forever (NeverExpire) still
 // stops counting, while in progress, when its lease ends.
 func (r IdempotencyRecord) Live(now time.Time) bool {
 	if !r.Expiration.IsZero() && !now.Before(r.Expiration) {
 		return false
 	}
-	return r.Status == StatusCompleted || now.Before(r.InProgressExpiration)
+	return r.Status == StatusCompleted || r.Effect != "" || now.Before(r.InProgressExpiration)
 }
 
 // Store keeps idempotency records. Implementations must make Acquire an
@@ -146,7 +153,8 @@ type Store interface {
 	Acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, acquired bool, err error)
 	// Complete sets the record's status to StatusCompleted, its expiration
 	// to rec.Expiration, its result to rec.Data (none when empty: an
-	// empty result reads back as nil) and its Failure to rec.Failure, and
+	// empty result reads back as nil), its Failure to rec.Failure and its
+	// Effect to rec.Effect, and
 	// commits rec.Staged with it, if and only if the stored record still
 	// carries rec.Lease. Otherwise it returns ErrLeaseLost and changes
 	// nothing. When the completion can never succeed as asked, whatever
@@ -193,6 +201,20 @@ type StagingChecker interface {
 	// hash as locked) and no result, would make a completion the store
 	// cannot commit.
 	CheckStaging(rec IdempotencyRecord) error
+}
+
+// EffectMarker is a Store that can keep the recovery point on an
+// in-progress record, for Options.StoreEffect: an owner that stops after
+// its effect (a crash, a timeout) then leaves a record that is never taken
+// over. Implementations: dynamostore.Store, valkeystore.Store,
+// lambdakittest.MemoryStore.
+type EffectMarker interface {
+	// MarkEffect sets the Effect of the record id to effect if the
+	// record is in progress under lease; otherwise it returns
+	// ErrLeaseLost and changes nothing. From then on the record is live
+	// until it expires, whatever its lease (see IdempotencyRecord.Live):
+	// Acquire and Commit never replace it.
+	MarkEffect(ctx context.Context, id, lease, effect string) error
 }
 
 // Committer is a Store that can create a completed record, with its
@@ -250,6 +272,16 @@ var (
 	// fails permanently (see Permanent), so that it reaches the
 	// dead-letter queue without the work running again.
 	ErrCompletionRejected = errors.New("lambdakit: completion rejected after the work was done")
+	// ErrFailedAfterEffect means the work failed after the handler
+	// declared its external effect done (EffectDone): its own error, a
+	// panic, a refused Stage, SetItem or Publish, or a completion the
+	// store refused for good. The engine does not release the key, which
+	// would repeat the effect: it completes the record with the failure
+	// and the effect, without result and staged writes, and the message,
+	// and every later one with its key, fails permanently, unrun. Someone
+	// must reconcile: the effect happened, what should have followed it
+	// did not.
+	ErrFailedAfterEffect = errors.New("lambdakit: failed after its effect: reconcile")
 	// ErrStagingUnsupported means a store was handed staged writes it
 	// cannot commit atomically with the completion.
 	ErrStagingUnsupported = errors.New("lambdakit: store cannot commit these staged writes")

@@ -19,7 +19,7 @@ import "github.com/valkey-io/valkey-go"
 // ErrLeaseLost, which lambdakit takes for a release that landed). A caller's context still bounds the retries.
 //
 // Field order of every read (HMGET): the decoder depends on it.
-var fields = []string{fStatus, fExpiration, fInProgress, fValidation, fData, fLease, fFailure}
+var fields = []string{fStatus, fExpiration, fInProgress, fValidation, fData, fLease, fFailure, fEffect}
 
 const (
 	fStatus     = "status"
@@ -29,14 +29,15 @@ const (
 	fData       = "data"
 	fLease      = "lease"
 	fFailure    = "failure"
+	fEffect     = "effect"
 )
 
 // acquireScript creates the record unless a live one holds the key, and
 // returns the live one (its fields, in the order of fields) otherwise,
 // nil when it created the record. The rule is dynamostore's condition
 // word for word: a record is absent when its expiration (seconds) is at or
-// before now in whole seconds, or it is in progress and its lease end (ms)
-// is at or before now in ms. A field that is missing does not end the
+// before now in whole seconds, or it is in progress, with no effect kept
+// (MarkEffect), and its lease end (ms) is at or before now in ms. A field that is missing does not end the
 // record, as a missing attribute fails DynamoDB's comparison. Only a
 // record with a record status (INPROGRESS, COMPLETED) ever ends: a hash
 // with another status, or none, is returned as it is, never replaced.
@@ -45,13 +46,13 @@ const (
 // for none), lease end (ms), validation ("" for none), key expiry (epoch
 // ms; "" for none).
 var acquireScript = valkey.NewLuaScriptRetryable(`
-local f = redis.call('HMGET', KEYS[1], 'status', 'expiration', 'in_progress_expiration', 'validation', 'data', 'lease', 'failure')
+local f = redis.call('HMGET', KEYS[1], 'status', 'expiration', 'in_progress_expiration', 'validation', 'data', 'lease', 'failure', 'effect')
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local exp = tonumber(f[2])
   local lease_end = tonumber(f[3])
   local known = f[1] == 'INPROGRESS' or f[1] == 'COMPLETED'
   local expired = known and ((exp ~= nil and exp <= tonumber(ARGV[1]))
-    or (f[1] == 'INPROGRESS' and lease_end ~= nil and lease_end <= tonumber(ARGV[2])))
+    or (f[1] == 'INPROGRESS' and lease_end ~= nil and lease_end <= tonumber(ARGV[2]) and not f[8]))
   if not expired then
     return f
   end
@@ -71,14 +72,15 @@ return false
 `)
 
 // completeScript completes the record if it still carries the lease, as
-// dynamostore's fenced UpdateItem does: status, expiration, validation and
-// failure when given, the result set or removed. It returns 1 when it
+// dynamostore's fenced UpdateItem does: status, expiration, validation,
+// failure and effect when given, the result set or removed. It returns 1 when it
 // completed the record, 0 when the lease did not match (or no record).
 //
 // KEYS[1] the record; ARGV: lease, expiration (s; "": kept forever, the
 // field removed and the key's expiry too), key expiry (epoch ms; ""),
 // validation ("" keeps the stored one), failure ("" keeps the stored one),
-// "1" and the result, or "0" and "" for no result.
+// "1" and the result, or "0" and "" for no result, effect ("" keeps the
+// stored one).
 var completeScript = valkey.NewLuaScriptRetryable(`
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then
   return 0
@@ -95,6 +97,9 @@ end
 if ARGV[5] ~= '' then
   redis.call('HSET', KEYS[1], 'failure', ARGV[5])
 end
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'effect', ARGV[8])
+end
 if ARGV[6] == '1' then
   redis.call('HSET', KEYS[1], 'data', ARGV[7])
 else
@@ -105,6 +110,20 @@ if ARGV[3] ~= '' then
 else
   redis.call('PERSIST', KEYS[1])
 end
+return 1
+`)
+
+// markEffectScript sets the record's effect if it is in progress under the
+// lease, as dynamostore's MarkEffect does. It returns 1 when it did, 0
+// when another lease or a completion holds the record (or no record).
+//
+// KEYS[1] the record; ARGV[1] the lease, ARGV[2] the effect.
+var markEffectScript = valkey.NewLuaScriptRetryable(`
+local f = redis.call('HMGET', KEYS[1], 'lease', 'status')
+if f[1] ~= ARGV[1] or f[2] ~= 'INPROGRESS' then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'effect', ARGV[2])
 return 1
 `)
 

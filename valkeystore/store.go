@@ -138,7 +138,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 }
 
 // Complete marks the record completed with rec.Expiration, rec.Data and,
-// if set, rec.Validation and rec.Failure, provided it still carries
+// if set, rec.Validation, rec.Failure and rec.Effect, provided it still carries
 // rec.Lease, in one script; otherwise it returns an error wrapping
 // lambdakit.ErrLeaseLost and changes nothing. An empty rec.Data removes
 // any cached result.
@@ -164,12 +164,30 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 		rec.Failure,
 		hasData,
 		data,
+		rec.Effect,
 	}).AsInt64()
 	switch {
 	case err != nil:
 		return callErr("complete", rec.ID, err)
 	case n == 0:
 		return fmt.Errorf("valkeystore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
+	}
+	return nil
+}
+
+var _ lambdakit.EffectMarker = (*Store)(nil)
+
+// MarkEffect implements lambdakit.EffectMarker: it sets the record's
+// effect field if the record is in progress under lease, in one script;
+// then the acquire script never replaces it until it expires. Otherwise
+// it returns an error wrapping lambdakit.ErrLeaseLost.
+func (s *Store) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	n, err := markEffectScript.Exec(ctx, s.client, []string{s.Key(id)}, []string{lease, effect}).AsInt64()
+	switch {
+	case err != nil:
+		return callErr("mark effect", id, err)
+	case n == 0:
+		return fmt.Errorf("valkeystore: mark effect %s: %w", id, lambdakit.ErrLeaseLost)
 	}
 	return nil
 }
@@ -216,6 +234,7 @@ func decode(id string, vals []valkey.ValkeyMessage) (lambdakit.IdempotencyRecord
 		Validation: str(3),
 		Lease:      str(5),
 		Failure:    str(6),
+		Effect:     str(7),
 	}
 	if d := str(4); d != "" { // empty is no result, as on every store
 		rec.Data = []byte(d)

@@ -161,6 +161,7 @@ type recordOutput struct {
 	Validation  string `json:"validation,omitempty"`
 	ResultBytes int    `json:"resultBytes"`
 	Failure     string `json:"failure,omitempty"`
+	Effect      string `json:"effect,omitempty"`
 	Deleted     *bool  `json:"deleted,omitempty"`
 }
 
@@ -170,6 +171,7 @@ const (
 	stateFailed     = "failed"
 	stateInProgress = "in progress"
 	stateLeaseEnded = "lease ended"
+	stateStopped    = "stopped after its effect"
 	stateExpired    = "expired"
 )
 
@@ -183,6 +185,8 @@ func recordState(rec lambdakit.IdempotencyRecord, now time.Time) string {
 		return stateFailed
 	case rec.Status == lambdakit.StatusCompleted:
 		return stateCompleted
+	case rec.Effect != "" && !now.Before(rec.InProgressExpiration):
+		return stateStopped
 	case rec.Live(now):
 		return stateInProgress
 	}
@@ -195,6 +199,7 @@ var stateMeaning = map[string]string{
 	stateFailed:     "its work ran, then failed (see failure): the next message with this key fails permanently without running the work again",
 	stateInProgress: "its owner may be running: the next message with this key fails with ErrInProgress until the lease ends",
 	stateLeaseEnded: "its owner stopped without completing or releasing it: the next message with this key takes it over and runs",
+	stateStopped:    "its owner stopped after its effect (see effect), before completing: the next message with this key fails permanently without running; reconcile, then delete it to let the message run again",
 	stateExpired:    "it counts as absent: the next message with this key runs again",
 }
 
@@ -211,7 +216,7 @@ func newRecordOutput(rec lambdakit.IdempotencyRecord, now time.Time) recordOutpu
 	return recordOutput{
 		ID: rec.ID, Status: string(rec.Status), State: recordState(rec, now),
 		Expiration: formatTime(rec.Expiration), LeaseHolder: rec.Lease, LeaseEnd: formatTime(rec.InProgressExpiration),
-		Validation: rec.Validation, ResultBytes: len(rec.Data), Failure: rec.Failure,
+		Validation: rec.Validation, ResultBytes: len(rec.Data), Failure: rec.Failure, Effect: rec.Effect,
 	}
 }
 
@@ -484,6 +489,9 @@ func (c *recordsCommand) print(rec lambdakit.IdempotencyRecord, deleted *bool) {
 	fmt.Fprintf(w, "state       %s: %s\n", o.State, stateMeaning[o.State])
 	if o.Failure != "" {
 		fmt.Fprintf(w, "failure     %s\n", o.Failure)
+	}
+	if o.Effect != "" {
+		fmt.Fprintf(w, "effect      %s\n", o.Effect)
 	}
 	fmt.Fprintf(w, "expires     %s\n", c.expires(rec))
 	fmt.Fprintf(w, "lease       %s\n", orNone(o.LeaseHolder))

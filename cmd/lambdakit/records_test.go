@@ -31,6 +31,7 @@ type recordJSON struct {
 	Validation  string `json:"validation"`
 	ResultBytes int    `json:"resultBytes"`
 	Failure     string `json:"failure"`
+	Effect      string `json:"effect"`
 	Deleted     *bool  `json:"deleted"`
 }
 
@@ -482,5 +483,29 @@ func TestRecordsShowAFailedRecord(t *testing.T) {
 	resp, err := rt.batch(t.Context(), lambdakittest.Event(lambdakittest.Message(body)))
 	if err == nil && len(resp.BatchItemFailures) != 1 || rt.runs[body] != 0 {
 		t.Errorf("the next message: %v, %v, handler runs %d; want it failed, unrun", err, resp.BatchItemFailures, rt.runs[body])
+	}
+}
+
+// A record whose owner stopped after its effect (lambdakit.Options.StoreEffect
+// kept it): get shows the effect and says that the next message fails
+// permanently without running, not that it takes the record over.
+func TestRecordsShowARecordStoppedAfterItsEffect(t *testing.T) {
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+	rt := newRecordsTable(t, db)
+	rec := rt.inProgress(t, "pay_stopped", time.Now().Add(-10*time.Minute))
+	if err := rt.store.MarkEffect(t.Context(), rec.ID, rec.Lease, "charge ch_9"); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, env, "", "records", "get", "-table", rt.name, "-prefix", "payment", "pay_stopped")
+	for _, want := range []string{"state       stopped after its effect: ", "fails permanently without running", "effect      charge ch_9\n"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("get: exit status %d, stdout lacks %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+	r = cli(t, env, "", "records", "get", "-json", "-table", rt.name, "-prefix", "payment", "pay_stopped")
+	if got := jsonLines[recordJSON](t, r.stdout); r.code != 0 || len(got) != 1 || got[0].State != "stopped after its effect" || got[0].Effect != "charge ch_9" {
+		t.Errorf("get -json: exit status %d, %+v; want the state and the effect\n%s", r.code, got, r.stderr)
 	}
 }

@@ -158,9 +158,9 @@ func ledgerKey(paymentID string) string { return idempotencyPrefix + "#" + payme
 // the table's payment_id. The record's status gets its own name: the
 // ledger's status (CHARGED, DECLINED) is what readers of the ledger know,
 // and "record_status" says whose it is. The record's other attributes
-// (expiration, in_progress_expiration, validation, data, lease, failure)
-// keep dynamostore's names: no ledger field has them, and expiration is
-// the table's TTL attribute (template.yaml).
+// (expiration, in_progress_expiration, validation, data, lease, failure,
+// effect) keep dynamostore's names: no ledger field has them, and
+// expiration is the table's TTL attribute (template.yaml).
 const (
 	ledgerKeyAttr    = "payment_id"
 	recordStatusAttr = "record_status"

@@ -228,6 +228,13 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
+	if out.Status == StatusCharged {
+		// The recovery point: from here on no failure releases the key,
+		// since a retry would charge again. A failure now (a ledger row
+		// or an event refused) completes the record with the charge ID
+		// and sends the message to the dead-letter queue, to reconcile.
+		lambdakit.EffectDone(ctx, "charge "+out.ChargeID)
+	}
 	if err := s.record(ctx, p, amount, out); err != nil {
 		return nil, err
 	}
@@ -318,8 +325,10 @@ func escapeForSQS(js []byte) string {
 // with them is a completed payment (an in-progress row has only the
 // record's attributes). With ledgerDB the row is written now, before the
 // completion: a completed payment still always has its row, but a row may
-// belong to a payment whose completion failed, whose retry charges again
-// (the gateway's idempotency key answers it) and writes the row again.
+// belong to a payment whose completion failed after the charge (its record
+// then holds the failure, to reconcile), or whose owner crashed before
+// completing it: then a takeover after the lease charges again (the
+// gateway's idempotency key answers it) and writes the row again.
 func (s *payments) record(ctx context.Context, p Payment, amount int64, out Outcome) error {
 	fields := s.ledgerFields(p, amount, out)
 	if s.ledgerDB == nil {

@@ -110,9 +110,10 @@ func TestLedgerRecordCopiesNothingOfTheMessage(t *testing.T) {
 	})
 	t.Run("completed", func(t *testing.T) {
 		for _, item := range completed {
-			ledger := []string{"status", "amount", "currency", "order_id", "customer_id", "recorded_at", "charge_id"}
+			ledger := []string{"status", "amount", "currency", "order_id", "customer_id", "recorded_at", "charge_id",
+				"effect"} // the charge, as the handler declared it (lambdakit.EffectDone)
 			if attr(item, "status") == StatusDeclined {
-				ledger[len(ledger)-1] = "decline_reason"
+				ledger = append(ledger[:len(ledger)-2], "decline_reason") // no charge, no effect
 			}
 			// No expiration: a completed payment is kept forever.
 			want := append([]string{"data", "in_progress_expiration", "lease", ledgerKeyAttr, recordStatusAttr, "validation"}, ledger...)

@@ -34,16 +34,17 @@ type Calls struct {
 func (c Calls) Total() int { return c.Acquire + c.Complete + c.Release + c.GetRecords + c.Commit }
 
 var (
-	_ lambdakit.Store       = (*MemoryStore)(nil)
-	_ lambdakit.BatchGetter = (*MemoryStore)(nil)
-	_ lambdakit.ItemStore   = (*MemoryStore)(nil)
-	_ lambdakit.Committer   = (*MemoryStore)(nil)
+	_ lambdakit.Store        = (*MemoryStore)(nil)
+	_ lambdakit.BatchGetter  = (*MemoryStore)(nil)
+	_ lambdakit.ItemStore    = (*MemoryStore)(nil)
+	_ lambdakit.Committer    = (*MemoryStore)(nil)
+	_ lambdakit.EffectMarker = (*MemoryStore)(nil)
 )
 
 // recordAttrs are the names a record's item uses in dynamostore by
 // default. MemoryStore refuses them in a handler's item, as dynamostore
 // does, so that a test on it finds the clash a deployment would.
-var recordAttrs = []string{"id", "status", "expiration", "in_progress_expiration", "validation", "data", "lease", "failure"}
+var recordAttrs = []string{"id", "status", "expiration", "in_progress_expiration", "validation", "data", "lease", "failure", "effect"}
 
 // CheckItem implements lambdakit.ItemStore: item must be a non-empty
 // map[string]any whose names are not empty and are not the attributes of
@@ -216,6 +217,7 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 	old.Expiration = rec.Rounded().Expiration
 	old.Validation = rec.Validation
 	old.Failure = rec.Failure
+	old.Effect = rec.Effect
 	old.Data = nil // an empty result is no result, as the contract says
 	if len(rec.Data) > 0 {
 		old.Data = append([]byte(nil), rec.Data...)
@@ -245,6 +247,24 @@ func (s *MemoryStore) Release(ctx context.Context, id, lease string) error {
 	}
 	delete(s.recs, id)
 	delete(s.items, id)
+	return nil
+}
+
+// MarkEffect implements lambdakit.EffectMarker. It counts as a completion
+// in Calls (a write of the record).
+func (s *MemoryStore) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls.Complete++
+	old, ok := s.recs[id]
+	if !ok || old.Lease != lease || old.Status != lambdakit.StatusInProgress {
+		return fmt.Errorf("mark effect %s: %w", id, lambdakit.ErrLeaseLost)
+	}
+	old.Effect = effect
+	s.recs[id] = old
 	return nil
 }
 

@@ -144,6 +144,64 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		}
 	})
 
+	t.Run("an in-progress record with its effect kept is never taken over", func(t *testing.T) {
+		// Options.StoreEffect: an owner that stopped after its effect
+		// leaves a record no other owner may run again, until it expires.
+		s := newStore(t)
+		m, ok := s.(lambdakit.EffectMarker)
+		if !ok {
+			t.Skipf("%T does not implement lambdakit.EffectMarker", s)
+		}
+		leaseEnd := base.Add(time.Second)
+		rec := newRecord(t, leaseEnd)
+		mustAcquire(t, s, rec, base)
+		if err := m.MarkEffect(t.Context(), rec.ID, "not-the-lease", "charge ch_1"); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("MarkEffect under another lease: got %v; want ErrLeaseLost", err)
+		}
+		if err := m.MarkEffect(t.Context(), rec.ID, rec.Lease, "charge ch_1"); err != nil {
+			t.Fatalf("MarkEffect: %v", err)
+		}
+		old, ok := acquire(t, s, other(rec, "taker", base.Add(time.Minute)), leaseEnd.Add(time.Second))
+		if ok || old.Status != lambdakit.StatusInProgress || old.Effect != "charge ch_1" || old.Lease != rec.Lease {
+			t.Errorf("after the lease: got %+v, acquired=%v; want the record with its effect, not taken over", old, ok)
+		}
+		if _, ok := acquire(t, s, other(rec, "late", base.Add(3*time.Hour)), base.Add(2*time.Hour)); !ok {
+			t.Error("after its expiration: not acquired; want the record to count as absent")
+		}
+		done := newRecord(t, base.Add(time.Minute))
+		mustAcquire(t, s, done, base)
+		complete(t, s, done, nil)
+		if err := m.MarkEffect(t.Context(), done.ID, done.Lease, "charge ch_2"); !errors.Is(err, lambdakit.ErrLeaseLost) {
+			t.Errorf("MarkEffect on a completed record: got %v; want ErrLeaseLost", err)
+		}
+	})
+
+	t.Run("completed key keeps its effect, with and without a failure", func(t *testing.T) {
+		// What the engine writes after the handler declared its effect
+		// (lambdakit.EffectDone): a duplicate, and whoever reconciles,
+		// must see what was done.
+		for name, failure := range map[string]string{"failed": "lambdakit: failed after its effect: reconcile", "done": ""} {
+			s := newStore(t)
+			rec := newRecord(t, base.Add(time.Minute))
+			mustAcquire(t, s, rec, base)
+			rec.Failure, rec.Effect = failure, "charge ch_Zoë 42"
+			complete(t, s, rec, nil)
+			old, ok := acquire(t, s, other(rec, "late", base.Add(2*time.Minute)), base)
+			if ok || old.Effect != rec.Effect || old.Failure != failure {
+				t.Errorf("%s: got %+v, acquired=%v; want effect %q and failure %q", name, old, ok, rec.Effect, failure)
+			}
+			if getter, ok := s.(lambdakit.BatchGetter); ok {
+				got, err := getter.GetRecords(t.Context(), []string{rec.ID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got[rec.ID].Effect != rec.Effect {
+					t.Errorf("%s: GetRecords: got %+v; want effect %q", name, got[rec.ID], rec.Effect)
+				}
+			}
+		}
+	})
+
 	t.Run("in-progress key is refused with the owner's record", func(t *testing.T) {
 		s := newStore(t)
 		leaseEnd := base.Add(1500 * time.Millisecond)
