@@ -32,6 +32,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/redisserver"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 )
 
 // raced are the package patterns run with -race: where goroutines meet.
@@ -62,6 +63,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testrun:", err)
 		os.Exit(2)
 	}
+	// One folder of test binaries for the whole run (see testenv.Build).
+	builds, err := os.MkdirTemp("", "lambdakit-test-builds-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testrun:", err)
+		os.Exit(2)
+	}
+	os.Setenv(testenv.SharedBuildsEnv, builds)
 	r := &report{out: os.Stdout, verbose: *verbose, start: start, pkgs: map[string]*pkgState{}}
 	stop := r.heartbeats()
 	ok := true
@@ -83,6 +91,7 @@ func main() {
 		}
 	}
 	stop()
+	os.RemoveAll(builds)
 	if !r.summary() || !ok {
 		os.Exit(1)
 	}
