@@ -8,7 +8,7 @@
 // former through real processes or parse and print). Each group is one go
 // test run with -p packages at once.
 //
-//	go run ./tools/testrun [-p 2] [-timeout 15m] [-v] [packages]
+//	go run ./tools/testrun [-p 2] [-timeout 15m] [-v] [-json file] [packages]
 //
 // Before it starts it says which test servers are missing: the tests that
 // need one are skipped then (failed under CI), and `make deps` installs
@@ -54,23 +54,40 @@ func main() {
 	p := flag.Int("p", 2, "packages built and tested at once, per group")
 	timeout := flag.String("timeout", "15m", "go test -timeout, per package")
 	verbose := flag.Bool("v", false, "print every test's output, not only the failures'")
+	jsonFile := flag.String("json", "", "also write go test's events to this file, for timings")
 	flag.Parse()
+	os.Exit(testAll(*p, *timeout, *verbose, *jsonFile, flag.Args()))
+}
 
+// testAll runs the tests and returns the exit code: 0 when all passed, 1 when
+// any failed, 2 when they could not run.
+func testAll(p int, timeout string, verbose bool, jsonFile string, patterns []string) int {
 	start := time.Now()
 	missingServers(os.Stdout)
-	race, rest, err := groups(flag.Args())
+	race, rest, err := groups(patterns)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testrun:", err)
-		os.Exit(2)
+		return 2
+	}
+	r := &report{out: os.Stdout, verbose: verbose, start: start, pkgs: map[string]*pkgState{}, events: io.Discard}
+	if jsonFile != "" {
+		f, err := os.Create(jsonFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testrun:", err)
+			return 2
+		}
+		defer f.Close()
+		r.events = f
 	}
 	// One folder of test binaries for the whole run (see testenv.Build).
 	builds, err := os.MkdirTemp("", "lambdakit-test-builds-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testrun:", err)
-		os.Exit(2)
+		return 2
 	}
+	defer os.RemoveAll(builds)
 	os.Setenv(testenv.SharedBuildsEnv, builds)
-	r := &report{out: os.Stdout, verbose: *verbose, start: start, pkgs: map[string]*pkgState{}}
+
 	stop := r.heartbeats()
 	ok := true
 	for _, g := range []struct {
@@ -84,17 +101,17 @@ func main() {
 		if len(g.pkgs) == 0 {
 			continue
 		}
-		r.print("== %d packages %s, %d at once  [%s]\n", len(g.pkgs), g.name, *p, since(start))
-		args := append([]string{"test", "-json", "-count=1", "-p", strconv.Itoa(*p), "-timeout", *timeout}, g.flags...)
+		r.print("== %d packages %s, %d at once  [%s]\n", len(g.pkgs), g.name, p, since(start))
+		args := append([]string{"test", "-json", "-count=1", "-p", strconv.Itoa(p), "-timeout", timeout}, g.flags...)
 		if err := r.run(exec.Command("go", append(args, g.pkgs...)...)); err != nil {
 			ok = false
 		}
 	}
 	stop()
-	os.RemoveAll(builds)
 	if !r.summary() || !ok {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // groups splits the packages of patterns (default ./...) into those
@@ -165,6 +182,7 @@ type pkgState struct {
 
 type report struct {
 	out     io.Writer
+	events  io.Writer // go test's lines as they came
 	verbose bool
 	start   time.Time
 
@@ -189,6 +207,7 @@ func (r *report) run(cmd *exec.Cmd) error {
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
+		r.events.Write(append(sc.Bytes(), '\n'))
 		var e event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			// Not an event (go test's own messages): pass it on.
