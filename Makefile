@@ -80,9 +80,12 @@ build:
 ## packages where goroutines meet (tools/testrun lists them); progress
 ## package by package, then one line: packages, tests, time. TEST_P
 ## packages run at once per group; each starts its own servers.
+## TESTRUN_FLAGS passes more flags, e.g. TESTRUN_FLAGS='-json=test.json -v'
+## (go run ./tools/testrun -h lists them).
 TEST_P ?= 2
+TESTRUN_FLAGS ?=
 test: deps
-	$(WITH_MOTO) $(GO) run ./tools/testrun -p $(TEST_P) -timeout 15m
+	$(WITH_MOTO) $(GO) run ./tools/testrun -p $(TEST_P) -timeout 15m $(TESTRUN_FLAGS)
 
 ## lint: go vet, gofmt, staticcheck and cfn-lint on the SAM template
 lint: $(STATICCHECK) $(CFN_LINT)
