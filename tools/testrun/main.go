@@ -89,7 +89,7 @@ func testAll(p int, timeout string, verbose bool, jsonFile string, patterns []st
 	os.Setenv(testenv.SharedBuildsEnv, builds)
 
 	stop := r.heartbeats()
-	ok := true
+	var runErrs []error
 	for _, g := range []struct {
 		name  string
 		flags []string
@@ -104,11 +104,11 @@ func testAll(p int, timeout string, verbose bool, jsonFile string, patterns []st
 		r.print("== %d packages %s, %d at once  [%s]\n", len(g.pkgs), g.name, p, since(start))
 		args := append([]string{"test", "-json", "-count=1", "-p", strconv.Itoa(p), "-timeout", timeout}, g.flags...)
 		if err := r.run(exec.Command("go", append(args, g.pkgs...)...)); err != nil {
-			ok = false
+			runErrs = append(runErrs, fmt.Errorf("go test %s: %w", g.name, err))
 		}
 	}
 	stop()
-	if !r.summary() || !ok {
+	if !r.summary(errors.Join(runErrs...)) {
 		return 1
 	}
 	return 0
@@ -204,7 +204,12 @@ func (r *report) run(cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	sc := bufio.NewScanner(stdout)
+	return errors.Join(r.read(stdout), cmd.Wait())
+}
+
+// read reports the events of a go test -json output.
+func (r *report) read(in io.Reader) error {
+	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		r.events.Write(append(sc.Bytes(), '\n'))
@@ -216,7 +221,7 @@ func (r *report) run(cmd *exec.Cmd) error {
 		}
 		r.event(e)
 	}
-	return errors.Join(sc.Err(), cmd.Wait())
+	return sc.Err()
 }
 
 func (r *report) state(pkg string) *pkgState {
@@ -354,17 +359,22 @@ func (r *report) printLocked(format string, args ...any) {
 	r.lastPrint = time.Now()
 }
 
-// summary prints the closing line and reports whether everything passed.
-func (r *report) summary() bool {
+// summary prints the closing line and reports whether everything passed:
+// no package failed, and go test itself ended well (runErr nil; it fails
+// when a package failed, and also when go test could not run).
+func (r *report) summary(runErr error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	status := "PASS"
-	if len(r.failed) > 0 {
+	switch {
+	case len(r.failed) > 0:
 		status = "FAIL (" + strings.Join(r.failed, ", ") + ")"
+	case runErr != nil:
+		status = "FAIL (" + runErr.Error() + ")"
 	}
 	fmt.Fprintf(r.out, "%s: %d packages (%d with tests), %d tests run, %d skipped, in %s\n",
 		status, len(r.done), len(r.done)-r.noTests, r.tests, r.skip, since(r.start))
-	return len(r.failed) == 0
+	return status == "PASS"
 }
 
 func since(t time.Time) string {
