@@ -186,12 +186,11 @@ type report struct {
 	verbose bool
 	start   time.Time
 
-	mu                  sync.Mutex
-	pkgs                map[string]*pkgState
-	done, failed        []string
-	tests, skip, fails  int
-	lastPrint           time.Time
-	noTests, buildFails int
+	mu                   sync.Mutex
+	pkgs                 map[string]*pkgState
+	done, failed         []string
+	tests, skip, noTests int
+	lastPrint            time.Time
 }
 
 // run runs one go test -json and reports its events as they come.
@@ -265,9 +264,6 @@ func (r *report) finish(e event, s *pkgState) {
 	switch {
 	case e.Action == "fail":
 		r.failed = append(r.failed, name)
-		if !s.started {
-			r.buildFails++
-		}
 		r.printLocked("FAIL %-40s %6.1fs  %d tests, %d failed  [%s]\n", name, e.Elapsed, s.tests, s.fails, since(r.start))
 		if !r.verbose {
 			// The package's own output (TestMain, a build error) and that
