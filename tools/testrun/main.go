@@ -44,6 +44,10 @@ var raced = []string{
 	"./internal/runtimeapi/...",
 	"./internal/ddbstream/...",
 	"./internal/kinesisstream/...",
+	// The test helpers' fault proxies (their race builds are made for the
+	// packages above anyway).
+	"./internal/testenv/...",
+	"./internal/redisserver/...",
 }
 
 // heartbeat is how long testrun stays silent before it says what is still
