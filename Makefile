@@ -40,7 +40,7 @@ export AWS_EC2_METADATA_DISABLED := true
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-.PHONY: all build test test-short lint bench demo invoke chaos deploy clean deps build-PaymentFunction build-RelayFunction build-LedgerFunction
+.PHONY: all build test lint bench demo invoke chaos deploy clean deps build-PaymentFunction build-RelayFunction build-LedgerFunction
 
 all: lint test
 
@@ -76,12 +76,16 @@ build:
 	$(GO) build -o $(BIN)/ledger ./functions/ledger
 	$(GO) build -o $(BIN)/lambdakit ./cmd/lambdakit
 
-## test: every test, with the race detector, integration tests included;
-## one package at a time (-p 1): several start moto_server and real
-## bootstraps with short function timeouts, and two such packages at once on
-## 2 cores can starve each other into timeouts
+## test: every test, integration tests included, the race detector on the
+## packages where goroutines meet (tools/testrun lists them); progress
+## package by package, then one line: packages, tests, time. TEST_P
+## packages run at once per group; each starts its own servers.
+## TESTRUN_FLAGS passes more flags, e.g. TESTRUN_FLAGS='-json=test.json -v'
+## (go run ./tools/testrun -h lists them).
+TEST_P ?= 2
+TESTRUN_FLAGS ?=
 test: deps
-	$(WITH_MOTO) $(GO) test -race -count=1 -p 1 -timeout 15m ./...
+	$(WITH_MOTO) $(GO) run ./tools/testrun -p $(TEST_P) -timeout 15m $(TESTRUN_FLAGS)
 
 ## lint: go vet, gofmt, staticcheck and cfn-lint on the SAM template
 lint: $(STATICCHECK) $(CFN_LINT)

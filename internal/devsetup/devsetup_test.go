@@ -196,7 +196,7 @@ func TestMakeTestFindsMoto(t *testing.T) {
 
 	t.Run("without moto_server on PATH", func(t *testing.T) {
 		r := run(t, root, []string{"PATH=" + filepath.Dir(mk) + ":/bin", "HOME=" + t.TempDir()}, mk, "-n", "test")
-		if r.code != 0 || !strings.Contains(r.stdout, venvPath+" go test") {
+		if r.code != 0 || !strings.Contains(r.stdout, venvPath+" go run ./tools/testrun") {
 			t.Errorf("make -n test: exit status %d, stdout:\n%s\nwant the tests run with %s", r.code, r.stdout, venvPath)
 		}
 		if _, err := os.Stat(filepath.Join(root, ".venv", "bin", "moto_server")); err != nil &&

@@ -65,7 +65,11 @@ func TestIgnoredFailuresWarningForAnInvalidList(t *testing.T) {
 // an event never holds a message twice.
 func TestWindowLongerThanVisibilityTimeout(t *testing.T) {
 	for _, capacity := range []int{0, 1} {
-		t.Run(fmt.Sprintf("capacity %d", capacity), func(t *testing.T) { testWindowLongerThanVisibility(t, capacity) })
+		t.Run(fmt.Sprintf("capacity %d", capacity), func(t *testing.T) {
+			// Each waits out its 7 s window on a queue of its own.
+			t.Parallel()
+			testWindowLongerThanVisibility(t, capacity)
+		})
 	}
 }
 

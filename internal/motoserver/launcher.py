@@ -239,6 +239,7 @@ def patch(moto):
     _no_builtin_mappings()
     _kinesis_split_keeps_records()
     _fifo_receive_in_order()
+    _sqs_counts_at_one_instant()
 
 
 def _no_builtin_mappings():
@@ -400,6 +401,44 @@ def _fifo_receive_in_order():
 
     send_message.__wrapped__ = send
     SQSBackend.send_message = send_message
+def _sqs_counts_at_one_instant():
+    """Reads the clock once for each GetQueueAttributes.
+
+    moto works out ApproximateNumberOfMessages, ...NotVisible and
+    ...Delayed one after the other (and, for named attributes, each more
+    than once), every time asking the clock whether a message is visible
+    yet. A message whose visibility timeout ends in between is counted in
+    none of them, so a queue holding messages can read as empty; in SQS a
+    message is always visible, in flight or delayed. Here the counts of one
+    request all use the time it began.
+    """
+    try:
+        from moto.sqs import models
+    except ImportError:
+        return
+    real_now = getattr(models, "unix_time_millis", None)
+    backend = getattr(models, "SQSBackend", None)
+    original = getattr(backend, "get_queue_attributes", None) if backend else None
+    if real_now is None or original is None:
+        return
+    frozen = threading.local()
+
+    def unix_time_millis(*args, **kwargs):
+        at = getattr(frozen, "at", None)
+        if at is None or args or kwargs:
+            return real_now(*args, **kwargs)
+        return at
+
+    def get_queue_attributes(self, *args, **kwargs):
+        frozen.at = real_now()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            frozen.at = None
+
+    get_queue_attributes.__wrapped__ = original
+    models.unix_time_millis = unix_time_millis
+    backend.get_queue_attributes = get_queue_attributes
 
 
 def _serialize_dynamodb():
@@ -447,7 +486,7 @@ def main(argv=None):
         except Unsupported as e:
             _say("%s: %s; transactions copy whole tables and slow down as they grow" % (FALLBACK, e))
         else:
-            _say("%s moto %s patched: transactions snapshot only the items they write, DynamoDB requests run one at a time, and moto's own event source mappings leave queues and streams alone; a split Kinesis shard keeps its records; FIFO receives see a group in flight" % (PREFIX, moto.__version__))
+            _say("%s moto %s patched: transactions snapshot only the items they write, DynamoDB requests run one at a time, and moto's own event source mappings leave queues and streams alone; a split Kinesis shard keeps its records; FIFO receives see a group in flight; a queue's counts are read at one instant" % (PREFIX, moto.__version__))
     _say("%s %s" % (VERSION, getattr(moto, "__version__", "unknown")))
     from moto.server import main as serve
 

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,6 +40,11 @@ type build struct {
 // The binaries are removed when the process's tests end, by Moto.Run or
 // Main from TestMain; in a package with neither, they stay in the system's
 // temporary directory.
+//
+// When the environment names a folder in SharedBuildsEnv (make test sets
+// it for its run), the binaries go there instead and every test process of
+// the run shares them: a package's binary is built once per run, not once
+// per test package, and whoever set the folder removes it.
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
 	abs, err := filepath.Abs(pkg)
@@ -60,6 +67,10 @@ func Build(tb testing.TB, pkg string) string {
 	builds.mu.Unlock()
 
 	b.once.Do(func() {
+		if shared := os.Getenv(SharedBuildsEnv); shared != "" {
+			b.path, b.err = buildShared(shared, pkg, abs)
+			return
+		}
 		dir, err := buildDir()
 		if err == nil {
 			dir = filepath.Join(dir, b.sub)
@@ -70,20 +81,57 @@ func Build(tb testing.TB, pkg string) string {
 			return
 		}
 		out := filepath.Join(dir, filepath.Base(abs))
-		// A build is shared, so it does not end with the test that asked
-		// first; cold, with the race detector, it can take a minute.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if msg, err := exec.CommandContext(ctx, "go", "build", "-o", out, abs).CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("testenv: go build %s: %v\n%s", pkg, err, msg)
-			return
+		if b.err = goBuild(pkg, abs, out); b.err == nil {
+			b.path = out
 		}
-		b.path = out
 	})
 	if b.err != nil {
 		tb.Fatal(b.err)
 	}
 	return b.path
+}
+
+// SharedBuildsEnv names the environment variable that holds a folder of
+// binaries shared by the test processes of one run (see Build).
+const SharedBuildsEnv = "LAMBDAKIT_TEST_BUILDS"
+
+// buildShared returns the binary of the package in directory abs from the
+// shared folder, building it there if no process of the run has yet. Two
+// processes that build it at once each write their own file and rename it
+// into place; either binary is the same program.
+func buildShared(shared, pkg, abs string) (string, error) {
+	// A folder per package, named after its directory: a function runs in
+	// its binary's folder, and two packages may share a base name.
+	sum := sha256.Sum256([]byte(abs))
+	dir := filepath.Join(shared, hex.EncodeToString(sum[:8]))
+	out := filepath.Join(dir, filepath.Base(abs))
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("testenv: build %s: %w", pkg, err)
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	if err := goBuild(pkg, abs, tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("testenv: build %s: %w", pkg, err)
+	}
+	return out, nil
+}
+
+// goBuild builds the main package in directory abs into out.
+func goBuild(pkg, abs, out string) error {
+	// A build is shared, so it does not end with the test that asked
+	// first; cold, with the race detector, it can take a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if msg, err := exec.CommandContext(ctx, "go", "build", "-o", out, abs).CombinedOutput(); err != nil {
+		return fmt.Errorf("testenv: go build %s: %v\n%s", pkg, err, msg)
+	}
+	return nil
 }
 
 // buildDir returns the process's folder of binaries, made on first use.

@@ -156,6 +156,36 @@ func TestBuildBuildsOncePerPackage(t *testing.T) {
 	}
 }
 
+// With a shared folder set (as make test does), test processes of one run
+// share a binary: the second process finds the first's and builds nothing.
+func TestBuildSharesBinariesAcrossProcesses(t *testing.T) {
+	if dir := os.Getenv(buildChildEnv); dir != "" {
+		// The child: say where the binary is.
+		fmt.Println(testenv.Build(t, "./testdata/hello"))
+		return
+	}
+	shared := t.TempDir()
+	var paths []string
+	for range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBuildSharesBinariesAcrossProcesses$", "-test.count=1")
+		cmd.Env = append(os.Environ(), testenv.SharedBuildsEnv+"="+shared, buildChildEnv+"=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		paths = append(paths, strings.SplitN(string(out), "\n", 2)[0])
+	}
+	if paths[0] != paths[1] || !strings.HasPrefix(paths[0], shared+string(filepath.Separator)) {
+		t.Fatalf("the two processes got %q and %q; want one binary under %s", paths[0], paths[1], shared)
+	}
+	if out, err := exec.Command(paths[0]).Output(); err != nil || string(out) != "hello from a built binary\n" {
+		t.Errorf("the shared binary said %q (%v); want its greeting", out, err)
+	}
+}
+
+// buildChildEnv marks TestBuildSharesBinariesAcrossProcesses's children.
+const buildChildEnv = "TESTENV_BUILD_CHILD"
+
 // Queue makes a FIFO queue that wants deduplication IDs, Drain takes every
 // message off it, each group in order, and leaves it empty.
 func TestQueueAndDrain(t *testing.T) {

@@ -2,8 +2,6 @@ package chaos_test
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,24 +10,13 @@ import (
 	"github.com/lambdakit/lambdakit/tools/internal/chaos"
 )
 
-// buildBootstrap builds the payment function for this machine.
-func buildBootstrap(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "bootstrap")
-	out, err := exec.Command("go", "build", "-o", path, "../../../functions/payment").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return path
-}
-
 // The small version of `make chaos`, with a fixed seed: 60 payments, three
 // messages each, three processes, every kind of fault, and kills often
 // enough that some happen. No payment may be charged twice or lost, no
 // completed payment may reach the gateway again, and no lock may be left.
 func TestChaosSmall(t *testing.T) {
 	testenv.RequireMotoServer(t)
-	bootstrap := buildBootstrap(t)
+	bootstrap := testenv.Build(t, "../../../functions/payment")
 	var log strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

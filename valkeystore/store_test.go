@@ -15,7 +15,7 @@ import (
 // zero Expiration into PEXPIREAT at year 1 plus the grace (a negative
 // timestamp, which deletes the key at once) and an expiration field of
 // -62135596800, which the acquire script reads as long expired.
-func TestBreakNeverExpireCompletionIsKept(t *testing.T) {
+func TestNeverExpireCompletionIsKept(t *testing.T) {
 	srv := redisserver.ForTest(t)
 	s := newStore(t, newClient(t, srv.Addr))
 	now := time.Now()
@@ -41,7 +41,7 @@ func TestBreakNeverExpireCompletionIsKept(t *testing.T) {
 }
 
 // The same through the engine: with NeverExpire the work runs twice.
-func TestBreakNeverExpireWorkRunsOnce(t *testing.T) {
+func TestNeverExpireWorkRunsOnce(t *testing.T) {
 	s := standalone(t)
 	runs := 0
 	fn := func(context.Context) ([]byte, error) { runs++; return []byte(`"charged"`), nil }
