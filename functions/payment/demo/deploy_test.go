@@ -446,7 +446,7 @@ func TestDeployLocal(t *testing.T) {
 // for the locks of owners that died), the payments and ledger tables'
 // point-in-time recovery and encryption, the
 // function's arm64 architecture and JSON logging, the DLQ's redrive-allow
-// policy naming the payment queue, the five alarms, the function's tags.
+// policy naming the payment queue, the six alarms, the function's tags.
 func checkNotApplied(t *testing.T, tpl cfn, d stackState, queueAttrs map[string]map[string]string, buildDir string) {
 	t.Helper()
 	props := func(id string) map[string]any { return tpl.Resources[id].Properties }
@@ -504,8 +504,8 @@ func checkNotApplied(t *testing.T, tpl cfn, d stackState, queueAttrs map[string]
 			alarms++
 		}
 	}
-	if alarms != 5 {
-		t.Errorf("the transformed template has %d alarms; want 5", alarms)
+	if alarms != 6 {
+		t.Errorf("the transformed template has %d alarms; want 6", alarms)
 	}
 }
 
