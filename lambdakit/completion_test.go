@@ -885,6 +885,36 @@ func TestStoreEffectKeepsAStoppedOwnersEffectFromRunningAgain(t *testing.T) {
 	}
 }
 
+// A record that StoreEffect marked is kept a TTL past its lease, as a
+// completed record is kept a TTL past its completion: with a TTL shorter
+// than the lease (3 s and 6 s here) it would otherwise expire as the lease
+// ends, the very moment a later delivery may come for it, and be taken
+// over. The owner stops at once (its completions are refused, the record
+// keeps only the mark), and the later delivery comes on the engine's clock.
+func TestStoreEffectOutlivesALeaseLongerThanTheTTL(t *testing.T) {
+	for _, st := range effectStores(t) {
+		t.Run(st.name, func(t *testing.T) {
+			inner := st.new(t)
+			fx := &testenv.Counter{}
+			opts := func(o *lambdakit.Options) { o.StoreEffect, o.TTL = true, 3*time.Second }
+			refused := &flakyCompletions{Store: inner, fail: -1, failWith: lambdakit.ErrCompletionRejected}
+			stopped := markingStore{refused, inner.(lambdakit.EffectMarker)}
+			msg := lambdakittest.Message(paymentBody("p1", 100))
+			ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+			defer cancel()
+			_, _ = idempotent(stopped, charges(fx, nil, nil), withEffectPrefix, opts).Handle(ctx, &msg)
+
+			// Past that lease, within a TTL of its end, in another container.
+			later := func(o *lambdakit.Options) { o.Now = func() time.Time { return time.Now().Add(8 * time.Second) } }
+			again := lambdakittest.Redelivery(msg)
+			_, err := idempotent(inner, charges(fx, nil, nil), withEffectPrefix, opts, later).Handle(t.Context(), &again)
+			if !errors.Is(err, lambdakit.ErrFailedAfterEffect) || fx.Count("p1") != 1 {
+				t.Errorf("redelivery: got %v after %d charges; want a permanent ErrFailedAfterEffect after 1", err, fx.Count("p1"))
+			}
+		})
+	}
+}
+
 // Options.StoreEffect costs one write per message that declares an effect,
 // and nothing for one that does not; it needs a store that can keep it.
 func TestStoreEffectCostsOneWrite(t *testing.T) {
