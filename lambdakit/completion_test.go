@@ -915,6 +915,61 @@ func TestStoreEffectOutlivesALeaseLongerThanTheTTL(t *testing.T) {
 	}
 }
 
+// slowFirstMark is an EffectMarker whose first MarkEffect is held until
+// a second one has landed (or 200 ms have passed): the answers of two
+// marks sent at once may come back in either order.
+type slowFirstMark struct {
+	lambdakit.EffectMarker
+	n       atomic.Int32
+	entered chan struct{} // closed as the first mark is held
+	landed  chan struct{} // closed as the second mark lands
+}
+
+func (m *slowFirstMark) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	switch m.n.Add(1) {
+	case 1:
+		close(m.entered)
+		select {
+		case <-m.landed:
+		case <-time.After(200 * time.Millisecond):
+		}
+		return m.EffectMarker.MarkEffect(ctx, id, lease, effect)
+	case 2:
+		defer close(m.landed)
+	}
+	return m.EffectMarker.MarkEffect(ctx, id, lease, effect)
+}
+
+// Two goroutines that declare their effects at once both reach the store
+// under StoreEffect: the record keeps both details, whichever mark lands
+// last, for an owner that then stops (its completions refused here).
+func TestStoreEffectKeepsEveryConcurrentDetail(t *testing.T) {
+	for _, st := range effectStores(t) {
+		t.Run(st.name, func(t *testing.T) {
+			inner := st.new(t)
+			marks := &slowFirstMark{EffectMarker: inner.(lambdakit.EffectMarker), entered: make(chan struct{}), landed: make(chan struct{})}
+			refused := &flakyCompletions{Store: inner, fail: -1, failWith: lambdakit.ErrCompletionRejected}
+			h := lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
+				var wg sync.WaitGroup
+				wg.Go(func() { lambdakit.EffectDone(ctx, "charge a") })
+				select {
+				case <-marks.entered:
+				case <-time.After(5 * time.Second):
+					return "", errors.New("the first mark never reached the store")
+				}
+				lambdakit.EffectDone(ctx, "charge b")
+				wg.Wait()
+				return "ok", nil
+			})
+			storeEffect := func(o *lambdakit.Options) { o.StoreEffect = true }
+			_, _ = handle(t, idempotent(markingStore{refused, marks}, h, withEffectPrefix, storeEffect), lambdakittest.Message(paymentBody("p1", 100)))
+			if rec := storedRecord(t, inner, "p1"); rec.Effect != "charge a; charge b" {
+				t.Errorf("stored effect %q; want %q", rec.Effect, "charge a; charge b")
+			}
+		})
+	}
+}
+
 // Options.StoreEffect costs one write per message that declares an effect,
 // and nothing for one that does not; it needs a store that can keep it.
 func TestStoreEffectCostsOneWrite(t *testing.T) {
