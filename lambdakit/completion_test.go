@@ -885,6 +885,91 @@ func TestStoreEffectKeepsAStoppedOwnersEffectFromRunningAgain(t *testing.T) {
 	}
 }
 
+// A record that StoreEffect marked is kept a TTL past its lease, as a
+// completed record is kept a TTL past its completion: with a TTL shorter
+// than the lease (3 s and 6 s here) it would otherwise expire as the lease
+// ends, the very moment a later delivery may come for it, and be taken
+// over. The owner stops at once (its completions are refused, the record
+// keeps only the mark), and the later delivery comes on the engine's clock.
+func TestStoreEffectOutlivesALeaseLongerThanTheTTL(t *testing.T) {
+	for _, st := range effectStores(t) {
+		t.Run(st.name, func(t *testing.T) {
+			inner := st.new(t)
+			fx := &testenv.Counter{}
+			opts := func(o *lambdakit.Options) { o.StoreEffect, o.TTL = true, 3*time.Second }
+			refused := &flakyCompletions{Store: inner, fail: -1, failWith: lambdakit.ErrCompletionRejected}
+			stopped := markingStore{refused, inner.(lambdakit.EffectMarker)}
+			msg := lambdakittest.Message(paymentBody("p1", 100))
+			ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+			defer cancel()
+			_, _ = idempotent(stopped, charges(fx, nil, nil), withEffectPrefix, opts).Handle(ctx, &msg)
+
+			// Past that lease, within a TTL of its end, in another container.
+			later := func(o *lambdakit.Options) { o.Now = func() time.Time { return time.Now().Add(8 * time.Second) } }
+			again := lambdakittest.Redelivery(msg)
+			_, err := idempotent(inner, charges(fx, nil, nil), withEffectPrefix, opts, later).Handle(t.Context(), &again)
+			if !errors.Is(err, lambdakit.ErrFailedAfterEffect) || fx.Count("p1") != 1 {
+				t.Errorf("redelivery: got %v after %d charges; want a permanent ErrFailedAfterEffect after 1", err, fx.Count("p1"))
+			}
+		})
+	}
+}
+
+// slowFirstMark is an EffectMarker whose first MarkEffect is held until
+// a second one has landed (or 200 ms have passed): the answers of two
+// marks sent at once may come back in either order.
+type slowFirstMark struct {
+	lambdakit.EffectMarker
+	n       atomic.Int32
+	entered chan struct{} // closed as the first mark is held
+	landed  chan struct{} // closed as the second mark lands
+}
+
+func (m *slowFirstMark) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	switch m.n.Add(1) {
+	case 1:
+		close(m.entered)
+		select {
+		case <-m.landed:
+		case <-time.After(200 * time.Millisecond):
+		}
+		return m.EffectMarker.MarkEffect(ctx, id, lease, effect)
+	case 2:
+		defer close(m.landed)
+	}
+	return m.EffectMarker.MarkEffect(ctx, id, lease, effect)
+}
+
+// Two goroutines that declare their effects at once both reach the store
+// under StoreEffect: the record keeps both details, whichever mark lands
+// last, for an owner that then stops (its completions refused here).
+func TestStoreEffectKeepsEveryConcurrentDetail(t *testing.T) {
+	for _, st := range effectStores(t) {
+		t.Run(st.name, func(t *testing.T) {
+			inner := st.new(t)
+			marks := &slowFirstMark{EffectMarker: inner.(lambdakit.EffectMarker), entered: make(chan struct{}), landed: make(chan struct{})}
+			refused := &flakyCompletions{Store: inner, fail: -1, failWith: lambdakit.ErrCompletionRejected}
+			h := lambdakit.TypedResult(func(ctx context.Context, p payment) (string, error) {
+				var wg sync.WaitGroup
+				wg.Go(func() { lambdakit.EffectDone(ctx, "charge a") })
+				select {
+				case <-marks.entered:
+				case <-time.After(5 * time.Second):
+					return "", errors.New("the first mark never reached the store")
+				}
+				lambdakit.EffectDone(ctx, "charge b")
+				wg.Wait()
+				return "ok", nil
+			})
+			storeEffect := func(o *lambdakit.Options) { o.StoreEffect = true }
+			_, _ = handle(t, idempotent(markingStore{refused, marks}, h, withEffectPrefix, storeEffect), lambdakittest.Message(paymentBody("p1", 100)))
+			if rec := storedRecord(t, inner, "p1"); rec.Effect != "charge a; charge b" {
+				t.Errorf("stored effect %q; want %q", rec.Effect, "charge a; charge b")
+			}
+		})
+	}
+}
+
 // Options.StoreEffect costs one write per message that declares an effect,
 // and nothing for one that does not; it needs a store that can keep it.
 func TestStoreEffectCostsOneWrite(t *testing.T) {

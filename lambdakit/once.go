@@ -66,7 +66,9 @@ type Options struct {
 	// without a word (a crash, a timeout, a store unreachable until the
 	// lease ends) leaves a record that is never taken over: every message
 	// with its key fails permanently with ErrFailedAfterEffect, unrun,
-	// until the record expires. The cost: one more write per message
+	// until the record expires: each lock is written to expire a TTL
+	// after its lease ends (the default TTL under NeverExpire), as a
+	// completed record does after its completion. The cost: one more write per message
 	// whose handler declares an effect (an UpdateItem of one write unit
 	// on DynamoDB, for a record under 1 KB), and its latency in the
 	// handler. A write that fails is logged at WARN, and the message goes
@@ -575,6 +577,13 @@ func (e *Once) lockRecord(ctx context.Context, id, validation string, now time.T
 	expiration := now.Add(e.lockTTL())
 	if deadline.After(expiration) {
 		expiration = deadline
+	}
+	if e.marker != nil {
+		// A record MarkEffect marks is taken over only once it expires:
+		// keep it a TTL past its lease, as a completed record is kept a
+		// TTL past its completion. Ending with the lease, it would expire
+		// the moment a later delivery may come for it.
+		expiration = deadline.Add(e.lockTTL())
 	}
 	return IdempotencyRecord{
 		ID:                   id,

@@ -35,7 +35,10 @@ type stage struct {
 	effect   string
 	noEffect bool
 	// mark, when set (Options.StoreEffect), keeps the effect in the store.
-	mark func(ctx context.Context, effect string)
+	// markMu orders the marks, each sending the effect as it is then:
+	// sent at once, an older mark could land last and drop a detail.
+	mark   func(ctx context.Context, effect string)
+	markMu sync.Mutex
 }
 
 // StagingRecord returns the ID of the idempotency record whose completion
@@ -157,10 +160,11 @@ func EffectDone(ctx context.Context, detail string) bool {
 		detail = s.effect + "; " + detail
 	}
 	s.effect = truncate(detail, maxEffect)
-	effect := s.effect
 	s.mu.Unlock()
 	if s.mark != nil {
-		s.mark(ctx, effect)
+		s.markMu.Lock()
+		defer s.markMu.Unlock()
+		s.mark(ctx, s.effectDone())
 	}
 	return true
 }
