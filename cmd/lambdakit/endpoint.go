@@ -29,9 +29,9 @@ import (
 // queue's calls to another local server. newSQSClient is the one rule for
 // every command that takes a queue URL (run, publish, redrive):
 //
-//   - A queue URL on AWS, sqs.REGION.amazonaws.com (or .amazonaws.com.cn,
-//     the ISO partitions, the legacy REGION.queue.amazonaws.com and
-//     queue.amazonaws.com), gets the SDK's own endpoint
+//   - A queue URL on AWS, sqs.REGION.amazonaws.com (or the domain of any
+//     other partition: awsDomains; the legacy REGION.queue.amazonaws.com
+//     and queue.amazonaws.com), gets the SDK's own endpoint
 //     for REGION, and REGION is the client's region. The command refuses
 //     when the configured SQS endpoint (AWS_ENDPOINT_URL_SQS,
 //     AWS_ENDPOINT_URL, endpoint_url in the AWS config file) is not on AWS
@@ -162,17 +162,30 @@ func validQueueURL(u string) bool {
 	return err == nil && (p.Scheme == "https" || p.Scheme == "http") && p.Host != "" && strings.Trim(p.Path, "/") != ""
 }
 
-// awsDomains are the DNS suffixes of AWS's partitions.
-var awsDomains = []string{".amazonaws.com", ".amazonaws.com.cn", ".api.aws", ".c2s.ic.gov", ".sc2s.sgov.gov"}
+// awsDomains and dualStackDomains are the DNS suffixes of AWS's
+// partitions, as the AWS SDK's partition list gives them (dnsSuffix and
+// dualStackDnsSuffix): aws, aws-cn, aws-us-gov, aws-iso, aws-iso-b,
+// aws-iso-e, aws-iso-f and aws-eusc. A partition missing here would let a
+// command reach it without -live (TestEveryAWSPartitionNeedsLive).
+var (
+	awsDomains       = []string{".amazonaws.com", ".amazonaws.com.cn", ".c2s.ic.gov", ".sc2s.sgov.gov", ".cloud.adc-e.uk", ".csp.hci.ic.gov", ".amazonaws.eu"}
+	dualStackDomains = []string{".api.aws", ".api.amazonwebservices.com.cn", ".api.aws.ic.gov", ".api.aws.scloud", ".api.cloud-aws.adc-e.uk", ".api.aws.hci.ic.gov", ".api.amazonwebservices.eu"}
+)
 
-// awsDomain returns the AWS domain host is under, or "".
-func awsDomain(host string) string {
+// awsDomain returns the AWS domain host is under, or "", and whether it is
+// a dual-stack one.
+func awsDomain(host string) (domain string, dualStack bool) {
 	for _, d := range awsDomains {
 		if strings.HasSuffix(host, d) {
-			return d
+			return d, false
 		}
 	}
-	return ""
+	for _, d := range dualStackDomains {
+		if strings.HasSuffix(host, d) {
+			return d, true
+		}
+	}
+	return "", false
 }
 
 // sqsHostRegion returns the region an SQS host of AWS names, and whether
@@ -187,8 +200,8 @@ func sqsHostRegion(host string) (region string, standard, ok bool) {
 	if host == "queue.amazonaws.com" {
 		return "us-east-1", true, true
 	}
-	d := awsDomain(host)
-	if d == "" || d == ".api.aws" {
+	d, dualStack := awsDomain(host)
+	if d == "" || dualStack {
 		return "", false, false
 	}
 	labels := strings.Split(strings.TrimSuffix(host, d), ".")
@@ -226,17 +239,18 @@ func parseQueueURL(raw string) (queueHost, error) {
 	}
 	u, _ := url.Parse(raw)
 	region, standard, isSQS := sqsHostRegion(u.Hostname())
+	domain, dualStack := awsDomain(normHost(u.Hostname()))
 	switch {
 	case standard:
 		if p := u.Port(); p != "" && p != "443" {
 			return queueHost{}, refuse("the queue URL %s names an AWS host with port %s: SQS answers on 443 only", raw, p)
 		}
 		return queueHost{url: raw, aws: true, live: true, region: region}, nil
-	case strings.HasPrefix(normHost(u.Hostname()), "sqs-fips.") || awsDomain(normHost(u.Hostname())) == ".api.aws":
+	case strings.HasPrefix(normHost(u.Hostname()), "sqs-fips.") || dualStack:
 		// The SDK picks these from the standard URL and its own
 		// settings; routing by this URL's host would bypass them.
 		return queueHost{}, refuse("the queue URL %s names a FIPS or dual-stack SQS endpoint: give the queue's standard URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME) and set AWS_USE_FIPS_ENDPOINT=true or AWS_USE_DUALSTACK_ENDPOINT=true, which the AWS SDK applies", raw)
-	case !isSQS && awsDomain(normHost(u.Hostname())) != "":
+	case !isSQS && domain != "":
 		return queueHost{}, refuse("the queue URL %s names an AWS host that is not SQS's", raw)
 	}
 	// A custom endpoint (a VPC endpoint's name included): it is kept as
@@ -365,7 +379,11 @@ func onAWS(endpoint *string) bool {
 		return true
 	}
 	u, err := url.Parse(e)
-	return err == nil && awsDomain(normHost(u.Hostname())) != ""
+	if err != nil {
+		return false
+	}
+	d, _ := awsDomain(normHost(u.Hostname()))
+	return d != ""
 }
 
 // endpointVariable reports whether name is one of the SDK's endpoint

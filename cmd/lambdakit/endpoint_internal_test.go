@@ -138,3 +138,33 @@ func TestRedriveDedupID(t *testing.T) {
 		t.Errorf("two sends of one message got the same ID %q; want a new one each time", a)
 	}
 }
+
+// Every endpoint the SDK itself resolves, in every partition it knows
+// (standard, FIPS, dual-stack), is on AWS: a client configured with it, or
+// a queue URL on its host, needs -live. The regions are one of each
+// partition of the SDK's partitions.json; a variant a partition does not
+// offer is skipped.
+func TestEveryAWSPartitionNeedsLive(t *testing.T) {
+	regions := []string{"us-east-1", "cn-north-1", "us-gov-west-1", "us-iso-east-1", "us-isob-east-1", "eu-isoe-west-1", "us-isof-south-1", "eusc-de-east-1"}
+	unsetEndpoints(t)
+	for _, region := range regions {
+		for _, v := range []struct{ fips, dual bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			ep, err := sqs.NewDefaultEndpointResolverV2().ResolveEndpoint(t.Context(), sqs.EndpointParameters{
+				Region: aws.String(region), UseFIPS: aws.Bool(v.fips), UseDualStack: aws.Bool(v.dual),
+			})
+			if err != nil {
+				continue
+			}
+			endpoint := ep.URI.String()
+			if !onAWS(aws.String(endpoint)) {
+				t.Errorf("onAWS(%s) = false; the SDK resolves it for %s", endpoint, region)
+			}
+			queue := endpoint + "/123456789012/orders"
+			_, err = newSQSClient(t.Context(), os.Environ(), "", false, queue)
+			var refused *endpointError
+			if !errors.As(err, &refused) {
+				t.Errorf("newSQSClient(%s) without -live: err = %v; want a refusal", queue, err)
+			}
+		}
+	}
+}
