@@ -37,22 +37,36 @@ func remoteHosts(rec *connectRecorder) []string {
 // returns its name and its queue's name.
 func mappedFunction(t *testing.T) (name, queueName string) {
 	t.Helper()
+	name, queueURL := mappedFunctionWith(t, "30", nil)
+	return name, queueURL[strings.LastIndex(queueURL, "/")+1:]
+}
+
+// mappedFunctionWith creates a function on moto (of the default timeout,
+// 3 s), a queue of the given VisibilityTimeout, and a disabled SQS mapping
+// between them that mapping, if not nil, completes; it returns the
+// function's name and the queue's URL.
+func mappedFunctionWith(t *testing.T, visibility string, mapping func(*lambda.CreateEventSourceMappingInput)) (name, queueURL string) {
+	t.Helper()
 	cfg := moto.Config(t)
 	ctx := t.Context()
 	sqsc := sqs.NewFromConfig(cfg)
 	fn := testenv.Function(t, cfg, lambda.CreateFunctionInput{})
-	queueURL := testenv.Queue(t, sqsc, false, map[string]string{"VisibilityTimeout": "30"})
+	queueURL = testenv.Queue(t, sqsc, false, map[string]string{"VisibilityTimeout": visibility})
 	attrs, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lambda.NewFromConfig(cfg).CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{
+	in := &lambda.CreateEventSourceMappingInput{
 		FunctionName: fn.FunctionArn, EventSourceArn: aws.String(attrs.Attributes["QueueArn"]), Enabled: aws.Bool(false),
-	}); err != nil {
+	}
+	if mapping != nil {
+		mapping(in)
+	}
+	if _, err := lambda.NewFromConfig(cfg).CreateEventSourceMapping(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	return aws.ToString(fn.FunctionName), queueURL[strings.LastIndex(queueURL, "/")+1:]
+	return aws.ToString(fn.FunctionName), queueURL
 }
 
 // A queue behind an interface VPC endpoint of SQS is a live AWS queue like

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,7 +112,7 @@ func TestDeployedFunction(t *testing.T) {
 		}
 		for _, want := range []string{
 			"lambdakit run: function " + name + " at " + srv.URL + " (AWS_ENDPOINT_URL)\n",
-			"queue " + queueURL + ", batch size 2, window 0s, ReportBatchItemFailures, maximum concurrency 2\n",
+			"queue " + queueURL + ", batch size 2, window 0s, ReportBatchItemFailures, maximum concurrency 2, 0 filters\n",
 			"batchItemFailures         1", "deleted                   3",
 		} {
 			if !strings.Contains(r.stderr, want) {
@@ -146,6 +147,61 @@ func TestDeployedFunction(t *testing.T) {
 			if r.code != c.code || !strings.Contains(r.stderr, c.want) {
 				t.Errorf("%v: exit status %d, stderr:\n%s\nwant %d and %q", c.args, r.code, r.stderr, c.code, c.want)
 			}
+		}
+	})
+}
+
+// The FilterCriteria of a deployed mapping apply to run -function as on
+// Lambda: a message no pattern matches is deleted without an invocation. A
+// -filter given replaces them; a pattern that is not implemented is
+// refused before anything runs.
+func TestDeployedMappingFilterCriteria(t *testing.T) {
+	srv := moto.Server(t)
+	ctx := t.Context()
+	esmfn := testenv.Build(t, "../../internal/esm/testdata/esmfn")
+	sqsc := sqs.NewFromConfig(moto.Config(t))
+	env := noEndpoints("AWS_ENDPOINT_URL=" + srv.URL)
+	name, queueURL := mappedFunctionWith(t, "18", func(in *lambda.CreateEventSourceMappingInput) {
+		in.FunctionResponseTypes = []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures}
+		in.FilterCriteria = &lambdatypes.FilterCriteria{Filters: []lambdatypes.Filter{{Pattern: aws.String(`{"body":{"type":["charge"]}}`)}}}
+	})
+	row := func(name string, n int) string { return fmt.Sprintf("  %-20s %6d", name, n) }
+	for _, c := range []struct {
+		name          string
+		args          []string
+		deliver, drop int
+	}{
+		{"the deployed mapping's", nil, 1, 2},
+		{"-filter instead", []string{"-filter", `{"body":[{"prefix":"not"}]}`, "-filter", `{"body":{"type":["refund"]}}`}, 2, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, b := range []string{`{"type":"charge"}`, `{"type":"refund"}`, "not json"} {
+				if _, err := sqsc.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(b)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := cli(t, env, "", append(append([]string{"run", "-function", name, "-until-empty"}, c.args...), esmfn)...)
+			if r.code != 0 {
+				t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+			}
+			for _, want := range []string{"ReportBatchItemFailures, maximum concurrency none, 1 filter\n", row("filtered out", c.drop), row("deleted", c.deliver)} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr:\n%s\nwant %q", r.stderr, want)
+				}
+			}
+			delivered := 0
+			for _, o := range jsonLines[runOutput](t, r.stdout) {
+				delivered += o.Records
+			}
+			if delivered != c.deliver {
+				t.Errorf("%d records delivered; want %d", delivered, c.deliver)
+			}
+		})
+	}
+	t.Run("a pattern not implemented is refused", func(t *testing.T) {
+		r := cli(t, env, "", "run", "-function", name, "-filter", `{"body":[{"wildcard":"*x"}]}`, esmfn)
+		if want := "the wildcard operator is not implemented"; r.code != 2 || !strings.Contains(r.stderr, want) {
+			t.Errorf("exit status %d, stderr:\n%s\nwant 2 and %q", r.code, r.stderr, want)
 		}
 	})
 }

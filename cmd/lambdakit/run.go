@@ -16,6 +16,7 @@ import (
 	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/deployed"
 	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/eventfilter"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -78,6 +79,10 @@ type runCommand struct {
 	maxRetries int
 	bisect     bool
 	onFailure  string
+	// filters are the patterns of -filter, or of the deployed mapping's
+	// FilterCriteria; filter is them compiled.
+	filters patternList
+	filter  *eventfilter.Filter
 }
 
 // optionFlags names the flag behind each esm option, for messages.
@@ -108,6 +113,7 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 	fs.IntVar(&c.maxRetries, "max-retry-attempts", -1, "with -stream, the retries of a failed batch before its records are discarded (MaximumRetryAttempts): 0 to 10000, or -1 for as long as they are in the stream")
 	fs.BoolVar(&c.bisect, "bisect", false, "with -stream, split a batch that fails in two and deliver each half on its own, and retry exactly the rest of a batch after a partial batch response (BisectBatchOnFunctionError); splits consume no retries")
 	fs.StringVar(&c.onFailure, "on-failure", "", "with -stream, the SQS queue (`URL or ARN`, at the SDK's SQS endpoint) that gets an invocation record for each batch discarded after -max-retry-attempts (DestinationConfig.OnFailure)")
+	fs.Var(&c.filters, "filter", "a `pattern` of FilterCriteria, repeatable, or the whole of it as JSON ({\"Filters\":[{\"Pattern\":\"...\"}]}): records no pattern matches are deleted (a stream's: passed over) without an invocation (default: the deployed mapping's)")
 	c.fn.define(fs.FlagSet, "each invocation's deadline is its start plus this")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -120,6 +126,9 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 		return fs.UsageError("want one BOOTSTRAP, got %s", strings.Join(rest, " "))
 	case c.stream != "":
 		c.bootstrap = rest[0]
+		if err := c.compileFilter(); err != nil {
+			return err
+		}
 		return c.parseStream(fs)
 	case fs.Given()["max-retry-attempts"]:
 		return fs.UsageError("-max-retry-attempts is for a stream's mapping (-stream); a queue's redrive policy bounds its retries")
@@ -160,7 +169,36 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 	if err := c.eventFromTemplate(fs.Given()); err != nil {
 		return err
 	}
-	return c.eventFromDeployed(ctx, fs.Given())
+	if err := c.eventFromDeployed(ctx, fs.Given()); err != nil {
+		return err
+	}
+	return c.compileFilter()
+}
+
+// compileFilter checks the filter patterns, refusing one that Lambda
+// refuses or that eventfilter does not implement.
+func (c *runCommand) compileFilter() error {
+	f, err := eventfilter.New(c.filters...)
+	if err != nil {
+		return c.flags.UsageError("-filter: %v", err)
+	}
+	c.filter = f
+	return nil
+}
+
+// patternList is -filter's value: each use adds a pattern, or the
+// patterns of a whole FilterCriteria.
+type patternList []string
+
+func (l *patternList) String() string { return strings.Join(*l, " ") }
+
+func (l *patternList) Set(s string) error {
+	if patterns, err := eventfilter.ParseCriteria(s); err == nil {
+		*l = append(*l, patterns...)
+		return nil
+	}
+	*l = append(*l, s)
+	return nil
 }
 
 // checkQueue refuses, before any call, a queue URL that the endpoint rule
@@ -274,6 +312,9 @@ func (c *runCommand) eventFromDeployed(ctx context.Context, set map[string]bool)
 	if !set["concurrency"] && m.MaximumConcurrency > 0 {
 		c.concurrency = min(c.concurrency, m.MaximumConcurrency)
 	}
+	if !set["filter"] {
+		c.filters = m.Filters
+	}
 	responses := "whole-batch responses"
 	if m.ReportBatchItemFailures {
 		responses = "ReportBatchItemFailures"
@@ -282,8 +323,8 @@ func (c *runCommand) eventFromDeployed(ctx context.Context, set map[string]bool)
 	if m.MaximumConcurrency > 0 {
 		maxConc = strconv.Itoa(m.MaximumConcurrency)
 	}
-	fmt.Fprintf(c.stderr, "lambdakit run: mapping %s (%s): queue %s, batch size %d, window %v, %s, maximum concurrency %s\n",
-		m.UUID, m.State, c.queue, m.BatchSize, m.Window, responses, maxConc)
+	fmt.Fprintf(c.stderr, "lambdakit run: mapping %s (%s): queue %s, batch size %d, window %v, %s, maximum concurrency %s, %s\n",
+		m.UUID, m.State, c.queue, m.BatchSize, m.Window, responses, maxConc, cmdline.Count(len(m.Filters), "filter", "filters"))
 	if m.State != "Disabled" {
 		// Two consumers of one queue: each receive by the other raises
 		// ApproximateReceiveCount, and may move messages to the DLQ.
@@ -352,6 +393,7 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		o.OnWarning = func(err error) { fmt.Fprintf(std.stderr, "lambdakit run: warning: %v\n", err) }
 		o.FunctionTimeout = c.fn.timeout
 		o.AllowShortVisibilityTimeout = c.shortVisOK
+		o.Filter = c.filter
 	})
 	var optErr *esm.OptionError
 	switch {
@@ -496,6 +538,7 @@ func printSummary(w io.Writer, s esm.Summary, interrupted bool, err error) {
 		{"invocations", s.Invocations, ""},
 		{"records", s.Records, "received, each delivery counted"},
 		{"deleted", s.Deleted, ""},
+		{"filtered out", s.Filtered, "matched no -filter pattern: deleted without an invocation"},
 		{"left for redelivery", s.Left - s.ToDeadLetterQueue, ""},
 		{"function errors", s.FunctionErrors, "function error, init error, crash or timeout: the whole batch left"},
 		{"invalid responses", s.InvalidResponses, "responses that fail the whole batch"},

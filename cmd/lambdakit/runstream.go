@@ -130,6 +130,7 @@ func (c *runCommand) runStream(ctx context.Context) error {
 		o.UntilEmpty = c.untilEmpty
 		o.Region = a.Region
 		o.OnBatch = p.batch
+		o.Filter = c.filter
 	})
 	var optErr *esm.OptionError
 	switch {
@@ -155,6 +156,7 @@ func (c *runCommand) runStream(ctx context.Context) error {
 	printRows(std.stderr, []summaryRow{
 		{"invocations", sum.Invocations, ""},
 		{"records", sum.Records, "delivered, each delivery counted"},
+		{"filtered out", sum.Filtered, "matched no -filter pattern: passed over without an invocation"},
 		{"retries", sum.Retries, "batches delivered again from a checkpoint"},
 		{"failed batches", p.failed, "function error, init error, crash, timeout or an invalid answer"},
 		{"bisections", sum.Bisections, "failed batches split in two (-bisect)"},

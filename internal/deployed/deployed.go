@@ -61,6 +61,8 @@ type Mapping struct {
 	ReportBatchItemFailures bool
 	// MaximumConcurrency is ScalingConfig.MaximumConcurrency, 0 if unset.
 	MaximumConcurrency int
+	// Filters are the patterns of FilterCriteria, none if unset.
+	Filters []string
 }
 
 // ReadFunction returns the configuration of the function name (a name, a
@@ -154,6 +156,11 @@ func sqsMappings(ctx context.Context, c LambdaAPI, fn string) ([]Mapping, error)
 			}
 			if m.ScalingConfig != nil {
 				mp.MaximumConcurrency = int(aws.ToInt32(m.ScalingConfig.MaximumConcurrency))
+			}
+			if m.FilterCriteria != nil {
+				for _, f := range m.FilterCriteria.Filters {
+					mp.Filters = append(mp.Filters, aws.ToString(f.Pattern))
+				}
 			}
 			out = append(out, mp)
 		}

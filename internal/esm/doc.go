@@ -22,6 +22,9 @@
 //     DeleteMessageBatch; a response that breaks the rules (see
 //     FailedRecords), a function error, an init error, a crash or a timeout
 //     leave the whole batch.
+//   - Filtering (FilterCriteria, see package eventfilter): a record that
+//     matches no pattern is deleted without an invocation; on a stream, it
+//     is passed over and the checkpoint moves past it.
 //   - Concurrency: up to Concurrency batches in flight (ScalingConfig's
 //     MaximumConcurrency), but never two batches holding messages of one
 //     FIFO message group.
@@ -37,7 +40,7 @@
 // after their visibility timeout: it hands out the last of them first. Real
 // SQS returns them in order.
 //
-// What it does not do: event filtering, Lambda's backoff after function
+// What it does not do: Lambda's backoff after function
 // errors (a failed batch simply comes back after the visibility timeout),
 // the scaling of pollers, and the Lambda-side retries of throttled
 // invocations, which have no local counterpart.

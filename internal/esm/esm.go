@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/lambdakit/lambdakit/internal/eventfilter"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 )
 
@@ -131,6 +132,10 @@ type Options struct {
 	// timeout is shorter than FunctionTimeout, with a warning: for a test
 	// that wants a batch handed out again while it runs, on purpose.
 	AllowShortVisibilityTimeout bool
+	// Filter is the mapping's FilterCriteria. A record that none of its
+	// patterns match is deleted without an invocation, as Lambda deletes
+	// it; nil lets every record through.
+	Filter *eventfilter.Filter
 }
 
 // Errors a BatchResult or Run can carry.
@@ -198,8 +203,12 @@ type Summary struct {
 	// with them.
 	Deleted int
 	// Left is how many records were left in the queue for redelivery:
-	// Records = Deleted + Left.
+	// Records = Filtered + Deleted + Left.
 	Left int
+	// Filtered is how many records matched no pattern of Options.Filter
+	// and were deleted without an invocation (one whose deletion failed is
+	// counted in Left and DeleteFailures instead).
+	Filtered int
 	// ToDeadLetterQueue is how many of the Left records had been received
 	// maxReceiveCount times (the queue's RedrivePolicy): SQS moves them to
 	// the dead-letter queue instead of delivering them again.
@@ -656,6 +665,13 @@ func (r *run) process(msgs []types.Message) error {
 	r.mu.Lock()
 	r.summary.Records += len(records)
 	r.mu.Unlock()
+	records, encoded, err := r.filter(records, encoded)
+	if err != nil {
+		return err
+	}
+	if len(records) == 0 {
+		return nil
+	}
 
 	blocked := map[string]bool{} // FIFO groups with a record left by an earlier part
 	settled := 0
@@ -688,6 +704,41 @@ func (r *run) process(msgs []types.Message) error {
 		}
 	}
 	return nil
+}
+
+// filter deletes the records that match none of the mapping's patterns,
+// as Lambda does, and returns the others.
+func (r *run) filter(records []events.SQSMessage, encoded [][]byte) ([]events.SQSMessage, [][]byte, error) {
+	f := r.m.opts.Filter
+	if f.Len() == 0 {
+		return records, encoded, nil
+	}
+	var keptR, dropped []events.SQSMessage
+	var keptE [][]byte
+	for i, rec := range records {
+		v, err := eventfilter.Record(rec, "body", []byte(rec.Body))
+		if err != nil {
+			return nil, nil, err
+		}
+		if f.Match(v) {
+			keptR, keptE = append(keptR, rec), append(keptE, encoded[i])
+		} else {
+			dropped = append(dropped, rec)
+		}
+	}
+	if len(dropped) == 0 {
+		return records, encoded, nil
+	}
+	deleted, delErr := r.delete(dropped)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.summary.Filtered += len(deleted)
+	r.summary.Left += len(dropped) - len(deleted)
+	r.summary.DeleteFailures += len(dropped) - len(deleted)
+	if delErr != nil && r.m.opts.OnWarning != nil {
+		r.m.opts.OnWarning(delErr)
+	}
+	return keptR, keptE, nil
 }
 
 // holdBack splits off the records whose FIFO group is blocked.

@@ -107,8 +107,8 @@ func (h *harness) runCtx(ctx context.Context, url string, inv esm.Invoker, optFn
 		h.t.Fatal(err)
 	}
 	s, err := m.Run(ctx)
-	if s.Records != s.Deleted+s.Left {
-		h.t.Errorf("summary %+v: Records %d != Deleted %d + Left %d", s, s.Records, s.Deleted, s.Left)
+	if s.Records != s.Filtered+s.Deleted+s.Left {
+		h.t.Errorf("summary %+v: Records %d != Filtered %d + Deleted %d + Left %d", s, s.Records, s.Filtered, s.Deleted, s.Left)
 	}
 	return s, err
 }

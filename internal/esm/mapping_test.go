@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/eventfilter"
 )
 
 // A response that names a record of the batch in batchItemFailures, next to
@@ -332,4 +333,54 @@ func TestNoReceiveAfterStopInAWindow(t *testing.T) {
 		t.Errorf("%d receives after the stop; the function got %q; want none after it, and only %q", n, got, "before")
 	}
 	t.Logf("summary %+v", s)
+}
+
+// With FilterCriteria, Lambda deletes a message that matches no pattern
+// without invoking the function, and invokes the others as usual; a batch
+// whose every message is filtered out makes no invocation. A body that is
+// not JSON matches no pattern on the body's fields.
+func TestFilterDeletesMessagesItDoesNotMatch(t *testing.T) {
+	client := sqs.NewFromConfig(moto.Config(t))
+	h := newHarness(t, client, "")
+	filter, err := eventfilter.New(`{"body":{"type":["charge"]}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name            string
+		bodies          []string
+		wantDelivered   []string
+		wantInvocations bool
+	}{
+		{"some kept", []string{`{"type":"charge","n":1}`, `{"type":"refund"}`, `not json`, `{"type":"charge","n":2}`},
+			[]string{`{"type":"charge","n":1}`, `{"type":"charge","n":2}`}, true},
+		{"every one filtered out", []string{`{"type":"refund"}`, `type=charge`}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, _ := h.queue(false, nil)
+			h.send(url, tc.bodies...)
+			var mu sync.Mutex
+			var delivered []string
+			inv := &funcInvoker{fn: func(ev events.SQSEvent) ([]byte, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range ev.Records {
+					delivered = append(delivered, r.Body)
+				}
+				return []byte(`{"batchItemFailures":[]}`), nil
+			}}
+			s := h.run(url, inv, func(o *esm.Options) { o.Filter = filter })
+			slices.Sort(delivered)
+			if !slices.Equal(delivered, tc.wantDelivered) {
+				t.Errorf("delivered %q; want %q", delivered, tc.wantDelivered)
+			}
+			wantFiltered := len(tc.bodies) - len(tc.wantDelivered)
+			if s.Filtered != wantFiltered || s.Deleted != len(tc.wantDelivered) || s.Left != 0 || (s.Invocations > 0) != tc.wantInvocations {
+				t.Errorf("summary %+v; want %d filtered, %d deleted, none left, invoked %v", s, wantFiltered, len(tc.wantDelivered), tc.wantInvocations)
+			}
+			if visible, inFlight, delayed := h.counts(url); visible+inFlight+delayed != 0 {
+				t.Errorf("queue holds %d visible, %d in flight, %d delayed; want every message deleted", visible, inFlight, delayed)
+			}
+		})
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/lambdakit/lambdakit/internal/ddbstream"
+	"github.com/lambdakit/lambdakit/internal/eventfilter"
 	"github.com/lambdakit/lambdakit/internal/kinesisstream"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 )
@@ -91,6 +92,12 @@ type StreamOptions struct {
 	Region string
 	// OnBatch, if set, is called after each batch, one at a time.
 	OnBatch func(StreamBatchResult)
+	// Filter is the mapping's FilterCriteria. A record that none of its
+	// patterns match is passed over without an invocation, and the
+	// checkpoint moves past it, as Lambda does; nil lets every record
+	// through. A Kinesis record's data is matched as Lambda matches it, at
+	// the key "data", decoded from base64.
+	Filter *eventfilter.Filter
 }
 
 // StreamRecord is one record of a stream batch as the function gets it:
@@ -159,6 +166,7 @@ type StreamSummary struct {
 	Bisections  int // batches split in two
 	Discarded   int // records given up on
 	Sent        int // invocation records sent to the on-failure destination
+	Filtered    int // records passed over by Filter, each reading counted
 	Empty       bool
 }
 
@@ -300,12 +308,28 @@ func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 			if sh.finished || !parentsFinished(info, shards, listed) {
 				continue
 			}
+			read := len(sh.pending) == 0 // a split batch's parts were filtered when read
 			recs, err := m.next(ctx, sh)
 			if err != nil {
 				if ctx.Err() != nil {
 					return sum, nil
 				}
 				return sum, err
+			}
+			if read && len(recs) > 0 && m.opts.Filter.Len() > 0 {
+				kept, err := m.filter(recs)
+				if err != nil {
+					return sum, err
+				}
+				sum.Filtered += len(recs) - len(kept)
+				if len(kept) == 0 {
+					// Consumed without an invocation.
+					sh.pos = position{after: recs[len(recs)-1].SequenceNumber()}
+					sh.attempts = 0
+					progress = true
+					continue
+				}
+				recs = kept
 			}
 			if len(recs) == 0 {
 				// A closed shard with nothing past the checkpoint
@@ -339,6 +363,27 @@ func (m *StreamMapping) Run(ctx context.Context) (StreamSummary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// filter returns the records of recs that the mapping's Filter matches.
+func (m *StreamMapping) filter(recs []StreamRecord) ([]StreamRecord, error) {
+	var kept []StreamRecord
+	for _, r := range recs {
+		var v map[string]any
+		var err error
+		if r.KinesisEventRecord != nil {
+			v, err = eventfilter.Record(r, "data", r.Kinesis.Data)
+		} else {
+			v, err = eventfilter.Record(r, "", nil)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.opts.Filter.Match(v) {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
 }
 
 // shardListInterval is how often Run reads the shard list again: within

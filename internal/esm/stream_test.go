@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/eventfilter"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/testenv"
@@ -225,6 +226,24 @@ func testStreamRules(t *testing.T, newHarness func(t *testing.T) *streamHarness)
 		sum, _ := h.run()
 		if sum.Retries != 0 || sum.Invocations != 1 {
 			t.Errorf("summary %+v; want one invocation and no retry: the named record is lost, as on Lambda", sum)
+		}
+	})
+
+	t.Run("records the filter does not match are consumed without an invocation", func(t *testing.T) {
+		// One pattern for both kinds: a DynamoDB record's new image, or a
+		// Kinesis record's data as a plain string.
+		filter, err := eventfilter.New(`{"$or":[{"dynamodb":{"NewImage":{"cmd":{"S":["ok"]}}}},{"data":["ok"]}]}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newHarness(t)
+		h.put("skip", "ok", "skip", "skip")
+		// The second batch is filtered out whole: Run ends only if the
+		// checkpoint moved past it.
+		sum, batches := h.run(func(o *esm.StreamOptions) { o.BatchSize = 2; o.ReportBatchItemFailures = true; o.Filter = filter })
+		seqs, _ := h.deliveries()
+		if sum.Invocations != 1 || sum.Records != 1 || sum.Filtered != 3 || len(seqs) != 1 || len(batches) != 1 || len(batches[0].Records) != 1 {
+			t.Errorf("summary %+v, records delivered %v; want one invocation with the one record kept, 3 filtered out", sum, seqs)
 		}
 	})
 
