@@ -45,6 +45,7 @@ type EntryRefusedError struct {
 	SenderFault bool
 }
 
+// Error implements error.
 func (e *EntryRefusedError) Error() string {
 	return fmt.Sprintf("producer: visibility of message %s not changed: %s: %s", e.MessageID, e.Code, e.Message)
 }
