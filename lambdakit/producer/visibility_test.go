@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -262,5 +263,62 @@ func TestQueueVisibilityKeepsFIFOGroupInOrder(t *testing.T) {
 	runMapping(t, client, url, fn)
 	if !slices.Equal(h.done, []string{"fail-a1", "a2", "a3"}) || h.tries["fail-a1"] != 3 {
 		t.Errorf("done %q, first tried %d times; want the group in order after 3 tries", h.done, h.tries["fail-a1"])
+	}
+}
+
+// The local event source mapping uses the real queue, so it honours the
+// function's visibility changes: the failed message comes back after its
+// delay, not the queue's 1 s; the summary counts it delayed; and the run,
+// until empty, says it is waiting rather than looking stuck.
+func TestMappingHonoursBackoff(t *testing.T) {
+	client := sqsClient(t, "")
+	source, dlq := sourceAndDLQ(t, client, false) // visibility 1 s, maxReceiveCount 5
+	if _, err := client.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(source), MessageBody: aws.String("fail-1")}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var at []time.Time
+	h := &flaky{tries: map[string]int{}}
+	timed := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		return h.Handle(ctx, msg)
+	})
+	fn := lambdakit.Batch(timed, func(o *lambdakit.BatchOptions) {
+		o.Logger = lambdakittest.Logger(t)
+		o.AllowAllFailed = true
+		// Delays of 3 to 4 s: later than the queue's 1 s by more than
+		// the mapping's 1 s of slack.
+		o.Backoff = &lambdakit.Backoff{Changer: producer.NewQueueVisibility(client, source), Floor: 3 * time.Second, Base: time.Second,
+			Cap: 4 * time.Second, Rand: rand.New(rand.NewPCG(2, 2))}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var waits []int
+	m, err := esm.New(client, source, inProcess{fn}, func(o *esm.Options) {
+		o.UntilEmpty = true
+		o.PollWait = -1
+		o.ReportBatchItemFailures = true
+		o.OnWaiting = func(hidden int) { waits = append(waits, hidden) }
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Run(ctx)
+	if err != nil || !s.Empty {
+		t.Fatalf("Run: %v, summary %+v; want the queue emptied", err, s)
+	}
+	if len(at) != 3 || at[1].Sub(at[0]) < 3*time.Second || at[2].Sub(at[1]) < 3*time.Second {
+		t.Errorf("deliveries at %v; want 3, each retry at least 3 s after the last", at)
+	}
+	if s.Delayed != 2 || s.Deleted != 1 || s.ToDeadLetterQueue != 0 {
+		t.Errorf("summary %+v; want 2 delayed, 1 deleted, none to the DLQ", s)
+	}
+	if len(waits) < 2 || waits[0] != 1 {
+		t.Errorf("told of waiting %v; want once per delay, 1 message hidden", waits)
+	}
+	if got := testenv.Drain(t, client, dlq); len(got) != 0 {
+		t.Errorf("the DLQ holds %d messages; want none", len(got))
 	}
 }
