@@ -322,3 +322,68 @@ func TestMappingHonoursBackoff(t *testing.T) {
 		t.Errorf("the DLQ holds %d messages; want none", len(got))
 	}
 }
+
+// outageRun sends payments to a fresh queue (visibility 1 s, maxReceiveCount
+// 5, as the sample's template at a 360th of the time), runs the mapping
+// with a gateway down for the first outage, and returns how many messages
+// reached the DLQ and how often each payment was charged.
+func outageRun(t *testing.T, client *sqs.Client, payments int, outage time.Duration, backoff *lambdakit.Backoff) (dead int, charged map[string]int) {
+	t.Helper()
+	source, dlq := sourceAndDLQ(t, client, false)
+	for i := range payments {
+		body := fmt.Sprintf(`{"payment_id":"pay_%d"}`, i)
+		if _, err := client.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(source), MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	charged = map[string]int{}
+	up := time.Now().Add(outage)
+	gateway := lambdakit.HandlerFunc(func(_ context.Context, msg *events.SQSMessage) ([]byte, error) {
+		if time.Now().Before(up) {
+			return nil, errors.New("gateway: 503")
+		}
+		mu.Lock()
+		charged[msg.Body]++
+		mu.Unlock()
+		return nil, nil
+	})
+	h := lambdakit.Chain(gateway, lambdakit.Idempotent(&lambdakittest.MemoryStore{}, lambdakit.KeyFromField("payment_id"),
+		func(o *lambdakit.Options) { o.Logger = lambdakittest.Logger(t) }))
+	fn := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) {
+		o.Logger = lambdakittest.Logger(t)
+		o.AllowAllFailed = true
+		if backoff != nil {
+			bo := *backoff
+			bo.Changer = producer.NewQueueVisibility(client, source)
+			o.Backoff = &bo
+		}
+	})
+	runMapping(t, client, source, fn)
+	return len(testenv.Drain(t, client, dlq)), charged
+}
+
+// A gateway down for 6 visibility timeouts: without backoff every payment
+// is received 5 times within it and goes to the DLQ; with a floor of 2 s
+// (waits of 2 to 6 s) the 5th receive is at least 8 s after the first,
+// past the outage, so none does, and each is charged once.
+func TestQueueVisibilityRidesOutAnOutage(t *testing.T) {
+	client := sqsClient(t, "")
+	const payments, outage = 5, 6 * time.Second
+	dead, charged := outageRun(t, client, payments, outage, nil)
+	t.Logf("without backoff: %d of %d payments in the DLQ, %d charged", dead, payments, len(charged))
+	if dead != payments || len(charged) != 0 {
+		t.Errorf("without backoff: %d in the DLQ, %d charged; want all %d in the DLQ, none charged", dead, len(charged), payments)
+	}
+	dead, charged = outageRun(t, client, payments, outage, &lambdakit.Backoff{Floor: 2 * time.Second, Base: 2 * time.Second, Cap: 6 * time.Second,
+		Rand: rand.New(rand.NewPCG(6, 6))})
+	t.Logf("with backoff: %d of %d payments in the DLQ, %d charged", dead, payments, len(charged))
+	if dead != 0 || len(charged) != payments {
+		t.Errorf("with backoff: %d in the DLQ, %d charged; want none in the DLQ, all %d charged", dead, len(charged), payments)
+	}
+	for body, n := range charged {
+		if n != 1 {
+			t.Errorf("%s charged %d times; want once", body, n)
+		}
+	}
+}
