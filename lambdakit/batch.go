@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -77,6 +78,12 @@ type BatchOptions struct {
 	// does not decode, a missing or unreadable key, a key reused with
 	// another payload. Set it to IsPermanent to count only marked errors.
 	IsPermanent func(error) bool
+	// Backoff, if set with a Changer, makes records that failed for a
+	// transient reason come back later at each receive, so that a
+	// downstream outage does not drive them into the dead-letter queue:
+	// see Backoff. Default nil: a failed record comes back after the
+	// queue's visibility timeout, as SQS does by itself.
+	Backoff *Backoff
 }
 
 // DefaultConcurrency is how many records, or FIFO message groups, a batch
@@ -128,12 +135,22 @@ func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
 		o.IsPermanent = permanentOrPoison
 	}
 	b := &batch{h: h, opts: o}
+	if o.Backoff != nil && o.Backoff.Changer != nil {
+		b.backoff = o.Backoff.withDefaults()
+		b.backoff.warnAtStart(o.Logger)
+	}
 	return b.handle
 }
 
 type batch struct {
 	h    Handler
 	opts BatchOptions
+	// backoff is opts.Backoff with its defaults; its Changer is nil when
+	// the batch delays nothing.
+	backoff Backoff
+	// callFailed is set once a visibility call has failed and been
+	// logged, so that the container logs it once.
+	callFailed atomic.Bool
 }
 
 // outcomes holds each record's result. Handlers that ignore cancellation may
@@ -224,7 +241,7 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	case <-finished:
 	case <-answerBy:
 	}
-	return b.answer(ctx, recs, out, began)
+	return b.answer(ctx, recs, out, began, answerBy)
 }
 
 // guard cancels the records' context DeadlineMargin before the invocation
@@ -361,10 +378,10 @@ func (b *batch) runRecord(ctx context.Context, msg *events.SQSMessage, onGoexit 
 	return err
 }
 
-// answer builds the response from the outcomes, logs a line per failed
-// record (and at DEBUG per record), and writes the invocation's metrics
-// line.
-func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outcomes, began time.Time) (events.SQSEventResponse, error) {
+// answer builds the response from the outcomes, delays the records that
+// failed (Backoff), logs a line per failed record (and at DEBUG per
+// record), and writes the invocation's metrics line.
+func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outcomes, began time.Time, answerBy <-chan struct{}) (events.SQSEventResponse, error) {
 	out.mu.Lock()
 	out.closed = true
 	errs := make([]error, len(recs))
@@ -379,13 +396,16 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 		}
 	}
 	out.mu.Unlock()
+	if b.backoff.Changer != nil {
+		b.delayFailed(ctx, recs, errs, out.notes, answerBy)
+	}
 
 	// An empty list, not null, when nothing failed: what Lambda documents.
 	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	var failures []MessageFailure
 	missing := 0
 	reported := make(map[string]bool)
-	metrics := &invocationMetrics{detailed: b.opts.DetailedMetrics}
+	metrics := &invocationMetrics{detailed: b.opts.DetailedMetrics, backoff: b.backoff.Changer != nil}
 	metered := make(map[*LeaseLostError]bool)
 	// Asked once a batch: a record that succeeded is logged at DEBUG only,
 	// and builds nothing when DEBUG is off.
@@ -441,6 +461,7 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error, debug bool, metered map[*LeaseLostError]bool) {
 	note.mu.Lock()
 	id, dup, replayed, elapsed, dead := note.id, note.duplicate, note.replayed, note.elapsed, note.deadLettered
+	retryIn, retryErr := note.retryIn, note.retryErr
 	if err == nil && dead == nil && !debug {
 		note.mu.Unlock()
 		return
@@ -482,6 +503,12 @@ func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *rec
 	}
 	attrs = append(attrs, slog.String("outcome", "failed"), slog.String("reasonCode", string(ReasonOf(err))),
 		slog.String("reason", err.Error()))
+	switch {
+	case retryErr != nil:
+		attrs = append(attrs, slog.String("retryNotDelayed", retryErr.Error()))
+	case retryIn > 0:
+		attrs = append(attrs, slog.Float64("retryInSeconds", retryIn.Seconds()))
+	}
 	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}

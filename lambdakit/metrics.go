@@ -35,6 +35,9 @@ type invocationMetrics struct {
 	store                      []time.Duration // only for detailed metrics
 	duration                   time.Duration
 	detailed                   bool // BatchOptions.DetailedMetrics
+	backoff                    bool // BatchOptions.Backoff is on
+	delayed                    int  // failed records whose visibility Backoff set
+	delayTotal, delayMax       time.Duration
 }
 
 func (m *invocationMetrics) add(note *recordNote, err error) {
@@ -43,6 +46,11 @@ func (m *invocationMetrics) add(note *recordNote, err error) {
 	defer note.mu.Unlock()
 	if m.detailed {
 		m.store = append(m.store, note.store...)
+	}
+	if note.retryIn > 0 && note.retryErr == nil {
+		m.delayed++
+		m.delayTotal += note.retryIn
+		m.delayMax = max(m.delayMax, note.retryIn)
 	}
 	if err != nil || note.deadLettered != nil {
 		reason := deadLetteredReason(note.deadLettered)
@@ -86,12 +94,25 @@ type metric struct {
 // its external effect (EffectDone), each a record someone must reconcile.
 // The others come with BatchOptions.DetailedMetrics.
 func (m *invocationMetrics) alarmMetrics() []metric {
-	return []metric{
+	return m.withDelays([]metric{
 		{"Failed", "Count", float64(m.failed)},
 		{"Failed" + string(ReasonPermanent), "Count", float64(m.failedBy[ReasonPermanent])},
 		{"Failed" + string(ReasonLeaseLost), "Count", float64(m.failedBy[ReasonLeaseLost])},
 		{"Failed" + string(ReasonAfterEffect), "Count", float64(m.failedBy[ReasonAfterEffect])},
+	})
+}
+
+// withDelays adds, when Backoff is on, how many failed records it delayed
+// and by how long in all and at most.
+func (m *invocationMetrics) withDelays(out []metric) []metric {
+	if !m.backoff {
+		return out
 	}
+	return append(out,
+		metric{"Delayed", "Count", float64(m.delayed)},
+		metric{"DelayTotal", "Seconds", m.delayTotal.Seconds()},
+		metric{"DelayMax", "Seconds", m.delayMax.Seconds()},
+	)
 }
 
 // deadLetteredReason is the reason of a record Batch sent to the
@@ -128,7 +149,7 @@ func (m *invocationMetrics) metrics() []metric {
 			metric{"StoreLatencyMax", "Milliseconds", ms(lat[len(lat)-1])},
 		)
 	}
-	return append(out, metric{"BatchDuration", "Milliseconds", ms(m.duration)})
+	return m.withDelays(append(out, metric{"BatchDuration", "Milliseconds", ms(m.duration)}))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }

@@ -69,7 +69,7 @@ func emfLine(t *testing.T, line []byte) map[string]any {
 			if _, ok := m[name].(float64); !ok {
 				t.Errorf("metric %q is not a top-level number", name)
 			}
-			if u, _ := def["Unit"].(string); u != "Count" && u != "Milliseconds" {
+			if u, _ := def["Unit"].(string); u != "Count" && u != "Milliseconds" && u != "Seconds" {
 				t.Errorf("metric %q has unit %q", name, u)
 			}
 		}

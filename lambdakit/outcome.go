@@ -41,6 +41,10 @@ type recordNote struct {
 	elapsed  time.Duration
 	store    []time.Duration  // each store request's latency
 	storeBuf [4]time.Duration // room for a record's usual requests
+	// retryIn is the visibility timeout Backoff gave the failed record,
+	// and retryErr why it was not set (nil when it was).
+	retryIn  time.Duration
+	retryErr error
 }
 
 type noteKey struct{}

@@ -391,6 +391,7 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		o.ReportBatchItemFailures = c.partial
 		o.OnBatch = out.batch
 		o.OnWarning = func(err error) { fmt.Fprintf(std.stderr, "lambdakit run: warning: %v\n", err) }
+		o.OnWaiting = func(hidden int) { printWaiting(std.stderr, hidden) }
 		o.FunctionTimeout = c.fn.timeout
 		o.AllowShortVisibilityTimeout = c.shortVisOK
 		o.Filter = c.filter
@@ -550,10 +551,19 @@ func printSummary(w io.Writer, s esm.Summary, interrupted bool, err error) {
 	if s.NotInvoked > 0 {
 		rows = append(rows, summaryRow{"not invoked", s.NotInvoked, "FIFO records held back behind an earlier failure of their group"})
 	}
+	if s.Delayed > 0 {
+		rows = append(rows, summaryRow{"delayed", s.Delayed, "came back later than the queue's visibility timeout: the function delayed their retry"})
+	}
 	if s.DeleteFailures > 0 {
 		rows = append(rows, summaryRow{"delete failures", s.DeleteFailures, "records left because DeleteMessageBatch failed"})
 	}
 	printRows(w, rows)
+}
+
+// printWaiting says that -until-empty waits for hidden messages to come
+// back, rather than looking stuck.
+func printWaiting(w io.Writer, hidden int) {
+	fmt.Fprintf(w, "lambdakit run: waiting out a delay: %d messages hidden until their visibility timeout ends (the queue's, or a longer one the function set to retry later); the run goes on when they come back\n", hidden)
 }
 
 // summaryRow is a line of run's summary: a count and what it counts.

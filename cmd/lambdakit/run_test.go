@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,6 +117,27 @@ func TestRunQueue(t *testing.T) {
 		r = lambdakit(t, env, "run", "-queue", redriven, "-until-empty", "-timeout", "1s", fn)
 		if r.code != 0 || strings.Contains(r.stderr, warning) {
 			t.Errorf("with a redrive policy: exit status %d; want 0 and no warning\nstderr:\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("until empty, a record the function delayed: the run says it waits, and counts it", func(t *testing.T) {
+		t.Parallel()
+		dlq := queue(t)
+		attrs, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": "1",
+			"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"5"}`, attrs.Attributes["QueueArn"])})
+		if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String("a fail@1 delay=6@1")}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-timeout", "1s", "-report-batch-item-failures", fn)
+		took := time.Since(start)
+		delayed := regexp.MustCompile(`(?m)^\s+delayed\s+1\s`)
+		if r.code != 0 || !strings.Contains(r.stderr, "waiting out a delay: 1 messages hidden") || !delayed.MatchString(r.stderr) || took < 6*time.Second {
+			t.Errorf("exit status %d after %v; want 0, the wait said, 1 delayed, at least 6 s\nstderr:\n%s", r.code, took, r.stderr)
 		}
 	})
 

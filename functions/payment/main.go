@@ -15,6 +15,13 @@
 //	                     its first delivery (optional; without it, an invalid
 //	                     payment fails until the queue's maxReceiveCount
 //	                     moves it there)
+//	SOURCE_QUEUE_URL, QUEUE_VISIBILITY_TIMEOUT  the queue the function
+//	                     consumes and its visibility timeout in seconds:
+//	                     with both set, a payment that failed for a
+//	                     transient reason (the gateway down) comes back
+//	                     later at each receive (lambdakit.Backoff), so that
+//	                     an outage does not drive payments into the DLQ
+//	                     (optional; needs sqs:ChangeMessageVisibility)
 //	OUTBOX_TABLE, EVENTS_QUEUE_URL  with both set, a charged payment
 //	                     publishes "payment.charged" to the events queue
 //	                     through the outbox table (dynamostore/outbox), in
@@ -46,6 +53,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +76,10 @@ type config struct {
 	GatewayURL    string
 	// DeadLetterQueueURL, if set, is where invalid payments go at once.
 	DeadLetterQueueURL string
+	// SourceQueueURL and Visibility, both set, turn on the backoff of
+	// failed payments; Visibility is the source queue's timeout.
+	SourceQueueURL string
+	Visibility     time.Duration
 	// OutboxTable and EventsQueueURL, both set, publish payment.charged.
 	OutboxTable, EventsQueueURL string
 	// ValkeyAddrs, if set, keep the idempotency records in Valkey or
@@ -84,6 +96,7 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		PaymentsTable:      getenv("PAYMENTS_TABLE"),
 		GatewayURL:         getenv("PAYMENT_GATEWAY_URL"),
 		DeadLetterQueueURL: getenv("DEAD_LETTER_QUEUE_URL"),
+		SourceQueueURL:     getenv("SOURCE_QUEUE_URL"),
 		OutboxTable:        getenv("OUTBOX_TABLE"),
 		EventsQueueURL:     getenv("EVENTS_QUEUE_URL"),
 		ValkeyIAMCache:     getenv("IDEMPOTENCY_VALKEY_IAM_CACHE"),
@@ -129,6 +142,16 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		if u, err := url.Parse(c.DeadLetterQueueURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 			errs = append(errs, fmt.Errorf("DEAD_LETTER_QUEUE_URL %q is not a queue URL", c.DeadLetterQueueURL))
 		}
+	}
+	if v := getenv("QUEUE_VISIBILITY_TIMEOUT"); v != "" {
+		secs, err := strconv.Atoi(v)
+		if err != nil || secs < 0 || secs > 43200 {
+			errs = append(errs, fmt.Errorf("QUEUE_VISIBILITY_TIMEOUT %q: want whole seconds, 0 to 43200", v))
+		}
+		c.Visibility = time.Duration(secs) * time.Second
+	}
+	if (c.SourceQueueURL == "") != (c.Visibility == 0) {
+		errs = append(errs, errors.New("SOURCE_QUEUE_URL and QUEUE_VISIBILITY_TIMEOUT go together: set both to delay failed payments, or neither"))
 	}
 	if (c.OutboxTable == "") != (c.EventsQueueURL == "") {
 		errs = append(errs, errors.New("OUTBOX_TABLE and EVENTS_QUEUE_URL go together: set both to publish payment.charged, or neither"))
@@ -238,6 +261,16 @@ func withDeadLetterQueue(client producer.MessageSender, url string) func(*lambda
 	}
 }
 
+// withBackoff makes a payment that failed for a transient reason come back
+// later at each receive: never sooner than the queue's visibility timeout,
+// at most an hour (lambdakit.Backoff).
+func withBackoff(client producer.VisibilityClient, url string, visibility time.Duration) func(*lambdakit.BatchOptions) {
+	return func(o *lambdakit.BatchOptions) {
+		o.Backoff = &lambdakit.Backoff{Changer: producer.NewQueueVisibility(client, url), Floor: visibility, Cap: time.Hour,
+			FunctionTimeout: time.Minute, MaxReceiveCount: 5, Retention: 4 * 24 * time.Hour}
+	}
+}
+
 // newValkey connects to the Valkey or Redis of c, once per container, and
 // refuses a server that may evict records (valkeystore.Check).
 func newValkey(ctx context.Context, c config, awsCfg aws.Config) (valkey.Client, error) {
@@ -294,10 +327,14 @@ func main() {
 	// instead of eating the invocation.
 	db := dynamodb.NewFromConfig(awsCfg, dynamostore.WithLambdaDefaults())
 	var batchOpts []func(*lambdakit.BatchOptions)
+	queues := sqs.NewFromConfig(awsCfg)
 	if c.DeadLetterQueueURL != "" {
 		// The SDK's default retries; the batch's deadline guard bounds
 		// them, and a send that fails leaves the record to come back.
-		batchOpts = append(batchOpts, withDeadLetterQueue(sqs.NewFromConfig(awsCfg), c.DeadLetterQueueURL))
+		batchOpts = append(batchOpts, withDeadLetterQueue(queues, c.DeadLetterQueueURL))
+	}
+	if c.SourceQueueURL != "" {
+		batchOpts = append(batchOpts, withBackoff(queues, c.SourceQueueURL, c.Visibility))
 	}
 	var vk valkey.Client
 	if c.ValkeyAddrs != nil {

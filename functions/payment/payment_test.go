@@ -407,3 +407,25 @@ func TestPaymentForAnotherCustomerIsNotTakenForADuplicate(t *testing.T) {
 			len(charges), charges, attr(f.ledger(t, "pay_n"), "customer_id"))
 	}
 }
+
+func TestConfigBackoffNeedsQueueAndVisibility(t *testing.T) {
+	base := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
+	env := func(extra map[string]string) func(string) string {
+		return func(k string) string {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return base[k]
+		}
+	}
+	c, err := configFromEnv(env(map[string]string{"SOURCE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q.fifo", "QUEUE_VISIBILITY_TIMEOUT": "360"}))
+	if err != nil || c.Visibility != 360*time.Second {
+		t.Errorf("got %v, visibility %v; want 360s", err, c.Visibility)
+	}
+	for _, extra := range []map[string]string{{"SOURCE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q.fifo"}, {"QUEUE_VISIBILITY_TIMEOUT": "360"},
+		{"SOURCE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q.fifo", "QUEUE_VISIBILITY_TIMEOUT": "6m"}} {
+		if _, err := configFromEnv(env(extra)); err == nil {
+			t.Errorf("%v: got no error; want a refusal", extra)
+		}
+	}
+}

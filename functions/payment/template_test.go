@@ -113,6 +113,9 @@ func TestTemplateRoleIsLeastPrivilege(t *testing.T) {
 	for _, action := range sqsActionsUsed(t) {
 		payment.add(dlq, action)
 	}
+	// And the backoff's visibility changes, on the queue it consumes
+	// (lambdakit/producer's visibility tests make them on moto).
+	payment.add(tpl.envQueue(t, "PaymentFunction", "SOURCE_QUEUE_URL"), "sqs:ChangeMessageVisibility")
 	// The relay's code sends the items to the queue the payment function
 	// publishes to, and what it cannot send to its dead-letter queue.
 	relay.add(tpl.envQueue(t, "PaymentFunction", "EVENTS_QUEUE_URL"), "sqs:SendMessage")

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -117,6 +118,14 @@ type Options struct {
 	// OnBatch, if set, is called after each batch is settled, one call at a
 	// time.
 	OnBatch func(BatchResult)
+	// OnWaiting, if set, is told, with UntilEmpty, when a receive finds
+	// nothing, no batch is in flight, and the queue still holds hidden
+	// messages: messages left for redelivery that wait out their
+	// visibility timeout, the queue's or one the function set (as
+	// lambdakit.Backoff does). It is called once per such stretch, with
+	// how many are hidden, so that a caller can say the run is waiting
+	// rather than stuck.
+	OnWaiting func(hidden int)
 	// OnWarning, if set, is told of errors Run recovers from (a failed
 	// receive that is retried, a failed delete), one call at a time; of a
 	// queue whose visibility timeout is below RecommendedVisibilityFactor
@@ -225,6 +234,11 @@ type Summary struct {
 	NotInvoked int
 	// DeleteFailures is how many records could not be deleted.
 	DeleteFailures int
+	// Delayed is how many records left for redelivery came back later
+	// than the queue's visibility timeout would have brought them back
+	// (by more than PollWait and a second): the function delayed them
+	// with a visibility change of its own, as lambdakit.Backoff does.
+	Delayed int
 	// Empty reports that Run stopped because the queue was empty.
 	Empty bool
 }
@@ -316,13 +330,17 @@ type run struct {
 	stop        context.CancelFunc
 	stopCh      <-chan struct{}
 
-	ignoredFailures sync.Once // the warning that batchItemFailures are ignored
-	maxReceives     int       // the RedrivePolicy's maxReceiveCount; 0 without one
+	ignoredFailures sync.Once     // the warning that batchItemFailures are ignored
+	maxReceives     int           // the RedrivePolicy's maxReceiveCount; 0 without one
+	visibility      time.Duration // the queue's VisibilityTimeout
+	busy            atomic.Int32  // batches being processed
 
 	mu      sync.Mutex // guards what follows, and serializes the callbacks
 	summary Summary
-	err     error // the first fatal error
-	errors  int   // consecutive failed SQS calls
+	err     error                // the first fatal error
+	errors  int                  // consecutive failed SQS calls
+	leftAt  map[string]time.Time // when each record left for redelivery was left, by message ID
+	waiting bool                 // OnWaiting was told, and nothing was received since
 }
 
 // Run polls the queue and invokes the function until ctx ends, the queue is
@@ -345,7 +363,8 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 		}
 		return Summary{}, fmt.Errorf("%w: %s: %w", ErrQueue, m.queueURL, err)
 	}
-	if vt, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)]); err == nil {
+	vt, vtErr := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)])
+	if vtErr == nil {
 		if err := m.checkVisibility(time.Duration(vt) * time.Second); err != nil {
 			return Summary{}, err
 		}
@@ -366,7 +385,8 @@ func (m *Mapping) Run(ctx context.Context) (Summary, error) {
 	stopCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	r := &run{m: m, ctx: ctx, arn: arn, fifo: fifo, locks: newGroupLocks(), stop: stop, stopCh: stopCtx.Done(),
-		maxReceives: maxReceiveCount(out.Attributes[string(types.QueueAttributeNameRedrivePolicy)])}
+		maxReceives: maxReceiveCount(out.Attributes[string(types.QueueAttributeNameRedrivePolicy)]),
+		visibility:  time.Duration(vt) * time.Second, leftAt: map[string]time.Time{}}
 	if r.maxReceives == 0 && m.opts.UntilEmpty && m.opts.OnWarning != nil {
 		// Nothing ever moves a message that keeps failing off such a
 		// queue, so it is never empty: say so once, before it happens.
@@ -503,25 +523,29 @@ func (r *run) work() {
 		}
 		if len(msgs) == 0 {
 			if r.m.opts.UntilEmpty {
-				empty, err := r.empty()
+				counts, err := r.counts()
 				if err != nil {
 					r.fail(err)
 					return
 				}
-				if empty {
+				if counts.empty() {
 					r.mu.Lock()
 					r.summary.Empty = true
 					r.mu.Unlock()
 					r.stop()
 					return
 				}
+				r.noteWaiting(counts)
 			}
 			if r.m.opts.PollWait < time.Second {
 				r.pause(idlePause)
 			}
 			continue
 		}
-		if err := r.process(msgs); err != nil {
+		r.busy.Add(1)
+		err = r.process(msgs)
+		r.busy.Add(-1)
+		if err != nil {
 			r.fail(err)
 			return
 		}
@@ -624,9 +648,32 @@ func compareSequence(a, b string) int {
 	return strings.Compare(a, b)
 }
 
+// queueCounts are a queue's approximate message counts; all -1 when they
+// could not be read.
+type queueCounts struct{ visible, hidden, delayed int }
+
 // empty reports whether the queue has no visible, in-flight or delayed
 // messages.
-func (r *run) empty() (bool, error) {
+func (c queueCounts) empty() bool { return c == queueCounts{} }
+
+// noteWaiting tells OnWaiting, once per stretch, that the run waits for
+// hidden messages alone: nothing visible or delayed, no batch in flight.
+func (r *run) noteWaiting(c queueCounts) {
+	if c.visible != 0 || c.delayed != 0 || c.hidden <= 0 || r.busy.Load() != 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting || r.m.opts.OnWaiting == nil {
+		return
+	}
+	r.waiting = true
+	r.m.opts.OnWaiting(c.hidden)
+}
+
+// counts reads the queue's visible, in-flight and delayed messages.
+func (r *run) counts() (queueCounts, error) {
+	unknown := queueCounts{-1, -1, -1}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), callTimeout)
 	defer cancel()
 	names := []types.QueueAttributeName{
@@ -636,17 +683,20 @@ func (r *run) empty() (bool, error) {
 	}
 	out, err := r.m.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(r.m.queueURL), AttributeNames: names})
 	if err := r.sqsError("GetQueueAttributes", err); err != nil {
-		return false, err
+		return unknown, err
 	}
 	if err != nil {
-		return false, nil
+		return unknown, nil
 	}
-	for _, name := range names {
-		if n, err := strconv.Atoi(out.Attributes[string(name)]); err != nil || n != 0 {
-			return false, nil
+	var n [3]int
+	for i, name := range names {
+		v, err := strconv.Atoi(out.Attributes[string(name)])
+		if err != nil {
+			return unknown, nil
 		}
+		n[i] = v
 	}
-	return true, nil
+	return queueCounts{n[0], n[1], n[2]}, nil
 }
 
 // process runs the messages of one receive: one invocation, or several if
@@ -664,6 +714,16 @@ func (r *run) process(msgs []types.Message) error {
 	}
 	r.mu.Lock()
 	r.summary.Records += len(records)
+	r.waiting = false
+	late := r.visibility + max(r.m.opts.PollWait, 0) + time.Second
+	for _, rec := range records {
+		if at, ok := r.leftAt[rec.MessageId]; ok {
+			delete(r.leftAt, rec.MessageId)
+			if time.Since(at) > late {
+				r.summary.Delayed++
+			}
+		}
+	}
 	r.mu.Unlock()
 	records, encoded, err := r.filter(records, encoded)
 	if err != nil {
@@ -842,6 +902,10 @@ func (r *run) settle(br BatchResult, invoked bool, deleteFailures int) {
 	s.ItemFailures += len(br.Failed)
 	s.Deleted += len(br.Deleted)
 	s.Left += len(br.Left)
+	now := time.Now()
+	for _, id := range br.Left {
+		r.leftAt[id] = now
+	}
 	if r.maxReceives > 0 {
 		for _, rec := range br.Records {
 			if n, err := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"]); err == nil && n >= r.maxReceives && slices.Contains(br.Left, rec.MessageId) {

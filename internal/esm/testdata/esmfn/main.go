@@ -14,6 +14,9 @@
 //	invalid    answer with bytes that are not JSON
 //	string     answer with the JSON string "ok"
 //	extra      answer with {"statusCode": 200}, no batchItemFailures
+//	delay=S    set the record's visibility timeout to S seconds, as a
+//	           function that backs off does (ChangeMessageVisibility at
+//	           AWS_ENDPOINT_URL_SQS, the queue named by the event source ARN)
 //
 // A command ending in @N applies only while the record's
 // ApproximateReceiveCount is at most N ("fail@1": fail the first delivery
@@ -38,6 +41,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 type logLine struct {
@@ -111,6 +117,11 @@ func handle(ctx context.Context, raw json.RawMessage) (any, error) {
 			n, _ := strconv.Atoi(ms)
 			time.Sleep(time.Duration(n) * time.Millisecond)
 		}
+		if secs, ok := cmds["delay"]; ok {
+			if err := delay(ctx, rec, secs); err != nil {
+				return nil, err
+			}
+		}
 		if _, ok := cmds["crash"]; ok {
 			os.Exit(2)
 		}
@@ -145,6 +156,29 @@ func handle(ctx context.Context, raw json.RawMessage) (any, error) {
 		return answer, nil
 	}
 	return resp, nil
+}
+
+// delay sets rec's visibility timeout to secs seconds. The queue's URL is
+// moto's shape: the endpoint, the account, the name.
+func delay(ctx context.Context, rec events.SQSMessage, secs string) error {
+	n, err := strconv.Atoi(secs)
+	if err != nil {
+		return fmt.Errorf("esmfn: delay=%s: %w", secs, err)
+	}
+	arn := strings.Split(rec.EventSourceARN, ":")
+	if len(arn) != 6 {
+		return fmt.Errorf("esmfn: event source ARN %q", rec.EventSourceARN)
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = sqs.NewFromConfig(cfg).ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(strings.TrimSuffix(os.Getenv("AWS_ENDPOINT_URL_SQS"), "/") + "/" + arn[4] + "/" + arn[5]),
+		ReceiptHandle:     aws.String(rec.ReceiptHandle),
+		VisibilityTimeout: int32(n),
+	})
+	return err
 }
 
 func main() {

@@ -1,0 +1,274 @@
+package lambdakit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// changes records the visibility calls a batch makes; refuse names the
+// receipt handles it answers refused, and fail fails every call.
+type changes struct {
+	mu     sync.Mutex
+	calls  [][]lambdakit.VisibilityChange
+	refuse map[string]bool
+	fail   error
+}
+
+func (c *changes) ChangeVisibility(_ context.Context, in []lambdakit.VisibilityChange) ([]error, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, in)
+	if c.fail != nil {
+		return nil, c.fail
+	}
+	out := make([]error, len(in))
+	for i, ch := range in {
+		if c.refuse[ch.ReceiptHandle] {
+			out[i] = errors.New("ReceiptHandleIsInvalid")
+		}
+	}
+	return out, nil
+}
+
+// byHandle returns every change made, by receipt handle.
+func (c *changes) byHandle() map[string]time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]time.Duration{}
+	for _, call := range c.calls {
+		for _, ch := range call {
+			out[ch.ReceiptHandle] = ch.Timeout
+		}
+	}
+	return out
+}
+
+// outage fails every record whose body holds "fail", permanently if it
+// holds "perm".
+var outage = lambdakit.HandlerFunc(func(_ context.Context, msg *events.SQSMessage) ([]byte, error) {
+	switch {
+	case strings.Contains(msg.Body, "perm"):
+		return nil, lambdakit.Permanent(errors.New("card expired"))
+	case strings.Contains(msg.Body, "fail"):
+		return nil, errors.New("gateway down")
+	}
+	return nil, nil
+})
+
+func withBackoff(c *changes, bo lambdakit.Backoff) func(*lambdakit.BatchOptions) {
+	return func(o *lambdakit.BatchOptions) {
+		bo.Changer = c
+		o.Backoff = &bo
+		o.AllowAllFailed = true
+	}
+}
+
+func received(count int) func(*events.SQSMessage) {
+	return lambdakittest.WithAttribute("ApproximateReceiveCount", strconv.Itoa(count))
+}
+
+func TestBackoffDelayHonoursFloorJitterAndCap(t *testing.T) {
+	floor, base, limit := 30*time.Second, 10*time.Second, 5*time.Minute
+	for seed := range uint64(20) {
+		c := &changes{}
+		b, _ := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: floor, Base: base, Cap: limit, Rand: rand.New(rand.NewPCG(seed, 1))}))
+		var msgs []events.SQSMessage
+		for n := 1; n <= 8; n++ {
+			msgs = append(msgs, lambdakittest.Message(fmt.Sprintf("fail %d", n), received(n)))
+		}
+		if _, err := b(batchCtx(t), lambdakittest.Event(msgs...)); err != nil {
+			t.Fatal(err)
+		}
+		got := c.byHandle()
+		for i, m := range msgs {
+			n := i + 1
+			window := min(base<<(n-1), limit-floor)
+			d, ok := got[m.ReceiptHandle]
+			switch {
+			case !ok:
+				t.Fatalf("seed %d, receive %d: visibility not changed", seed, n)
+			case d < floor || d > floor+window+time.Second-1 || d > limit:
+				t.Errorf("seed %d, receive %d: delay %v; want in [%v, %v], at most %v", seed, n, d, floor, floor+window, limit)
+			case d%time.Second != 0:
+				t.Errorf("seed %d, receive %d: delay %v; want whole seconds", seed, n, d)
+			}
+		}
+	}
+}
+
+func TestBackoffSameSeedSameDelays(t *testing.T) {
+	run := func() map[string]time.Duration {
+		c := &changes{}
+		b, _ := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: time.Second, Rand: rand.New(rand.NewPCG(7, 7))}))
+		msg := lambdakittest.Message("fail", received(6))
+		msg.ReceiptHandle = "rh-same"
+		if _, err := b(batchCtx(t), lambdakittest.Event(msg)); err != nil {
+			t.Fatal(err)
+		}
+		return c.byHandle()
+	}
+	if a, b := run()["rh-same"], run()["rh-same"]; a != b || a == 0 {
+		t.Errorf("got delays %v and %v from one seed; want the same, not zero", a, b)
+	}
+}
+
+func TestBackoffCapAtMostTwelveHoursLessWindowAndTimeout(t *testing.T) {
+	c := &changes{}
+	b, _ := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: time.Hour, Base: 8 * time.Hour, Cap: 24 * time.Hour,
+		BatchingWindow: 5 * time.Minute, FunctionTimeout: 10 * time.Minute, Rand: rand.New(rand.NewPCG(1, 2))}))
+	var msgs []events.SQSMessage
+	for range 20 {
+		msgs = append(msgs, lambdakittest.Message("fail", received(5)))
+	}
+	if _, err := b(batchCtx(t), lambdakittest.Event(msgs...)); err != nil {
+		t.Fatal(err)
+	}
+	most := lambdakit.MaxVisibility - 15*time.Minute
+	for h, d := range c.byHandle() {
+		if d > most {
+			t.Errorf("%s: delay %v; want at most %v", h, d, most)
+		}
+	}
+}
+
+func TestBackoffOnlyTransientFailures(t *testing.T) {
+	c := &changes{}
+	b, _ := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: time.Second}))
+	ok := lambdakittest.Message("ok")
+	transient := lambdakittest.Message("fail")
+	permanent := lambdakittest.Message("perm")
+	if _, err := b(batchCtx(t), lambdakittest.Event(ok, transient, permanent)); err != nil {
+		t.Fatal(err)
+	}
+	got := c.byHandle()
+	if _, ok := got[transient.ReceiptHandle]; !ok || len(got) != 1 {
+		t.Errorf("got changes %v; want the transient failure's alone", got)
+	}
+}
+
+// SQS delivers no later message of a FIFO group while an earlier one is
+// hidden: delaying the failed record holds the group back in order, and the
+// records skipped behind it need no change.
+func TestBackoffFIFODelaysTheFailedRecordNotTheSkipped(t *testing.T) {
+	c := &changes{}
+	b, _ := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: time.Second}))
+	fifo := func(m *events.SQSMessage) { m.EventSourceARN = lambdakittest.FIFOQueueARN }
+	first := lambdakittest.Message("fail", fifo, lambdakittest.InGroup("g"))
+	skipped := lambdakittest.Message("ok", fifo, lambdakittest.InGroup("g"))
+	resp, err := b(batchCtx(t), lambdakittest.Event(first, skipped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFailed(t, resp, first.MessageId, skipped.MessageId)
+	got := c.byHandle()
+	if _, ok := got[first.ReceiptHandle]; !ok || len(got) != 1 {
+		t.Errorf("got changes %v; want the failed record's alone", got)
+	}
+}
+
+func TestBackoffCallsOfAtMostTen(t *testing.T) {
+	c := &changes{}
+	b, _ := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: time.Second}))
+	var msgs []events.SQSMessage
+	for range 25 {
+		msgs = append(msgs, lambdakittest.Message("fail"))
+	}
+	if _, err := b(batchCtx(t), lambdakittest.Event(msgs...)); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, call := range c.calls {
+		if len(call) > 10 {
+			t.Errorf("got a call of %d entries; want at most 10", len(call))
+		}
+		total += len(call)
+	}
+	if len(c.calls) != 3 || total != 25 {
+		t.Errorf("got %d calls of %d entries in all; want 3 of 25", len(c.calls), total)
+	}
+}
+
+func TestBackoffRefusedEntryLoggedNotFatal(t *testing.T) {
+	bad := lambdakittest.Message("fail")
+	good := lambdakittest.Message("fail")
+	c := &changes{refuse: map[string]bool{bad.ReceiptHandle: true}}
+	b, log := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: time.Second}))
+	resp, err := b(batchCtx(t), lambdakittest.Event(bad, good, lambdakittest.Message("ok")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFailed(t, resp, bad.MessageId, good.MessageId)
+	lines := log.byMessageID(t)
+	if got, _ := lines[bad.MessageId]["retryNotDelayed"].(string); !strings.Contains(got, "ReceiptHandleIsInvalid") {
+		t.Errorf("refused record's line: retryNotDelayed %q; want the refusal", got)
+	}
+	if got, _ := lines[good.MessageId]["retryInSeconds"].(float64); got < 1 {
+		t.Errorf("delayed record's line: retryInSeconds %v; want at least the floor", got)
+	}
+}
+
+func TestBackoffFailedCallLoggedOncePerContainer(t *testing.T) {
+	c := &changes{fail: errors.New("AccessDenied")}
+	b, log := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: time.Second}))
+	for range 3 {
+		resp, err := b(batchCtx(t), lambdakittest.Event(lambdakittest.Message("fail"), lambdakittest.Message("ok")))
+		if err != nil || len(resp.BatchItemFailures) != 1 {
+			t.Fatalf("got %v, %v; want the failed record reported, no error", resp, err)
+		}
+	}
+	warned := 0
+	for _, line := range log.Lines(t) {
+		if line["level"] == "WARN" && strings.Contains(line["msg"].(string), "visibility change failed") {
+			warned++
+		}
+		if line["level"] == "ERROR" {
+			if got, _ := line["retryNotDelayed"].(string); !strings.Contains(got, "AccessDenied") {
+				t.Errorf("failed record's line: retryNotDelayed %q; want the call's error", got)
+			}
+		}
+	}
+	if warned != 1 {
+		t.Errorf("got %d warnings over 3 invocations; want 1", warned)
+	}
+}
+
+func TestBackoffMetricsCountDelays(t *testing.T) {
+	c := &changes{}
+	var out bytes.Buffer
+	b, _ := newBatch(outage, withBackoff(c, lambdakit.Backoff{Floor: 2 * time.Second, Cap: 2 * time.Second}), func(o *lambdakit.BatchOptions) {
+		o.MetricsWriter = &out
+	})
+	if _, err := b(batchCtx(t), lambdakittest.Event(lambdakittest.Message("fail"), lambdakittest.Message("fail"), lambdakittest.Message("perm"))); err != nil {
+		t.Fatal(err)
+	}
+	m := emfLine(t, out.Bytes())
+	if m["Delayed"] != 2.0 || m["DelayTotal"] != 4.0 || m["DelayMax"] != 2.0 {
+		t.Errorf("got Delayed %v, DelayTotal %v, DelayMax %v; want 2, 4, 2", m["Delayed"], m["DelayTotal"], m["DelayMax"])
+	}
+}
+
+func TestBackoffWarnsWhenLongestWaitPassesRetention(t *testing.T) {
+	_, log := newBatch(outage, withBackoff(&changes{}, lambdakit.Backoff{Floor: time.Minute, Cap: time.Hour,
+		MaxReceiveCount: 10, Retention: 4 * time.Hour, RecordTTL: 24 * time.Hour}))
+	var warned []string
+	for _, line := range log.Lines(t) {
+		if line["level"] == "WARN" {
+			warned = append(warned, line["msg"].(string))
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "retention") {
+		t.Errorf("got warnings %q; want one, on the retention", warned)
+	}
+}
