@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -405,5 +406,35 @@ func TestBackoffNoDelayPastTwelveHours(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// exitingChanger calls runtime.Goexit, as a test's t.FailNow in a changer
+// would: the call made no change, and the record must not be counted as
+// delayed.
+type exitingChanger struct{}
+
+func (exitingChanger) ChangeVisibility(context.Context, []lambdakit.VisibilityChange) ([]error, error) {
+	runtime.Goexit()
+	return nil, nil
+}
+
+func TestBackoffChangerGoexitNotCountedDelayed(t *testing.T) {
+	var out bytes.Buffer
+	b, log := newBatch(outage, func(o *lambdakit.BatchOptions) {
+		o.Backoff = &lambdakit.Backoff{Changer: exitingChanger{}, Floor: time.Second}
+		o.AllowAllFailed = true
+		o.MetricsWriter = &out
+	})
+	msg := lambdakittest.Message("fail")
+	if _, err := b(batchCtx(t), lambdakittest.Event(msg)); err != nil {
+		t.Fatal(err)
+	}
+	line := log.byMessageID(t)[msg.MessageId]
+	if _, delayed := line["retryInSeconds"]; delayed || line["retryNotDelayed"] == nil {
+		t.Errorf("record's line: retryInSeconds %v, retryNotDelayed %v; want not delayed", line["retryInSeconds"], line["retryNotDelayed"])
+	}
+	if m := emfLine(t, out.Bytes()); m["Delayed"] != 0.0 {
+		t.Errorf("got Delayed %v; want 0", m["Delayed"])
 	}
 }
