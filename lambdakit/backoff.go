@@ -3,6 +3,7 @@ package lambdakit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -50,7 +51,8 @@ type Backoff struct {
 	Changer VisibilityChanger
 	// Floor is the queue's visibility timeout: no failed record comes
 	// back sooner than the queue would have brought it back. The event
-	// does not carry it. Default 30s, SQS's default.
+	// does not carry it. Default 30s, SQS's default. A floor above the
+	// cap's most leaves no room: Batch warns at start and delays nothing.
 	Floor time.Duration
 	// Base is the jitter's window on the first receive, doubled at each
 	// receive after it. Default Floor.
@@ -62,7 +64,8 @@ type Backoff struct {
 	// BatchingWindow is the event source mapping's
 	// MaximumBatchingWindowInSeconds, and FunctionTimeout the function's
 	// timeout (default 15 minutes, Lambda's most): together, how long
-	// before the batch runs a message may have been received.
+	// before the batch runs a message may have been received. A
+	// negative window counts as 0.
 	BatchingWindow, FunctionTimeout time.Duration
 	// MaxReceiveCount, Retention and RecordTTL, when set, let Batch warn
 	// at start if the longest total wait over MaxReceiveCount receives
@@ -97,6 +100,10 @@ type VisibilityChange struct {
 // visibility change failed as a whole call (see VisibilityChanger).
 var ErrVisibilityNotChanged = errors.New("lambdakit: visibility not changed")
 
+// errNotAnswered is the reason given for a record whose visibility call
+// had not answered when the batch had to.
+var errNotAnswered = fmt.Errorf("%w: no answer before the batch's deadline", ErrVisibilityNotChanged)
+
 // withDefaults returns the backoff with its zero fields set.
 func (bo Backoff) withDefaults() Backoff {
 	if bo.Floor <= 0 {
@@ -108,12 +115,21 @@ func (bo Backoff) withDefaults() Backoff {
 	if bo.FunctionTimeout <= 0 {
 		bo.FunctionTimeout = 15 * time.Minute
 	}
+	// A negative window would lift the cap past SQS's 12 hours.
+	bo.BatchingWindow = max(bo.BatchingWindow, 0)
 	most := MaxVisibility - bo.BatchingWindow - bo.FunctionTimeout
 	if bo.Cap <= 0 || bo.Cap > most {
 		bo.Cap = most
 	}
-	bo.Cap = max(bo.Cap, bo.Floor)
+	bo.Cap = max(bo.Cap, min(bo.Floor, most))
 	return bo
+}
+
+// noRoom reports whether the queue's own timeout already keeps a failed
+// record hidden longer than SQS lets a change set: a change could only
+// bring it back sooner, or be refused.
+func (bo *Backoff) noRoom() bool {
+	return bo.Floor > bo.Cap
 }
 
 // window is the jitter's bound for a message received count times.
@@ -150,9 +166,15 @@ func (bo *Backoff) longest() time.Duration {
 	return total
 }
 
-// warnAtStart logs when the longest total wait passes the retention or
-// the record's TTL.
+// warnAtStart logs when the backoff has no room above its floor (Batch
+// then turns it off), or when the longest total wait passes the
+// retention or the record's TTL.
 func (bo *Backoff) warnAtStart(logger *slog.Logger) {
+	if bo.noRoom() {
+		logger.LogAttrs(context.Background(), slog.LevelWarn, "backoff off: the queue's visibility timeout (Floor) already passes the longest wait SQS lets a change set",
+			slog.Float64("floorSeconds", bo.Floor.Seconds()), slog.Float64("capSeconds", bo.Cap.Seconds()))
+		return
+	}
 	if bo.MaxReceiveCount <= 0 {
 		return
 	}
@@ -202,7 +224,15 @@ func (b *batch) delayFailed(ctx context.Context, recs []events.SQSMessage, errs 
 	}
 	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	// A call not answered when the batch must answer leaves its records
+	// to the queue's timeout. The batch does not wait for it to end: a
+	// changer that ignores its context must not hold the answer past the
+	// deadline, as a handler that ignores it does not. Late outcomes are
+	// dropped once closed is set.
+	var mu sync.Mutex
+	closed := false
 	results := make([]error, len(changes))
+	fillErr(results, errNotAnswered)
 	sem := make(chan struct{}, visibilityCalls)
 	var wg sync.WaitGroup
 	for lo := 0; lo < len(changes); lo += visibilityBatchSize {
@@ -213,11 +243,16 @@ func (b *batch) delayFailed(ctx context.Context, recs []events.SQSMessage, errs 
 			select {
 			case sem <- struct{}{}:
 			case <-callCtx.Done():
-				fillErr(results[lo:hi], callCtx.Err())
 				return
 			}
 			defer func() { <-sem }()
-			b.changeVisibility(callCtx, changes[lo:hi], results[lo:hi])
+			got := make([]error, hi-lo)
+			b.changeVisibility(callCtx, changes[lo:hi], got)
+			mu.Lock()
+			if !closed {
+				copy(results[lo:hi], got)
+			}
+			mu.Unlock()
 		}()
 	}
 	done := make(chan struct{})
@@ -226,8 +261,10 @@ func (b *batch) delayFailed(ctx context.Context, recs []events.SQSMessage, errs 
 	case <-done:
 	case <-answerBy:
 		cancel()
-		<-done // the calls end with their context
 	}
+	mu.Lock()
+	closed = true
+	mu.Unlock()
 	for k, i := range which {
 		note := &notes[i]
 		note.mu.Lock()
@@ -247,7 +284,9 @@ func (b *batch) changeVisibility(ctx context.Context, changes []VisibilityChange
 		err = pe
 	}
 	if err != nil {
-		if b.callFailed.CompareAndSwap(false, true) {
+		// A call cut short by the batch's deadline says nothing of the
+		// next ones: it must not use up the container's one warning.
+		if ctx.Err() == nil && b.callFailed.CompareAndSwap(false, true) {
 			b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "backoff: visibility change failed; failed records come back after the queue's visibility timeout (logged once per container)",
 				slog.String("reason", err.Error()))
 		}

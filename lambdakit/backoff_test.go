@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,5 +271,170 @@ func TestBackoffWarnsWhenLongestWaitPassesRetention(t *testing.T) {
 	}
 	if len(warned) != 1 || !strings.Contains(warned[0], "retention") {
 		t.Errorf("got warnings %q; want one, on the retention", warned)
+	}
+}
+
+// stalled is a changer whose calls never answer: with ignoreCtx it does
+// not even see its context end, like a client without timeouts; else it
+// returns the context's error, as the SDK does when a call is cancelled.
+// After stall is set to false it fails every call with fail.
+type stalled struct {
+	mu        sync.Mutex
+	stall     bool
+	ignoreCtx bool
+	release   chan struct{}
+	fail      error
+}
+
+func (s *stalled) ChangeVisibility(ctx context.Context, _ []lambdakit.VisibilityChange) ([]error, error) {
+	s.mu.Lock()
+	stall, ignoreCtx, fail := s.stall, s.ignoreCtx, s.fail
+	s.mu.Unlock()
+	switch {
+	case stall && ignoreCtx:
+		<-s.release
+		return nil, errors.New("answered too late")
+	case stall:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, fail
+}
+
+// answerWithin runs one invocation with a deadline of a second and fails
+// the test if the batch has not answered by the deadline.
+func answerWithin(t *testing.T, b lambdakit.BatchFunc, event events.SQSEvent) events.SQSEventResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	type answer struct {
+		resp events.SQSEventResponse
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := b(ctx, event)
+		got <- answer{resp, err}
+	}()
+	select {
+	case a := <-got:
+		if time.Now().After(deadline) {
+			t.Errorf("batch answered %v after its deadline", time.Since(deadline))
+		}
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		return a.resp
+	case <-time.After(3 * time.Second):
+		t.Fatal("batch did not answer within 2s past its deadline: the visibility calls hold the answer")
+	}
+	return events.SQSEventResponse{}
+}
+
+func TestBackoffHungChangerDoesNotHoldTheAnswer(t *testing.T) {
+	s := &stalled{stall: true, ignoreCtx: true, release: make(chan struct{})}
+	defer close(s.release) // the hung call returns after the test
+	b, log := newBatch(outage, func(o *lambdakit.BatchOptions) {
+		o.Backoff = &lambdakit.Backoff{Changer: s, Floor: time.Second}
+		o.AllowAllFailed = true
+		o.DeadlineMargin = 200 * time.Millisecond
+	})
+	msg := lambdakittest.Message("fail")
+	resp := answerWithin(t, b, lambdakittest.Event(msg, lambdakittest.Message("ok")))
+	wantFailed(t, resp, msg.MessageId)
+	if got, _ := log.byMessageID(t)[msg.MessageId]["retryNotDelayed"].(string); got == "" {
+		t.Errorf("failed record's line has no retryNotDelayed; want why its visibility was not changed")
+	}
+}
+
+// A call cut short by the batch's own deadline says nothing about the
+// function's permission: it must not use up the once-per-container
+// warning that an AccessDenied later needs.
+func TestBackoffCallCutAtDeadlineKeepsTheFailedCallWarning(t *testing.T) {
+	s := &stalled{stall: true, fail: errors.New("AccessDenied")}
+	b, log := newBatch(outage, func(o *lambdakit.BatchOptions) {
+		o.Backoff = &lambdakit.Backoff{Changer: s, Floor: time.Second}
+		o.AllowAllFailed = true
+		o.DeadlineMargin = 200 * time.Millisecond
+	})
+	answerWithin(t, b, lambdakittest.Event(lambdakittest.Message("fail")))
+	s.mu.Lock()
+	s.stall = false
+	s.mu.Unlock()
+	answerWithin(t, b, lambdakittest.Event(lambdakittest.Message("fail")))
+	var reasons []string
+	for _, line := range log.Lines(t) {
+		if line["level"] == "WARN" && strings.Contains(line["msg"].(string), "visibility change failed") {
+			reasons = append(reasons, fmt.Sprint(line["reason"]))
+		}
+	}
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "AccessDenied") {
+		t.Errorf("got failed-call warnings with reasons %q; want one, on the AccessDenied", reasons)
+	}
+}
+
+// SQS refuses a visibility timeout that ends more than 12 hours after the
+// receipt: whatever the configuration, no delay may pass 12 hours less the
+// batching window and the function's timeout.
+func TestBackoffNoDelayPastTwelveHours(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bo   lambdakit.Backoff
+		most time.Duration
+	}{
+		{"floor of 12 hours", lambdakit.Backoff{Floor: 12 * time.Hour}, lambdakit.MaxVisibility - 15*time.Minute},
+		{"floor above the cap's most", lambdakit.Backoff{Floor: 11*time.Hour + 55*time.Minute, BatchingWindow: 5 * time.Minute, FunctionTimeout: time.Minute},
+			lambdakit.MaxVisibility - 6*time.Minute},
+		{"negative batching window", lambdakit.Backoff{Floor: time.Hour, Base: 12 * time.Hour, BatchingWindow: -time.Hour, FunctionTimeout: time.Minute},
+			lambdakit.MaxVisibility - time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &changes{}
+			tc.bo.Rand = rand.New(rand.NewPCG(3, 4))
+			b, _ := newBatch(outage, withBackoff(c, tc.bo))
+			var msgs []events.SQSMessage
+			for range 20 {
+				msgs = append(msgs, lambdakittest.Message("fail", received(30)))
+			}
+			if _, err := b(batchCtx(t), lambdakittest.Event(msgs...)); err != nil {
+				t.Fatal(err)
+			}
+			for h, d := range c.byHandle() {
+				if d > tc.most {
+					t.Errorf("%s: delay %v; want at most %v", h, d, tc.most)
+				}
+			}
+		})
+	}
+}
+
+// exitingChanger calls runtime.Goexit, as a test's t.FailNow in a changer
+// would: the call made no change, and the record must not be counted as
+// delayed.
+type exitingChanger struct{}
+
+func (exitingChanger) ChangeVisibility(context.Context, []lambdakit.VisibilityChange) ([]error, error) {
+	runtime.Goexit()
+	return nil, nil
+}
+
+func TestBackoffChangerGoexitNotCountedDelayed(t *testing.T) {
+	var out bytes.Buffer
+	b, log := newBatch(outage, func(o *lambdakit.BatchOptions) {
+		o.Backoff = &lambdakit.Backoff{Changer: exitingChanger{}, Floor: time.Second}
+		o.AllowAllFailed = true
+		o.MetricsWriter = &out
+	})
+	msg := lambdakittest.Message("fail")
+	if _, err := b(batchCtx(t), lambdakittest.Event(msg)); err != nil {
+		t.Fatal(err)
+	}
+	line := log.byMessageID(t)[msg.MessageId]
+	if _, delayed := line["retryInSeconds"]; delayed || line["retryNotDelayed"] == nil {
+		t.Errorf("record's line: retryInSeconds %v, retryNotDelayed %v; want not delayed", line["retryInSeconds"], line["retryNotDelayed"])
+	}
+	if m := emfLine(t, out.Bytes()); m["Delayed"] != 0.0 {
+		t.Errorf("got Delayed %v; want 0", m["Delayed"])
 	}
 }

@@ -138,6 +138,9 @@ func Batch(h Handler, optFns ...func(*BatchOptions)) BatchFunc {
 	if o.Backoff != nil && o.Backoff.Changer != nil {
 		b.backoff = o.Backoff.withDefaults()
 		b.backoff.warnAtStart(o.Logger)
+		if b.backoff.noRoom() {
+			b.backoff.Changer = nil
+		}
 	}
 	return b.handle
 }

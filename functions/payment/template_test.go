@@ -1042,3 +1042,55 @@ func TestSamconfigBuilds(t *testing.T) {
 		}
 	}
 }
+
+// The backoff's settings restate what the template configures elsewhere,
+// which the function cannot read from its event: its floor is the source
+// queue's visibility timeout (QUEUE_VISIBILITY_TIMEOUT), and withBackoff's
+// function timeout, batching window, maxReceiveCount and retention are the
+// function's, its mapping's and the queue's. Changed on one side only, a
+// floor below the queue's timeout would bring payments back sooner than
+// the queue does, a cap too high would be refused by SQS, and the start-up
+// warning would check the wrong totals.
+func TestTemplateBackoffMatchesPaymentQueue(t *testing.T) {
+	tpl := loadTemplate(t)
+	fn := mapping(t, tpl.resources["PaymentFunction"].props)
+	queueID := tpl.envQueue(t, "PaymentFunction", "SOURCE_QUEUE_URL")
+	queue := mapping(t, tpl.resources[queueID].props)
+	seconds := func(what string, n *yaml.Node) time.Duration {
+		t.Helper()
+		if n == nil {
+			return 0
+		}
+		s, err := strconv.Atoi(n.Value)
+		if err != nil {
+			t.Fatalf("%s %q: want whole seconds", what, n.Value)
+		}
+		return time.Duration(s) * time.Second
+	}
+	vars := mapping(t, mapping(t, fn["Environment"])["Variables"])
+	floor := seconds("QUEUE_VISIBILITY_TIMEOUT", vars["QUEUE_VISIBILITY_TIMEOUT"])
+	var o lambdakit.BatchOptions
+	withBackoff(nil, "https://sqs.us-east-1.amazonaws.com/1/q", floor)(&o)
+	bo := o.Backoff
+	var window time.Duration
+	for _, ev := range mapping(t, fn["Events"]) {
+		props := mapping(t, mapping(t, ev)["Properties"])
+		if tpl.ref(t, props["Queue"]) == queueID {
+			window = seconds("MaximumBatchingWindowInSeconds", props["MaximumBatchingWindowInSeconds"])
+		}
+	}
+	for _, c := range []struct {
+		name       string
+		code, tmpl any
+	}{
+		{"Floor and " + queueID + "'s VisibilityTimeout", bo.Floor, seconds("VisibilityTimeout", queue["VisibilityTimeout"])},
+		{"FunctionTimeout and the function's Timeout", bo.FunctionTimeout, seconds("Timeout", fn["Timeout"])},
+		{"BatchingWindow and the mapping's MaximumBatchingWindowInSeconds", bo.BatchingWindow, window},
+		{"MaxReceiveCount and the RedrivePolicy's maxReceiveCount", strconv.Itoa(bo.MaxReceiveCount), mapping(t, queue["RedrivePolicy"])["maxReceiveCount"].Value},
+		{"Retention and MessageRetentionPeriod", bo.Retention, seconds("MessageRetentionPeriod", queue["MessageRetentionPeriod"])},
+	} {
+		if c.code != c.tmpl {
+			t.Errorf("%s differ: %v on the backoff, %v in template.yaml", c.name, c.code, c.tmpl)
+		}
+	}
+}
