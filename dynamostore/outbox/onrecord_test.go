@@ -292,8 +292,8 @@ func TestPublishOnRecordStagedOnlyAndAfterExpiry(t *testing.T) {
 // What the record cannot carry is refused when it is published, before
 // the work: a message SQS would refuse (no group on a FIFO queue), a
 // message that repeats another, messages that with the item make it
-// larger than DynamoDB's 400 KB (in either order). Nothing is written for
-// the refused ones.
+// larger than DynamoDB's 400 KB (in either order); and an item that
+// names the messages' attribute. Nothing is written for the refused ones.
 func TestPublishOnRecordRefusedBeforeTheWork(t *testing.T) {
 	big := strings.Repeat("x", 300*1024)
 	var mu sync.Mutex
@@ -311,18 +311,26 @@ func TestPublishOnRecordRefusedBeforeTheWork(t *testing.T) {
 		case "item_first":
 			_ = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"doc": &types.AttributeValueMemberS{Value: big}})
 			errs[p.ID] = outbox.PublishOnRecord(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: big[:150*1024]})
+		case "own_attribute":
+			errs[p.ID] = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"messages": &types.AttributeValueMemberS{Value: "mine"}})
 		case "messages_first":
 			_ = outbox.PublishOnRecord(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: big})
 			errs[p.ID] = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"doc": &types.AttributeValueMemberS{Value: big[:150*1024]}})
 		}
 		return nil
 	}})
-	f.deliver(pay("no_group", "c", 1), pay("repeat", "c", 1), pay("item_first", "c", 1), pay("messages_first", "c", 1))
-	for id, want := range map[string]error{"no_group": outbox.ErrInvalidMessage, "repeat": outbox.ErrInvalidMessage, "item_first": lambdakit.ErrStagedTooLarge, "messages_first": lambdakit.ErrStagedTooLarge} {
+	f.deliver(pay("no_group", "c", 1), pay("repeat", "c", 1), pay("item_first", "c", 1), pay("messages_first", "c", 1), pay("own_attribute", "c", 1))
+	for id, want := range map[string]error{
+		"no_group": outbox.ErrInvalidMessage, "repeat": outbox.ErrInvalidMessage,
+		"item_first": lambdakit.ErrStagedTooLarge, "messages_first": lambdakit.ErrStagedTooLarge,
+	} {
 		err := errs[id]
 		if !errors.Is(err, want) || !lambdakit.IsPermanent(err) {
 			t.Errorf("%s: %v; want a permanent error wrapping %v", id, err, want)
 		}
+	}
+	if err := errs["own_attribute"]; !errors.Is(err, lambdakit.ErrInvalidItem) {
+		t.Errorf("an item naming the messages' attribute: %v; want ErrInvalidItem", err)
 	}
 	if !errors.Is(errs["item_first"], outbox.ErrInvalidMessage) || !errors.Is(errs["messages_first"], lambdakit.ErrInvalidItem) {
 		t.Errorf("item first: %v; messages first: %v; want the message refused, then the item", errs["item_first"], errs["messages_first"])
@@ -336,7 +344,12 @@ func TestPublishOnRecordRefusedBeforeTheWork(t *testing.T) {
 }
 
 // Messages on the record cost no request: a completion with messages is
-// the lock and one UpdateItem, as one without; no transaction.
+// the lock and one UpdateItem, as one without; no transaction. And no
+// write unit while the item stays under 1 KB: DynamoDB bills a write by
+// the larger of the item's sizes before and after it, in 1 KB units, so
+// the test's payment with its event is 1 unit per request. (moto reports
+// 0.5 units for any small write, not DynamoDB's billing: the test
+// bounds the item's size rather than reading moto's consumed capacity.)
 func TestPublishOnRecordWritesNoMoreRequests(t *testing.T) {
 	var calls testenv.Counter
 	f := newOnRecord(t, onRecordSetup{
@@ -357,5 +370,38 @@ func TestPublishOnRecordWritesNoMoreRequests(t *testing.T) {
 	with := calls.Counts()
 	if fmt.Sprint(with) != fmt.Sprint(without) || with["UpdateItem"] != 1 || with["TransactWriteItems"] != 0 {
 		t.Errorf("requests with messages %v, without %v; want the same, one UpdateItem and no transaction", with, without)
+	}
+	item := f.item("with")
+	size := 0
+	for name, v := range item {
+		size += len(name) + sizeOf(v)
+	}
+	if size >= 1024 {
+		t.Errorf("the payment with its event is about %d bytes; want under 1 KB, one write unit per request", size)
+	}
+	t.Logf("the payment's item with its event: at most %d bytes", size)
+}
+
+// sizeOf bounds the size DynamoDB counts for v: a string's bytes, a
+// number's 21 at most, 3 bytes per list or map plus 1 per element and
+// the elements (map keys counted).
+func sizeOf(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + sizeOf(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + sizeOf(e)
+		}
+		return n
+	default:
+		return 21
 	}
 }
