@@ -19,11 +19,7 @@ import (
 // values (the stored item it reads or changes is not known here).
 func WriteSize(w types.TransactWriteItem) int {
 	n := 0
-	add := func(attrs map[string]types.AttributeValue) {
-		for name, v := range attrs {
-			n += textSize(name) + valueSize(v)
-		}
-	}
+	add := func(attrs map[string]types.AttributeValue) { n += ItemSize(attrs) }
 	switch {
 	case w.Put != nil:
 		add(w.Put.Item)

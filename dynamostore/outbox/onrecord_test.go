@@ -371,37 +371,9 @@ func TestPublishOnRecordWritesNoMoreRequests(t *testing.T) {
 	if fmt.Sprint(with) != fmt.Sprint(without) || with["UpdateItem"] != 1 || with["TransactWriteItems"] != 0 {
 		t.Errorf("requests with messages %v, without %v; want the same, one UpdateItem and no transaction", with, without)
 	}
-	item := f.item("with")
-	size := 0
-	for name, v := range item {
-		size += len(name) + sizeOf(v)
-	}
+	size := dynamostore.ItemSize(f.item("with"))
 	if size >= 1024 {
 		t.Errorf("the payment with its event is about %d bytes; want under 1 KB, one write unit per request", size)
 	}
 	t.Logf("the payment's item with its event: at most %d bytes", size)
-}
-
-// sizeOf bounds the size DynamoDB counts for v: a string's bytes, a
-// number's 21 at most, 3 bytes per list or map plus 1 per element and
-// the elements (map keys counted).
-func sizeOf(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + sizeOf(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + sizeOf(e)
-		}
-		return n
-	default:
-		return 21
-	}
 }
