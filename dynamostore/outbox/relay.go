@@ -44,7 +44,9 @@ type RelayOptions struct {
 	DeadLetterQueueURL string
 	// Record names the attributes of the record table's items, as the
 	// dynamostore.Store that writes them does; zero fields are the
-	// defaults (see dynamostore.ResolveOptions).
+	// defaults (see dynamostore.ResolveOptions). Relay panics when they
+	// give two attributes one name, as a misconfigured function should
+	// fail when it starts.
 	Record dynamostore.Options
 }
 
