@@ -377,3 +377,14 @@ func TestPublishOnRecordWritesNoMoreRequests(t *testing.T) {
 	}
 	t.Logf("the payment's item with its event: at most %d bytes", size)
 }
+
+// A relay told that two of the record's attributes share a name could
+// never tell a completion: it fails when it is made.
+func TestRelayRefusesRecordAttributesSharingAName(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Relay with status and lease both named \"s\" did not panic")
+		}
+	}()
+	outbox.Relay(nil, func(o *outbox.RelayOptions) { o.Record.StatusAttr, o.Record.LeaseAttr = "s", "s" })
+}
