@@ -171,6 +171,7 @@ func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now
 	if err := s.checkItem(rec); err != nil {
 		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
 	}
+	rec = s.onRecord(rec)
 	if err := s.checkStorable(rec); err != nil {
 		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
 	}

@@ -66,9 +66,21 @@ func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 		n += len(s.o.EffectAttr) + len(rec.Effect)
 	}
 	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
-		for name, v := range attrs {
-			n += textSize(name) + valueSize(v)
-		}
+		n += ItemSize(attrs)
+	}
+	return n
+}
+
+// ItemSize is an upper bound on the size DynamoDB counts for item, the
+// size that bills its writes (one write unit per 1 KB started, of the
+// larger of the item before and after a write) and that may not pass
+// 400 KB: each attribute's name and value, strings and binaries by their
+// bytes, a number as 21 bytes (its most), a list or map as 3 bytes plus 1
+// per element.
+func ItemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += textSize(name) + valueSize(v)
 	}
 	return n
 }

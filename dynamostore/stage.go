@@ -19,11 +19,7 @@ import (
 // values (the stored item it reads or changes is not known here).
 func WriteSize(w types.TransactWriteItem) int {
 	n := 0
-	add := func(attrs map[string]types.AttributeValue) {
-		for name, v := range attrs {
-			n += textSize(name) + valueSize(v)
-		}
-	}
+	add := func(attrs map[string]types.AttributeValue) { n += ItemSize(attrs) }
 	switch {
 	case w.Put != nil:
 		add(w.Put.Item)
@@ -43,7 +39,8 @@ func WriteSize(w types.TransactWriteItem) int {
 // that would make rec's completion break one of DynamoDB's limits: 100
 // writes in a transaction (the completion among them; this also wraps
 // lambdakit.ErrStagingUnsupported), 4 MB in a transaction's items, and
-// 400 KB in the record's item with the handler's. The record's result is
+// 400 KB in the record's item with the handler's and the messages staged
+// on it (RecordMessage). The record's result is
 // not known yet and not counted: a result too large is dropped, not
 // refused (see Complete).
 //
@@ -52,6 +49,12 @@ func WriteSize(w types.TransactWriteItem) int {
 // (see CheckItem): the values of a Put's item, an Update's expression
 // values, and the keys of each write.
 func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	rec = s.onRecord(rec)
+	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok && attrs[s.o.MessagesAttr] != nil {
+		if err := checkAttribute(s.o.MessagesAttr, attrs[s.o.MessagesAttr]); err != nil {
+			return fmt.Errorf("%w: messages on the record: %w", lambdakit.ErrInvalidItem, err)
+		}
+	}
 	for i, op := range rec.Staged {
 		if w, ok := op.(types.TransactWriteItem); ok {
 			if err := checkWrite(w); err != nil {

@@ -57,6 +57,19 @@ type Options struct {
 	// (lambdakit.EffectDone, lambdakit.IdempotencyRecord.Effect);
 	// Powertools does not have it. Default "effect".
 	EffectAttr string
+	// MessagesAttr holds, on a completed record, the messages its
+	// handler published on the record (RecordMessage,
+	// outbox.PublishOnRecord), a list. Default "messages".
+	MessagesAttr string
+}
+
+// ResolveOptions returns the Options optFns give, with an empty name
+// replaced by its default, as New and CreateTable resolve them; it
+// returns an error wrapping ErrInvalidConfig when two attributes share
+// a name. A reader of the table's stream (the outbox relay) names the
+// attributes with it.
+func ResolveOptions(optFns ...func(*Options)) (Options, error) {
+	return newOptions(optFns)
 }
 
 func newOptions(optFns []func(*Options)) (Options, error) {
@@ -81,6 +94,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 		{&o.LeaseAttr, "lease"},
 		{&o.FailureAttr, "failure"},
 		{&o.EffectAttr, "effect"},
+		{&o.MessagesAttr, "messages"},
 	} {
 		if *f.name == "" {
 			*f.name = f.def
@@ -97,7 +111,7 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 }
 
 func (o Options) names() []string {
-	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr, o.EffectAttr}
+	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr, o.EffectAttr, o.MessagesAttr}
 }
 
 // Placeholders for the attribute names in expressions. Going through
@@ -311,6 +325,7 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	if err := s.checkItem(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
+	rec = s.onRecord(rec)
 	if err := s.checkStorable(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}

@@ -141,8 +141,15 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 		}
 		return items, nil
 	})
+	return refused(err, len(msgs))
+}
+
+// refused is the error of a Publish of n messages that staging them
+// returned: a completion too large for them refuses them, and a refused
+// message fails on every run (lambdakit.Permanent).
+func refused(err error, n int) error {
 	if errors.Is(err, lambdakit.ErrStagedTooLarge) {
-		err = fmt.Errorf("%w: %d messages: %w", ErrInvalidMessage, len(msgs), err)
+		err = fmt.Errorf("%w: %d messages: %w", ErrInvalidMessage, n, err)
 	}
 	if errors.Is(err, ErrInvalidMessage) {
 		return lambdakit.Permanent(err)
@@ -294,16 +301,24 @@ func check(name, id string, m Message) error {
 
 // item is the outbox item of m, checked, whose ID is id.
 func (o *Outbox) item(recordID, id, name string, m Message, now time.Time) map[string]types.AttributeValue {
+	item := message(name, m)
+	item["pk"] = &types.AttributeValueMemberS{Value: PartitionKey(m.GroupID, id)}
+	item["id"] = &types.AttributeValueMemberS{Value: id}
+	item["recordId"] = &types.AttributeValueMemberS{Value: recordID}
+	item["dedupId"] = &types.AttributeValueMemberS{Value: DedupID(id)}
+	item["createdAt"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)}
+	item["expiration"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(o.opts.TTL).Unix(), 10)}
+	return item
+}
+
+// message is what the relay sends of m, named name: its name, queue,
+// body, group and attributes, as attributes of an outbox item or of an
+// element of a record's messages.
+func message(name string, m Message) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
-		"pk":         &types.AttributeValueMemberS{Value: PartitionKey(m.GroupID, id)},
-		"id":         &types.AttributeValueMemberS{Value: id},
-		"recordId":   &types.AttributeValueMemberS{Value: recordID},
-		"name":       &types.AttributeValueMemberS{Value: name},
-		"queueUrl":   &types.AttributeValueMemberS{Value: m.QueueURL},
-		"body":       &types.AttributeValueMemberS{Value: m.Body},
-		"dedupId":    &types.AttributeValueMemberS{Value: DedupID(id)},
-		"createdAt":  &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
-		"expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(o.opts.TTL).Unix(), 10)},
+		"name":     &types.AttributeValueMemberS{Value: name},
+		"queueUrl": &types.AttributeValueMemberS{Value: m.QueueURL},
+		"body":     &types.AttributeValueMemberS{Value: m.Body},
 	}
 	if m.GroupID != "" {
 		item["groupId"] = &types.AttributeValueMemberS{Value: m.GroupID}

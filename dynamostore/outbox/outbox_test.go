@@ -130,11 +130,17 @@ func newFixtureWith(t *testing.T, s setup) *fixture {
 
 func (f *fixture) deliver(msgs ...events.SQSMessage) events.SQSEventResponse {
 	f.t.Helper()
+	return deliver(f.t, f.batch, msgs...)
+}
+
+// deliver runs batch on msgs, as Lambda would.
+func deliver(t *testing.T, batch lambdakit.BatchFunc, msgs ...events.SQSMessage) events.SQSEventResponse {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := f.batch(ctx, lambdakittest.Event(msgs...))
+	resp, err := batch(ctx, lambdakittest.Event(msgs...))
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return resp
 }
@@ -142,9 +148,15 @@ func (f *fixture) deliver(msgs ...events.SQSMessage) events.SQSEventResponse {
 // stream is the outbox table's stream as Lambda would deliver it.
 func (f *fixture) stream() events.DynamoDBEvent {
 	f.t.Helper()
-	recs, err := ddbstream.Read(f.t.Context(), f.streams, f.streamARN, f.region)
+	return readStream(f.t, f.streams, f.streamARN, f.region)
+}
+
+// readStream is the stream streamARN as Lambda would deliver it.
+func readStream(t *testing.T, streams *dynamodbstreams.Client, streamARN, region string) events.DynamoDBEvent {
+	t.Helper()
+	recs, err := ddbstream.Read(t.Context(), streams, streamARN, region)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return events.DynamoDBEvent{Records: recs}
 }
@@ -152,11 +164,17 @@ func (f *fixture) stream() events.DynamoDBEvent {
 // relay runs the relay on ev and wants no failure.
 func (f *fixture) relay(ev events.DynamoDBEvent) {
 	f.t.Helper()
+	relay(f.t, f.sqs, ev)
+}
+
+// relay runs the relay, sending with client, on ev and wants no failure.
+func relay(t *testing.T, client *sqs.Client, ev events.DynamoDBEvent) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(f.t) })(ctx, ev)
+	resp, err := outbox.Relay(client, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })(ctx, ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
-		f.t.Fatalf("relay: %v, failures %v", err, resp.BatchItemFailures)
+		t.Fatalf("relay: %v, failures %v", err, resp.BatchItemFailures)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
@@ -41,6 +42,12 @@ type RelayOptions struct {
 	// batch. A FIFO dead-letter queue gets the item's group (or "outbox")
 	// and its deduplication ID. A failed send to it fails the record.
 	DeadLetterQueueURL string
+	// Record names the attributes of the record table's items, as the
+	// dynamostore.Store that writes them does; zero fields are the
+	// defaults (see dynamostore.ResolveOptions). Relay panics when they
+	// give two attributes one name, as a misconfigured function should
+	// fail when it starts.
+	Record dynamostore.Options
 }
 
 // DeadLetter is the body of what the relay sends to its dead-letter queue:
@@ -80,6 +87,22 @@ const MaxDeadLetterBytes = 256 * 1024
 // and IDAttribute. Records run in order, and the first that fails ends the
 // batch: see lambdakit.DynamoDBStreamBatch.
 //
+// The same relay reads a record table's stream (NEW_AND_OLD_IMAGES), for
+// the messages published on records (PublishOnRecord): an item with the
+// record's status attribute (RelayOptions.Record) is a record, whose
+// messages it sends when the stream record is a completion — an INSERT of
+// a completed record, an update from in progress to completed, a
+// completed record replaced under another lease — each with the ID
+// RecordMessageID (in IDAttribute, and, on a FIFO queue, as
+// DedupID) and in the order of the list. It ignores every other change
+// of a record: a lock, a release, a TTL deletion, a completion without
+// messages, and a completed record written again under the same lease (a
+// later update of the item, or a retried completion). One stream record's messages are sent
+// in order; a failed send fails the stream record, and its retry sends
+// them all again, with the same IDs. A message that can never be sent
+// sends the whole stream record to the dead-letter queue, the messages
+// sent before it included.
+//
 // Its event source mapping needs FunctionResponseTypes
 // [ReportBatchItemFailures], StartingPosition TRIM_HORIZON (so that no item
 // written before the mapping is missed), and, so that a failure is never
@@ -93,11 +116,12 @@ func Relay(client producer.MessageSender, optFns ...func(*RelayOptions)) lambdak
 			fn(&o)
 		}
 	}
+	names, err := dynamostore.ResolveOptions(func(r *dynamostore.Options) { *r = o.Record })
+	if err != nil {
+		panic(fmt.Sprintf("outbox: RelayOptions.Record: %v", err))
+	}
 	return lambdakit.DynamoDBStreamBatch(func(ctx context.Context, rec *events.DynamoDBEventRecord) error {
-		if rec.EventName != string(events.DynamoDBOperationTypeInsert) {
-			return nil
-		}
-		err := send(ctx, client, rec.Change.NewImage)
+		err := relay(ctx, client, names, rec)
 		if err == nil || o.DeadLetterQueueURL == "" || !undeliverable(err) {
 			return err
 		}
@@ -105,12 +129,33 @@ func Relay(client producer.MessageSender, optFns ...func(*RelayOptions)) lambdak
 	}, func(so *lambdakit.StreamOptions) { *so = o.Stream })
 }
 
-// send sends the item of a new image to its queue.
-func send(ctx context.Context, client producer.MessageSender, img map[string]events.DynamoDBAttributeValue) error {
-	in, err := sendInput(img)
+// relay sends what rec brings: the messages of a record's completion on
+// a record table (an item with a status attribute), or on the outbox
+// table a new item's message.
+func relay(ctx context.Context, client producer.MessageSender, names dynamostore.Options, rec *events.DynamoDBEventRecord) error {
+	var ins []*sqs.SendMessageInput
+	var err error
+	switch _, isRecord := rec.Change.NewImage[names.StatusAttr]; {
+	case isRecord:
+		ins, err = completionSends(rec, names)
+	case rec.EventName == string(events.DynamoDBOperationTypeInsert):
+		var in *sqs.SendMessageInput
+		in, err = sendInput(rec.Change.NewImage)
+		ins = []*sqs.SendMessageInput{in}
+	}
 	if err != nil {
 		return err
 	}
+	for _, in := range ins {
+		if err := send(ctx, client, in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send sends one message.
+func send(ctx context.Context, client producer.MessageSender, in *sqs.SendMessageInput) error {
 	if _, err := client.SendMessage(ctx, in); err != nil {
 		return fmt.Errorf("outbox: send %s to %s: %w", aws.ToString(in.MessageAttributes[IDAttribute].StringValue), aws.ToString(in.QueueUrl), err)
 	}

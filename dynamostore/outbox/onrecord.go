@@ -1,0 +1,130 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// PublishOnRecord stages msgs on the idempotency record the handler runs
+// for: the completion writes them as the list attribute
+// dynamostore.Options.MessagesAttr of the record's own item, in the one
+// request that completes the record, and writes nothing else for them (no
+// outbox item, no transaction). The relay reads them from the record
+// table's stream (see Relay) and sends them once the record is completed.
+// A handler that fails publishes nothing; a completion that records a
+// failure after the effect (lambdakit.EffectDone) drops them.
+//
+// It needs a dynamostore.Store (whose completion writes
+// dynamostore.RecordMessage) on a table with a stream of new and old
+// images (NEW_AND_OLD_IMAGES). It fails as Publish fails: with
+// lambdakit.ErrNotStaging outside a handler run by lambdakit's idempotency
+// middleware, and with ErrInvalidMessage (marked lambdakit.Permanent),
+// before any work commits, for a message Check refuses, one that repeats
+// another of this run on the record (the same queue and name), or
+// messages that, with the item the handler sets (dynamostore.SetItem) and
+// the messages and result it stages, make the record's item larger than
+// DynamoDB's 400 KB. A message without a Name is named by its place among
+// the run's messages on the record ("#0", "#1", ...).
+func PublishOnRecord(ctx context.Context, msgs ...Message) error {
+	recordID, ok := lambdakit.StagingRecord(ctx)
+	if !ok {
+		return fmt.Errorf("outbox: %w", lambdakit.ErrNotStaging)
+	}
+	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
+		ids := map[string]string{} // ItemID → the message's name, for this run
+		place := 0
+		for _, op := range staged {
+			if m, ok := op.(dynamostore.RecordMessage); ok {
+				ids[ItemID(recordID, stringOf(m["queueUrl"]), stringOf(m["name"]))] = "an earlier one"
+				place++
+			}
+		}
+		named, err := checkAll(recordID, place, ids, msgs)
+		if err != nil {
+			return nil, err
+		}
+		ops := make([]any, len(msgs))
+		for i, m := range msgs {
+			ops[i] = dynamostore.RecordMessage(message(named[i].name, m))
+		}
+		return ops, nil
+	})
+	return refused(err, len(msgs))
+}
+
+// stringOf is v's string, "" when v is no string.
+func stringOf(v types.AttributeValue) string {
+	if s, ok := v.(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+// RecordMessageID is the ID of the message named name to queueURL that
+// the completion of record recordID under the lease lease carries: the
+// same for every stream record of that completion, and another for a new
+// completion of the record (after it expired). The relay sends it in
+// IDAttribute and derives the deduplication ID from it (DedupID).
+func RecordMessageID(recordID, lease, queueURL, name string) string {
+	return "outbox#" + lambdakit.KeyHash(recordID+"\x00"+lease+"\x00"+queueURL+"\x00"+name)
+}
+
+// completionSends is what the relay sends for rec, a stream record of a
+// record table (names its attributes): the messages of a completion (an
+// INSERT of a completed record, an in-progress record updated to
+// completed, a completed record replaced by a completion under another
+// lease), and nothing for every other change: a lock, a release, a TTL
+// deletion, a record without messages, and a completed record written
+// again under the same lease (a later update of the item; or a completion
+// retried after a lost answer, which DynamoDB Streams does not record
+// since it changes nothing, but moto does).
+func completionSends(rec *events.DynamoDBEventRecord, names dynamostore.Options) ([]*sqs.SendMessageInput, error) {
+	img, old := rec.Change.NewImage, rec.Change.OldImage
+	msgs, ok := img[names.MessagesAttr]
+	if !ok || stringAttr(img, names.StatusAttr) != string(lambdakit.StatusCompleted) {
+		return nil, nil
+	}
+	lease := stringAttr(img, names.LeaseAttr)
+	if stringAttr(old, names.StatusAttr) == string(lambdakit.StatusCompleted) && stringAttr(old, names.LeaseAttr) == lease {
+		return nil, nil
+	}
+	if msgs.DataType() != events.DataTypeList {
+		return nil, fmt.Errorf("%w: record attribute %s is not a list", ErrBadItem, names.MessagesAttr)
+	}
+	recordID := stringAttr(img, names.KeyAttr)
+	var out []*sqs.SendMessageInput
+	for i, el := range msgs.List() {
+		if el.DataType() != events.DataTypeMap {
+			return nil, fmt.Errorf("%w: message %d on the record is not a map", ErrBadItem, i)
+		}
+		m := el.Map()
+		id := RecordMessageID(recordID, lease, stringAttr(m, "queueUrl"), stringAttr(m, "name"))
+		withID := map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id), "dedupId": events.NewStringAttribute(DedupID(id))}
+		for k, v := range m {
+			if _, own := withID[k]; !own {
+				withID[k] = v
+			}
+		}
+		in, err := sendInput(withID)
+		if err != nil {
+			return nil, fmt.Errorf("message %d on the record: %w", i, err)
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// stringAttr is the string attribute name of img, "" when it has none.
+func stringAttr(img map[string]events.DynamoDBAttributeValue, name string) string {
+	if v, ok := img[name]; ok && v.DataType() == events.DataTypeString {
+		return v.String()
+	}
+	return ""
+}

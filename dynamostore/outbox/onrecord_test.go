@@ -1,0 +1,390 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
+	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// onRecord is a consumer whose records live on the business item of a
+// payment (ReadableIDs, SetItem) in a table with a stream of new and old
+// images, and whose handler publishes on the record; and the relay on
+// that stream.
+type onRecord struct {
+	t         *testing.T
+	db        *dynamodb.Client
+	streams   *dynamodbstreams.Client
+	sqs       *sqs.Client
+	region    string
+	table     string
+	streamARN string
+	queue     string
+	fifo      bool
+	batch     lambdakit.BatchFunc
+	runs      atomic.Int32
+	now       atomic.Int64 // the engine's clock, in Unix milliseconds
+	// fail makes the handler fail after it published.
+	fail atomic.Bool
+}
+
+// onRecordSetup is what a test chooses: the handler (nil: charge, which
+// sets the item and publishes payment.charged), the engine's options and
+// the store's client.
+type onRecordSetup struct {
+	handle  func(ctx context.Context, f *onRecord, p payment) error
+	opts    func(*lambdakit.Options)
+	storeDB func(f *onRecord) *dynamodb.Client // nil: f.db
+	// standard makes the queue a standard one, which keeps what a FIFO
+	// queue's deduplication would drop.
+	standard bool
+}
+
+// charge is the handler of the tests: the payment as the record's item,
+// and its event on the record.
+func charge(ctx context.Context, f *onRecord, p payment) error {
+	if err := dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: fmt.Sprint(p.Amount)}}); err != nil {
+		return err
+	}
+	group := p.Customer
+	if !f.fifo {
+		group = ""
+	}
+	return outbox.PublishOnRecord(ctx, outbox.Message{
+		QueueURL: f.queue, GroupID: group, Name: "payment.charged",
+		Body:       fmt.Sprintf(`{"type":"payment.charged","payment_id":%q}`, p.ID),
+		Attributes: map[string]string{"type": "payment.charged"},
+	})
+}
+
+func newOnRecord(t *testing.T, s onRecordSetup) *onRecord {
+	cfg := moto.Config(t)
+	f := &onRecord{t: t, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), region: cfg.Region}
+	f.now.Store(time.Now().UnixMilli())
+	f.table = testenv.Name(t) + "-payments"
+	out, err := f.db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(f.table),
+		BillingMode:          types.BillingModePayPerRequest,
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.streamARN = aws.ToString(out.TableDescription.LatestStreamArn)
+	f.fifo = !s.standard
+	f.queue = testenv.Queue(t, f.sqs, f.fifo, nil)
+	db := f.db
+	if s.storeDB != nil {
+		db = s.storeDB(f)
+	}
+	store, err := dynamostore.New(db, f.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := s.handle
+	if handle == nil {
+		handle = charge
+	}
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) {
+		o.Logger, o.ReadableIDs, o.Prefix = lambdakittest.Logger(t), true, "payment"
+		o.Now = func() time.Time { return time.UnixMilli(f.now.Load()) }
+		if s.opts != nil {
+			s.opts(o)
+		}
+	})(lambdakit.Typed(func(ctx context.Context, p payment) error {
+		f.runs.Add(1)
+		if err := handle(ctx, f, p); err != nil {
+			return err
+		}
+		if f.fail.Load() {
+			return errors.New("the handler failed after it published")
+		}
+		return nil
+	}))
+	f.batch = lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = lambdakittest.Logger(t); o.AllowAllFailed = true })
+	return f
+}
+
+func (f *onRecord) deliver(msgs ...events.SQSMessage) events.SQSEventResponse {
+	f.t.Helper()
+	return deliver(f.t, f.batch, msgs...)
+}
+
+// stream is the record table's stream as Lambda delivers it.
+func (f *onRecord) stream() events.DynamoDBEvent {
+	f.t.Helper()
+	return readStream(f.t, f.streams, f.streamARN, f.region)
+}
+
+// relay runs the relay on ev and wants no failure.
+func (f *onRecord) relay(ev events.DynamoDBEvent) {
+	f.t.Helper()
+	relay(f.t, f.sqs, ev)
+}
+
+// item is the payment's item, the record, as the table holds it.
+func (f *onRecord) item(id string) map[string]types.AttributeValue {
+	f.t.Helper()
+	out, err := f.db.Scan(f.t.Context(), &dynamodb.ScanInput{TableName: aws.String(f.table)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, it := range out.Items {
+		if k, ok := it["id"].(*types.AttributeValueMemberS); ok && strings.HasSuffix(k.Value, id) {
+			return it
+		}
+	}
+	f.t.Fatalf("no item for %s among %d", id, len(out.Items))
+	return nil
+}
+
+func str(it map[string]types.AttributeValue, name string) string {
+	if s, ok := it[name].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+// kinds is the event names of ev's records, in order.
+func kinds(ev events.DynamoDBEvent) []string {
+	var out []string
+	for _, r := range ev.Records {
+		out = append(out, r.EventName)
+	}
+	return out
+}
+
+// wantSent checks that msg is payment id's event of the completion of
+// item under its lease: its ID, deduplication ID, group and body.
+func wantSent(t *testing.T, f *onRecord, msg sqstypes.Message, item map[string]types.AttributeValue, id, customer string) {
+	t.Helper()
+	want := outbox.RecordMessageID(str(item, "id"), str(item, "lease"), f.queue, "payment.charged")
+	if got := aws.ToString(msg.MessageAttributes[outbox.IDAttribute].StringValue); got != want {
+		t.Errorf("attribute %s = %q; want %s, from the record, its lease and the message's name", outbox.IDAttribute, got, want)
+	}
+	dedup, group := outbox.DedupID(want), customer
+	if !f.fifo {
+		dedup, group = "", "" // a standard queue has neither
+	}
+	if msg.Attributes["MessageDeduplicationId"] != dedup || msg.Attributes["MessageGroupId"] != group {
+		t.Errorf("deduplication ID %q, group %q; want %q and %q", msg.Attributes["MessageDeduplicationId"], msg.Attributes["MessageGroupId"], dedup, group)
+	}
+	if !strings.Contains(aws.ToString(msg.Body), fmt.Sprintf("%q", id)) || aws.ToString(msg.MessageAttributes["type"].StringValue) != "payment.charged" {
+		t.Errorf("body %s, attributes %v; want %s's event", aws.ToString(msg.Body), msg.MessageAttributes, id)
+	}
+}
+
+// One message per completion, none for a duplicate, a lock or a release:
+// a payment charged and delivered again, and one whose handler failed
+// (its lock released), make one message, the charged payment's; its
+// messages stay on its item. The queue is a standard one, whose
+// deduplication hides no second send.
+func TestPublishOnRecordOneMessagePerCompletion(t *testing.T) {
+	f := newOnRecord(t, onRecordSetup{standard: true})
+	m := pay("pay_1", "cus_A", 100)
+	f.deliver(m)
+	f.deliver(lambdakittest.Redelivery(m))
+	f.fail.Store(true)
+	if resp := f.deliver(pay("pay_2", "cus_A", 200)); len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("failures %v; want pay_2's", resp.BatchItemFailures)
+	}
+	ev := f.stream()
+	// pay_1's lock and completion, pay_2's lock and release.
+	if got := strings.Join(kinds(ev), " "); got != "INSERT MODIFY INSERT REMOVE" {
+		t.Fatalf("stream %s; want INSERT MODIFY INSERT REMOVE", got)
+	}
+	f.relay(ev)
+	got := testenv.Drain(t, f.sqs, f.queue)
+	if len(got) != 1 {
+		t.Fatalf("downstream holds %d messages; want 1", len(got))
+	}
+	item := f.item("pay_1")
+	wantSent(t, f, got[0], item, "pay_1", "cus_A")
+	if l, ok := item["messages"].(*types.AttributeValueMemberL); !ok || len(l.Value) != 1 || item["amount"] == nil {
+		t.Errorf("item %v; want the payment with its one message kept on it", item)
+	}
+	if n := f.runs.Load(); n != 2 {
+		t.Errorf("the handler ran %d times; want 2 (pay_1 once, pay_2 once)", n)
+	}
+}
+
+// A completion whose answer was lost is sent again by the SDK and changes
+// nothing: DynamoDB Streams records nothing for it, moto 5.2.1 records a
+// second MODIFY of the completed record under the same lease. Either way
+// the relay sends one message (to a standard queue, whose deduplication
+// hides no second send), with the same ID.
+func TestPublishOnRecordRetriedCompletionSendsOnce(t *testing.T) {
+	var proxy *testenv.Proxy
+	f := newOnRecord(t, onRecordSetup{standard: true, storeDB: func(f *onRecord) *dynamodb.Client {
+		proxy = testenv.NewProxy(t, moto.Server(t).URL)
+		return dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(proxy.URL) })
+	}})
+	proxy.LoseAnswer("UpdateItem", 1, http.StatusInternalServerError, testenv.DynamoDBError("InternalServerError", "answer lost"))
+	if resp := f.deliver(pay("pay_3", "cus_B", 300)); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v; want none", resp.BatchItemFailures)
+	}
+	if n := proxy.Count("UpdateItem"); n != 2 {
+		t.Fatalf("%d completions sent; want 2 (one lost, its retry)", n)
+	}
+	ev := f.stream()
+	if got := strings.Join(kinds(ev), " "); got != "INSERT MODIFY MODIFY" {
+		t.Fatalf("stream %s; want moto's INSERT MODIFY MODIFY (the lock, the completion, its retry)", got)
+	}
+	// On AWS the stream holds the lock and the completion only.
+	for _, recs := range [][]events.DynamoDBEventRecord{ev.Records, ev.Records[:2]} {
+		f.relay(events.DynamoDBEvent{Records: recs})
+		got := testenv.Drain(t, f.sqs, f.queue)
+		if len(got) != 1 {
+			t.Fatalf("relaying %v: the queue holds %d messages; want 1", kinds(events.DynamoDBEvent{Records: recs}), len(got))
+		}
+		wantSent(t, f, got[0], f.item("pay_3"), "pay_3", "cus_B")
+	}
+}
+
+// Under StagedOnly the completion creates the record (an INSERT of a
+// completed record), and once it expired a new completion replaces it (a
+// MODIFY from completed to completed under a new lease): each sends its
+// message, with IDs of its own. The relay crashed after its sends and
+// sends them all again: the FIFO queue drops the copies.
+func TestPublishOnRecordStagedOnlyAndAfterExpiry(t *testing.T) {
+	f := newOnRecord(t, onRecordSetup{opts: func(o *lambdakit.Options) { o.StagedOnly, o.TTL, o.CacheSize = true, time.Minute, -1 }})
+	m := pay("pay_4", "cus_C", 400)
+	f.deliver(m)
+	first := f.item("pay_4")
+	f.now.Add((2 * time.Minute).Milliseconds())
+	f.deliver(lambdakittest.Redelivery(m))
+	second := f.item("pay_4")
+	ev := f.stream()
+	if got := strings.Join(kinds(ev), " "); got != "INSERT MODIFY" {
+		t.Fatalf("stream %s; want INSERT MODIFY", got)
+	}
+	f.relay(ev)
+	f.relay(ev)
+	got := testenv.Drain(t, f.sqs, f.queue)
+	if len(got) != 2 || str(first, "lease") == str(second, "lease") {
+		t.Fatalf("downstream holds %d messages, leases %s and %s; want 2, under two leases", len(got), str(first, "lease"), str(second, "lease"))
+	}
+	wantSent(t, f, got[0], first, "pay_4", "cus_C")
+	wantSent(t, f, got[1], second, "pay_4", "cus_C")
+}
+
+// What the record cannot carry is refused when it is published, before
+// the work: a message SQS would refuse (no group on a FIFO queue), a
+// message that repeats another, messages that with the item make it
+// larger than DynamoDB's 400 KB (in either order); and an item that
+// names the messages' attribute. Nothing is written for the refused ones.
+func TestPublishOnRecordRefusedBeforeTheWork(t *testing.T) {
+	big := strings.Repeat("x", 300*1024)
+	var mu sync.Mutex
+	errs := map[string]error{}
+	f := newOnRecord(t, onRecordSetup{handle: func(ctx context.Context, f *onRecord, p payment) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ok := outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: "ok", Body: "ok"}
+		switch p.ID {
+		case "no_group":
+			errs[p.ID] = outbox.PublishOnRecord(ctx, outbox.Message{QueueURL: f.queue, Body: "no group"})
+		case "repeat":
+			_ = outbox.PublishOnRecord(ctx, ok)
+			errs[p.ID] = outbox.PublishOnRecord(ctx, ok)
+		case "item_first":
+			_ = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"doc": &types.AttributeValueMemberS{Value: big}})
+			errs[p.ID] = outbox.PublishOnRecord(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: big[:150*1024]})
+		case "own_attribute":
+			errs[p.ID] = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"messages": &types.AttributeValueMemberS{Value: "mine"}})
+		case "messages_first":
+			_ = outbox.PublishOnRecord(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Body: big})
+			errs[p.ID] = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"doc": &types.AttributeValueMemberS{Value: big[:150*1024]}})
+		}
+		return nil
+	}})
+	f.deliver(pay("no_group", "c", 1), pay("repeat", "c", 1), pay("item_first", "c", 1), pay("messages_first", "c", 1), pay("own_attribute", "c", 1))
+	for id, want := range map[string]error{
+		"no_group": outbox.ErrInvalidMessage, "repeat": outbox.ErrInvalidMessage,
+		"item_first": lambdakit.ErrStagedTooLarge, "messages_first": lambdakit.ErrStagedTooLarge,
+	} {
+		err := errs[id]
+		if !errors.Is(err, want) || !lambdakit.IsPermanent(err) {
+			t.Errorf("%s: %v; want a permanent error wrapping %v", id, err, want)
+		}
+	}
+	if err := errs["own_attribute"]; !errors.Is(err, lambdakit.ErrInvalidItem) {
+		t.Errorf("an item naming the messages' attribute: %v; want ErrInvalidItem", err)
+	}
+	if !errors.Is(errs["item_first"], outbox.ErrInvalidMessage) || !errors.Is(errs["messages_first"], lambdakit.ErrInvalidItem) {
+		t.Errorf("item first: %v; messages first: %v; want the message refused, then the item", errs["item_first"], errs["messages_first"])
+	}
+	f.relay(f.stream())
+	// What was accepted is sent: repeat's first message and
+	// messages_first's large one.
+	if got := testenv.Drain(t, f.sqs, f.queue); len(got) != 2 {
+		t.Errorf("downstream holds %d messages; want 2", len(got))
+	}
+}
+
+// Messages on the record cost no request: a completion with messages is
+// the lock and one UpdateItem, as one without; no transaction. And no
+// write unit while the item stays under 1 KB: DynamoDB bills a write by
+// the larger of the item's sizes before and after it, in 1 KB units, so
+// the test's payment with its event is 1 unit per request. (moto reports
+// 0.5 units for any small write, not DynamoDB's billing: the test
+// bounds the item's size rather than reading moto's consumed capacity.)
+func TestPublishOnRecordWritesNoMoreRequests(t *testing.T) {
+	var calls testenv.Counter
+	f := newOnRecord(t, onRecordSetup{
+		storeDB: func(f *onRecord) *dynamodb.Client {
+			return dynamodb.NewFromConfig(moto.Config(t), func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+		},
+		handle: func(ctx context.Context, f *onRecord, p payment) error {
+			if p.Amount == 0 {
+				return dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "0"}})
+			}
+			return charge(ctx, f, p)
+		},
+	})
+	f.deliver(pay("plain", "cus_D", 0))
+	without := calls.Counts()
+	calls.Reset()
+	f.deliver(pay("with", "cus_D", 5))
+	with := calls.Counts()
+	if fmt.Sprint(with) != fmt.Sprint(without) || with["UpdateItem"] != 1 || with["TransactWriteItems"] != 0 {
+		t.Errorf("requests with messages %v, without %v; want the same, one UpdateItem and no transaction", with, without)
+	}
+	size := dynamostore.ItemSize(f.item("with"))
+	if size >= 1024 {
+		t.Errorf("the payment with its event is about %d bytes; want under 1 KB, one write unit per request", size)
+	}
+	t.Logf("the payment's item with its event: at most %d bytes", size)
+}
+
+// A relay told that two of the record's attributes share a name could
+// never tell a completion: it fails when it is made.
+func TestRelayRefusesRecordAttributesSharingAName(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Relay with status and lease both named \"s\" did not panic")
+		}
+	}()
+	outbox.Relay(nil, func(o *outbox.RelayOptions) { o.Record.StatusAttr, o.Record.LeaseAttr = "s", "s" })
+}
