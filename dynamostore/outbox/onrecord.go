@@ -84,9 +84,13 @@ func RecordMessageID(recordID, lease, queueURL, name string) string {
 // deletion, a record without messages, and a completed record written
 // again under the same lease (a later update of the item; or a completion
 // retried after a lost answer, which DynamoDB Streams does not record
-// since it changes nothing, but moto does).
+// since it changes nothing, but moto does). A MODIFY without an old image
+// is refused (ErrStreamView): it could be either.
 func completionSends(rec *events.DynamoDBEventRecord, names dynamostore.Options) ([]*sqs.SendMessageInput, error) {
 	img, old := rec.Change.NewImage, rec.Change.OldImage
+	if rec.EventName == string(events.DynamoDBOperationTypeModify) && len(old) == 0 {
+		return nil, fmt.Errorf("%w: MODIFY %s of a record has no old image", ErrStreamView, rec.EventID)
+	}
 	msgs, ok := img[names.MessagesAttr]
 	if !ok || stringAttr(img, names.StatusAttr) != string(lambdakit.StatusCompleted) {
 		return nil, nil

@@ -57,6 +57,8 @@ type onRecordSetup struct {
 	// standard makes the queue a standard one, which keeps what a FIFO
 	// queue's deduplication would drop.
 	standard bool
+	// view is the table's stream view ("": NEW_AND_OLD_IMAGES).
+	view types.StreamViewType
 }
 
 // charge is the handler of the tests: the payment as the record's item,
@@ -81,12 +83,16 @@ func newOnRecord(t *testing.T, s onRecordSetup) *onRecord {
 	f := &onRecord{t: t, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), region: cfg.Region}
 	f.now.Store(time.Now().UnixMilli())
 	f.table = testenv.Name(t) + "-payments"
+	view := s.view
+	if view == "" {
+		view = types.StreamViewTypeNewAndOldImages
+	}
 	out, err := f.db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
 		TableName:            aws.String(f.table),
 		BillingMode:          types.BillingModePayPerRequest,
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: view},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -376,6 +382,65 @@ func TestPublishOnRecordWritesNoMoreRequests(t *testing.T) {
 		t.Errorf("the payment with its event is about %d bytes; want under 1 KB, one write unit per request", size)
 	}
 	t.Logf("the payment's item with its event: at most %d bytes", size)
+}
+
+// A record table whose stream holds new images only (NEW_IMAGE) cannot
+// tell a completion from a later update of the completed record: the
+// relay refuses its first update, sending nothing, rather than send the
+// messages again for every update (a standard queue keeps each copy, and
+// past 5 minutes a FIFO queue does too). Its locks and creations, which
+// need no old image, go through.
+func TestRelayRefusesRecordStreamWithoutOldImages(t *testing.T) {
+	f := newOnRecord(t, onRecordSetup{standard: true, view: types.StreamViewTypeNewImage})
+	f.deliver(pay("pay_6", "cus_F", 600))
+	// Other code updates the payment later, under the same lease.
+	if _, err := f.db.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(f.table),
+		Key:                       map[string]types.AttributeValue{"id": f.item("pay_6")["id"]},
+		UpdateExpression:          aws.String("SET note = :n"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberS{Value: "refund asked"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ev := f.stream()
+	if got := strings.Join(kinds(ev), " "); got != "INSERT MODIFY MODIFY" {
+		t.Fatalf("stream %s; want INSERT MODIFY MODIFY (the lock, the completion, the later update)", got)
+	}
+	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })(t.Context(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[1].Change.SequenceNumber {
+		t.Errorf("failures %v; want the completion's stream record, %s", resp.BatchItemFailures, ev.Records[1].Change.SequenceNumber)
+	}
+	if got := testenv.Drain(t, f.sqs, f.queue); len(got) != 0 {
+		t.Errorf("downstream holds %d messages; want none", len(got))
+	}
+}
+
+// A stream of keys only carries no message: the relay fails the lock's
+// stream record, rather than dead-letter each lock as no outbox item and
+// skip each completion, losing its messages without a failure.
+func TestRelayRefusesStreamOfKeysOnly(t *testing.T) {
+	f := newOnRecord(t, onRecordSetup{standard: true, view: types.StreamViewTypeKeysOnly})
+	dlq := testenv.Queue(t, f.sqs, false, nil)
+	f.deliver(pay("pay_7", "cus_G", 700))
+	ev := f.stream()
+	if got := strings.Join(kinds(ev), " "); got != "INSERT MODIFY" {
+		t.Fatalf("stream %s; want INSERT MODIFY (the lock, the completion)", got)
+	}
+	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) {
+		o.Stream.Logger, o.DeadLetterQueueURL = lambdakittest.Logger(t), dlq
+	})(t.Context(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[0].Change.SequenceNumber {
+		t.Errorf("failures %v; want the lock's stream record, %s", resp.BatchItemFailures, ev.Records[0].Change.SequenceNumber)
+	}
+	if got := testenv.Drain(t, f.sqs, dlq); len(got) != 0 {
+		t.Errorf("the dead-letter queue holds %d messages; want none", len(got))
+	}
 }
 
 // A relay told that two of the record's attributes share a name could

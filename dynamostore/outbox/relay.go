@@ -26,6 +26,16 @@ import (
 // mend it: see RelayOptions.DeadLetterQueueURL.
 var ErrBadItem = errors.New("outbox: not an outbox item")
 
+// ErrStreamView means a stream record lacks an image the relay needs: the
+// new image of an INSERT or MODIFY (a stream of keys or old images only),
+// or the old image of a record's MODIFY (a record table's stream of new
+// images only, where a completion looks like any later update of the
+// completed record, and would be sent again for each). The stream's view
+// type is the table's: give the table a stream of new and old images
+// (NEW_AND_OLD_IMAGES) and the relay that stream. The relay fails the
+// stream record (it never dead-letters it): no retry mends it.
+var ErrStreamView = errors.New("outbox: the stream lacks the images the relay needs (NEW_AND_OLD_IMAGES)")
+
 // RelayOptions configures Relay.
 type RelayOptions struct {
 	// Stream configures the batch: its deadline margin and logger (see
@@ -103,6 +113,9 @@ const MaxDeadLetterBytes = 256 * 1024
 // sends the whole stream record to the dead-letter queue, the messages
 // sent before it included.
 //
+// A stream record without the images this takes fails with
+// ErrStreamView: the record table's stream must be of new and old images.
+//
 // Its event source mapping needs FunctionResponseTypes
 // [ReportBatchItemFailures], StartingPosition TRIM_HORIZON (so that no item
 // written before the mapping is missed), and, so that a failure is never
@@ -133,6 +146,9 @@ func Relay(client producer.MessageSender, optFns ...func(*RelayOptions)) lambdak
 // a record table (an item with a status attribute), or on the outbox
 // table a new item's message.
 func relay(ctx context.Context, client producer.MessageSender, names dynamostore.Options, rec *events.DynamoDBEventRecord) error {
+	if len(rec.Change.NewImage) == 0 && rec.EventName != string(events.DynamoDBOperationTypeRemove) {
+		return fmt.Errorf("%w: %s %s has no new image", ErrStreamView, rec.EventName, rec.EventID)
+	}
 	var ins []*sqs.SendMessageInput
 	var err error
 	switch _, isRecord := rec.Change.NewImage[names.StatusAttr]; {
