@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	gobuild "go/build"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -148,11 +150,9 @@ func build(ctx context.Context, templateDir string, fn function, goarch, dir str
 		cmd.Dir = templateDir
 	case pkg != nil && pkg.Name == "main":
 		logf("building %s: GOOS=linux GOARCH=%s go build %s in %s", fn.LogicalID, goarch, fn.CodeURI, templateDir)
-		cmd = exec.CommandContext(ctx, "go", append(append([]string{"build"}, lambdaGoFlags...), "-o", filepath.Join(abs, "bootstrap"), ".")...)
-		cmd.Dir = codeDir
-		cmd.Env = []string{"GOOS=linux", "GOARCH=" + goarch, "CGO_ENABLED=0"}
+		cmd = goBuild(ctx, codeDir, "linux", goarch, filepath.Join(abs, "bootstrap"))
 	case customRuntime(fn.Runtime) || fn.Runtime == "":
-		if info, err := os.Stat(filepath.Join(codeDir, "bootstrap")); err != nil || info.IsDir() {
+		if !fileExists(filepath.Join(codeDir, "bootstrap")) {
 			return "", fmt.Errorf("function %s (%s): CodeUri %s holds no bootstrap and no Go main package, and %s has no build-%s target: give it one of these", fn.LogicalID, fn.Runtime, codeDir, filepath.Join(templateDir, "Makefile"), fn.LogicalID)
 		}
 		logf("%s: CodeUri %s as it is (its bootstrap)", fn.LogicalID, codeDir)
@@ -181,6 +181,57 @@ func build(ctx context.Context, templateDir string, fn function, goarch, dir str
 		return "", fmt.Errorf("%s left %s empty", cmd, abs)
 	}
 	return abs, nil
+}
+
+// goBuild returns the go build of the main package in dir for goos and
+// goarch, static, into out.
+func goBuild(ctx context.Context, dir, goos, goarch, out string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, lambdaGoFlags...), "-o", out, ".")...)
+	cmd.Dir = dir
+	cmd.Env = []string{"GOOS=" + goos, "GOARCH=" + goarch, "CGO_ENABLED=0"}
+	return cmd
+}
+
+// ErrNoBootstrap means that a function's bootstrap can be neither built
+// nor found for this machine.
+var ErrNoBootstrap = errors.New("samdeploy: no bootstrap for this machine")
+
+// BuildForHost returns a bootstrap of the function logicalID of the SAM
+// template that runs on this machine, to run it locally: go build of its
+// CodeUri for this machine when it is a Go main package, into dir; else
+// CodeUri/bootstrap when it is there (built for this machine, or not: the
+// start tells). Its build output goes to out.
+func BuildForHost(ctx context.Context, template, logicalID, dir string, out io.Writer) (string, error) {
+	fns, err := templateFunctions(template)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(fns, func(f function) bool { return f.LogicalID == logicalID })
+	if i < 0 {
+		return "", fmt.Errorf("%w: %s has no function %s with local code", ErrNoBootstrap, template, logicalID)
+	}
+	codeDir := filepath.Join(filepath.Dir(template), fns[i].CodeURI)
+	if pkg, err := gobuild.ImportDir(codeDir, 0); err == nil && pkg.Name == "main" {
+		path, err := filepath.Abs(filepath.Join(dir, logicalID, "bootstrap"))
+		if err != nil {
+			return "", err
+		}
+		ctx, cancel := context.WithTimeout(ctx, buildTimeout)
+		defer cancel()
+		if err := runBuild(goBuild(ctx, codeDir, runtime.GOOS, runtime.GOARCH, path), out); err != nil {
+			return "", fmt.Errorf("build %s for this machine: %w", logicalID, err)
+		}
+		return path, nil
+	}
+	if path := filepath.Join(codeDir, "bootstrap"); fileExists(path) {
+		return path, nil
+	}
+	return "", fmt.Errorf("%w: function %s: CodeUri %s is no Go main package and holds no bootstrap", ErrNoBootstrap, logicalID, codeDir)
+}
+
+func fileExists(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && !info.IsDir()
 }
 
 // runBuild runs a build command made with exec.CommandContext, with

@@ -585,8 +585,33 @@ func CommandError(ctx context.Context, err error) error {
 		return cmdline.Interrupted(err)
 	case errors.Is(err, ErrInput):
 		return cmdline.BadInput(err)
-	case errors.Is(err, ErrLocalAWS), errors.Is(err, ErrNoTranslator):
+	case errors.Is(err, ErrLocalAWS), errors.Is(err, ErrNoTranslator), errors.Is(err, ErrNoStack):
 		return cmdline.CannotRun(err)
 	}
 	return cmdline.Failed(err)
+}
+
+// ErrNoStack means that the stack ReadStack was asked for is not deployed.
+var ErrNoStack = errors.New("samdeploy: no such stack")
+
+// ReadStack returns the stack name deployed on the local AWS at endpoint,
+// in moto's region: its status and outputs.
+func ReadStack(ctx context.Context, endpoint, name string) (*Result, error) {
+	if err := CheckEndpoint(endpoint); err != nil {
+		return nil, err
+	}
+	cfg := motoserver.Config(endpoint)
+	cf := cloudformation.NewFromConfig(cfg)
+	s, err := describeStack(ctx, cf, name)
+	switch {
+	case err != nil:
+		return nil, localAWSError(endpoint, err)
+	case s == nil:
+		return nil, fmt.Errorf("%w: %s at %s (deploy it with deploy-local)", ErrNoStack, name, endpoint)
+	}
+	r := &Result{StackName: name, Region: cfg.Region}
+	if err := r.readStack(ctx, cf); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
