@@ -128,6 +128,19 @@ fuzz:
 demo: deps build
 	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap -relay-bootstrap $(BIN)/relay -ledger-bootstrap $(BIN)/ledger -template template.yaml -events events $(if $(filter 1,$(VALKEY)),-valkey)
 
+# The shell commands that start `demo local` (moto_server, the gateway, the
+# tables) on free ports in the background, its PID in $$pid, and wait up to
+# 60 s for the environment file it writes, $$dir/env.json. $(1) is the
+# target, for messages; $(2) goes before the command (setsid, or nothing).
+demo_local_start = $(GO) build -o $$dir/demo ./functions/payment/demo; \
+	$(WITH_MOTO) $(2) $$dir/demo local -moto-port 0 -gateway-port 0 -env-file $$dir/env.json & pid=$$!; \
+	for i in $$(seq 600); do \
+		if [ -s $$dir/env.json ] && tail -n 1 $$dir/env.json | grep -qx '}'; then break; fi; \
+		kill -0 $$pid 2>/dev/null || { echo "make $(1): demo local stopped" >&2; exit 3; }; \
+		sleep 0.1; \
+	done; \
+	[ -s $$dir/env.json ] || { echo "make $(1): demo local did not start within 60 s" >&2; exit 3; }
+
 ## invoke: the demo environment on the event files you name (EVENT="a.json b.json");
 ## RIE=1 runs them under AWS's aws-lambda-rie instead of lambdakit's Runtime API (Linux)
 # With RIE=1: `demo local` (moto_server, the gateway, the tables) on free
@@ -138,14 +151,7 @@ ifeq ($(RIE),1)
 	@set -e; dir=$$(mktemp -d); pid=; \
 	trap 'if [ -n "$$pid" ]; then kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true; fi; rm -rf "$$dir"' EXIT; \
 	trap 'exit 130' INT TERM; \
-	$(GO) build -o $$dir/demo ./functions/payment/demo; \
-	$(WITH_MOTO) $$dir/demo local -moto-port 0 -gateway-port 0 -env-file $$dir/env.json & pid=$$!; \
-	for i in $$(seq 600); do \
-		if [ -s $$dir/env.json ] && tail -n 1 $$dir/env.json | grep -qx '}'; then break; fi; \
-		kill -0 $$pid 2>/dev/null || { echo "make invoke: demo local stopped" >&2; exit 3; }; \
-		sleep 0.1; \
-	done; \
-	[ -s $$dir/env.json ] || { echo "make invoke: demo local did not start within 60 s" >&2; exit 3; }; \
+	$(call demo_local_start,invoke,); \
 	$(GO) run ./internal/rie/rieinvoke -template template.yaml -logical-id PaymentFunction -env-file $$dir/env.json $(BIN)/bootstrap $(EVENT)
 else
 	$(WITH_MOTO) $(GO) run ./functions/payment/demo -bootstrap $(BIN)/bootstrap $(EVENT)
@@ -179,11 +185,31 @@ LOCAL_AWS ?=
 CONFIG_ENV ?= default
 LOCAL_PARAMETER_OVERRIDES ?= PaymentGatewayUrl=https://gateway.invalid
 
-.PHONY: deploy-local
+.PHONY: deploy-local up
 ## deploy-local: sam build && sam deploy against the local AWS (LOCAL_AWS, default demo local's moto_server): creates or updates the stack, prints its outputs
 deploy-local: $(SAM_TRANSLATOR)
 	$(GO) run ./functions/payment/demo deploy -config-env $(CONFIG_ENV) -build-dir .aws-sam/deploy-local \
 		$(if $(LOCAL_AWS),-endpoint $(LOCAL_AWS) )-parameter-overrides '$(LOCAL_PARAMETER_OVERRIDES)'
+
+## up: the sample's stack on a local AWS, every function running: demo local (moto_server, the
+## sandbox gateway) on free ports, deploy-local, then lambdakit up; Ctrl-C stops it all
+# The stack's functions reach the gateway through an env file of up's;
+# demo local's own (PAYMENTS_TABLE ...) is for a function without a stack.
+# On Ctrl-C, up stops first, then demo local: up's functions never see
+# their local AWS go away. setsid, where there is one, keeps demo local
+# out of the terminal's Ctrl-C, which would stop it at once.
+up: deps build
+	@set -e; dir=$$(mktemp -d); pid=; up=; \
+	trap 'if [ -n "$$up" ]; then kill -INT $$up 2>/dev/null || true; wait $$up 2>/dev/null || true; fi; \
+		if [ -n "$$pid" ]; then kill $$pid 2>/dev/null || true; wait $$pid 2>/dev/null || true; fi; rm -rf "$$dir"' EXIT; \
+	trap 'exit 130' INT TERM; \
+	$(call demo_local_start,up,$$(command -v setsid || true)); \
+	aws=$$(sed -n 's/.*"AWS_ENDPOINT_URL": "\(.*\)".*/\1/p' $$dir/env.json); \
+	gw=$$(sed -n 's/.*"PAYMENT_GATEWAY_URL": "\(.*\)".*/\1/p' $$dir/env.json); \
+	printf '{"Parameters": {"PAYMENT_GATEWAY_URL": "%s"}}\n' "$$gw" > $$dir/up-env.json; \
+	$(BIN)/lambdakit deploy-local -endpoint $$aws -parameter-overrides 'PaymentGatewayUrl=https://gateway.invalid'; \
+	$(BIN)/lambdakit up -endpoint $$aws -stack-name lambdakit-payment -env-file $$dir/up-env.json & up=$$!; \
+	wait $$up
 
 ## build-PaymentFunction: the deployable bootstrap (linux/arm64, static) into ARTIFACTS_DIR, without SAM
 ## (sam build compiles the function itself; this is the same build, named as SAM's makefile method would)

@@ -39,6 +39,8 @@ func commands(std stdio) []subcommand {
 	return []subcommand{
 		{"invoke", "run a bootstrap binary on event files through a local Lambda Runtime API", &invokeCommand{stdio: std}},
 		{"run", "run a bootstrap on the messages of an SQS queue, as Lambda's event source mapping does", &runCommand{stdio: std}},
+		{"deploy-local", "deploy a SAM template on a local AWS (moto_server), building its functions", &deployLocalCommand{stdio: std}},
+		{"up", "run every event source mapping of a stack deployed on a local AWS, at once", &upCommand{stdio: std}},
 		{"publish", "send JSON Lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", &publishCommand{stdio: std}},
 		{"records", "show, delete or list stuck idempotency records in DynamoDB", &recordsCommand{stdio: std}},
 		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", &redriveCommand{stdio: std}},
@@ -54,7 +56,7 @@ way Lambda does, without Docker.
 Commands:
 `)
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
 Run 'lambdakit <command> -h' for a command's flags and exit statuses.

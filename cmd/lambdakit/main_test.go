@@ -495,6 +495,8 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		{"records", "-h"},
 		{"records", "stuck", "-h"},
 		{"redrive", "-help"},
+		{"deploy-local", "-h"},
+		{"up", "-h"},
 	} {
 		r := lambdakit(t, nil, args...)
 		if r.code != 0 || !strings.Contains(r.stderr, "Usage: lambdakit "+args[0]) || !strings.Contains(r.stderr, "Flags:\n  -") {
@@ -519,7 +521,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 // statuses. The details are in docs/local-tooling.md and docs/operations.md,
 // which the paragraph names.
 func TestHelpIsShort(t *testing.T) {
-	for _, name := range []string{"invoke", "run", "publish", "redrive", "records"} {
+	for _, name := range []string{"invoke", "run", "publish", "redrive", "records", "deploy-local", "up"} {
 		r := lambdakit(t, nil, name, "-h")
 		usage, _, found := strings.Cut(r.stderr, "\nFlags:\n")
 		if !found {
@@ -611,7 +613,7 @@ func checkShortUsage(t *testing.T, r cliResult, command string) {
 // prefix, function name, logical ID or port of it. What the sample needs,
 // flags or its template give.
 func TestGenericCommandsHaveNoSampleDefaults(t *testing.T) {
-	for _, name := range []string{"invoke", "run", "publish", "records", "redrive"} {
+	for _, name := range []string{"invoke", "run", "publish", "records", "redrive", "deploy-local", "up"} {
 		r := lambdakit(t, []string{"IDEMPOTENCY_TABLE="}, name, "-h")
 		if name == "records" {
 			r = lambdakit(t, []string{"IDEMPOTENCY_TABLE="}, name, "get", "-h")

@@ -83,6 +83,8 @@ type runCommand struct {
 	// FilterCriteria; filter is them compiled.
 	filters patternList
 	filter  *eventfilter.Filter
+	// status, when set, counts the mapping's work for 'up' (up.go).
+	status *mappingStatus
 }
 
 // optionFlags names the flag behind each esm option, for messages.
@@ -129,7 +131,7 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 		if err := c.compileFilter(); err != nil {
 			return err
 		}
-		return c.parseStream(fs)
+		return c.parseStream(ctx, fs)
 	case fs.Given()["max-retry-attempts"]:
 		return fs.UsageError("-max-retry-attempts is for a stream's mapping (-stream); a queue's redrive policy bounds its retries")
 	case fs.Given()["bisect"]:
@@ -381,8 +383,9 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 	if len(runners) == 1 {
 		invoker = runners[0]
 	}
+	invoker = c.status.track(invoker)
 
-	out := &batchPrinter{fn: &c.fn, stdout: std.stdout, stderr: std.stderr}
+	out := &batchPrinter{fn: &c.fn, stdout: std.stdout, stderr: std.stderr, status: c.status}
 	mapping, err := esm.New(client, c.queue, invoker, func(o *esm.Options) {
 		o.BatchSize = c.batchSize
 		o.Window = c.window
@@ -469,7 +472,8 @@ type batchPrinter struct {
 	fn     *functionFlags
 	stdout io.Writer
 	stderr io.Writer
-	err    error // the first failed write to stdout
+	status *mappingStatus // nil but in up
+	err    error          // the first failed write to stdout
 }
 
 // runOutput is what run prints on standard output for one batch.
@@ -484,6 +488,7 @@ type runOutput struct {
 }
 
 func (p *batchPrinter) batch(b esm.BatchResult) {
+	p.status.queueBatch(b)
 	o := runOutput{RequestID: b.Result.RequestID, Outcome: b.Result.Outcome.String(), Records: len(b.Records),
 		Deleted: nonNil(b.Deleted), Left: nonNil(b.Left), ItemFailures: b.Failed}
 	var line string

@@ -25,10 +25,12 @@ import (
 // stream's event source mapping, locally (internal/esm's StreamMapping).
 
 // queueOnly are the flags of a queue's mapping, refused with -stream.
-var queueOnly = []string{"queue", "window", "concurrency", "allow-short-visibility-timeout", "function"}
+var queueOnly = []string{"queue", "window", "concurrency", "allow-short-visibility-timeout"}
 
-// parseStream completes the command line of a stream's mapping.
-func (c *runCommand) parseStream(fs *cmdline.Flags) error {
+// parseStream completes the command line of a stream's mapping. With
+// -function, the function's settings and environment are the deployed
+// function's; the mapping's settings come from the flags.
+func (c *runCommand) parseStream(ctx context.Context, fs *cmdline.Flags) error {
 	set := fs.Given()
 	for _, name := range queueOnly {
 		if set[name] {
@@ -53,6 +55,9 @@ func (c *runCommand) parseStream(fs *cmdline.Flags) error {
 		c.batchSize = esm.DefaultStreamBatchSize
 	}
 	if err := c.fn.checkGiven(fs); err != nil {
+		return err
+	}
+	if err := c.fn.loadDeployed(ctx, fs, c.stdio, "run"); err != nil {
 		return err
 	}
 	return c.fn.settle(fs)
@@ -119,14 +124,17 @@ func (c *runCommand) runStream(ctx context.Context) error {
 		return err
 	}
 	defer runner.Close()
-	p := &streamPrinter{fn: &c.fn, stdout: std.stdout, stderr: std.stderr}
-	mapping, err := newMapping(runner, func(o *esm.StreamOptions) {
+	p := &streamPrinter{fn: &c.fn, stdout: std.stdout, stderr: std.stderr, status: c.status}
+	mapping, err := newMapping(c.status.track(runner), func(o *esm.StreamOptions) {
 		o.BatchSize = c.batchSize
 		o.ReportBatchItemFailures = c.partial
 		o.MaximumRetryAttempts = c.maxRetries
 		o.BisectBatchOnFunctionError = c.bisect
 		o.OnFailure = dest
 		o.FunctionARN = runtimeapi.DefaultFunctionARN(a.Region, firstNonEmpty(c.fn.functionName, defaultFunctionName))
+		if c.fn.deployed != nil {
+			o.FunctionARN = c.fn.deployed.ARN
+		}
 		o.UntilEmpty = c.untilEmpty
 		o.Region = a.Region
 		o.OnBatch = p.batch
@@ -188,7 +196,8 @@ type streamPrinter struct {
 	stderr io.Writer
 	failed int // batches that failed as a whole
 	sent   []sentRecord
-	err    error // the first failed write to stdout
+	status *mappingStatus // nil but in up
+	err    error          // the first failed write to stdout
 }
 
 // sentRecord is an invocation record sent to the on-failure destination.
@@ -198,6 +207,7 @@ type sentRecord struct {
 }
 
 func (p *streamPrinter) batch(b esm.StreamBatchResult) {
+	p.status.streamBatch(b)
 	o := streamOutput{RequestID: b.Result.RequestID, Outcome: b.Result.Outcome.String(), Shard: b.Shard, Records: len(b.Records),
 		First: b.Records[0].SequenceNumber(), Last: b.Records[len(b.Records)-1].SequenceNumber(), RetryFrom: b.RetryFrom,
 		Bisected: b.Bisected, Sent: b.SentMessageID}

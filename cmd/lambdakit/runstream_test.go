@@ -12,11 +12,38 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
+
+// run -stream -function takes the deployed function's settings, as with
+// a queue: its name in the log, its memory in the REPORT lines.
+func TestRunStreamTakesTheDeployedFunctionsSettings(t *testing.T) {
+	srv := moto.Server(t)
+	cfg := moto.Config(t)
+	fn := testenv.Build(t, "../../internal/esm/testdata/streamfn")
+	deployed := testenv.Function(t, cfg, lambda.CreateFunctionInput{MemorySize: aws.Int32(777)})
+	db := dynamodb.NewFromConfig(cfg)
+	table, stream := testenv.StreamTable(t, db, "", "id")
+	if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: "id0"}, "cmd": &types.AttributeValueMemberS{Value: "ok"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	env := noEndpoints("AWS_ENDPOINT_URL="+srv.URL, "STREAMFN_DIR="+t.TempDir())
+	r := cli(t, env, "", "run", "-stream", stream, "-function", aws.ToString(deployed.FunctionName), "-until-empty", "-timeout", "5s", fn)
+	if r.code != 0 {
+		t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"lambdakit run: function " + aws.ToString(deployed.FunctionName) + " at " + srv.URL, "Memory Size: 777 MB"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+}
 
 // run -stream plays a DynamoDB stream's mapping on moto_server: a record
 // the function names is read again, the others once.

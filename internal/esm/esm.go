@@ -200,6 +200,9 @@ type BatchResult struct {
 	Err error
 	// DeleteErr, wrapping ErrDelete, says which deletions failed.
 	DeleteErr error
+	// ToDeadLetterQueue is how many of the Left records had been received
+	// maxReceiveCount times: SQS moves them to the dead-letter queue.
+	ToDeadLetterQueue int
 }
 
 // Summary counts what a Run did.
@@ -909,10 +912,11 @@ func (r *run) settle(br BatchResult, invoked bool, deleteFailures int) {
 	if r.maxReceives > 0 {
 		for _, rec := range br.Records {
 			if n, err := strconv.Atoi(rec.Attributes["ApproximateReceiveCount"]); err == nil && n >= r.maxReceives && slices.Contains(br.Left, rec.MessageId) {
-				s.ToDeadLetterQueue++
+				br.ToDeadLetterQueue++
 			}
 		}
 	}
+	s.ToDeadLetterQueue += br.ToDeadLetterQueue
 	s.DeleteFailures += deleteFailures
 	if r.m.opts.OnBatch != nil {
 		r.m.opts.OnBatch(br)

@@ -315,7 +315,21 @@ func testDLQ(t *testing.T, h *harness) {
 	policy, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlqARN, "maxReceiveCount": "2"})
 	url, _ := h.queue(false, map[string]string{"VisibilityTimeout": "1", "RedrivePolicy": string(policy)})
 	ids := h.send(url, "poison fail", "fine")
-	s := h.run(url, h.runner(5*time.Second), func(o *esm.Options) { o.PollWait = time.Second }) // long polls
+	var mu sync.Mutex
+	var toDLQ []int // each batch's ToDeadLetterQueue
+	s := h.run(url, h.runner(5*time.Second), func(o *esm.Options) {
+		o.PollWait = time.Second // long polls
+		o.OnBatch = func(b esm.BatchResult) {
+			mu.Lock()
+			defer mu.Unlock()
+			toDLQ = append(toDLQ, b.ToDeadLetterQueue)
+		}
+	})
+	mu.Lock()
+	if sum(toDLQ) != 1 {
+		t.Errorf("the batches' ToDeadLetterQueue %v; want one batch telling of the poison message's move", toDLQ)
+	}
+	mu.Unlock()
 
 	got := deliveries(h.invocations())
 	want := map[string][]string{"poison": {"1", "2"}, "fine": {"1"}}
@@ -642,4 +656,12 @@ func testQueueDeleted(t *testing.T, h *harness) {
 	if s.Invocations != 1 || s.Records != 2 || s.Deleted != 0 || s.Left != 2 || s.DeleteFailures != 2 || s.FunctionErrors != 0 {
 		t.Errorf("summary %+v; want 1 invocation, 2 records left after 2 failed deletes", s)
 	}
+}
+
+func sum(ns []int) int {
+	t := 0
+	for _, n := range ns {
+		t += n
+	}
+	return t
 }

@@ -112,3 +112,35 @@ func lockedWrite(mu *sync.Mutex, w io.Writer, p []byte) (int, error) {
 	defer mu.Unlock()
 	return w.Write(p)
 }
+
+// Prefixed returns a writer that writes each whole line written to it to
+// w in one Write, after prefix: give several of them one Writer(w), and
+// lines of different writers never mix. A line not yet ended waits for
+// its end.
+func Prefixed(w io.Writer, prefix string) io.Writer {
+	return &prefixWriter{w: w, prefix: []byte(prefix)}
+}
+
+type prefixWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	prefix  []byte
+	pending []byte // a line not yet ended
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = append(p.pending, b...)
+	for {
+		i := bytes.IndexByte(p.pending, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := append(append([]byte{}, p.prefix...), p.pending[:i+1]...)
+		p.pending = p.pending[i+1:]
+		if _, err := p.w.Write(line); err != nil {
+			return len(b), err
+		}
+	}
+}

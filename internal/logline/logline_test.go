@@ -1,6 +1,7 @@
 package logline_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -138,5 +139,22 @@ func TestWriterKeepsLinesWhole(t *testing.T) {
 		if strings.Trim(l.Text, l.Text[:1]) != "" || len(l.Text) != 40 {
 			t.Fatalf("line %d = %q; want 40 of one letter", l.N, l.Text)
 		}
+	}
+}
+
+func TestPrefixedWritesWholeLinesAfterItsPrefix(t *testing.T) {
+	var out bytes.Buffer
+	w := logline.Writer(&out)
+	a, b := logline.Prefixed(w, "a: "), logline.Prefixed(w, "b: ")
+	for _, step := range []struct {
+		w io.Writer
+		s string
+	}{{a, "one "}, {b, "two\nthr"}, {a, "line\n"}, {b, "ee\nnot ended"}} {
+		if _, err := io.WriteString(step.w, step.s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := "b: two\na: one line\nb: three\n"; out.String() != want {
+		t.Errorf("wrote %q; want %q", out.String(), want)
 	}
 }

@@ -5,13 +5,17 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
+	gobuild "go/build"
 	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -31,13 +35,24 @@ const buildTimeout = 10 * time.Minute
 type function struct {
 	LogicalID string
 	CodeURI   string // as the template writes it, relative to the template's folder
+	// Runtime and the architecture as the template gives them (see
+	// samtemplate.Function).
+	Runtime, Architecture, ArchitectureRef string
 }
+
+// customRuntime reports whether runtime starts a bootstrap of the package
+// (provided.al2023, provided.al2), the runtimes lambdakit runs locally.
+func customRuntime(runtime string) bool { return strings.HasPrefix(runtime, "provided") }
 
 // templateFunctions returns the template's functions that have code to
 // build, sorted by logical ID. A function whose code is elsewhere (an S3
 // CodeUri, an image) is an error: Deploy uploads local code only.
 func templateFunctions(path string) ([]function, error) {
 	res, err := samtemplate.Resources(path)
+	if err != nil {
+		return nil, err
+	}
+	settings, err := samtemplate.Functions(path)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +80,11 @@ func templateFunctions(path string) ([]function, error) {
 		case strings.HasPrefix(p.CodeURI.Value, "s3://"):
 			return nil, fmt.Errorf("%s: function %s: CodeUri %s is in S3 already; deploy-local builds local code only", path, id, p.CodeURI.Value)
 		}
-		out = append(out, function{LogicalID: id, CodeURI: p.CodeURI.Value})
+		s, err := samtemplate.FindFunction(settings, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, function{LogicalID: id, CodeURI: p.CodeURI.Value, Runtime: s.Runtime, Architecture: s.Architecture, ArchitectureRef: s.ArchitectureRef})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no AWS::Serverless::Function with local code to deploy", path)
@@ -73,43 +92,160 @@ func templateFunctions(path string) ([]function, error) {
 	return out, nil
 }
 
-// build runs `make build-<LogicalID> ARTIFACTS_DIR=<dir>` in the
-// template's folder, as `sam build` would for a makefile build method (the
-// repository's Makefile names its function builds so), into an empty dir.
-// make's output goes to out.
-func build(ctx context.Context, templateDir string, fn function, dir string, out io.Writer) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
+// goArch returns the GOARCH of the function's architecture, a !Ref
+// resolved from the parameters' values.
+func (fn function) goArch(values map[string]string) (string, error) {
+	arch := fn.Architecture
+	if fn.ArchitectureRef != "" {
+		arch = values[fn.ArchitectureRef]
 	}
-	if err := os.RemoveAll(abs); err != nil {
-		return err
+	switch arch {
+	case "", "x86_64":
+		return "amd64", nil
+	case "arm64":
+		return "arm64", nil
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return err
+	return "", fmt.Errorf("function %s: Architectures %q: want x86_64 or arm64", fn.LogicalID, arch)
+}
+
+// lambdaGoFlags are the flags of a function's go build, as the sample's
+// Makefile gives them: lambda.norpc leaves aws-lambda-go's RPC mode out,
+// which the provided.* runtimes never use.
+var lambdaGoFlags = []string{"-tags=lambda.norpc", "-trimpath", "-ldflags=-s"}
+
+// build makes the package of fn and returns the folder to zip, in the
+// first way that applies:
+//
+//   - `make build-<LogicalID> ARTIFACTS_DIR=<dir>` in the template's
+//     folder, when its Makefile has that target, as `sam build` does for a
+//     makefile build method (the sample's way), into dir, emptied first;
+//   - for a provided.* runtime whose CodeUri is a Go main package, `go
+//     build` of it for Linux and goarch, static, into dir/bootstrap, as
+//     `sam build` does for a go1.x build method;
+//   - CodeUri as it is: a bootstrap built elsewhere, or the code of another
+//     runtime, whose dependencies Deploy does not install.
+//
+// The tools' output goes to out; logf tells which way was taken.
+func build(ctx context.Context, templateDir string, fn function, goarch, dir string, out io.Writer, logf func(string, ...any)) (string, error) {
+	codeDir := filepath.Join(templateDir, fn.CodeURI)
+	makefile, _ := os.ReadFile(filepath.Join(templateDir, "Makefile"))
+	target := regexp.MustCompile(`(?m)^build-` + regexp.QuoteMeta(fn.LogicalID) + `\s*:`)
+	var pkg *gobuild.Package
+	if customRuntime(fn.Runtime) {
+		linux := gobuild.Default
+		linux.GOOS, linux.GOARCH = "linux", goarch
+		pkg, _ = linux.ImportDir(codeDir, 0)
 	}
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", templateDir, "build-"+fn.LogicalID, "ARTIFACTS_DIR="+abs)
-	cmd.Env = append(os.Environ(), "AWS_EC2_METADATA_DISABLED=true")
+	var cmd *exec.Cmd
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case target.Match(makefile):
+		logf("building %s: make build-%s ARTIFACTS_DIR=%s", fn.LogicalID, fn.LogicalID, abs)
+		cmd = exec.CommandContext(ctx, "make", "--no-print-directory", "build-"+fn.LogicalID, "ARTIFACTS_DIR="+abs)
+		cmd.Dir = templateDir
+	case pkg != nil && pkg.Name == "main":
+		logf("building %s: GOOS=linux GOARCH=%s go build %s in %s", fn.LogicalID, goarch, fn.CodeURI, templateDir)
+		cmd = goBuild(ctx, codeDir, "linux", goarch, filepath.Join(abs, "bootstrap"))
+	case customRuntime(fn.Runtime) || fn.Runtime == "":
+		if !fileExists(filepath.Join(codeDir, "bootstrap")) {
+			return "", fmt.Errorf("function %s (%s): CodeUri %s holds no bootstrap and no Go main package, and %s has no build-%s target: give it one of these", fn.LogicalID, fn.Runtime, codeDir, filepath.Join(templateDir, "Makefile"), fn.LogicalID)
+		}
+		logf("%s: CodeUri %s as it is (its bootstrap)", fn.LogicalID, codeDir)
+		return codeDir, nil
+	default:
+		logf("%s: runtime %s: CodeUri %s as it is, its dependencies not installed (sam build would install them)", fn.LogicalID, fn.Runtime, codeDir)
+		return codeDir, nil
+	}
+	if err := os.RemoveAll(abs); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", err
+	}
+	if err := runBuild(cmd, out); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("build %s: stopped after %v: %w", fn.LogicalID, buildTimeout, ctx.Err())
+		}
+		return "", fmt.Errorf("build %s: %w", fn.LogicalID, err)
+	}
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return "", err
+	}
+	if len(entries) == 0 {
+		return "", fmt.Errorf("%s left %s empty", cmd, abs)
+	}
+	return abs, nil
+}
+
+// goBuild returns the go build of the main package in dir for goos and
+// goarch, static, into out.
+func goBuild(ctx context.Context, dir, goos, goarch, out string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, lambdaGoFlags...), "-o", out, ".")...)
+	cmd.Dir = dir
+	cmd.Env = []string{"GOOS=" + goos, "GOARCH=" + goarch, "CGO_ENABLED=0"}
+	return cmd
+}
+
+// ErrNoBootstrap means that a function's bootstrap can be neither built
+// nor found for this machine.
+var ErrNoBootstrap = errors.New("samdeploy: no bootstrap for this machine")
+
+// BuildForHost returns a bootstrap of the function logicalID of the SAM
+// template that runs on this machine, to run it locally: go build of its
+// CodeUri for this machine when it is a Go main package, into dir; else
+// CodeUri/bootstrap when it is there (built for this machine, or not: the
+// start tells). Its build output goes to out.
+func BuildForHost(ctx context.Context, template, logicalID, dir string, out io.Writer) (string, error) {
+	fns, err := templateFunctions(template)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(fns, func(f function) bool { return f.LogicalID == logicalID })
+	if i < 0 {
+		return "", fmt.Errorf("%w: %s has no function %s with local code", ErrNoBootstrap, template, logicalID)
+	}
+	codeDir := filepath.Join(filepath.Dir(template), fns[i].CodeURI)
+	if pkg, err := gobuild.ImportDir(codeDir, 0); err == nil && pkg.Name == "main" {
+		path, err := filepath.Abs(filepath.Join(dir, logicalID, "bootstrap"))
+		if err != nil {
+			return "", err
+		}
+		ctx, cancel := context.WithTimeout(ctx, buildTimeout)
+		defer cancel()
+		if err := runBuild(goBuild(ctx, codeDir, runtime.GOOS, runtime.GOARCH, path), out); err != nil {
+			return "", fmt.Errorf("build %s for this machine: %w", logicalID, err)
+		}
+		return path, nil
+	}
+	if path := filepath.Join(codeDir, "bootstrap"); fileExists(path) {
+		return path, nil
+	}
+	return "", fmt.Errorf("%w: function %s: CodeUri %s is no Go main package and holds no bootstrap", ErrNoBootstrap, logicalID, codeDir)
+}
+
+func fileExists(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && !info.IsDir()
+}
+
+// runBuild runs a build command made with exec.CommandContext, with
+// cmd.Env added to this process's environment. Its output goes to out.
+func runBuild(cmd *exec.Cmd, out io.Writer) error {
+	cmd.Env = append(append(os.Environ(), "AWS_EC2_METADATA_DISABLED=true"), cmd.Env...)
 	cmd.Stdout, cmd.Stderr = out, out
-	// make and the compilers it starts are one process group, ended
+	// The tool and the compilers it starts are one process group, ended
 	// together when the context ends.
 	childproc.Setup(cmd)
 	cmd.Cancel = func() error { childproc.Signal(cmd, true); return nil }
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("make build-%s: stopped after %v: %w", fn.LogicalID, buildTimeout, ctx.Err())
-		}
-		return fmt.Errorf("make build-%s ARTIFACTS_DIR=%s (in %s): %w", fn.LogicalID, abs, templateDir, err)
-	}
-	entries, err := os.ReadDir(abs)
-	if err != nil {
-		return err
-	}
-	if len(entries) == 0 {
-		return fmt.Errorf("make build-%s left %s empty", fn.LogicalID, abs)
+		return fmt.Errorf("%s (in %s): %w", cmd, cmd.Dir, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,6 +29,7 @@ import (
 	"github.com/aws/smithy-go"
 	"gopkg.in/yaml.v3"
 
+	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 )
 
@@ -64,8 +66,12 @@ type Options struct {
 	// Template is the SAM template; its functions are built in its folder.
 	Template string
 	// ConfigFile and ConfigEnv name the samconfig.toml environment whose
-	// deploy settings are used.
+	// deploy settings are used. With no ConfigFile, the stack is StackName,
+	// in the endpoint's default region, its code in a bucket of Deploy's
+	// own, with CAPABILITY_IAM, and a deploy that changes nothing succeeds.
 	ConfigFile, ConfigEnv string
+	// StackName, when set, wins over the configuration's stack_name.
+	StackName string
 	// ParameterOverrides are added to the environment's parameter_overrides,
 	// and win over them.
 	ParameterOverrides map[string]string
@@ -77,9 +83,9 @@ type Options struct {
 	// (BuildDir/template.json); empty: a temporary folder, removed at the
 	// end.
 	BuildDir string
-	// Transform is the transform script (scripts/sam-transform), Python
-	// the interpreter with aws-sam-translator that runs it (empty:
-	// FindPython).
+	// Transform is the transform script (empty: the one built into this
+	// package, which scripts/sam-transform links to), Python the
+	// interpreter with aws-sam-translator that runs it (empty: FindPython).
 	Transform, Python string
 	// Logf tells the progress, a line at a time; BuildOutput receives
 	// make's output. Both may be nil.
@@ -124,6 +130,7 @@ func LocalURL(endpoint, value string) string {
 // Result is what Deploy did.
 type Result struct {
 	StackName, StackID string
+	Region             string
 	// Status is the stack's status at the end: CREATE_COMPLETE or
 	// UPDATE_COMPLETE, or the status it kept when there was nothing to
 	// change (NoChanges: the same code, template and parameters as the
@@ -158,9 +165,20 @@ func Deploy(ctx context.Context, o Options) (*Result, error) {
 	if err := CheckEndpoint(o.Endpoint); err != nil {
 		return nil, err
 	}
-	cfg, err := ReadConfig(o.ConfigFile, o.ConfigEnv)
-	if err != nil {
-		return nil, badInput(err)
+	cfg := Config{ResolveS3: true, Capabilities: []string{"CAPABILITY_IAM"}}
+	source := "no samconfig.toml"
+	if o.ConfigFile != "" {
+		var err error
+		if cfg, err = ReadConfig(o.ConfigFile, o.ConfigEnv); err != nil {
+			return nil, badInput(err)
+		}
+		source = fmt.Sprintf("[%s] of %s", cfg.Env, o.ConfigFile)
+	}
+	if o.StackName != "" {
+		cfg.StackName = o.StackName
+	}
+	if cfg.StackName == "" {
+		return nil, badInput(errors.New("no stack name: give one, or a samconfig.toml environment with stack_name"))
 	}
 	overrides := maps.Clone(cfg.ParameterOverrides)
 	maps.Copy(overrides, o.ParameterOverrides)
@@ -172,8 +190,10 @@ func Deploy(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, badInput(err)
 	}
-	if _, err := os.Stat(o.Transform); err != nil {
-		return nil, badInput(fmt.Errorf("the transform script: %w", err))
+	if o.Transform != "" {
+		if _, err := os.Stat(o.Transform); err != nil {
+			return nil, badInput(fmt.Errorf("the transform script: %w", err))
+		}
 	}
 
 	awsCfg := motoserver.Config(o.Endpoint)
@@ -183,8 +203,8 @@ func Deploy(ctx context.Context, o Options) (*Result, error) {
 	cf := cloudformation.NewFromConfig(awsCfg)
 	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
 
-	res := &Result{StackName: cfg.StackName}
-	logf("stack %s ([%s] of %s), region %s, on the local AWS at %s", cfg.StackName, cfg.Env, o.ConfigFile, awsCfg.Region, o.Endpoint)
+	res := &Result{StackName: cfg.StackName, Region: awsCfg.Region}
+	logf("stack %s (%s), region %s, on the local AWS at %s", cfg.StackName, source, awsCfg.Region, o.Endpoint)
 	existing, err := describeStack(ctx, cf, cfg.StackName)
 	if err != nil {
 		return nil, localAWSError(o.Endpoint, err)
@@ -212,21 +232,34 @@ func Deploy(ctx context.Context, o Options) (*Result, error) {
 		}
 		defer os.RemoveAll(buildDir)
 	}
+	script := o.Transform
+	if script == "" {
+		script = filepath.Join(buildDir, "sam-transform.py")
+		if err := os.WriteFile(script, transformScript, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	bucket := cfg.S3Bucket
 	if bucket == "" {
 		bucket = managedBucket
 	}
 	zips := map[string][]byte{}
 	code := map[string]string{}
+	pkgDirs := map[string]string{}
 	for _, fn := range fns {
+		goarch, err := fn.goArch(values)
+		if err != nil {
+			return nil, badInput(err)
+		}
 		dir := filepath.Join(buildDir, fn.LogicalID)
-		logf("building %s: make build-%s ARTIFACTS_DIR=%s", fn.LogicalID, fn.LogicalID, dir)
-		if err := build(ctx, filepath.Dir(o.Template), fn, dir, buildOut); err != nil {
+		pkgDir, err := build(ctx, filepath.Dir(o.Template), fn, goarch, dir, buildOut, logf)
+		if err != nil {
 			return nil, err
 		}
-		z, err := zipDir(dir)
+		pkgDirs[fn.LogicalID] = pkgDir
+		z, err := zipDir(pkgDir)
 		if err != nil {
-			return nil, fmt.Errorf("zip %s: %w", dir, err)
+			return nil, fmt.Errorf("zip %s: %w", pkgDir, err)
 		}
 		if o.BuildDir != "" {
 			if err := os.WriteFile(dir+".zip", z, 0o644); err != nil {
@@ -240,7 +273,7 @@ func Deploy(ctx context.Context, o Options) (*Result, error) {
 		res.Packages = append(res.Packages, Package{LogicalID: fn.LogicalID, S3URI: code[fn.LogicalID], Size: len(z), CodeSHA256: base64.StdEncoding.EncodeToString(sha[:])})
 	}
 
-	body, version, err := transform(ctx, python, o.Transform, o.Template, awsCfg.Region, values, code)
+	body, version, err := transform(ctx, python, script, o.Template, awsCfg.Region, values, code)
 	if err != nil {
 		return nil, err
 	}
@@ -260,11 +293,14 @@ func Deploy(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	for _, fn := range fns {
+		if !customRuntime(fn.Runtime) {
+			continue // no bootstrap to check
+		}
 		arch, err := tpl.architecture(fn.LogicalID, values)
 		if err != nil {
 			return nil, badInput(err)
 		}
-		if err := checkBootstrap(filepath.Join(buildDir, fn.LogicalID), arch); err != nil {
+		if err := checkBootstrap(pkgDirs[fn.LogicalID], arch); err != nil {
 			return nil, fmt.Errorf("function %s: %w", fn.LogicalID, err)
 		}
 	}
@@ -520,4 +556,62 @@ func samParameters(path string) (*cfnTemplate, error) {
 	}
 	var t cfnTemplate
 	return &t, json.Unmarshal(b, &t)
+}
+
+// Print writes the stack's status and its outputs, a queue URL as the URL
+// of the same queue at endpoint, the local AWS (LocalURL): the AWS form
+// that moto's CloudFormation gives would send a fresh shell's calls to AWS.
+func (r *Result) Print(w io.Writer, endpoint string) error {
+	if r.NoChanges {
+		fmt.Fprintf(w, "Stack %s: %s (no changes to deploy)\n", r.StackName, r.Status)
+	} else {
+		fmt.Fprintf(w, "Stack %s: %s\n", r.StackName, r.Status)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, o := range r.Outputs {
+		fmt.Fprintf(tw, "  %s\t%s\n", o.Key, LocalURL(endpoint, o.Value))
+	}
+	return tw.Flush()
+}
+
+// CommandError is how a command that ran Deploy ends on err (see
+// internal/cmdline): bad input, no local AWS or translator, interrupted,
+// or failed.
+func CommandError(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return cmdline.Interrupted(err)
+	case errors.Is(err, ErrInput):
+		return cmdline.BadInput(err)
+	case errors.Is(err, ErrLocalAWS), errors.Is(err, ErrNoTranslator), errors.Is(err, ErrNoStack):
+		return cmdline.CannotRun(err)
+	}
+	return cmdline.Failed(err)
+}
+
+// ErrNoStack means that the stack ReadStack was asked for is not deployed.
+var ErrNoStack = errors.New("samdeploy: no such stack")
+
+// ReadStack returns the stack name deployed on the local AWS at endpoint,
+// in moto's region: its status and outputs.
+func ReadStack(ctx context.Context, endpoint, name string) (*Result, error) {
+	if err := CheckEndpoint(endpoint); err != nil {
+		return nil, err
+	}
+	cfg := motoserver.Config(endpoint)
+	cf := cloudformation.NewFromConfig(cfg)
+	s, err := describeStack(ctx, cf, name)
+	switch {
+	case err != nil:
+		return nil, localAWSError(endpoint, err)
+	case s == nil:
+		return nil, fmt.Errorf("%w: %s at %s (deploy it with deploy-local)", ErrNoStack, name, endpoint)
+	}
+	r := &Result{StackName: name, Region: cfg.Region}
+	if err := r.readStack(ctx, cf); err != nil {
+		return nil, err
+	}
+	return r, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -116,7 +117,7 @@ func TestTemplateFunctions(t *testing.T) {
 	path := writeFile(t, "template.yaml", `Resources:
   B:
     Type: AWS::Serverless::Function
-    Properties: {CodeUri: functions/b, Handler: bootstrap}
+    Properties: {CodeUri: functions/b, Handler: bootstrap, Runtime: provided.al2023, Architectures: [arm64]}
   A:
     Type: AWS::Serverless::Function
     Properties: {CodeUri: ., Handler: bootstrap}
@@ -130,7 +131,7 @@ func TestTemplateFunctions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(fns); got != "[{A .} {B functions/b}]" {
+	if got := fmt.Sprint(fns); got != "[{A .   } {B functions/b provided.al2023 arm64 }]" {
 		t.Errorf("got %s; want A and B, sorted, without the inline one", got)
 	}
 	for props, want := range map[string]string{
@@ -354,6 +355,74 @@ func TestLocalURL(t *testing.T) {
 	} {
 		if got := LocalURL(local, c.value); got != c.want {
 			t.Errorf("%s: LocalURL(%q) = %q; want %q", c.name, c.value, got, c.want)
+		}
+	}
+}
+
+// build takes the Makefile's build-<LogicalID> target first, then go
+// build of a Go main package, then CodeUri as it is; a provided.* function
+// with none of these is refused, naming what it needs.
+func TestBuildTakesTheFirstWayThatApplies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs make and go build")
+	}
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("Makefile", "build-Made:\n\techo made > $(ARTIFACTS_DIR)/bootstrap\n", 0o644)
+	write("go/go.mod", "module example.com/fn\n\ngo 1.22\n", 0o644)
+	write("go/main.go", "package main\n\nfunc main() {}\n", 0o644)
+	write("built/bootstrap", "#!/bin/sh\n", 0o755)
+	write("py/index.py", "def handler(e, c): pass\n", 0o644)
+	write("empty/README", "nothing to run\n", 0o644)
+	logf := func(string, ...any) {}
+	for _, c := range []struct {
+		fn      function
+		want    string // the folder to zip, under dir; "" for the build folder
+		wantErr string
+	}{
+		{fn: function{LogicalID: "Made", CodeURI: "go", Runtime: "provided.al2023"}},
+		{fn: function{LogicalID: "Go", CodeURI: "go", Runtime: "provided.al2023"}},
+		{fn: function{LogicalID: "Built", CodeURI: "built", Runtime: "provided.al2"}, want: "built"},
+		{fn: function{LogicalID: "Py", CodeURI: "py", Runtime: "python3.12"}, want: "py"},
+		{fn: function{LogicalID: "Empty", CodeURI: "empty", Runtime: "provided.al2023"}, wantErr: "holds no bootstrap and no Go main package, and " + filepath.Join(dir, "Makefile") + " has no build-Empty target"},
+	} {
+		out := filepath.Join(t.TempDir(), c.fn.LogicalID)
+		got, err := build(t.Context(), dir, c.fn, "amd64", out, io.Discard, logf)
+		switch {
+		case c.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%s: error %v; want %q", c.fn.LogicalID, err, c.wantErr)
+			}
+			continue
+		case err != nil:
+			t.Errorf("%s: %v", c.fn.LogicalID, err)
+			continue
+		}
+		want := out
+		if c.want != "" {
+			want = filepath.Join(dir, c.want)
+		}
+		if got != want {
+			t.Errorf("%s: package folder %s; want %s", c.fn.LogicalID, got, want)
+		}
+		switch c.fn.LogicalID {
+		case "Made":
+			if b, err := os.ReadFile(filepath.Join(got, "bootstrap")); string(b) != "made\n" {
+				t.Errorf("Made: bootstrap %q, %v; want the Makefile's", b, err)
+			}
+		case "Go":
+			if err := checkBootstrap(got, "x86_64"); err != nil {
+				t.Errorf("Go: %v", err)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,12 @@ import (
 	"github.com/lambdakit/lambdakit/internal/childproc"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 )
+
+// transformScript is sam-transform.py, the script that transforms a
+// template with aws-sam-translator, for a Deploy outside this repository.
+//
+//go:embed sam-transform.py
+var transformScript []byte
 
 // ErrNoTranslator means that no Python with aws-sam-translator was found.
 // Tests skip on it, except under CI.

@@ -21,14 +21,22 @@ type Function struct {
 	// LogFormat ("JSON" or "Text") and ApplicationLogLevel are
 	// LoggingConfig's.
 	LogFormat, ApplicationLogLevel string
+	// Runtime is the Runtime property ("" when absent or computed).
+	Runtime string
+	// Architecture is the one item of Architectures when it is a literal;
+	// ArchitectureRef names the parameter when it is a !Ref. Both ""
+	// means Lambda's default, x86_64.
+	Architecture, ArchitectureRef string
 }
 
 // functionProperties are the properties Functions reads, on a function or
 // in Globals.Function.
 type functionProperties struct {
-	FunctionName  yaml.Node `yaml:"FunctionName"`
-	Timeout       int       `yaml:"Timeout"`
-	MemorySize    int       `yaml:"MemorySize"`
+	FunctionName  yaml.Node   `yaml:"FunctionName"`
+	Timeout       int         `yaml:"Timeout"`
+	MemorySize    int         `yaml:"MemorySize"`
+	Runtime       string      `yaml:"Runtime"`
+	Architectures []yaml.Node `yaml:"Architectures"`
 	LoggingConfig struct {
 		LogFormat           string `yaml:"LogFormat"`
 		ApplicationLogLevel string `yaml:"ApplicationLogLevel"`
@@ -45,6 +53,12 @@ func (p functionProperties) over(globals functionProperties) functionProperties 
 	}
 	if p.MemorySize == 0 {
 		p.MemorySize = globals.MemorySize
+	}
+	if p.Runtime == "" {
+		p.Runtime = globals.Runtime
+	}
+	if len(p.Architectures) == 0 {
+		p.Architectures = globals.Architectures
 	}
 	if p.LoggingConfig.LogFormat == "" {
 		p.LoggingConfig.LogFormat = globals.LoggingConfig.LogFormat
@@ -79,6 +93,15 @@ func Functions(path string) ([]Function, error) {
 			LogFormat: p.LoggingConfig.LogFormat, ApplicationLogLevel: p.LoggingConfig.ApplicationLogLevel}
 		if n := p.FunctionName; n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
 			f.FunctionName = n.Value
+		}
+		f.Runtime = p.Runtime
+		if len(p.Architectures) == 1 {
+			switch n := p.Architectures[0]; {
+			case n.Kind == yaml.ScalarNode && n.Tag == "!Ref":
+				f.ArchitectureRef = n.Value
+			case n.Kind == yaml.ScalarNode:
+				f.Architecture = n.Value
+			}
 		}
 		return f, nil
 	})

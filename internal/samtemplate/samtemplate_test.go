@@ -136,9 +136,9 @@ func TestFunctionsReadsTheProjectTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []samtemplate.Function{
-		{LogicalID: "LedgerFunction", Timeout: 30, MemorySize: 128, LogFormat: "JSON", ApplicationLogLevel: "INFO"},
-		{LogicalID: "PaymentFunction", Timeout: 60, MemorySize: 256, LogFormat: "JSON", ApplicationLogLevel: "INFO"},
-		{LogicalID: "RelayFunction", Timeout: 30, MemorySize: 128, LogFormat: "JSON", ApplicationLogLevel: "INFO"},
+		{LogicalID: "LedgerFunction", Timeout: 30, MemorySize: 128, LogFormat: "JSON", ApplicationLogLevel: "INFO", Runtime: "provided.al2023", ArchitectureRef: "Architecture"},
+		{LogicalID: "PaymentFunction", Timeout: 60, MemorySize: 256, LogFormat: "JSON", ApplicationLogLevel: "INFO", Runtime: "provided.al2023", ArchitectureRef: "Architecture"},
+		{LogicalID: "RelayFunction", Timeout: 30, MemorySize: 128, LogFormat: "JSON", ApplicationLogLevel: "INFO", Runtime: "provided.al2023", ArchitectureRef: "Architecture"},
 	}
 	if !slices.Equal(fns, want) {
 		t.Errorf("got %+v; want %+v", fns, want)
@@ -154,6 +154,8 @@ func TestFunctionsTakeUnsetSettingsFromGlobals(t *testing.T) {
   Function:
     Timeout: 9
     MemorySize: 512
+    Runtime: provided.al2023
+    Architectures: [!Ref Arch]
     LoggingConfig:
       LogFormat: JSON
       ApplicationLogLevel: WARN
@@ -163,6 +165,8 @@ Resources:
     Properties:
       FunctionName: orders-consumer
       Timeout: 20
+      Runtime: python3.12
+      Architectures: [arm64]
   Computed:
     Type: AWS::Serverless::Function
     Properties:
@@ -181,8 +185,8 @@ Resources:
 		t.Fatal(err)
 	}
 	want := []samtemplate.Function{
-		{LogicalID: "Computed", Timeout: 9, MemorySize: 1024, LogFormat: "Text", ApplicationLogLevel: "WARN"},
-		{LogicalID: "Named", FunctionName: "orders-consumer", Timeout: 20, MemorySize: 512, LogFormat: "JSON", ApplicationLogLevel: "WARN"},
+		{LogicalID: "Computed", Timeout: 9, MemorySize: 1024, LogFormat: "Text", ApplicationLogLevel: "WARN", Runtime: "provided.al2023", ArchitectureRef: "Arch"},
+		{LogicalID: "Named", FunctionName: "orders-consumer", Timeout: 20, MemorySize: 512, LogFormat: "JSON", ApplicationLogLevel: "WARN", Runtime: "python3.12", Architecture: "arm64"},
 	}
 	if len(fns) != len(want) || fns[0] != want[0] || fns[1] != want[1] {
 		t.Errorf("got %+v; want %+v", fns, want)

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/lambdakit/lambdakit/internal/cmdline"
 	"github.com/lambdakit/lambdakit/internal/samdeploy"
@@ -81,27 +79,8 @@ func (c *deployCommand) Run(ctx context.Context, args []string) error {
 	}
 	c.opts.BuildOutput = c.stderr
 	res, err := samdeploy.Deploy(ctx, c.opts)
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		return cmdline.Interrupted(err)
-	case errors.Is(err, samdeploy.ErrInput):
-		return cmdline.BadInput(err)
-	case errors.Is(err, samdeploy.ErrLocalAWS), errors.Is(err, samdeploy.ErrNoTranslator):
-		return cmdline.CannotRun(err)
-	default:
-		return cmdline.Failed(err)
+	if err != nil {
+		return samdeploy.CommandError(ctx, err)
 	}
-	if res.NoChanges {
-		fmt.Fprintf(c.stdout, "Stack %s: %s (no changes to deploy)\n", res.StackName, res.Status)
-	} else {
-		fmt.Fprintf(c.stdout, "Stack %s: %s\n", res.StackName, res.Status)
-	}
-	w := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	for _, o := range res.Outputs {
-		// A queue's URL at the local AWS, not the AWS form moto's
-		// CloudFormation gives, which a fresh shell would send to AWS.
-		fmt.Fprintf(w, "  %s\t%s\n", o.Key, samdeploy.LocalURL(c.opts.Endpoint, o.Value))
-	}
-	return w.Flush()
+	return res.Print(c.stdout, c.opts.Endpoint)
 }
