@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 	"github.com/lambdakit/lambdakit/lambdakit/storetest"
@@ -104,4 +105,22 @@ func TestUnknownStatusContract(t *testing.T) {
 			}
 			putRaw(t, f, item)
 		})
+}
+
+// powertoolsLayout is Powertools' composite-key layout: every record of
+// the function under one partition key value, its ID in the sort key.
+func powertoolsLayout(o *dynamostore.Options) {
+	o.SortKeyAttr, o.StaticPartitionKey = "sk", "idempotency#orders"
+}
+
+// The store contract, the engine's checks and the Committer contract hold
+// on a composite-key table as on a table keyed by the record ID alone.
+func TestContractsOnCompositeKeyTable(t *testing.T) {
+	f := setup(t, powertoolsLayout)
+	store := func(*testing.T) lambdakit.Store { return f.store }
+	t.Run("store", func(t *testing.T) { storetest.RunStoreContract(t, store) })
+	t.Run("commit", func(t *testing.T) { storetest.RunCommitContract(t, store) })
+	t.Run("idempotency", func(t *testing.T) {
+		storetest.RunIdempotencyChecks(t, func(t *testing.T) lambdakit.Store { return setup(t, powertoolsLayout).store })
+	})
 }

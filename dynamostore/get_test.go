@@ -15,7 +15,11 @@ import (
 // A re-driven batch of completed records on DynamoDB: one BatchGetItem
 // answers all ten, instead of a failed conditional PutItem each.
 func TestReadAheadOnDynamoDB(t *testing.T) {
-	f := setup(t)
+	t.Run("partition key only", func(t *testing.T) { testReadAhead(t, setup(t)) })
+	t.Run("composite key", func(t *testing.T) { testReadAhead(t, setup(t, powertoolsLayout)) })
+}
+
+func testReadAhead(t *testing.T, f *fixture) {
 	key := lambdakit.KeyFromField("id")
 	var runs atomic.Int32
 	handler := lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {

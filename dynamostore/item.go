@@ -49,7 +49,8 @@ func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
 // that of a string value, or maxNumberSize for a number.
 func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	status := max(len(lambdakit.StatusCompleted), len(lambdakit.StatusInProgress))
-	n := len(s.o.KeyAttr) + len(rec.ID) +
+	n := textSize(s.o.KeyAttr) + len(rec.ID) +
+		textSize(s.o.SortKeyAttr) + textSize(s.o.StaticPartitionKey) +
 		len(s.o.StatusAttr) + status +
 		len(s.o.ExpirationAttr) + maxNumberSize +
 		len(s.o.InProgressExpirationAttr) + maxNumberSize +
@@ -134,7 +135,7 @@ func valueSize(v types.AttributeValue) int {
 func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.IdempotencyRecord, error) {
 	d := decoder{item: item}
 	rec := lambdakit.IdempotencyRecord{
-		ID:         d.str(s.o.KeyAttr),
+		ID:         d.str(s.o.IDAttr()),
 		Status:     lambdakit.IdempotencyStatus(d.str(s.o.StatusAttr)),
 		Validation: d.str(s.o.ValidationAttr),
 		Lease:      d.str(s.o.LeaseAttr),

@@ -93,7 +93,7 @@ func (r *Records) Get(ctx context.Context, id string) (lambdakit.IdempotencyReco
 	}
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(r.table),
-		Key:            map[string]types.AttributeValue{r.o.KeyAttr: str(id)},
+		Key:            r.o.key(id),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -136,7 +136,7 @@ func (r *Records) Delete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	}
 	_, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                           aws.String(r.table),
-		Key:                                 map[string]types.AttributeValue{r.o.KeyAttr: str(rec.ID)},
+		Key:                                 r.o.key(rec.ID),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            r.codec.attrNames(nKey, nStatus, nLease),
 		ExpressionAttributeValues:           values,
@@ -187,6 +187,14 @@ func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.Id
 		filter := "begins_with(" + nKey + ", :prefix)"
 		names := []string{nKey}
 		values := map[string]types.AttributeValue{":prefix": str(f.Prefix + "#")}
+		if r.o.SortKeyAttr != "" {
+			// Records of the function only: other functions' records
+			// (Powertools' too) share the table under other partition
+			// key values.
+			filter = nKey + " = :pk AND begins_with(" + nSortKey + ", :prefix)"
+			names = append(names, nSortKey)
+			values[":pk"] = str(r.o.StaticPartitionKey)
+		}
 		if f.InProgress {
 			filter += " AND " + nStatus + " = :inprogress"
 			names = append(names, nStatus)

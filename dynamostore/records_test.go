@@ -274,3 +274,45 @@ func TestRecordsRefuseAnItemWhoseStatusIsNoRecordStatus(t *testing.T) {
 		t.Errorf("after the refused Delete: item %v, %v; want it kept", out.Item, err)
 	}
 }
+
+// On a composite-key table Records reads, lists and deletes the
+// function's records only: those under its static partition key.
+func TestRecordsOnCompositeKeyTable(t *testing.T) {
+	f := setup(t, powertoolsLayout)
+	records := dynamostore.NewRecords(f.db, f.table, powertoolsLayout)
+	billing := newStore(t, f.db, f.table, func(o *dynamostore.Options) {
+		o.SortKeyAttr, o.StaticPartitionKey = "sk", "idempotency#billing"
+	})
+	at := now()
+	mine, theirs := record("payment#stuck", at.Add(-time.Hour)), record("payment#stuck", at.Add(-time.Hour))
+	f.mustAcquire(t, mine, at.Add(-time.Hour))
+	if _, acquired, err := billing.Acquire(t.Context(), theirs, at.Add(-time.Hour)); err != nil || !acquired {
+		t.Fatalf("billing's Acquire: acquired %t, error %v", acquired, err)
+	}
+
+	got, err := records.Get(t.Context(), mine.ID)
+	if err != nil || got.Lease != mine.Lease {
+		t.Fatalf("Get = %+v, %v; want the orders function's record (lease %s)", got, err, mine.Lease)
+	}
+	var listed []string
+	for rec, err := range records.Scan(t.Context(), dynamostore.ScanFilter{Prefix: "payment", LeaseEndedBefore: at}) {
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		listed = append(listed, rec.Lease)
+	}
+	if !slices.Equal(listed, []string{mine.Lease}) {
+		t.Errorf("Scan listed leases %q; want only the orders function's %q", listed, mine.Lease)
+	}
+	if err := records.Delete(t.Context(), got); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := records.Get(t.Context(), mine.ID); !errors.Is(err, dynamostore.ErrNotFound) {
+		t.Errorf("Get after Delete: %v; want ErrNotFound", err)
+	}
+	// Asked when its lease still ran: held, so not deleted.
+	then := at.Add(-time.Hour)
+	if _, acquired, err := billing.Acquire(t.Context(), record(theirs.ID, then), then); err != nil || acquired {
+		t.Errorf("billing's record after the orders function's was deleted: acquired %t, error %v; want it still held", acquired, err)
+	}
+}

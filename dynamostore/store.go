@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // API is the part of the DynamoDB client that Store uses.
@@ -32,8 +34,21 @@ type API interface {
 // Powertools names; change them to share a table whose Powertools
 // configuration renamed them. An empty name means the default.
 type Options struct {
-	// KeyAttr is the partition key, a string. Default "id".
+	// KeyAttr is the partition key, a string. Default "id". It holds the
+	// record's ID, or with SortKeyAttr set, StaticPartitionKey.
 	KeyAttr string
+	// SortKeyAttr, if set, is the table's sort key, a string, and holds
+	// the record's ID: Powertools' composite-key layout (its sort_key_attr,
+	// sortKeyAttr), for a table that Go and Powertools functions share,
+	// every record of the function under one partition key value,
+	// StaticPartitionKey. Default "": a table with a partition key only.
+	SortKeyAttr string
+	// StaticPartitionKey is the value of KeyAttr on every record when
+	// SortKeyAttr is set (Powertools' static_pk_value, staticPkValue).
+	// Default, as Powertools': "idempotency#" and the function's name
+	// (AWS_LAMBDA_FUNCTION_NAME). Set without SortKeyAttr, it is an
+	// ErrInvalidConfig.
+	StaticPartitionKey string
 	// StatusAttr holds "INPROGRESS" or "COMPLETED". Default "status".
 	StatusAttr string
 	// ExpirationAttr is the table's TTL attribute, in epoch seconds.
@@ -100,6 +115,12 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 			*f.name = f.def
 		}
 	}
+	switch {
+	case o.SortKeyAttr == "" && o.StaticPartitionKey != "":
+		return o, fmt.Errorf("%w: Options: StaticPartitionKey %q without a SortKeyAttr to hold the record IDs", ErrInvalidConfig, o.StaticPartitionKey)
+	case o.SortKeyAttr != "" && o.StaticPartitionKey == "":
+		o.StaticPartitionKey = "idempotency#" + os.Getenv("AWS_LAMBDA_FUNCTION_NAME")
+	}
 	seen := make(map[string]bool)
 	for _, name := range o.names() {
 		if seen[name] {
@@ -111,7 +132,28 @@ func newOptions(optFns []func(*Options)) (Options, error) {
 }
 
 func (o Options) names() []string {
-	return []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr, o.EffectAttr, o.MessagesAttr}
+	names := []string{o.KeyAttr, o.StatusAttr, o.ExpirationAttr, o.InProgressExpirationAttr, o.ValidationAttr, o.DataAttr, o.LeaseAttr, o.FailureAttr, o.EffectAttr, o.MessagesAttr}
+	if o.SortKeyAttr != "" {
+		names = append(names, o.SortKeyAttr)
+	}
+	return names
+}
+
+// IDAttr is the attribute that holds a record's ID: SortKeyAttr if set,
+// else KeyAttr.
+func (o Options) IDAttr() string {
+	if o.SortKeyAttr != "" {
+		return o.SortKeyAttr
+	}
+	return o.KeyAttr
+}
+
+// key is the primary key of the item of record id.
+func (o Options) key(id string) map[string]types.AttributeValue {
+	if o.SortKeyAttr == "" {
+		return map[string]types.AttributeValue{o.KeyAttr: str(id)}
+	}
+	return map[string]types.AttributeValue{o.KeyAttr: str(o.StaticPartitionKey), o.SortKeyAttr: str(id)}
 }
 
 // Placeholders for the attribute names in expressions. Going through
@@ -119,6 +161,7 @@ func (o Options) names() []string {
 // anyway for names that are reserved words ("status", "data").
 const (
 	nKey        = "#id"
+	nSortKey    = "#sk"
 	nStatus     = "#status"
 	nExpiration = "#exp"
 	nInProgress = "#inprogress_exp"
@@ -142,7 +185,20 @@ type Store struct {
 	o      Options
 }
 
-var _ lambdakit.Store = (*Store)(nil)
+var (
+	_ lambdakit.Store     = (*Store)(nil)
+	_ lambdakit.IDLimiter = (*Store)(nil)
+)
+
+// MaxIDBytes implements lambdakit.IDLimiter: the longest record ID its
+// attribute takes, DynamoDB's limit on a sort key value (1,024 bytes) with
+// Options.SortKeyAttr, on a partition key value (2,048) without.
+func (s *Store) MaxIDBytes() int {
+	if s.o.SortKeyAttr != "" {
+		return awsrules.MaxSortKeyBytes
+	}
+	return awsrules.MaxPartitionKeyBytes
+}
 
 // New returns a Store that keeps its records in table through client. It
 // returns an error wrapping ErrInvalidConfig when client is nil, table is
@@ -171,6 +227,7 @@ func New(client API, table string, optFns ...func(*Options)) (*Store, error) {
 func (s *Store) attrNames(placeholders ...string) map[string]string {
 	all := map[string]string{
 		nKey:        s.o.KeyAttr,
+		nSortKey:    s.o.SortKeyAttr,
 		nStatus:     s.o.StatusAttr,
 		nExpiration: s.o.ExpirationAttr,
 		nInProgress: s.o.InProgressExpirationAttr,
@@ -189,7 +246,7 @@ func (s *Store) attrNames(placeholders ...string) map[string]string {
 }
 
 func (s *Store) key(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{s.o.KeyAttr: str(id)}
+	return s.o.key(id)
 }
 
 // acquireCondition admits the put when no live record holds the key. It
@@ -242,10 +299,8 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 	// The handler's attributes first, so that the record's own, which
 	// CheckItem keeps them from naming, could never be overwritten.
 	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
-		for name, v := range attrs {
-			item[name] = v
-		}
-		item[s.o.KeyAttr] = str(rec.ID)
+		maps.Copy(item, attrs)
+		maps.Copy(item, s.key(rec.ID))
 	}
 	item[s.o.StatusAttr] = str(string(rec.Status))
 	item[s.o.LeaseAttr] = str(rec.Lease)

@@ -1,6 +1,7 @@
 package dynamostore_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -503,6 +504,8 @@ func TestNewRefusesAConfigurationThatCannotWork(t *testing.T) {
 		o.RetryMaxAttempts = 1
 	})
 	sameName := func(o *dynamostore.Options) { o.LeaseAttr = "id" }
+	sortKeyNamedAlike := func(o *dynamostore.Options) { o.SortKeyAttr = "status" }
+	staticWithoutSortKey := func(o *dynamostore.Options) { o.StaticPartitionKey = "idempotency#orders" }
 	for _, c := range []struct {
 		name   string
 		client dynamostore.API
@@ -511,6 +514,8 @@ func TestNewRefusesAConfigurationThatCannotWork(t *testing.T) {
 		detail string // what the message must name
 	}{
 		{"two attributes named alike", db, "table", []func(*dynamostore.Options){sameName}, `"id"`},
+		{"sort key named as another attribute", db, "table", []func(*dynamostore.Options){sortKeyNamedAlike}, `"status"`},
+		{"static partition key without a sort key", db, "table", []func(*dynamostore.Options){staticWithoutSortKey}, "SortKeyAttr"},
 		{"no client", nil, "table", nil, "no client"},
 		{"no table", db, "", nil, "no table"},
 	} {
@@ -536,4 +541,113 @@ func TestNewRefusesAConfigurationThatCannotWork(t *testing.T) {
 	if got := calls.Total(); got != 0 {
 		t.Errorf("requests sent = %v; want none", calls.Counts())
 	}
+}
+
+// Powertools' composite-key layout (Options.SortKeyAttr): every record of
+// the function under one partition key value, its ID in the sort key.
+func TestCompositeKeyTable(t *testing.T) {
+	f := setup(t, powertoolsLayout)
+	key := func(pk, id string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: id}}
+	}
+	getItem := func(t *testing.T, pk, id string) map[string]types.AttributeValue {
+		t.Helper()
+		out, err := f.db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(f.table), Key: key(pk, id), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatalf("GetItem(%s, %s): %v", pk, id, err)
+		}
+		return out.Item
+	}
+
+	t.Run("a record is an item of the static partition key with its ID as sort key", func(t *testing.T) {
+		t0 := now()
+		rec := record("orders#layout", t0)
+		f.mustAcquire(t, rec, t0)
+		rec.Data = []byte(`{"ok":1}`)
+		f.mustComplete(t, rec)
+		item := getItem(t, "idempotency#orders", rec.ID)
+		if got := str(t, item, "status"); got != "COMPLETED" {
+			t.Errorf("status = %q; want COMPLETED", got)
+		}
+		if got := str(t, item, "data"); got != `{"ok":1}` {
+			t.Errorf("data = %q; want the result", got)
+		}
+		released := record("orders#released", t0)
+		f.mustAcquire(t, released, t0)
+		if err := f.store.Release(t.Context(), released.ID, released.Lease); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if item := getItem(t, "idempotency#orders", released.ID); item != nil {
+			t.Errorf("released record still there: %v", item)
+		}
+	})
+
+	t.Run("a record Powertools wrote is read back", func(t *testing.T) {
+		// The item Powertools' DynamoDBPersistenceLayer writes with
+		// sort_key_attr="sk" and static_pk_value="idempotency#orders":
+		// expiration in epoch seconds, the result a JSON string.
+		t0 := now()
+		exp := strconv.FormatInt(t0.Add(time.Hour).Unix(), 10)
+		item := key("idempotency#orders", "orders#from-powertools")
+		item["status"] = &types.AttributeValueMemberS{Value: "COMPLETED"}
+		item["expiration"] = &types.AttributeValueMemberN{Value: exp}
+		item["data"] = &types.AttributeValueMemberS{Value: `{"paid":true}`}
+		putRaw(t, f, item)
+
+		got, err := f.store.GetRecords(t.Context(), []string{"orders#from-powertools", "orders#none"})
+		if err != nil {
+			t.Fatalf("GetRecords: %v", err)
+		}
+		if rec, ok := got["orders#from-powertools"]; len(got) != 1 || !ok || rec.Status != lambdakit.StatusCompleted || string(rec.Data) != `{"paid":true}` {
+			t.Errorf("GetRecords = %+v; want the completed record only", got)
+		}
+		existing, acquired := f.acquire(t, record("orders#from-powertools", t0), t0)
+		if acquired || string(existing.Data) != `{"paid":true}` || existing.Expiration.Unix() != t0.Add(time.Hour).Unix() {
+			t.Errorf("Acquire over it: acquired %t, holder %+v; want the completed record back", acquired, existing)
+		}
+	})
+
+	t.Run("another static partition key is another function's records", func(t *testing.T) {
+		billing := newStore(t, f.db, f.table, func(o *dynamostore.Options) {
+			o.SortKeyAttr, o.StaticPartitionKey = "sk", "idempotency#billing"
+		})
+		t0 := now()
+		f.mustAcquire(t, record("shared#id", t0), t0)
+		if existing, acquired, err := billing.Acquire(t.Context(), record("shared#id", t0), t0); err != nil || !acquired {
+			t.Errorf("Acquire of the same ID under another partition key: acquired %t, holder %+v, error %v; want acquired", acquired, existing, err)
+		}
+	})
+
+	t.Run("a ReadableIDs key too long for a sort key is refused before the work", func(t *testing.T) {
+		key := strings.Repeat("k", 1100) // under a partition key's 2,048 bytes, over a sort key's 1,024
+		for _, c := range []struct {
+			name   string
+			store  *dynamostore.Store
+			refuse bool
+		}{
+			{"composite", f.store, true},
+			{"partition key only", setup(t).store, false},
+		} {
+			f.calls.Reset()
+			once := lambdakit.NewOnce(c.store, func(o *lambdakit.Options) {
+				o.Prefix, o.ReadableIDs, o.Logger = "orders", true, discardLogger()
+			})
+			ran := false
+			_, err := once.Do(t.Context(), key, nil, func(context.Context) ([]byte, error) { ran = true; return nil, nil })
+			if refused := errors.Is(err, lambdakit.ErrInvalidKey); refused != c.refuse || ran == c.refuse {
+				t.Errorf("%s: Do with a key of %d bytes: error %v, handler ran %t; want refused with ErrInvalidKey %t", c.name, len(key), err, ran, c.refuse)
+			}
+			if c.refuse && f.calls.Total() != 0 {
+				t.Errorf("%s: requests %v; want none", c.name, f.calls.Counts())
+			}
+		}
+	})
+
+	t.Run("the static partition key defaults to Powertools'", func(t *testing.T) {
+		t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "orders-fn")
+		o, err := dynamostore.ResolveOptions(func(o *dynamostore.Options) { o.SortKeyAttr = "sk" })
+		if err != nil || o.StaticPartitionKey != "idempotency#orders-fn" {
+			t.Errorf("ResolveOptions: StaticPartitionKey %q, error %v; want %q", o.StaticPartitionKey, err, "idempotency#orders-fn")
+		}
+	})
 }

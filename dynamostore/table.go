@@ -21,7 +21,9 @@ type TableAPI interface {
 }
 
 // CreateTable creates table for a Store with the same Options: billed on
-// demand, with the key attribute as its string partition key. It waits
+// demand, with the key attribute as its string partition key, and with
+// Options.SortKeyAttr that as its string sort key (Powertools'
+// composite-key layout). It waits
 // until the table is active, polling for as long as ctx allows, then turns
 // on TTL on the expiration attribute, so that DynamoDB deletes expired
 // records. A table that exists already is fine if its key fits; CreateTable
@@ -39,16 +41,15 @@ func CreateTable(ctx context.Context, client TableAPI, table string, optFns ...f
 	if err != nil {
 		return err
 	}
-	_, err = client.CreateTable(ctx, &dynamodb.CreateTableInput{
+	in := &dynamodb.CreateTableInput{
 		TableName:   aws.String(table),
 		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(o.KeyAttr), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(o.KeyAttr), KeyType: types.KeyTypeHash},
-		},
-	})
+	}
+	for _, k := range o.keySchema() {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: k.AttributeName, AttributeType: types.ScalarAttributeTypeS})
+		in.KeySchema = append(in.KeySchema, k)
+	}
+	_, err = client.CreateTable(ctx, in)
 	var exists *types.ResourceInUseException
 	if err != nil && !errors.As(err, &exists) {
 		return fmt.Errorf("dynamostore: create table %s: %w", table, err)
@@ -57,7 +58,7 @@ func CreateTable(ctx context.Context, client TableAPI, table string, optFns ...f
 	if err != nil {
 		return err
 	}
-	if err := checkKey(desc, o.KeyAttr); err != nil {
+	if err := checkKey(desc, o); err != nil {
 		return fmt.Errorf("dynamostore: table %s: %w", table, err)
 	}
 	return enableTTL(ctx, client, table, o.ExpirationAttr)
@@ -86,16 +87,27 @@ func waitActive(ctx context.Context, client TableAPI, table string) (*types.Tabl
 	}
 }
 
-// checkKey makes sure an existing table is keyed the way Store writes: a
-// table keyed otherwise would fail every Acquire.
-func checkKey(desc *types.TableDescription, keyAttr string) error {
-	ks := desc.KeySchema
-	if len(ks) != 1 || ks[0].KeyType != types.KeyTypeHash || aws.ToString(ks[0].AttributeName) != keyAttr {
-		return fmt.Errorf("key schema is %s; want a partition key %q and no sort key", keySchemaString(ks), keyAttr)
+// keySchema is the key of a table for Store with o: a string partition
+// key, and with SortKeyAttr a string sort key.
+func (o Options) keySchema() []types.KeySchemaElement {
+	ks := []types.KeySchemaElement{{AttributeName: aws.String(o.KeyAttr), KeyType: types.KeyTypeHash}}
+	if o.SortKeyAttr != "" {
+		ks = append(ks, types.KeySchemaElement{AttributeName: aws.String(o.SortKeyAttr), KeyType: types.KeyTypeRange})
+	}
+	return ks
+}
+
+// checkKey makes sure an existing table is keyed the way Store writes
+// with o: a table keyed otherwise would fail every Acquire.
+func checkKey(desc *types.TableDescription, o Options) error {
+	want := o.keySchema()
+	if keySchemaString(desc.KeySchema) != keySchemaString(want) {
+		return fmt.Errorf("key schema is %s; want %s (Options.KeyAttr, Options.SortKeyAttr)", keySchemaString(desc.KeySchema), keySchemaString(want))
 	}
 	for _, def := range desc.AttributeDefinitions {
-		if aws.ToString(def.AttributeName) == keyAttr && def.AttributeType != types.ScalarAttributeTypeS {
-			return fmt.Errorf("partition key %q is of type %s; want S", keyAttr, def.AttributeType)
+		name := aws.ToString(def.AttributeName)
+		if (name == o.KeyAttr || name == o.SortKeyAttr) && def.AttributeType != types.ScalarAttributeTypeS {
+			return fmt.Errorf("key attribute %q is of type %s; want S", name, def.AttributeType)
 		}
 	}
 	return nil

@@ -65,6 +65,30 @@ func TestCreateTable(t *testing.T) {
 		}
 	})
 
+	t.Run("composite key, Powertools' layout", func(t *testing.T) {
+		db := local(t).Client()
+		table := testenv.Name(t)
+		layout := func(o *dynamostore.Options) { o.SortKeyAttr = "sk" }
+		for i := range 2 {
+			if err := dynamostore.CreateTable(t.Context(), db, table, layout); err != nil {
+				t.Fatalf("CreateTable, call %d: %v", i+1, err)
+			}
+		}
+		desc, err := db.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			t.Fatalf("DescribeTable: %v", err)
+		}
+		ks := desc.Table.KeySchema
+		if len(ks) != 2 || aws.ToString(ks[0].AttributeName) != "id" || ks[0].KeyType != types.KeyTypeHash ||
+			aws.ToString(ks[1].AttributeName) != "sk" || ks[1].KeyType != types.KeyTypeRange {
+			t.Errorf("key schema = %+v; want partition key id, sort key sk", ks)
+		}
+		// Either layout refuses a table in the other: every Acquire would fail.
+		if err := dynamostore.CreateTable(t.Context(), db, table); err == nil || !strings.Contains(err.Error(), "key schema") {
+			t.Errorf("CreateTable without a sort key over it: error %v; want a key schema error", err)
+		}
+	})
+
 	t.Run("TTL on another attribute is an error", func(t *testing.T) {
 		db := local(t).Client()
 		table := testenv.Name(t)

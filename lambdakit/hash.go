@@ -35,8 +35,9 @@ func KeyHash(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// maxReadableID is the longest ID ReadableIDs allows: DynamoDB's limit on
-// a partition key, 2048 bytes (the strictest of the stores').
+// maxReadableID is the longest ID ReadableIDs allows in any store:
+// DynamoDB's limit on a partition key, 2048 bytes (a store may allow less:
+// IDLimiter).
 const maxReadableID = awsrules.MaxPartitionKeyBytes
 
 // recordID is the ID of key's record: RecordID with the engine's prefix,
@@ -47,9 +48,13 @@ func (e *Once) recordID(key string) (string, error) {
 		return RecordID(e.opts.Prefix, key), nil
 	}
 	id := e.opts.Prefix + "#" + key
+	limit := maxReadableID
+	if l, ok := e.store.(IDLimiter); ok {
+		limit = min(limit, l.MaxIDBytes())
+	}
 	switch {
-	case len(id) > maxReadableID:
-		return "", fmt.Errorf("%w: with ReadableIDs, the record ID of a key of %d bytes would be %d bytes, over DynamoDB's %d-byte key limit", ErrInvalidKey, len(key), len(id), maxReadableID)
+	case len(id) > limit:
+		return "", fmt.Errorf("%w: with ReadableIDs, the record ID of a key of %d bytes would be %d bytes, over the store's %d-byte key limit", ErrInvalidKey, len(key), len(id), limit)
 	case !utf8.ValidString(key):
 		return "", fmt.Errorf("%w: with ReadableIDs, the key must be UTF-8 text, as a DynamoDB key is", ErrInvalidKey)
 	}

@@ -203,6 +203,15 @@ type StagingChecker interface {
 	CheckStaging(rec IdempotencyRecord) error
 }
 
+// IDLimiter is a Store that holds record IDs of a bounded length (a
+// DynamoDB key attribute): with Options.ReadableIDs, a key whose record ID
+// would be longer fails with ErrInvalidKey before the handler runs, not
+// in the store after it. Implementation: dynamostore.Store.
+type IDLimiter interface {
+	// MaxIDBytes is the longest record ID, in bytes, the store holds.
+	MaxIDBytes() int
+}
+
 // EffectMarker is a Store that can keep the recovery point on an
 // in-progress record, for Options.StoreEffect: an owner that stops after
 // its effect (a crash, a timeout) then leaves a record that is never taken

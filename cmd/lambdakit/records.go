@@ -35,7 +35,9 @@ removes it after asking, so that the next message runs the handler again;
 stuck lists the records in progress whose lease ended (-older-than ago);
 failed lists those completed with a failure. stuck and failed scan the whole
 table. An item whose status is neither INPROGRESS nor COMPLETED (a ledger
-row read without -status-attr) is refused, never deleted. The table's
+row read without -status-attr) is refused, never deleted. On a table shared
+with Powertools functions (a composite key), give -sort-key-attr and
+-static-pk-value: only the function's records are read. The table's
 endpoint is the SDK's (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL); DynamoDB
 on AWS needs -live. Flags come before KEY. More, with the -json fields: the
 "Stuck, failed and unwanted records" section of docs/operations.md.
@@ -68,11 +70,12 @@ type recordsCommand struct {
 	force     bool          // delete
 	olderThan time.Duration // stuck
 	key       string
-	// readableIDs, keyAttr and statusAttr say how the function stores
-	// its records: lambdakit.Options.ReadableIDs, and
-	// dynamostore.Options' names (empty: the default).
-	readableIDs         bool
-	keyAttr, statusAttr string
+	// readableIDs, keyAttr, statusAttr, sortKeyAttr and staticPK say
+	// how the function stores its records: lambdakit.Options.ReadableIDs,
+	// and dynamostore.Options' names (empty: the default).
+	readableIDs                     bool
+	keyAttr, statusAttr             string
+	sortKeyAttr, staticPartitionKey string
 
 	flags   *cmdline.Flags
 	db      *dynamodb.Client
@@ -99,6 +102,8 @@ func (c *recordsCommand) parse(args []string) error {
 	fs.DurationVar(&c.olderThan, "older-than", 0, "stuck: list the records whose lease ended more than this `duration` ago (0: every ended lease)")
 	fs.BoolVar(&c.readableIDs, "readable-ids", false, "record IDs are \"<prefix>#<key>\", not the key's SHA-256 (lambdakit.Options.ReadableIDs)")
 	fs.StringVar(&c.keyAttr, "key-attr", "", "the table's partition key `attribute`, if the function renamed it (dynamostore.Options.KeyAttr; default id)")
+	fs.StringVar(&c.sortKeyAttr, "sort-key-attr", "", "the table's sort key `attribute`, which holds the record IDs in Powertools' composite-key layout (dynamostore.Options.SortKeyAttr); needs -static-pk-value")
+	fs.StringVar(&c.staticPartitionKey, "static-pk-value", "", "with -sort-key-attr, the partition key `value` of the function's records (dynamostore.Options.StaticPartitionKey; Powertools' default is idempotency#<function name>)")
 	fs.StringVar(&c.statusAttr, "status-attr", "", "the record's status `attribute`, if the function renamed it (dynamostore.Options.StatusAttr; default status)")
 	if len(args) == 0 {
 		return fs.UsageError("want get, delete, stuck or failed")
@@ -138,6 +143,8 @@ func (c *recordsCommand) parse(args []string) error {
 		return fs.UsageError("-prefix is required: the function's lambdakit.Options.Prefix")
 	case strings.HasSuffix(c.prefix, "#"):
 		return fs.UsageError("-prefix %q: give the prefix without its '#'", c.prefix)
+	case (c.sortKeyAttr == "") != (c.staticPartitionKey == ""):
+		return fs.UsageError("-sort-key-attr and -static-pk-value go together: a composite-key table holds a function's records under its partition key value (Powertools' default: idempotency#<function name>)")
 	case c.olderThan < 0:
 		return fs.UsageError("-older-than %v: want 0 or more", c.olderThan)
 	}
@@ -250,6 +257,7 @@ func (c *recordsCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stderr, "lambdakit records: table %s %s\n", c.table, c.where)
 	c.records, c.now = dynamostore.NewRecords(c.db, c.table, func(o *dynamostore.Options) {
 		o.KeyAttr, o.StatusAttr = c.keyAttr, c.statusAttr
+		o.SortKeyAttr, o.StaticPartitionKey = c.sortKeyAttr, c.staticPartitionKey
 	}), time.Now()
 	switch c.action {
 	case "get":
@@ -283,16 +291,16 @@ func (c *recordsCommand) fail(ctx context.Context, err error) error {
 		}
 		return cmdline.ErrFailed
 	}
-	if key := c.otherKey(ctx, err); key != "" {
-		return c.flags.UsageError("the partition key of table %q is %q, not %q: give -key-attr %s (dynamostore.Options.KeyAttr)", c.table, key, firstNonEmpty(c.keyAttr, "id"), key)
+	if hint := c.otherKey(ctx, err); hint != "" {
+		return c.flags.UsageError("%s", hint)
 	}
 	return cmdline.CannotRun(err)
 }
 
-// otherKey returns the table's partition key attribute when err is
-// DynamoDB refusing a key (a ValidationException) because the table's key
-// is not the one -key-attr names, and "" otherwise. DynamoDB's message
-// names neither attribute; the table's description does (it needs
+// otherKey says which flag to give when err is DynamoDB refusing a key (a
+// ValidationException) because the table's key is not the one -key-attr
+// and -sort-key-attr name, and returns "" otherwise. DynamoDB's message
+// names no attribute; the table's description does (it needs
 // dynamodb:DescribeTable, asked only after the refusal).
 func (c *recordsCommand) otherKey(ctx context.Context, err error) string {
 	var api smithy.APIError
@@ -304,9 +312,16 @@ func (c *recordsCommand) otherKey(ctx context.Context, err error) string {
 		return ""
 	}
 	for _, k := range out.Table.KeySchema {
-		if k.KeyType == types.KeyTypeHash && aws.ToString(k.AttributeName) != firstNonEmpty(c.keyAttr, "id") {
-			return aws.ToString(k.AttributeName)
+		name := aws.ToString(k.AttributeName)
+		switch {
+		case k.KeyType == types.KeyTypeHash && name != firstNonEmpty(c.keyAttr, "id"):
+			return fmt.Sprintf("the partition key of table %q is %q, not %q: give -key-attr %s (dynamostore.Options.KeyAttr)", c.table, name, firstNonEmpty(c.keyAttr, "id"), name)
+		case k.KeyType == types.KeyTypeRange && name != c.sortKeyAttr:
+			return fmt.Sprintf("table %q has the sort key %q: give -sort-key-attr %s and -static-pk-value, the partition key value of the function's records (dynamostore.Options.SortKeyAttr, StaticPartitionKey)", c.table, name, name)
 		}
+	}
+	if c.sortKeyAttr != "" && len(out.Table.KeySchema) == 1 {
+		return fmt.Sprintf("table %q has no sort key: leave out -sort-key-attr and -static-pk-value", c.table)
 	}
 	return ""
 }

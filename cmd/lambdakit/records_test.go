@@ -509,3 +509,58 @@ func TestRecordsShowARecordStoppedAfterItsEffect(t *testing.T) {
 		t.Errorf("get -json: exit status %d, %+v; want the state and the effect\n%s", r.code, got, r.stderr)
 	}
 }
+
+// A table in Powertools' composite-key layout, shared with another
+// function: with -sort-key-attr and -static-pk-value, get finds the
+// function's record and stuck lists its abandoned lock, not the other
+// function's; without them, records names the flags.
+func TestRecordsOnACompositeKeyTable(t *testing.T) {
+	srv := moto.Server(t)
+	db := dynamodb.NewFromConfig(moto.Config(t))
+	env := awsEnv("DYNAMODB", srv.URL, "IDEMPOTENCY_TABLE=")
+	table := testenv.Name(t)
+	layout := func(pk string) func(*dynamostore.Options) {
+		return func(o *dynamostore.Options) { o.SortKeyAttr, o.StaticPartitionKey = "sk", pk }
+	}
+	if err := dynamostore.CreateTable(t.Context(), db, table, layout("idempotency#payments")); err != nil {
+		t.Fatal(err)
+	}
+	leaseEnd := time.Now().Add(-10 * time.Minute)
+	for _, pk := range []string{"idempotency#payments", "idempotency#refunds"} {
+		store, err := dynamostore.New(db, table, layout(pk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"pay_done", "pay_crashed"} {
+			rec := lk.IdempotencyRecord{ID: lk.RecordID("payment", key), Status: lk.StatusInProgress,
+				Expiration: time.Now().Add(time.Hour), InProgressExpiration: leaseEnd, Lease: pk + key}
+			if _, ok, err := store.Acquire(t.Context(), rec, leaseEnd.Add(-time.Minute)); err != nil || !ok {
+				t.Fatalf("Acquire: %v, %v", err, ok)
+			}
+			if key == "pay_done" {
+				rec.Data = []byte(cachedResult)
+				if err := store.Complete(t.Context(), rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	flags := []string{"-table", table, "-prefix", "payment", "-sort-key-attr", "sk", "-static-pk-value", "idempotency#payments"}
+
+	r := cli(t, env, "", append(append([]string{"records", "get"}, flags...), "pay_done")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "status      COMPLETED\n") {
+		t.Errorf("get: exit status %d; want 0 and the completed record\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, env, "", append([]string{"records", "stuck", "-json"}, flags...)...)
+	if r.code != 0 || strings.Count(r.stdout, "\n") != 1 || !strings.Contains(r.stdout, `"leaseHolder":"idempotency#paymentspay_crashed"`) {
+		t.Errorf("stuck: exit status %d, stdout %q; want the payments function's abandoned lock alone\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, env, "", "records", "get", "-table", table, "-prefix", "payment", "pay_done")
+	if r.code != 2 || !strings.Contains(r.stderr, "give -sort-key-attr sk") {
+		t.Errorf("get without the layout's flags: exit status %d; want 2, naming -sort-key-attr sk\n%s", r.code, r.stderr)
+	}
+	r = cli(t, env, "", "records", "get", "-table", table, "-prefix", "payment", "-sort-key-attr", "sk", "pay_done")
+	if r.code != 2 || !strings.Contains(r.stderr, "-static-pk-value") {
+		t.Errorf("get with -sort-key-attr alone: exit status %d; want 2, naming -static-pk-value\n%s", r.code, r.stderr)
+	}
+}

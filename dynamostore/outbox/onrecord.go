@@ -102,7 +102,7 @@ func completionSends(rec *events.DynamoDBEventRecord, names dynamostore.Options)
 	if msgs.DataType() != events.DataTypeList {
 		return nil, fmt.Errorf("%w: record attribute %s is not a list", ErrBadItem, names.MessagesAttr)
 	}
-	recordID := stringAttr(img, names.KeyAttr)
+	recordID := stringAttr(img, names.IDAttr())
 	var out []*sqs.SendMessageInput
 	for i, el := range msgs.List() {
 		if el.DataType() != events.DataTypeMap {

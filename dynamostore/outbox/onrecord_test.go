@@ -45,6 +45,8 @@ type onRecord struct {
 	now       atomic.Int64 // the engine's clock, in Unix milliseconds
 	// fail makes the handler fail after it published.
 	fail atomic.Bool
+	// names are the store's attributes.
+	names dynamostore.Options
 }
 
 // onRecordSetup is what a test chooses: the handler (nil: charge, which
@@ -59,6 +61,8 @@ type onRecordSetup struct {
 	standard bool
 	// view is the table's stream view ("": NEW_AND_OLD_IMAGES).
 	view types.StreamViewType
+	// record names the store's attributes (nil: the defaults).
+	record func(*dynamostore.Options)
 }
 
 // charge is the handler of the tests: the payment as the record's item,
@@ -87,13 +91,23 @@ func newOnRecord(t *testing.T, s onRecordSetup) *onRecord {
 	if view == "" {
 		view = types.StreamViewTypeNewAndOldImages
 	}
-	out, err := f.db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+	in := &dynamodb.CreateTableInput{
 		TableName:            aws.String(f.table),
 		BillingMode:          types.BillingModePayPerRequest,
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
 		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: view},
-	})
+	}
+	var err error
+	f.names, err = dynamostore.ResolveOptions(s.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.names.SortKeyAttr != "" {
+		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(f.names.SortKeyAttr), KeyType: types.KeyTypeRange})
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(f.names.SortKeyAttr), AttributeType: types.ScalarAttributeTypeS})
+	}
+	out, err := f.db.CreateTable(t.Context(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +118,7 @@ func newOnRecord(t *testing.T, s onRecordSetup) *onRecord {
 	if s.storeDB != nil {
 		db = s.storeDB(f)
 	}
-	store, err := dynamostore.New(db, f.table)
+	store, err := dynamostore.New(db, f.table, s.record)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +171,7 @@ func (f *onRecord) item(id string) map[string]types.AttributeValue {
 		f.t.Fatal(err)
 	}
 	for _, it := range out.Items {
-		if k, ok := it["id"].(*types.AttributeValueMemberS); ok && strings.HasSuffix(k.Value, id) {
+		if k, ok := it[f.names.IDAttr()].(*types.AttributeValueMemberS); ok && strings.HasSuffix(k.Value, id) {
 			return it
 		}
 	}
@@ -185,7 +199,7 @@ func kinds(ev events.DynamoDBEvent) []string {
 // item under its lease: its ID, deduplication ID, group and body.
 func wantSent(t *testing.T, f *onRecord, msg sqstypes.Message, item map[string]types.AttributeValue, id, customer string) {
 	t.Helper()
-	want := outbox.RecordMessageID(str(item, "id"), str(item, "lease"), f.queue, "payment.charged")
+	want := outbox.RecordMessageID(str(item, f.names.IDAttr()), str(item, "lease"), f.queue, "payment.charged")
 	if got := aws.ToString(msg.MessageAttributes[outbox.IDAttribute].StringValue); got != want {
 		t.Errorf("attribute %s = %q; want %s, from the record, its lease and the message's name", outbox.IDAttribute, got, want)
 	}
@@ -452,4 +466,33 @@ func TestRelayRefusesRecordAttributesSharingAName(t *testing.T) {
 		}
 	}()
 	outbox.Relay(nil, func(o *outbox.RelayOptions) { o.Record.StatusAttr, o.Record.LeaseAttr = "s", "s" })
+}
+
+// On a composite-key table (Powertools' layout), the relay reads the
+// record's ID from the sort key, as the store writes it: each payment's
+// message has the ID of its own record, not of the partition key value
+// all the function's records share.
+func TestPublishOnRecordOnCompositeKeyTable(t *testing.T) {
+	layout := func(o *dynamostore.Options) { o.SortKeyAttr, o.StaticPartitionKey = "sk", "idempotency#payments" }
+	f := newOnRecord(t, onRecordSetup{standard: true, record: layout})
+	f.deliver(pay("pay_1", "cus_A", 100), pay("pay_2", "cus_B", 200))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) {
+		o.Stream.Logger, o.Record = lambdakittest.Logger(t), f.names
+	})(ctx, f.stream())
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("relay: %v, failures %v", err, resp.BatchItemFailures)
+	}
+	got := testenv.Drain(t, f.sqs, f.queue)
+	if len(got) != 2 {
+		t.Fatalf("downstream holds %d messages; want 2", len(got))
+	}
+	for _, msg := range got {
+		id, customer := "pay_1", "cus_A"
+		if strings.Contains(aws.ToString(msg.Body), "pay_2") {
+			id, customer = "pay_2", "cus_B"
+		}
+		wantSent(t, f, msg, f.item(id), id, customer)
+	}
 }
