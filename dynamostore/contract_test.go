@@ -26,6 +26,13 @@ func TestIdempotencyChecks(t *testing.T) {
 	storetest.RunIdempotencyChecks(t, func(t *testing.T) lambdakit.Store { return setup(t).store })
 }
 
+// A crashed process's record on DynamoDB (moto): locked until its lease
+// ends, then taken over; with StoreEffect, not run again.
+func TestCrashChecks(t *testing.T) {
+	f := setup(t)
+	storetest.RunCrashChecks(t, func(*testing.T) lambdakit.Store { return f.store })
+}
+
 // A handler's empty result ([]byte{}) is no result on both stores (the
 // store contract checks the stores themselves): the "message done" line of
 // its duplicate says the same outcome on DynamoDB and on the memory store

@@ -53,3 +53,7 @@ func TestMemoryStoreModes(t *testing.T) {
 			return m
 		})
 }
+
+func TestMemoryStoreCrashChecks(t *testing.T) {
+	storetest.RunCrashChecks(t, func(*testing.T) lambdakit.Store { return &lambdakittest.MemoryStore{} })
+}

@@ -1,0 +1,58 @@
+package lambdakittest_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// After the crash, nothing the process sends changes the store, and it
+// starts nothing new.
+func TestCrashStoreLosesEveryWriteAfterTheCrash(t *testing.T) {
+	mem := &lambdakittest.MemoryStore{}
+	s := lambdakittest.NewCrashStore(mem)
+	now := time.Now()
+	rec := lambdakit.IdempotencyRecord{ID: "p#1", Status: lambdakit.StatusInProgress, Lease: "l1",
+		InProgressExpiration: now.Add(time.Minute), Expiration: now.Add(time.Hour)}
+	if _, ok, err := s.Acquire(t.Context(), rec, now); !ok || err != nil {
+		t.Fatalf("acquire before the crash: %v, %v", ok, err)
+	}
+	s.Crash()
+	done := rec
+	done.Status = lambdakit.StatusCompleted
+	for name, err := range map[string]error{
+		"complete":    s.Complete(t.Context(), done),
+		"mark effect": s.MarkEffect(t.Context(), rec.ID, rec.Lease, "charge ch_1"),
+		"release":     s.Release(t.Context(), rec.ID, rec.Lease),
+	} {
+		if err != nil {
+			t.Errorf("%s after the crash: %v; want it lost without a word", name, err)
+		}
+	}
+	if got := mem.Records()[rec.ID]; got.Status != lambdakit.StatusInProgress || got.Effect != "" {
+		t.Errorf("record after the crash: %+v; want it in progress as the process left it", got)
+	}
+	other := rec
+	other.ID = "p#2"
+	if _, _, err := s.Acquire(t.Context(), other, now); !errors.Is(err, lambdakittest.ErrCrashed) {
+		t.Errorf("acquire after the crash: %v; want ErrCrashed", err)
+	}
+	if c := mem.Calls(); c.Acquire != 1 || c.Complete != 0 || c.Release != 0 {
+		t.Errorf("the wrapped store got %+v; want the one acquire before the crash", c)
+	}
+}
+
+func TestClockMovesOnlyWhenAdvanced(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := lambdakittest.NewClock(start)
+	if !c.Now().Equal(start) {
+		t.Fatalf("Now = %v; want %v", c.Now(), start)
+	}
+	c.Advance(90 * time.Second)
+	if want := start.Add(90 * time.Second); !c.Now().Equal(want) {
+		t.Errorf("after Advance, Now = %v; want %v", c.Now(), want)
+	}
+}
