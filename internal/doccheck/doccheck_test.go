@@ -30,7 +30,7 @@ const module = "github.com/lambdakit/lambdakit"
 var minBlocks = map[string]int{
 	"README.md":                1,
 	"docs/getting-started.md":  2,
-	"docs/idempotency.md":      5,
+	"docs/idempotency.md":      6,
 	"docs/batch-processing.md": 3,
 	"docs/publishing.md":       1,
 	"docs/operations.md":       2,
@@ -46,6 +46,7 @@ var libraryPackages = []string{
 	"lambdakit/lambdakitotel",
 	"lambdakit/lambdakittest",
 	"lambdakit/storetest",
+	"lambdakit/jmespathkey",
 	"dynamostore",
 	"dynamostore/dynamostoretest",
 	"valkeystore",

@@ -1,0 +1,327 @@
+// Package jmespathkey selects idempotency keys and payloads with JMESPath
+// expressions as Powertools for AWS Lambda users write them, such as
+// "powertools_json(body).order_id" or
+// "powertools_json(body).[customer_id, order_id]", so that a team moving a
+// function from Powertools keeps its expressions.
+//
+// It is a package of its own so that a function that keys by field paths
+// (lambdakit.KeyFromField) does not link a JMESPath interpreter.
+//
+// The expression is evaluated on the SQS record in the Lambda event's JSON
+// form (messageId, body, attributes, messageAttributes, ...), as Powertools
+// evaluates it on a record of a batch: the body is a string there, so a key
+// inside it needs powertools_json(body). Powertools' functions
+// powertools_json, powertools_base64 and powertools_base64_gzip are
+// registered beside JMESPath's own.
+package jmespathkey
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/aws/aws-lambda-go/events"
+	jmespath "github.com/jmespath-community/go-jmespath"
+	jpfunctions "github.com/jmespath-community/go-jmespath/pkg/functions"
+	"github.com/jmespath-community/go-jmespath/pkg/parsing"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+)
+
+// ErrExpression is returned by KeyFromJMESPath and PayloadFromJMESPath for
+// an expression that does not compile or calls an unknown function.
+var ErrExpression = errors.New("jmespathkey: invalid expression")
+
+// MaxGunzipBytes bounds what powertools_base64_gzip inflates, so that a
+// small message cannot expand into gigabytes in the function's memory.
+const MaxGunzipBytes = 4 << 20
+
+// maxDepth bounds the nesting powertools_json decodes, as encoding/json does.
+const maxDepth = 10000
+
+// KeyFromJMESPath compiles expr once and returns a KeyFunc that evaluates it
+// on the record. A string result is the key as it is; any other result (a
+// number, a boolean, a list such as "[customer_id, order_id]", an object)
+// is keyed as a whole by its JSON text from encoding/json: object members
+// sorted by name, numbers in their shortest spelling, so 1 and 1.0 are the
+// key "1", as is the string "1".
+//
+// A result that is null, "", an empty object, or a list that is empty or
+// all nulls is no key: lambdakit.ErrNoKey, as Powertools counts a missing
+// key. (Powertools then runs the handler without idempotency unless
+// raise_on_no_idempotency_key is set; lambdakit fails closed unless
+// Options.ProcessWithoutKey is set.) A record the expression cannot be
+// evaluated on (powertools_json over text that is not JSON, a function
+// given the wrong type) is lambdakit.ErrInvalidKey.
+func KeyFromJMESPath(expr string) (lambdakit.KeyFunc, error) {
+	jp, err := compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	return func(msg *events.SQSMessage) (string, error) {
+		v, err := search(jp, msg)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q: %w", lambdakit.ErrInvalidKey, expr, err)
+		}
+		if missing(v) {
+			return "", fmt.Errorf("%w: %q selects nothing", lambdakit.ErrNoKey, expr)
+		}
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", fmt.Errorf("%w: %q: %w", lambdakit.ErrInvalidKey, expr, err)
+		}
+		return string(b), nil
+	}, nil
+}
+
+// PayloadFromJMESPath compiles expr once and returns a PayloadFunc whose
+// payload is the JSON text of expr's result on the record, as
+// KeyFromJMESPath spells a non-string key (a null result is "null"), as
+// Powertools' payload_validation_jmespath selects it. A record the
+// expression cannot be evaluated on is lambdakit.ErrDecode.
+func PayloadFromJMESPath(expr string) (lambdakit.PayloadFunc, error) {
+	jp, err := compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	return func(msg *events.SQSMessage) (string, error) {
+		v, err := search(jp, msg)
+		if err == nil {
+			var b []byte
+			if b, err = json.Marshal(v); err == nil {
+				return string(b), nil
+			}
+		}
+		return "", fmt.Errorf("%w: payload %q: %w", lambdakit.ErrDecode, expr, err)
+	}, nil
+}
+
+var functions = []jmespath.FunctionEntry{
+	stringFunction("powertools_json", powertoolsJSON),
+	stringFunction("powertools_base64", func(s string) (any, error) {
+		b, err := base64.StdEncoding.DecodeString(s)
+		return string(b), err
+	}),
+	stringFunction("powertools_base64_gzip", powertoolsBase64Gzip),
+}
+
+func stringFunction(name string, f func(string) (any, error)) jmespath.FunctionEntry {
+	return jmespath.FunctionEntry{
+		Name:      name,
+		Arguments: []jmespath.ArgSpec{{Types: []jmespath.JpType{jmespath.JpString}}},
+		Handler: func(args []any) (any, error) {
+			return f(args[0].(string))
+		},
+	}
+}
+
+// compile parses expr and checks every function it calls exists, so that a
+// misspelt name fails at start, not on the first message.
+func compile(expr string) (jmespath.JMESPath, error) {
+	ast, err := parsing.NewParser().Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrExpression, expr, err)
+	}
+	if name, ok := unknownFunction(ast); !ok {
+		return nil, fmt.Errorf("%w: %q: unknown function %s()", ErrExpression, expr, name)
+	}
+	return jmespath.Compile(expr, functions...)
+}
+
+// known names every function an expression may call.
+var known = func() map[string]bool {
+	m := map[string]bool{}
+	for _, f := range append(jpfunctions.GetDefaultFunctions(), functions...) {
+		m[f.Name] = true
+	}
+	return m
+}()
+
+func unknownFunction(n parsing.ASTNode) (string, bool) {
+	if n.NodeType == parsing.ASTFunctionExpression {
+		name, _ := n.Value.(string)
+		if !known[name] {
+			return name, false
+		}
+	}
+	for _, c := range n.Children {
+		if name, ok := unknownFunction(c); !ok {
+			return name, false
+		}
+	}
+	return "", true
+}
+
+func search(jp jmespath.JMESPath, msg *events.SQSMessage) (any, error) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	var record any
+	if err := json.Unmarshal(b, &record); err != nil {
+		return nil, err
+	}
+	return jp.Search(record)
+}
+
+// missing reports whether v is no key, as Powertools decides it.
+func missing(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		for _, e := range v {
+			if e != nil {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+var (
+	errNotJSON      = errors.New("powertools_json: not one JSON value")
+	errAmbiguous    = errors.New("powertools_json: a member named twice, or again in other case")
+	errInexact      = errors.New("powertools_json: a number float64 cannot hold exactly")
+	errTooDeep      = errors.New("powertools_json: nested too deep")
+	errGunzipTooBig = fmt.Errorf("powertools_base64_gzip: more than %d bytes inflated", MaxGunzipBytes)
+)
+
+// powertoolsJSON decodes s as JMESPath sees JSON (numbers as float64). It
+// refuses what could make the key name other work than the handler does:
+// a member named twice or again in other case (encoding/json decodes every
+// repeat into a struct field, matching names without regard to case), and
+// a number that float64 would round into another (an ID beyond 2^53).
+func powertoolsJSON(s string) (any, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	v, err := decodeValue(dec, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errNotJSON
+	}
+	return v, nil
+}
+
+func decodeValue(dec *json.Decoder, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, errTooDeep
+	}
+	t, err := dec.Token()
+	if err != nil {
+		return nil, errNotJSON
+	}
+	switch t := t.(type) {
+	case json.Delim:
+		switch t {
+		case '[':
+			arr := []any{}
+			for dec.More() {
+				e, err := decodeValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, e)
+			}
+			_, err = dec.Token()
+			return arr, err
+		case '{':
+			obj := map[string]any{}
+			folded := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, errNotJSON
+				}
+				name := k.(string)
+				f := fold(name)
+				if folded[f] {
+					return nil, errAmbiguous
+				}
+				folded[f] = true
+				if obj[name], err = decodeValue(dec, depth+1); err != nil {
+					return nil, err
+				}
+			}
+			_, err = dec.Token()
+			return obj, err
+		}
+		return nil, errNotJSON
+	case json.Number:
+		return exactFloat(string(t))
+	}
+	return t, nil // string, bool or nil
+}
+
+// exactFloat returns n as float64 when every other decimal float64 would
+// hold as a distinct value is another float64: at most 15 significant
+// digits, in float64's normal range. Anything else is refused.
+func exactFloat(n string) (any, error) {
+	f, err := strconv.ParseFloat(n, 64)
+	if err != nil {
+		return nil, errInexact
+	}
+	mantissa, _, _ := strings.Cut(strings.ToLower(n), "e")
+	digits := strings.Trim(strings.NewReplacer("-", "", ".", "").Replace(mantissa), "0")
+	if len(digits) > 15 || (f == 0) != (digits == "") || (f != 0 && abs(f) < 0x1p-1022) {
+		return nil, errInexact
+	}
+	return f, nil
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+// fold maps a name to one spelling per class of names strings.EqualFold
+// holds equal: each rune becomes the least rune of its case orbit.
+func fold(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
+
+func powertoolsBase64Gzip(s string) (any, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, MaxGunzipBytes+1))
+	switch {
+	case err != nil:
+		return nil, err
+	case len(out) > MaxGunzipBytes:
+		return nil, errGunzipTooBig
+	}
+	return string(out), nil
+}

@@ -1,0 +1,158 @@
+package jmespathkey_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/jmespathkey"
+)
+
+func gzipBase64(t testing.TB, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := zw.Write([]byte(s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+// The expressions are those Powertools' idempotency docs show for SQS and
+// for payload subsets, evaluated on an SQS record.
+func TestKeyFromJMESPathPowertoolsExpressions(t *testing.T) {
+	order := `{"order_id":"o-1","customer_id":"c-7","amount":12.5,"paid":true,"lines":[]}`
+	tests := []struct {
+		name, expr, body string
+		msg              events.SQSMessage
+		want             string
+		err              error
+	}{
+		{name: "record field", expr: "messageId", want: "m-1"},
+		{name: "body field", expr: "powertools_json(body).order_id", body: order, want: "o-1"},
+		{name: "list keyed as a whole", expr: "powertools_json(body).[customer_id, order_id]", body: order, want: `["c-7","o-1"]`},
+		{name: "list with one null keyed", expr: "powertools_json(body).[customer_id, missing]", body: order, want: `["c-7",null]`},
+		{name: "number keyed by value", expr: "powertools_json(body).amount", body: order, want: "12.5"},
+		{name: "integer spelt otherwise is one key", expr: "powertools_json(body).n", body: `{"n":1.0e0}`, want: "1"},
+		{name: "boolean", expr: "powertools_json(body).paid", body: order, want: "true"},
+		{name: "object, members sorted", expr: "powertools_json(body).o", body: `{"o":{"b":1,"a":"x"}}`, want: `{"a":"x","b":1}`},
+		{name: "attribute", expr: `messageAttributes."idempotency-key".stringValue`, want: "k-9"},
+		{name: "base64", expr: "powertools_json(powertools_base64(body)).order_id", body: base64.StdEncoding.EncodeToString([]byte(order)), want: "o-1"},
+		{name: "base64 gzip", expr: "powertools_json(powertools_base64_gzip(body)).order_id", body: gzipBase64(t, order), want: "o-1"},
+		{name: "missing", expr: "powertools_json(body).nope", body: order, err: lambdakit.ErrNoKey},
+		{name: "empty string", expr: "powertools_json(body).e", body: `{"e":""}`, err: lambdakit.ErrNoKey},
+		{name: "empty list", expr: "powertools_json(body).lines", body: order, err: lambdakit.ErrNoKey},
+		{name: "list of nulls", expr: "powertools_json(body).[a, b]", body: order, err: lambdakit.ErrNoKey},
+		{name: "empty object", expr: "powertools_json(body).o", body: `{"o":{}}`, err: lambdakit.ErrNoKey},
+		{name: "body not JSON", expr: "powertools_json(body).order_id", body: "order o-1", err: lambdakit.ErrInvalidKey},
+		{name: "trailing bytes", expr: "powertools_json(body).order_id", body: order + "{}", err: lambdakit.ErrInvalidKey},
+		{name: "name again in other case", expr: "powertools_json(body).payment_id", body: `{"payment_id":"p-1","PAYMENT_ID":"p-2"}`, err: lambdakit.ErrInvalidKey},
+		{name: "name twice", expr: "powertools_json(body).payment_id", body: `{"payment_id":"p-1","payment_id":"p-2"}`, err: lambdakit.ErrInvalidKey},
+		{name: "id beyond float64", expr: "powertools_json(body).id", body: `{"id":9007199254740993}`, err: lambdakit.ErrInvalidKey},
+		{name: "bad base64", expr: "powertools_base64(body)", body: "%%%", err: lambdakit.ErrInvalidKey},
+		{name: "wrong type", expr: "powertools_json(attributes)", err: lambdakit.ErrInvalidKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, err := jmespathkey.KeyFromJMESPath(tt.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := events.SQSMessage{
+				MessageId: "m-1",
+				Body:      tt.body,
+				MessageAttributes: map[string]events.SQSMessageAttribute{
+					"idempotency-key": {DataType: "String", StringValue: ptr("k-9")},
+				},
+			}
+			got, err := key(&msg)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("got %q, %v; want %v", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+func TestKeyFromJMESPathRefusesABadExpressionAtStart(t *testing.T) {
+	for _, expr := range []string{"powertools_json(body", "powertools_jsn(body).id", "[?"} {
+		if _, err := jmespathkey.KeyFromJMESPath(expr); !errors.Is(err, jmespathkey.ErrExpression) {
+			t.Errorf("%q: got %v, want ErrExpression", expr, err)
+		}
+		if _, err := jmespathkey.PayloadFromJMESPath(expr); !errors.Is(err, jmespathkey.ErrExpression) {
+			t.Errorf("payload %q: got %v, want ErrExpression", expr, err)
+		}
+	}
+}
+
+func TestGunzipIsBounded(t *testing.T) {
+	key, err := jmespathkey.KeyFromJMESPath("powertools_base64_gzip(body)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := events.SQSMessage{Body: gzipBase64(t, strings.Repeat("a", jmespathkey.MaxGunzipBytes+1))}
+	if _, err := key(&msg); !errors.Is(err, lambdakit.ErrInvalidKey) {
+		t.Fatalf("got %v, want ErrInvalidKey", err)
+	}
+}
+
+// A payload subset as Powertools' docs select one: a retry that changes
+// only other fields is the same payload; another amount is not.
+func TestPayloadFromJMESPathComparesTheSelection(t *testing.T) {
+	payload, err := jmespathkey.PayloadFromJMESPath(`powertools_json(body).["amount", "currency"]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := func(body string) string {
+		t.Helper()
+		s, err := payload(&events.SQSMessage{Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := p(`{"amount":100,"currency":"EUR","sent_at":"10:00"}`)
+	if retry := p(`{"sent_at":"10:01","currency":"EUR","amount":1e2}`); retry != first {
+		t.Errorf("retry %q, first %q: want equal", retry, first)
+	}
+	if other := p(`{"amount":101,"currency":"EUR"}`); other == first {
+		t.Errorf("another amount gave the same payload %q", other)
+	}
+	if _, err := payload(&events.SQSMessage{Body: "not json"}); !errors.Is(err, lambdakit.ErrDecode) {
+		t.Errorf("got %v, want ErrDecode", err)
+	}
+}
+
+// No input makes a key or payload function panic.
+func FuzzJMESPathKey(f *testing.F) {
+	f.Add("powertools_json(body).[customer_id, order_id]", `{"customer_id":"c","order_id":1}`)
+	f.Add("powertools_json(powertools_base64_gzip(body)).id", "H4sIAAAAAAAA/w==")
+	f.Add("powertools_json(body).a", `[[[[[[[[1]]]]]]]]`)
+	f.Add("powertools_json(body).a", `{"a":1e99999}`)
+	f.Fuzz(func(t *testing.T, expr, body string) {
+		key, err := jmespathkey.KeyFromJMESPath(expr)
+		if err != nil {
+			return
+		}
+		payload, _ := jmespathkey.PayloadFromJMESPath(expr)
+		msg := events.SQSMessage{Body: body}
+		_, _ = key(&msg)
+		_, _ = payload(&msg)
+	})
+}
