@@ -50,44 +50,6 @@ var raced = []string{
 	"./internal/redisserver/...",
 }
 
-// slowest are the packages whose tests take longest, longest first, as
-// make test on a 2-core machine measured them (cmd/lambdakit about 110 s,
-// the demo 80 s, the payment function 50 s, internal/esm 50 s, the
-// producer 40 s; the rest 30 s or less). go test starts a group's packages
-// in the order it is given them: the longest first, so that the last ones
-// to run are short and both slots end together, rather than one long
-// package running alone at the end.
-var slowest = []string{
-	"cmd/lambdakit",
-	"functions/payment/demo",
-	"functions/payment",
-	"internal/esm",
-	"lambdakit/producer",
-	"tools/internal/bench",
-	"valkeystore",
-	"lambdakit",
-	"internal/motoserver",
-	"tools/internal/chaos",
-	"dynamostore",
-}
-
-// module is the import path the packages of slowest are under.
-const module = "github.com/lambdakit/lambdakit"
-
-// longestFirst orders pkgs (import paths in module) with the slowest
-// first, in their order, and the others after them as they were.
-func longestFirst(pkgs []string) {
-	rank := func(p string) int {
-		for i, s := range slowest {
-			if p == module+"/"+s {
-				return i
-			}
-		}
-		return len(slowest)
-	}
-	sort.SliceStable(pkgs, func(i, j int) bool { return rank(pkgs[i]) < rank(pkgs[j]) })
-}
-
 // heartbeat is how long testrun stays silent before it says what is still
 // building or running.
 const heartbeat = 20 * time.Second
@@ -181,8 +143,6 @@ func groups(patterns []string) (race, rest []string, err error) {
 			rest = append(rest, p)
 		}
 	}
-	longestFirst(race)
-	longestFirst(rest)
 	return race, rest, nil
 }
 

@@ -76,14 +76,3 @@ func TestSummaryFailsWhenGoTestFailed(t *testing.T) {
 		t.Errorf("summary %q; want FAIL naming go test's error", out.String())
 	}
 }
-
-// The slowest packages go first, in their order; the others keep theirs,
-// after them.
-func TestLongestFirst(t *testing.T) {
-	pkgs := []string{module + "/internal/a", module + "/functions/payment", module + "/internal/b", module + "/cmd/lambdakit"}
-	longestFirst(pkgs)
-	want := []string{module + "/cmd/lambdakit", module + "/functions/payment", module + "/internal/a", module + "/internal/b"}
-	if strings.Join(pkgs, " ") != strings.Join(want, " ") {
-		t.Errorf("got %v; want %v", pkgs, want)
-	}
-}
