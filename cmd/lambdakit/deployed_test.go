@@ -20,6 +20,7 @@ import (
 // A function deployed on moto_server's Lambda gives invoke and run its
 // settings and environment, and run its SQS mapping: nothing is said twice.
 func TestDeployedFunction(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	srv := moto.Server(t)
 	cfg := moto.Config(t)
 	ctx := t.Context()
@@ -156,6 +157,7 @@ func TestDeployedFunction(t *testing.T) {
 // -filter given replaces them; a pattern that is not implemented is
 // refused before anything runs.
 func TestDeployedMappingFilterCriteria(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	srv := moto.Server(t)
 	ctx := t.Context()
 	esmfn := testenv.Build(t, "../../internal/esm/testdata/esmfn")

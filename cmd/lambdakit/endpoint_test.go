@@ -20,6 +20,7 @@ import (
 // endpoint variable at all, against a moto_server that only their queue
 // URLs name.
 func TestQueueURLNamesTheEndpoint(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	srv := moto.Server(t)
 	client := sqs.NewFromConfig(moto.Config(t))
 	fn := testenv.Build(t, "../../internal/esm/testdata/esmfn")

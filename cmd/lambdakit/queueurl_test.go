@@ -129,6 +129,7 @@ func TestQueueURLHostIsWhereCallsGo(t *testing.T) {
 // then once more. Every message must be in -to at least once, or still in
 // the DLQ.
 func TestRedriveKeepsEveryMessageWhateverItsDedupID(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	srv := moto.Server(t)
 	direct := sqs.NewFromConfig(moto.Config(t))
 	dp := newDedupProxy(t, srv.URL)

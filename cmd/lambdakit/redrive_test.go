@@ -118,6 +118,7 @@ func wantMoved(t *testing.T, got []types.Message, want []dlqMessage) {
 }
 
 func TestRedrive(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	srv := moto.Server(t)
 	client := sqs.NewFromConfig(moto.Config(t))
 	env := redriveEnv(srv.URL)
@@ -436,6 +437,7 @@ func (p *dedupProxy) Dropped() int {
 // not be lost to SQS's deduplication. Real SQS's answer is simulated by
 // dedupProxy (see there); moto alone would not show the loss.
 func TestRedriveFIFODedupWindow(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	srv := moto.Server(t)
 	direct := sqs.NewFromConfig(moto.Config(t)) // to moto, bypassing the proxy: for setup and checks only
 	dp := newDedupProxy(t, srv.URL)

@@ -33,6 +33,7 @@ import (
 // charge reaches the ledger through the outbox's stream, the relay and the
 // events queue. SIGINT stops up, and none of its processes is left.
 func TestUpRunsTheSampleStack(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	if runtime.GOOS != "linux" {
 		t.Skip("finds up's child processes in /proc")
 	}

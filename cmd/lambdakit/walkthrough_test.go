@@ -28,6 +28,7 @@ import (
 // the DLQ. Its exit status is 1, because the batch that held only pay_6099
 // failed as a whole."
 func TestDocsThroughAQueueByHand(t *testing.T) {
+	t.Parallel()   // its own names, processes and servers: it waits mostly
 	moto.Server(t) // skips without moto_server
 	cli, _ := binaries(t)
 	demoBin := testenv.Build(t, "../../functions/payment/demo")
@@ -164,6 +165,7 @@ func grepLines(s, sub string) string {
 // the command line says otherwise: -report-batch-item-failures=false, set
 // explicitly, wins over the template, as every flag does.
 func TestResponseTypesFlagOverTemplate(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	srv := moto.Server(t)
 	fn := testenv.Build(t, "../../internal/esm/testdata/esmfn")
 	client := sqs.NewFromConfig(moto.Config(t))

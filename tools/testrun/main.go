@@ -92,8 +92,16 @@ func testAll(p int, timeout string, verbose bool, jsonFile string, patterns []st
 	defer os.RemoveAll(builds)
 	os.Setenv(testenv.SharedBuildsEnv, builds)
 
+	// The two groups run at the same time: most packages spend their time
+	// waiting on servers and processes, not computing, so one group alone
+	// left a core idle (make test used 1.07 cores of 2 on average when the
+	// groups ran one after the other: 5m26s of CPU in 5m06s).
 	stop := r.heartbeats()
-	var runErrs []error
+	var (
+		wg      sync.WaitGroup
+		errMu   sync.Mutex
+		runErrs []error
+	)
 	for _, g := range []struct {
 		name  string
 		flags []string
@@ -107,10 +115,16 @@ func testAll(p int, timeout string, verbose bool, jsonFile string, patterns []st
 		}
 		r.print("== %d packages %s, %d at once  [%s]\n", len(g.pkgs), g.name, p, since(start))
 		args := append([]string{"test", "-json", "-count=1", "-p", strconv.Itoa(p), "-timeout", timeout}, g.flags...)
-		if err := r.run(exec.Command("go", append(args, g.pkgs...)...)); err != nil {
-			runErrs = append(runErrs, fmt.Errorf("go test %s: %w", g.name, err))
-		}
+		cmd := exec.Command("go", append(args, g.pkgs...)...)
+		wg.Go(func() {
+			if err := r.run(cmd); err != nil {
+				errMu.Lock()
+				runErrs = append(runErrs, fmt.Errorf("go test %s: %w", g.name, err))
+				errMu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	stop()
 	if !r.summary(errors.Join(runErrs...)) {
 		return 1

@@ -170,6 +170,7 @@ func (d stackState) resolves(v any, want string) bool {
 // nothing new changes nothing, and a deploy with a new parameter updates
 // the function in place.
 func TestDeployLocal(t *testing.T) {
+	t.Parallel() // its own names, processes and servers: it waits mostly
 	testenv.RequireMotoServer(t)
 	requireDeployTools(t)
 	srv, err := motoserver.Start()
