@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,6 +20,7 @@ import (
 type RecordsAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
@@ -63,7 +65,8 @@ func (r *Records) checkStatus(rec lambdakit.IdempotencyRecord) error {
 // Records reads and deletes the records of a table for an operator: a
 // command-line tool, not a function. Store is what functions use; they need
 // none of this, and their roles need not allow it (dynamodb:GetItem,
-// dynamodb:Scan, dynamodb:DeleteItem).
+// dynamodb:Scan, or dynamodb:Query on a composite-key table,
+// dynamodb:DeleteItem).
 //
 // Items are read with the same decoding as Store's, and Options names their
 // attributes as for Store.
@@ -170,10 +173,14 @@ type ScanFilter struct {
 	Failed bool
 }
 
-// Scan returns the records that match f, page after page, through a Scan
-// with a filter: it reads the whole table (and is billed for all of it),
-// which suits an operator's occasional look, not a function. An error ends
-// the sequence; an empty Prefix is an error.
+// Scan returns the records that match f, page after page. On a table keyed
+// by the record ID alone it is a Scan with a filter: it reads the whole
+// table (and is billed for all of it), which suits an operator's
+// occasional look, not a function. On a composite-key table
+// (Options.SortKeyAttr) it is a Query of the function's partition
+// (StaticPartitionKey) for the IDs that begin with the prefix: it reads
+// the function's records only, not those of the other functions that share
+// the table. An error ends the sequence; an empty Prefix is an error.
 func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.IdempotencyRecord, error] {
 	return func(yield func(lambdakit.IdempotencyRecord, error) bool) {
 		if r.optErr != nil {
@@ -184,45 +191,15 @@ func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.Id
 			yield(lambdakit.IdempotencyRecord{}, errors.New("dynamostore: scan: empty prefix"))
 			return
 		}
-		filter := "begins_with(" + nKey + ", :prefix)"
-		names := []string{nKey}
-		values := map[string]types.AttributeValue{":prefix": str(f.Prefix + "#")}
-		if r.o.SortKeyAttr != "" {
-			// Records of the function only: other functions' records
-			// (Powertools' too) share the table under other partition
-			// key values.
-			filter = nKey + " = :pk AND begins_with(" + nSortKey + ", :prefix)"
-			names = append(names, nSortKey)
-			values[":pk"] = str(r.o.StaticPartitionKey)
-		}
-		if f.InProgress {
-			filter += " AND " + nStatus + " = :inprogress"
-			names = append(names, nStatus)
-			values[":inprogress"] = str(string(lambdakit.StatusInProgress))
-		}
-		if f.Failed {
-			filter += " AND " + nStatus + " = :completed AND attribute_exists(" + nFailure + ")"
-			names = append(names, nStatus, nFailure)
-			values[":completed"] = str(string(lambdakit.StatusCompleted))
-		}
-		if !f.LeaseEndedBefore.IsZero() {
-			filter += " AND " + nInProgress + " < :before_ms"
-			names = append(names, nInProgress)
-			values[":before_ms"] = num(f.LeaseEndedBefore.UnixMilli())
-		}
-		in := &dynamodb.ScanInput{
-			TableName:                 aws.String(r.table),
-			FilterExpression:          aws.String(filter),
-			ExpressionAttributeNames:  r.codec.attrNames(names...),
-			ExpressionAttributeValues: values,
-		}
+		page := r.pages(f)
+		var start map[string]types.AttributeValue
 		for {
-			out, err := r.client.Scan(ctx, in)
+			items, next, err := page(ctx, start)
 			if err != nil {
-				yield(lambdakit.IdempotencyRecord{}, r.fail("scan", err))
+				yield(lambdakit.IdempotencyRecord{}, err)
 				return
 			}
-			for _, item := range out.Items {
+			for _, item := range items {
 				rec, err := r.codec.decode(item)
 				if err != nil {
 					err = fmt.Errorf("dynamostore: scan: %w", err)
@@ -231,16 +208,86 @@ func (r *Records) Scan(ctx context.Context, f ScanFilter) iter.Seq2[lambdakit.Id
 					return
 				}
 			}
-			if len(out.LastEvaluatedKey) == 0 {
+			if len(next) == 0 {
 				return
 			}
-			in.ExclusiveStartKey = out.LastEvaluatedKey
+			start = next
 		}
 	}
 }
 
-// HasPrefix reports whether any record's ID is "<prefix>#...". It scans
-// until it finds one, so the whole table when there is none.
+// pageFunc reads the page of records that starts after the key start (the
+// first page for nil), and returns its items and the key to start the
+// next one after (none after the last page).
+type pageFunc func(ctx context.Context, start map[string]types.AttributeValue) (items []map[string]types.AttributeValue, next map[string]types.AttributeValue, err error)
+
+// pages returns the request that reads the records f selects, a page at a
+// time: a Query of the function's partition on a composite-key table, a
+// Scan of the whole table otherwise.
+func (r *Records) pages(f ScanFilter) pageFunc {
+	// The conditions on the record, which DynamoDB applies to the items
+	// it reads.
+	var conds []string
+	names := []string{nKey}
+	values := map[string]types.AttributeValue{":prefix": str(f.Prefix + "#")}
+	if f.InProgress {
+		conds = append(conds, nStatus+" = :inprogress")
+		names = append(names, nStatus)
+		values[":inprogress"] = str(string(lambdakit.StatusInProgress))
+	}
+	if f.Failed {
+		conds = append(conds, nStatus+" = :completed AND attribute_exists("+nFailure+")")
+		names = append(names, nStatus, nFailure)
+		values[":completed"] = str(string(lambdakit.StatusCompleted))
+	}
+	if !f.LeaseEndedBefore.IsZero() {
+		conds = append(conds, nInProgress+" < :before_ms")
+		names = append(names, nInProgress)
+		values[":before_ms"] = num(f.LeaseEndedBefore.UnixMilli())
+	}
+	if r.o.SortKeyAttr == "" {
+		conds = append([]string{"begins_with(" + nKey + ", :prefix)"}, conds...)
+		in := &dynamodb.ScanInput{
+			TableName:                 aws.String(r.table),
+			FilterExpression:          aws.String(strings.Join(conds, " AND ")),
+			ExpressionAttributeNames:  r.codec.attrNames(names...),
+			ExpressionAttributeValues: values,
+		}
+		return func(ctx context.Context, start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+			in.ExclusiveStartKey = start
+			out, err := r.client.Scan(ctx, in)
+			if err != nil {
+				return nil, nil, r.fail("scan", err)
+			}
+			return out.Items, out.LastEvaluatedKey, nil
+		}
+	}
+	// The function's records, those of its partition key value, and no
+	// other function's (Powertools' too) that share the table.
+	names = append(names, nSortKey)
+	values[":pk"] = str(r.o.StaticPartitionKey)
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(r.table),
+		KeyConditionExpression:    aws.String(nKey + " = :pk AND begins_with(" + nSortKey + ", :prefix)"),
+		ExpressionAttributeNames:  r.codec.attrNames(names...),
+		ExpressionAttributeValues: values,
+	}
+	if len(conds) > 0 {
+		in.FilterExpression = aws.String(strings.Join(conds, " AND "))
+	}
+	return func(ctx context.Context, start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
+		in.ExclusiveStartKey = start
+		out, err := r.client.Query(ctx, in)
+		if err != nil {
+			return nil, nil, r.fail("query", err)
+		}
+		return out.Items, out.LastEvaluatedKey, nil
+	}
+}
+
+// HasPrefix reports whether any record's ID is "<prefix>#...". It reads as
+// Scan does until it finds one: when there is none, the whole table, or on
+// a composite-key table the function's partition.
 func (r *Records) HasPrefix(ctx context.Context, prefix string) (bool, error) {
 	for _, err := range r.Scan(ctx, ScanFilter{Prefix: prefix}) {
 		return err == nil, err

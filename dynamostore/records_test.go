@@ -2,8 +2,10 @@ package dynamostore_test
 
 import (
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -314,5 +316,71 @@ func TestRecordsOnCompositeKeyTable(t *testing.T) {
 	then := at.Add(-time.Hour)
 	if _, acquired, err := billing.Acquire(t.Context(), record(theirs.ID, then), then); err != nil || acquired {
 		t.Errorf("billing's record after the orders function's was deleted: acquired %t, error %v; want it still held", acquired, err)
+	}
+}
+
+// Items that Powertools functions write in the composite-key layout its
+// docs give (the partition key id holding idempotency#<function name>,
+// "<function name>#<md5 of the payload>" in the sort key sort_key; status,
+// expiration in epoch seconds, in_progress_expiration in epoch
+// milliseconds, the result as JSON text in data; no lease) are read back,
+// and listing the function's records queries its partition: the table,
+// shared with other functions, is never scanned.
+func TestRecordsListPowertoolsItemsByQuery(t *testing.T) {
+	layout := func(o *dynamostore.Options) { o.SortKeyAttr, o.StaticPartitionKey = "sort_key", "idempotency#orders" }
+	f := setup(t, layout)
+	var calls testenv.Counter
+	counted := local(t).Client(func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	records := dynamostore.NewRecords(counted, f.table, layout)
+	at := time.Now().Truncate(time.Second)
+	put := func(pk, payload, status string, data string) string {
+		t.Helper()
+		sk := fmt.Sprintf("orders#%x", md5.Sum([]byte(payload)))
+		item := map[string]types.AttributeValue{
+			"id":                     &types.AttributeValueMemberS{Value: pk},
+			"sort_key":               &types.AttributeValueMemberS{Value: sk},
+			"status":                 &types.AttributeValueMemberS{Value: status},
+			"expiration":             &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(time.Hour).Unix())},
+			"in_progress_expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(-time.Minute).UnixMilli())},
+		}
+		if data != "" {
+			item["data"] = &types.AttributeValueMemberS{Value: data}
+		}
+		if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+		return sk
+	}
+	done := put("idempotency#orders", `{"order_id":"o-1"}`, "COMPLETED", `{"receipt":1}`)
+	stuck := put("idempotency#orders", `{"order_id":"o-2"}`, "INPROGRESS", "")
+	put("idempotency#billing", `{"order_id":"o-3"}`, "INPROGRESS", "") // another function's, under the same prefix
+
+	got := map[string]lambdakit.IdempotencyRecord{}
+	for rec, err := range records.Scan(t.Context(), dynamostore.ScanFilter{Prefix: "orders"}) {
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		got[rec.ID] = rec
+	}
+	want := lambdakit.IdempotencyRecord{ID: done, Status: lambdakit.StatusCompleted, Expiration: at.Add(time.Hour),
+		InProgressExpiration: at.Add(-time.Minute), Data: []byte(`{"receipt":1}`)}
+	if len(got) != 2 || !reflect.DeepEqual(got[done], want) || got[stuck].Status != lambdakit.StatusInProgress {
+		t.Errorf("listed %+v; want the orders function's two records, the completed one as %+v", got, want)
+	}
+	var listed []string
+	for rec, err := range records.Scan(t.Context(), dynamostore.ScanFilter{Prefix: "orders", InProgress: true, LeaseEndedBefore: at}) {
+		if err != nil {
+			t.Fatalf("Scan of the stuck: %v", err)
+		}
+		listed = append(listed, rec.ID)
+	}
+	if !slices.Equal(listed, []string{stuck}) {
+		t.Errorf("stuck: listed %q; want %q alone", listed, stuck)
+	}
+	if found, err := records.HasPrefix(t.Context(), "payments"); found || err != nil {
+		t.Errorf("HasPrefix of a prefix without records: %t, %v; want false", found, err)
+	}
+	if calls.Count("Scan") != 0 || calls.Count("Query") != 3 {
+		t.Errorf("made %d Scan and %d Query requests; want no Scan, a Query per listing", calls.Count("Scan"), calls.Count("Query"))
 	}
 }

@@ -3,6 +3,8 @@ package lambdakit_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,5 +64,189 @@ func TestIdempotencyDoStages(t *testing.T) {
 	})
 	if err != nil || written != 1 {
 		t.Errorf("got %v, %d writes; want the staged write committed with the completion", err, written)
+	}
+}
+
+// hookCalls records the calls of an Options.ResponseHook that marks the
+// result it is given, so that a test can tell a replay from a run.
+type hookCalls struct {
+	mu   sync.Mutex
+	recs []lambdakit.IdempotencyRecord
+}
+
+func (h *hookCalls) hook(o *lambdakit.Options) {
+	o.ResponseHook = func(_ context.Context, result []byte, rec lambdakit.IdempotencyRecord) ([]byte, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.recs = append(h.recs, rec)
+		return append(result, " (replayed)"...), nil
+	}
+}
+
+func (h *hookCalls) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.recs)
+}
+
+func TestResponseHookRunsForReplaysOnly(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	var calls hookCalls
+	prefix := func(o *lambdakit.Options) { o.Prefix = "orders" }
+	e := lambdakit.NewOnce(store, quiet, prefix, calls.hook, func(o *lambdakit.Options) { o.CacheSize = 10 })
+	runs := 0
+	fn := func(context.Context) ([]byte, error) {
+		runs++
+		return []byte(`receipt 1`), nil
+	}
+	got, err := e.Do(engineCtx(t), "o-1", []byte(`{"id":"o-1"}`), fn)
+	if err != nil || string(got) != "receipt 1" || calls.count() != 0 {
+		t.Fatalf("first call: got %q, %v, %d hook calls; want the handler's result and no hook call", got, err, calls.count())
+	}
+	// From the warm cache, twice: the hook's change to one replay must not
+	// reach the next.
+	for i := range 2 {
+		got, err = e.Do(engineCtx(t), "o-1", []byte(`{"id":"o-1"}`), fn)
+		if err != nil || string(got) != "receipt 1 (replayed)" || calls.count() != i+1 {
+			t.Fatalf("duplicate %d: got %q, %v, %d hook calls; want the hook's result, %d calls", i+1, got, err, calls.count(), i+1)
+		}
+	}
+	// From the store, in another container: the hook sees the record as
+	// stored.
+	other := lambdakit.NewOnce(store, quiet, prefix, calls.hook)
+	got, err = other.Do(engineCtx(t), "o-1", []byte(`{"id":"o-1"}`), fn)
+	if err != nil || string(got) != "receipt 1 (replayed)" || calls.count() != 3 {
+		t.Fatalf("duplicate from the store: got %q, %v, %d hook calls; want the hook's result, 3 calls", got, err, calls.count())
+	}
+	rec := calls.recs[2]
+	if rec.ID != lambdakit.RecordID("orders", "o-1") || rec.Status != lambdakit.StatusCompleted || string(rec.Data) != "receipt 1" || rec.Expiration.IsZero() || rec.Validation == "" {
+		t.Errorf("hook's record: got %+v; want the completed record of orders/o-1 with its result, expiration and validation", rec)
+	}
+	if runs != 1 {
+		t.Errorf("handler ran %d times; want 1", runs)
+	}
+}
+
+func TestResponseHookResultAndErrorAreTheCallers(t *testing.T) {
+	errHook := errors.New("hook refused")
+	var fail bool
+	e := lambdakit.NewOnce(&lambdakittest.MemoryStore{}, quiet, func(o *lambdakit.Options) {
+		o.ResponseHook = func(_ context.Context, result []byte, rec lambdakit.IdempotencyRecord) ([]byte, error) {
+			if fail {
+				return nil, errHook
+			}
+			return []byte(`{"number":7,"replayed":true}`), nil
+		}
+	})
+	ship := func(context.Context, order) (receipt, error) { return receipt{Number: 1}, nil }
+	if _, err := lambdakit.DoTyped(engineCtx(t), e, "o-2", order{ID: "o-2"}, ship); err != nil {
+		t.Fatal(err)
+	}
+	got, err := lambdakit.DoTyped(engineCtx(t), e, "o-2", order{ID: "o-2"}, ship)
+	if err != nil || got.Number != 7 {
+		t.Errorf("replay: got %+v, %v; want the hook's receipt 7", got, err)
+	}
+	fail = true
+	if _, err := lambdakit.DoTyped(engineCtx(t), e, "o-2", order{ID: "o-2"}, ship); !errors.Is(err, errHook) {
+		t.Errorf("replay with a failing hook: got %v; want the hook's error", err)
+	}
+}
+
+// Calls with one key at the same time in one process: one runs the
+// handler, every other replays its result through the hook, whether it
+// waited for the first (its flight) or came after (the cache).
+func TestResponseHookConcurrentCallers(t *testing.T) {
+	const callers = 8
+	var calls hookCalls
+	e := lambdakit.NewOnce(&lambdakittest.MemoryStore{}, quiet, calls.hook, func(o *lambdakit.Options) { o.CacheSize = 10 })
+	started, release := make(chan struct{}, callers), make(chan struct{})
+	var runs atomic.Int32
+	fn := func(ctx context.Context) ([]byte, error) {
+		runs.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return []byte(`done`), nil
+	}
+	results := make(chan string, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started <- struct{}{}
+			got, err := e.Do(engineCtx(t), "o-3", nil, fn)
+			if err != nil {
+				got = []byte(err.Error())
+			}
+			results <- string(got)
+		}()
+	}
+	for range callers {
+		<-started
+	}
+	close(release)
+	wg.Wait()
+	close(results)
+	count := map[string]int{}
+	for r := range results {
+		count[r]++
+	}
+	if runs.Load() != 1 || count["done"] != 1 || count["done (replayed)"] != callers-1 || calls.count() != callers-1 {
+		t.Errorf("got %d runs, results %v, %d hook calls; want 1 run, 1 result of the handler, %d replayed through the hook", runs.Load(), count, calls.count(), callers-1)
+	}
+}
+
+func TestResponseHookNotForInProgressOrFailedRecords(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	var calls hookCalls
+	owner := lambdakit.NewOnce(store, quiet)
+	other := lambdakit.NewOnce(store, quiet, calls.hook)
+	never := func(context.Context) ([]byte, error) {
+		t.Error("handler ran")
+		return nil, nil
+	}
+
+	// In progress in another container.
+	running, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := owner.Do(engineCtx(t), "o-busy", nil, func(ctx context.Context) ([]byte, error) {
+			close(running)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return []byte(`late`), nil
+		})
+		done <- err
+	}()
+	select {
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("owner's handler did not start")
+	}
+	if _, err := other.Do(engineCtx(t), "o-busy", nil, never); !errors.Is(err, lambdakit.ErrInProgress) {
+		t.Errorf("key in progress: got %v; want ErrInProgress", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// Completed with a failure: the work ran, then failed after its
+	// effect.
+	_, err := owner.Do(engineCtx(t), "o-failed", nil, func(ctx context.Context) ([]byte, error) {
+		lambdakit.EffectDone(ctx, "charged")
+		return nil, errors.New("receipt not sent")
+	})
+	if !errors.Is(err, lambdakit.ErrFailedAfterEffect) {
+		t.Fatalf("failure after the effect: got %v; want ErrFailedAfterEffect", err)
+	}
+	if _, err := other.Do(engineCtx(t), "o-failed", nil, never); !errors.Is(err, lambdakit.ErrFailedAfterEffect) {
+		t.Errorf("record of a failed run: got %v; want ErrFailedAfterEffect", err)
+	}
+	if calls.count() != 0 {
+		t.Errorf("hook ran %d times; want 0", calls.count())
 	}
 }

@@ -2,6 +2,7 @@ package lambdakit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -89,4 +90,36 @@ func ExampleEffectDone() {
 	// charging p-1
 	// true true
 	// true true
+}
+
+// A response hook marks a replayed answer with a header, so that the
+// client of an API can tell it from a fresh one.
+func ExampleOptions_responseHook() {
+	type Response struct {
+		StatusCode int               `json:"statusCode"`
+		Headers    map[string]string `json:"headers,omitempty"`
+		Body       string            `json:"body"`
+	}
+	store := &lambdakittest.MemoryStore{} // dynamostore.New(dynamodb.NewFromConfig(cfg), table)
+	engine := lambdakit.NewOnce(store, func(o *lambdakit.Options) {
+		o.Prefix = "orders-api"
+		o.ResponseHook = func(ctx context.Context, result []byte, rec lambdakit.IdempotencyRecord) ([]byte, error) {
+			var r Response
+			if err := json.Unmarshal(result, &r); err != nil {
+				return nil, err
+			}
+			r.Headers = map[string]string{"Idempotency-Replayed": "true"}
+			return json.Marshal(r)
+		}
+	})
+	place := func(ctx context.Context, item string) (Response, error) {
+		return Response{StatusCode: 201, Body: "placed " + item}, nil
+	}
+	for range 2 { // the client retries after a timeout
+		r, err := lambdakit.DoTyped(context.Background(), engine, "key-from-the-header", "book", place)
+		fmt.Println(r.StatusCode, r.Body, r.Headers, err)
+	}
+	// Output:
+	// 201 placed book map[] <nil>
+	// 201 placed book map[Idempotency-Replayed:true] <nil>
 }

@@ -555,3 +555,33 @@ func TestIdempotentChaosEffectHappensExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// The SQS middleware answers a duplicate message through the response
+// hook, as Do does; the hook's error fails that message.
+func TestIdempotentDuplicateGoesThroughResponseHook(t *testing.T) {
+	fx := &testenv.Counter{}
+	errHook := errors.New("hook refused")
+	var fail bool
+	h := idempotent(&lambdakittest.MemoryStore{}, charger(fx), func(o *lambdakit.Options) {
+		o.ResponseHook = func(_ context.Context, result []byte, _ lambdakit.IdempotencyRecord) ([]byte, error) {
+			if fail {
+				return nil, errHook
+			}
+			return append(result, " replayed"...), nil
+		}
+	})
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	if got, err := handle(t, h, msg); err != nil || string(got) != `"ch_p1"` {
+		t.Fatalf("first delivery: got %s, %v; want the handler's result", got, err)
+	}
+	if got, err := handle(t, h, lambdakittest.Redelivery(msg)); err != nil || string(got) != `"ch_p1" replayed` {
+		t.Errorf("duplicate: got %s, %v; want the hook's result", got, err)
+	}
+	fail = true
+	if _, err := handle(t, h, lambdakittest.Redelivery(msg)); !errors.Is(err, errHook) {
+		t.Errorf("duplicate with a failing hook: got %v; want the hook's error", err)
+	}
+	if n := fx.Count("p1"); n != 1 {
+		t.Errorf("got %d charges; want 1", n)
+	}
+}

@@ -93,6 +93,22 @@ type Options struct {
 	// Prefetch says when a batch's completed records are read ahead in
 	// one request (see PrefetchPolicy). Default PrefetchRedeliveries.
 	Prefetch PrefetchPolicy
+	// ResponseHook, if set, runs for every call answered from a completed
+	// record instead of by its handler: a duplicate, whose result is
+	// replayed from the warm cache, from the store, or from a call with
+	// the key that ran in this process meanwhile. It gets the stored
+	// result (nil when the record holds none) and the record (its Data is
+	// that result; its ID, Expiration and Validation say which run it
+	// was), and what it returns is what the caller gets: to add a flag or
+	// a header to a replayed response, or to log it. Its error is the
+	// call's error, as it is. It never runs for the call that ran the
+	// handler, for a key in progress (ErrInProgress), nor for a record
+	// whose work failed (ErrFailedAfterEffect, ErrCompletionRejected).
+	// Each call gets a result of its own, which the hook may change. In
+	// the SQS middleware (Idempotent) it runs for each duplicate message,
+	// and its error fails that message. Powertools for AWS Lambda calls
+	// this responseHook (response_hook).
+	ResponseHook func(ctx context.Context, result []byte, rec IdempotencyRecord) ([]byte, error)
 	// Logger receives the lines about duplicates and results that could
 	// not be cached. (A lost lease is a record failure, a *LeaseLostError,
 	// which Batch logs.) Default: NewLogger(os.Stderr).
@@ -257,7 +273,7 @@ func (e *Once) completedExpiration(now, expiration time.Time) time.Time {
 
 // Do runs fn at most once to completion per key, and returns its result, or
 // for a key completed before (a duplicate) the result it returned then,
-// without running it:
+// without running it (through Options.ResponseHook, if set):
 //
 //   - a new key is locked (conditional write), fn runs, and the record is
 //     completed with fn's result, which should be JSON (it is stored as
@@ -985,13 +1001,18 @@ func (e *Once) replay(ctx context.Context, rec IdempotencyRecord, validation str
 		e.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
 			slog.String("recordId", rec.ID))
 	}
-	// A copy: the caller may change what it gets, and the cached record
-	// must answer the next duplicate the same. An empty result is no
-	// result, as the stores keep it.
-	if len(rec.Data) == 0 {
-		return nil, nil
+	// A copy: the caller, or the hook, may change what it gets, and the
+	// cached record must answer the next duplicate the same. An empty
+	// result is no result, as the stores keep it.
+	var result []byte
+	if len(rec.Data) > 0 {
+		result = bytes.Clone(rec.Data)
 	}
-	return bytes.Clone(rec.Data), nil
+	if e.opts.ResponseHook == nil {
+		return result, nil
+	}
+	rec.Data = result
+	return e.opts.ResponseHook(ctx, result, rec)
 }
 
 // leaseLost marks a store error that says the lease was lost as a

@@ -37,7 +37,8 @@ failed lists those completed with a failure. stuck and failed scan the whole
 table. An item whose status is neither INPROGRESS nor COMPLETED (a ledger
 row read without -status-attr) is refused, never deleted. On a table shared
 with Powertools functions (a composite key), give -sort-key-attr and
--static-pk-value: only the function's records are read. The table's
+-static-pk-value: only the function's records are read, and stuck and failed
+query its partition instead of scanning the table. The table's
 endpoint is the SDK's (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL); DynamoDB
 on AWS needs -live. Flags come before KEY. More, with the -json fields: the
 "Stuck, failed and unwanted records" section of docs/operations.md.
