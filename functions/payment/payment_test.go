@@ -441,7 +441,9 @@ func TestCrashSwitchEndsTheProcessAfterTheChargeOnFirstDeliveryOnly(t *testing.T
 	handler := func(crashAfter string) {
 		c := f.cfg
 		c.CrashAfterCharge = crashAfter
-		c.exit = func(code int) { exits = append(exits, fmt.Sprintf("exit %d after %d charges", code, len(f.gw.Charges()))) }
+		c.exit = func(code int) {
+			exits = append(exits, fmt.Sprintf("exit %d after %d charges", code, len(f.gw.Charges())))
+		}
 		f.handler = mustHandler(t, c, f.db, &http.Client{Timeout: time.Second}, f.logs.Logger())
 	}
 	handler("pay_again")
