@@ -185,7 +185,7 @@ LOCAL_AWS ?=
 CONFIG_ENV ?= default
 LOCAL_PARAMETER_OVERRIDES ?= PaymentGatewayUrl=https://gateway.invalid
 
-.PHONY: deploy-local up
+.PHONY: deploy-local up e2e
 ## deploy-local: sam build && sam deploy against the local AWS (LOCAL_AWS, default demo local's moto_server): creates or updates the stack, prints its outputs
 deploy-local: $(SAM_TRANSLATOR)
 	$(GO) run ./functions/payment/demo deploy -config-env $(CONFIG_ENV) -build-dir .aws-sam/deploy-local \
@@ -210,6 +210,15 @@ up: deps build
 	$(BIN)/lambdakit deploy-local -endpoint $$aws -parameter-overrides 'PaymentGatewayUrl=https://gateway.invalid'; \
 	$(BIN)/lambdakit up -endpoint $$aws -stack-name lambdakit-payment -env-file $$dir/up-env.json & up=$$!; \
 	wait $$up
+
+## e2e: the payment story from the outside (new payments, a resend, a poison payment, a crash after
+## a charge, the events to the ledger) against a stack the story brings up here (moto_server,
+## deploy-local, up; about a minute and a half); E2E_FLAGS='-live -stack-name NAME' plays it against
+## a stack deployed on AWS instead (go run ./tools/e2e -h, docs/testing.md)
+E2E_FLAGS ?=
+e2e: $(MOTO_SERVER) $(SAM_TRANSLATOR)
+	$(GO) build -o $(BIN)/lambdakit ./cmd/lambdakit
+	$(WITH_MOTO) $(GO) run ./tools/e2e -lambdakit $(BIN)/lambdakit $(E2E_FLAGS)
 
 ## build-PaymentFunction: the deployable bootstrap (linux/arm64, static) into ARTIFACTS_DIR, without SAM
 ## (sam build compiles the function itself; this is the same build, named as SAM's makefile method would)
