@@ -39,6 +39,9 @@ export AWS_EC2_METADATA_DISABLED := true
 # gets a new directory, so bumping the pin reinstalls.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+# actionlint, pinned, for .github/workflows: installed as staticcheck is.
+ACTIONLINT_VERSION  := v1.7.12
+ACTIONLINT          := $(BIN)/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
 .PHONY: all build test lint bench demo invoke chaos deploy clean deps build-PaymentFunction build-RelayFunction build-LedgerFunction
 
@@ -87,16 +90,20 @@ TESTRUN_FLAGS ?=
 test: deps
 	$(WITH_MOTO) $(GO) run ./tools/testrun -p $(TEST_P) -timeout 15m $(TESTRUN_FLAGS)
 
-## lint: go vet, gofmt, staticcheck and cfn-lint on the SAM template
-lint: $(STATICCHECK) $(CFN_LINT)
+## lint: go vet, gofmt, staticcheck, cfn-lint on the SAM templates, actionlint on the workflows
+lint: $(STATICCHECK) $(CFN_LINT) $(ACTIONLINT)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt: not formatted: $$out" >&2; exit 1; fi
 	$(STATICCHECK) ./...
-	$(CFN_LINT) template.yaml
+	$(CFN_LINT) template.yaml tools/e2e/gateway.yaml
+	$(ACTIONLINT) .github/workflows/*.yml
 
 $(STATICCHECK):
 	GOBIN=$(abspath $(dir $@)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(ACTIONLINT):
+	GOBIN=$(abspath $(dir $@)) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 ## bench: micro benchmarks, end to end against moto with the bare floor, cold start, flat cost (one run)
 ## BENCHFLAGS passes flags to the harness, e.g. BENCHFLAGS='-only flat -moto-patch=false'
