@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		t.say("e2e: every check passed in %s", time.Since(start).Round(time.Second))
 		return 0
-	case errors.Is(err, checkFailed):
+	case errors.Is(err, errCheckFailed):
 		t.say("e2e: FAILED after %s", time.Since(start).Round(time.Second))
 		return 1
 	default:

@@ -73,8 +73,8 @@ type payment struct {
 	SendID string `json:"send_id,omitempty"`
 }
 
-// checkFailed is a broken promise of the story.
-var checkFailed = errors.New("check failed")
+// errCheckFailed is a broken promise of the story.
+var errCheckFailed = errors.New("check failed")
 
 // ids are the story's payment IDs.
 func (t *target) ids() (fresh []string, poison, crash string) {
@@ -86,7 +86,7 @@ func (t *target) ids() (fresh []string, poison, crash string) {
 
 // play runs the story: new payments and a poison one, the same payments
 // sent again, a crash after a charge; each charge through the outbox, the
-// relay and the events queue to the ledger. It returns checkFailed (the
+// relay and the events queue to the ledger. It returns errCheckFailed (the
 // report says which) or the error that stopped it.
 func (t *target) play(ctx context.Context) error {
 	s, err := t.readStack(ctx)
@@ -202,7 +202,7 @@ func (t *target) play(ctx context.Context) error {
 		}
 	}
 	if failed {
-		return checkFailed
+		return errCheckFailed
 	}
 	return nil
 }
@@ -346,7 +346,7 @@ func (t *target) waitFor(ctx context.Context, what string, cond func() (bool, er
 		select {
 		case <-ctx.Done():
 			t.say("FAIL  %s: not within %v", what, t.wait)
-			return checkFailed
+			return errCheckFailed
 		case <-time.After(t.poll):
 		}
 	}
