@@ -39,6 +39,9 @@ export AWS_EC2_METADATA_DISABLED := true
 # gets a new directory, so bumping the pin reinstalls.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+# actionlint, pinned, for .github/workflows: installed as staticcheck is.
+ACTIONLINT_VERSION  := v1.7.12
+ACTIONLINT          := $(BIN)/actionlint-$(ACTIONLINT_VERSION)/actionlint
 
 .PHONY: all build test lint bench demo invoke chaos deploy clean deps build-PaymentFunction build-RelayFunction build-LedgerFunction
 
@@ -87,16 +90,20 @@ TESTRUN_FLAGS ?=
 test: deps
 	$(WITH_MOTO) $(GO) run ./tools/testrun -p $(TEST_P) -timeout 15m $(TESTRUN_FLAGS)
 
-## lint: go vet, gofmt, staticcheck and cfn-lint on the SAM template
-lint: $(STATICCHECK) $(CFN_LINT)
+## lint: go vet, gofmt, staticcheck, cfn-lint on the SAM templates, actionlint on the workflows
+lint: $(STATICCHECK) $(CFN_LINT) $(ACTIONLINT)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt: not formatted: $$out" >&2; exit 1; fi
 	$(STATICCHECK) ./...
-	$(CFN_LINT) template.yaml
+	$(CFN_LINT) template.yaml tools/e2e/gateway.yaml
+	$(ACTIONLINT) .github/workflows/*.yml
 
 $(STATICCHECK):
 	GOBIN=$(abspath $(dir $@)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(ACTIONLINT):
+	GOBIN=$(abspath $(dir $@)) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 ## bench: micro benchmarks, end to end against moto with the bare floor, cold start, flat cost (one run)
 ## BENCHFLAGS passes flags to the harness, e.g. BENCHFLAGS='-only flat -moto-patch=false'
@@ -185,7 +192,7 @@ LOCAL_AWS ?=
 CONFIG_ENV ?= default
 LOCAL_PARAMETER_OVERRIDES ?= PaymentGatewayUrl=https://gateway.invalid
 
-.PHONY: deploy-local up
+.PHONY: deploy-local up e2e
 ## deploy-local: sam build && sam deploy against the local AWS (LOCAL_AWS, default demo local's moto_server): creates or updates the stack, prints its outputs
 deploy-local: $(SAM_TRANSLATOR)
 	$(GO) run ./functions/payment/demo deploy -config-env $(CONFIG_ENV) -build-dir .aws-sam/deploy-local \
@@ -210,6 +217,15 @@ up: deps build
 	$(BIN)/lambdakit deploy-local -endpoint $$aws -parameter-overrides 'PaymentGatewayUrl=https://gateway.invalid'; \
 	$(BIN)/lambdakit up -endpoint $$aws -stack-name lambdakit-payment -env-file $$dir/up-env.json & up=$$!; \
 	wait $$up
+
+## e2e: the payment story from the outside (new payments, a resend, a poison payment, a crash after
+## a charge, the events to the ledger) against a stack the story brings up here (moto_server,
+## deploy-local, up; about a minute and a half); E2E_FLAGS='-live -stack-name NAME' plays it against
+## a stack deployed on AWS instead (go run ./tools/e2e -h, docs/testing.md)
+E2E_FLAGS ?=
+e2e: $(MOTO_SERVER) $(SAM_TRANSLATOR)
+	$(GO) build -o $(BIN)/lambdakit ./cmd/lambdakit
+	$(WITH_MOTO) $(GO) run ./tools/e2e -lambdakit $(BIN)/lambdakit $(E2E_FLAGS)
 
 ## build-PaymentFunction: the deployable bootstrap (linux/arm64, static) into ARTIFACTS_DIR, without SAM
 ## (sam build compiles the function itself; this is the same build, named as SAM's makefile method would)

@@ -67,3 +67,10 @@ func TestIdempotencyChecksOnCluster(t *testing.T) {
 	s, _ := cluster(t)
 	storetest.RunIdempotencyChecks(t, func(*testing.T) lambdakit.Store { return s })
 }
+
+// A crashed process's record on Valkey: locked until its lease ends, then
+// taken over; with StoreEffect, not run again.
+func TestCrashChecks(t *testing.T) {
+	s := standalone(t)
+	storetest.RunCrashChecks(t, func(*testing.T) lambdakit.Store { return s })
+}

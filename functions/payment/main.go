@@ -28,6 +28,16 @@
 //	                     the transaction that records the charge; the relay
 //	                     (functions/relay) sends it (optional)
 //
+//	E2E_CRASH_AFTER_CHARGE  "<function name>:<payment_id>": the end-to-end
+//	                     story's fault switch (tools/e2e). The process exits
+//	                     right after the gateway charged that payment, on its
+//	                     first delivery only, as a crash would. It fires only
+//	                     in the function it names (AWS_LAMBDA_FUNCTION_NAME);
+//	                     naming another is a configuration error, so a value
+//	                     copied to another stack stops that function at start
+//	                     rather than crash a payment (optional; unset in
+//	                     production)
+//
 //	IDEMPOTENCY_VALKEY_ADDR  the idempotency records go to Valkey or Redis
 //	                     at these host:port addresses, comma-separated (one
 //	                     address of a cluster is enough), through
@@ -57,6 +67,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -89,6 +100,11 @@ type config struct {
 	// both set, authenticate with IAM (and imply TLS).
 	ValkeyTLS                     bool
 	ValkeyIAMCache, ValkeyIAMUser string
+	// CrashAfterCharge, if set, is the payment whose first delivery ends
+	// the process right after its charge (E2E_CRASH_AFTER_CHARGE).
+	CrashAfterCharge string
+	// exit ends the process for CrashAfterCharge: os.Exit when nil.
+	exit func(code int)
 }
 
 func configFromEnv(getenv func(string) string) (config, error) {
@@ -153,11 +169,26 @@ func configFromEnv(getenv func(string) string) (config, error) {
 	if (c.SourceQueueURL == "") != (c.Visibility == 0) {
 		errs = append(errs, errors.New("SOURCE_QUEUE_URL and QUEUE_VISIBILITY_TIMEOUT go together: set both to delay failed payments, or neither"))
 	}
+	if v := getenv(crashSwitch); v != "" {
+		fn, id, ok := strings.Cut(v, ":")
+		switch self := getenv("AWS_LAMBDA_FUNCTION_NAME"); {
+		case !ok || !validPaymentID(id):
+			errs = append(errs, fmt.Errorf("%s %q: want <function name>:<payment_id>", crashSwitch, v))
+		case fn != self:
+			errs = append(errs, fmt.Errorf("%s names function %q, not this one (%q): it fires only in the function it names", crashSwitch, fn, self))
+		default:
+			c.CrashAfterCharge = id
+		}
+	}
 	if (c.OutboxTable == "") != (c.EventsQueueURL == "") {
 		errs = append(errs, errors.New("OUTBOX_TABLE and EVENTS_QUEUE_URL go together: set both to publish payment.charged, or neither"))
 	}
 	return c, errors.Join(errs...)
 }
+
+// crashSwitch is the end-to-end story's fault switch: see the package
+// comment.
+const crashSwitch = "E2E_CRASH_AFTER_CHARGE"
 
 // valkeyTTL is how long the records on Valkey remember a payment: a
 // cache's memory is not where a record should stay forever (NeverExpire
@@ -205,6 +236,18 @@ func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Cli
 		gateway: &gatewayClient{base: c.GatewayURL, http: client},
 		table:   c.PaymentsTable,
 		now:     time.Now,
+	}
+	if c.CrashAfterCharge != "" {
+		exit := c.exit
+		if exit == nil {
+			exit = os.Exit
+		}
+		p.crash = func(ctx context.Context, id string, msg *events.SQSMessage) {
+			if id == c.CrashAfterCharge && msg.Attributes["ApproximateReceiveCount"] == "1" {
+				logger.ErrorContext(ctx, "payment: crashing on purpose after the charge", "payment_id", id, "switch", crashSwitch)
+				exit(crashExitCode)
+			}
+		}
 	}
 	var store lambdakit.Store
 	var err error

@@ -200,7 +200,14 @@ type payments struct {
 	// events, if set, publishes payment.charged to eventsQueue.
 	events      *outbox.Outbox
 	eventsQueue string
+	// crash, if set, is called after each charge: the fault switch
+	// (E2E_CRASH_AFTER_CHARGE) ends the process there.
+	crash func(ctx context.Context, paymentID string, msg *events.SQSMessage)
 }
+
+// crashExitCode is the exit status of a crash on purpose: the Lambda
+// runtime reports it as Runtime.ExitError.
+const crashExitCode = 86
 
 // chargedEvent is the body of a payment.charged message.
 type chargedEvent struct {
@@ -234,6 +241,9 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 		// or an event refused) completes the record with the charge ID
 		// and sends the message to the dead-letter queue, to reconcile.
 		lambdakit.EffectDone(ctx, "charge "+out.ChargeID)
+		if s.crash != nil {
+			s.crash(ctx, p.PaymentID, msg)
+		}
 	}
 	if err := s.record(ctx, p, amount, out); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -426,6 +427,56 @@ func TestConfigBackoffNeedsQueueAndVisibility(t *testing.T) {
 		{"SOURCE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q.fifo", "QUEUE_VISIBILITY_TIMEOUT": "6m"}} {
 		if _, err := configFromEnv(env(extra)); err == nil {
 			t.Errorf("%v: got no error; want a refusal", extra)
+		}
+	}
+}
+
+// The fault switch of the end-to-end story (E2E_CRASH_AFTER_CHARGE) ends
+// the process right after the gateway charged the payment it names, on
+// that payment's first delivery only: a redelivery, and other payments,
+// run as usual.
+func TestCrashSwitchEndsTheProcessAfterTheChargeOnFirstDeliveryOnly(t *testing.T) {
+	f := setup(t, nil)
+	var exits []string // the charges made when exit was called, and its code
+	handler := func(crashAfter string) {
+		c := f.cfg
+		c.CrashAfterCharge = crashAfter
+		c.exit = func(code int) {
+			exits = append(exits, fmt.Sprintf("exit %d after %d charges", code, len(f.gw.Charges())))
+		}
+		f.handler = mustHandler(t, c, f.db, &http.Client{Timeout: time.Second}, f.logs.Logger())
+	}
+	handler("pay_again")
+	f.run(t, lambdakittest.Message(body("pay_other", "cus_1", 100)))
+	f.run(t, lambdakittest.Redelivery(lambdakittest.Message(body("pay_again", "cus_2", 100))))
+	if len(exits) != 0 {
+		t.Fatalf("exit called (%v) for another payment or a redelivery; want neither", exits)
+	}
+	handler("pay_crash")
+	f.run(t, lambdakittest.Message(body("pay_crash", "cus_3", 100)))
+	if want := []string{"exit 86 after 3 charges"}; !slices.Equal(exits, want) {
+		t.Errorf("got %v; want %v: once, after the gateway charged the payment", exits, want)
+	}
+}
+
+// The switch fires only in the function it names: naming another, or
+// holding no payment ID, is a configuration error.
+func TestConfigCrashSwitchNamesThisFunction(t *testing.T) {
+	for _, tc := range []struct{ value, want string }{
+		{"lambdakit-e2e-PaymentFunction-x1:pay_9", ""},
+		{"prod-PaymentFunction-y2:pay_9", `names function "prod-PaymentFunction-y2", not this one`},
+		{"lambdakit-e2e-PaymentFunction-x1", "want <function name>:<payment_id>"},
+		{"lambdakit-e2e-PaymentFunction-x1:pay 9", "want <function name>:<payment_id>"},
+	} {
+		env := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example",
+			"AWS_LAMBDA_FUNCTION_NAME": "lambdakit-e2e-PaymentFunction-x1", "E2E_CRASH_AFTER_CHARGE": tc.value}
+		c, err := configFromEnv(func(k string) string { return env[k] })
+		if tc.want == "" {
+			if err != nil || c.CrashAfterCharge != "pay_9" {
+				t.Errorf("%s: got %q, %v; want pay_9", tc.value, c.CrashAfterCharge, err)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), tc.want) || c.CrashAfterCharge != "" {
+			t.Errorf("%s: got %q, %v; want no switch and an error saying %q", tc.value, c.CrashAfterCharge, err, tc.want)
 		}
 	}
 }
