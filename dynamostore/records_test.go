@@ -384,3 +384,68 @@ func TestRecordsListPowertoolsItemsByQuery(t *testing.T) {
 		t.Errorf("made %d Scan and %d Query requests; want no Scan, a Query per listing", calls.Count("Scan"), calls.Count("Query"))
 	}
 }
+
+// pagedRecords is the real client with a Limit on every Query: DynamoDB
+// ends a page at 1 MB of items read, before the filter, and moto pages by
+// Limit only, so a small Limit stands in for a table too large for one
+// page.
+type pagedRecords struct {
+	dynamostore.RecordsAPI
+	limit int32
+}
+
+func (p pagedRecords) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	in.Limit = aws.Int32(p.limit)
+	return p.RecordsAPI.Query(ctx, in, optFns...)
+}
+
+// Listing a composite-key table's records goes on page after page,
+// through pages whose items all fail the filter (they still name a
+// LastEvaluatedKey), and lists only the function's records: neither
+// another partition's items nor the items of its partition whose sort
+// key does not begin with "<prefix>#".
+func TestRecordsQueryPagesThroughFilteredPages(t *testing.T) {
+	layout := func(o *dynamostore.Options) { o.SortKeyAttr, o.StaticPartitionKey = "sort_key", "idempotency#orders" }
+	f := setup(t, layout)
+	var calls testenv.Counter
+	counted := local(t).Client(func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, calls.APIOption) })
+	records := dynamostore.NewRecords(pagedRecords{counted, 1}, f.table, layout)
+	at := time.Now().Truncate(time.Second)
+	put := func(pk, sk, status string) {
+		t.Helper()
+		item := map[string]types.AttributeValue{
+			"id":                     &types.AttributeValueMemberS{Value: pk},
+			"sort_key":               &types.AttributeValueMemberS{Value: sk},
+			"status":                 &types.AttributeValueMemberS{Value: status},
+			"expiration":             &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(time.Hour).Unix())},
+			"in_progress_expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(-time.Minute).UnixMilli())},
+		}
+		if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("idempotency#orders", "order#0", "INPROGRESS") // another prefix, sorted before
+	for _, sk := range []string{"orders#1", "orders#2", "orders#3", "orders#4", "orders#5"} {
+		put("idempotency#orders", sk, "COMPLETED")
+	}
+	put("idempotency#orders", "orders#6", "INPROGRESS")
+	put("idempotency#orders", "orders.app.handler#7", "INPROGRESS") // Powertools Python's, under the function's name
+	put("idempotency#orders", "ordersX#8", "INPROGRESS")            // another prefix, sorted after
+	put("idempotency#billing", "orders#9", "INPROGRESS")            // another function's partition
+	var listed []string
+	for rec, err := range records.Scan(t.Context(), dynamostore.ScanFilter{Prefix: "orders", InProgress: true}) {
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		listed = append(listed, rec.ID)
+	}
+	if !slices.Equal(listed, []string{"orders#6"}) {
+		t.Errorf("listed %q; want orders#6 alone", listed)
+	}
+	if n := calls.Count("Query"); n < 6 {
+		t.Errorf("made %d Query requests; want one a page, at least 6", n)
+	}
+	if found, err := records.HasPrefix(t.Context(), "orders"); !found || err != nil {
+		t.Errorf("HasPrefix: %t, %v; want true", found, err)
+	}
+}

@@ -3,6 +3,7 @@ package lambdakit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -195,6 +196,45 @@ func TestResponseHookConcurrentCallers(t *testing.T) {
 	}
 	if runs.Load() != 1 || count["done"] != 1 || count["done (replayed)"] != callers-1 || calls.count() != callers-1 {
 		t.Errorf("got %d runs, results %v, %d hook calls; want 1 run, 1 result of the handler, %d replayed through the hook", runs.Load(), count, calls.count(), callers-1)
+	}
+}
+
+// A hook that panics fails its call with a *PanicError, as a handler
+// that panics does: the panic must not unwind through Do into the
+// function (under lambda.Start it ends the process, and every invocation
+// the process runs with it). The record is untouched: the next duplicate
+// is replayed.
+func TestResponseHookPanicFailsTheCall(t *testing.T) {
+	var panics bool
+	e := lambdakit.NewOnce(&lambdakittest.MemoryStore{}, quiet, func(o *lambdakit.Options) {
+		o.CacheSize = 10
+		o.ResponseHook = func(_ context.Context, result []byte, _ lambdakit.IdempotencyRecord) ([]byte, error) {
+			if panics {
+				panic("hook broke")
+			}
+			return result, nil
+		}
+	})
+	fn := func(context.Context) ([]byte, error) { return []byte(`done`), nil }
+	if _, err := e.Do(engineCtx(t), "o-panic", nil, fn); err != nil {
+		t.Fatal(err)
+	}
+	panics = true
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("Do panicked: %v", p)
+			}
+		}()
+		_, err = e.Do(engineCtx(t), "o-panic", nil, fn)
+		return err
+	}()
+	if pe := (*lambdakit.PanicError)(nil); !errors.As(err, &pe) {
+		t.Fatalf("duplicate with a hook that panics: got %v; want a *PanicError", err)
+	}
+	panics = false
+	if got, err := e.Do(engineCtx(t), "o-panic", nil, fn); err != nil || string(got) != "done" {
+		t.Errorf("next duplicate: got %q, %v; want the replayed result", got, err)
 	}
 }
 

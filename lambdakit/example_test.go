@@ -104,6 +104,9 @@ func ExampleOptions_responseHook() {
 	engine := lambdakit.NewOnce(store, func(o *lambdakit.Options) {
 		o.Prefix = "orders-api"
 		o.ResponseHook = func(ctx context.Context, result []byte, rec lambdakit.IdempotencyRecord) ([]byte, error) {
+			if result == nil {
+				return nil, nil // completed without its result (ErrResultNotStorable)
+			}
 			var r Response
 			if err := json.Unmarshal(result, &r); err != nil {
 				return nil, err

@@ -585,3 +585,37 @@ func TestIdempotentDuplicateGoesThroughResponseHook(t *testing.T) {
 		t.Errorf("got %d charges; want 1", n)
 	}
 }
+
+// A response hook that meets a payload mismatch of its own (a nested
+// Once.Do with another payload, say) fails its duplicate message as any
+// failure does: the message comes back, and is never sent to the
+// dead-letter queue as poison. Only a mismatch of the message's own key
+// and payload is poison.
+func TestIdempotentResponseHookMismatchIsNoPoison(t *testing.T) {
+	fx := &testenv.Counter{}
+	audit := lambdakit.NewOnce(&lambdakittest.MemoryStore{}, quiet)
+	h := idempotent(&lambdakittest.MemoryStore{}, charger(fx), func(o *lambdakit.Options) {
+		o.ResponseHook = func(ctx context.Context, result []byte, rec lambdakit.IdempotencyRecord) ([]byte, error) {
+			// A key the audit log used before with another payload.
+			return audit.Do(ctx, "audit-1", []byte(`{"replay":2}`), func(context.Context) ([]byte, error) { return result, nil })
+		}
+	})
+	if _, err := audit.Do(batchCtx(t), "audit-1", []byte(`{"replay":1}`), func(context.Context) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	dlq := &deadLetters{}
+	batch, _ := newBatch(h, func(o *lambdakit.BatchOptions) { o.DeadLetters = dlq })
+	msg := lambdakittest.Message(paymentBody("p1", 100))
+	if resp, err := batch(batchCtx(t), lambdakittest.Event(msg)); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("first delivery: %+v, %v; want it handled", resp, err)
+	}
+	dup := lambdakittest.Redelivery(msg)
+	resp, _ := batch(batchCtx(t), lambdakittest.Event(dup))
+	wantFailed(t, resp, dup.MessageId)
+	if got := dlq.ids(); len(got) != 0 {
+		t.Errorf("dead letters %q; want none: the hook's failure is no verdict on the message", got)
+	}
+	if n := fx.Count("p1"); n != 1 {
+		t.Errorf("got %d charges; want 1", n)
+	}
+}

@@ -88,11 +88,13 @@ func (m *idempotent) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte
 			handlerMismatch = errors.Is(err, ErrPayloadMismatch)
 			return out, err
 		})
-	if !handlerMismatch && errors.Is(err, ErrPayloadMismatch) {
+	var hookErr *hookError
+	if !handlerMismatch && !errors.As(err, &hookErr) && errors.Is(err, ErrPayloadMismatch) {
 		// This message's key was used with another payload: found
 		// before the handler ran, or after it under StagedOnly. A
-		// mismatch the handler returned is one its own code met (a
-		// nested Once, say), which a retry may get past.
+		// mismatch the handler or the response hook returned is one
+		// its own code met (a nested Once, say), which a retry may get
+		// past.
 		err = poison(msg, err)
 	}
 	return out, err

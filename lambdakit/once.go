@@ -101,12 +101,15 @@ type Options struct {
 	// that result; its ID, Expiration and Validation say which run it
 	// was), and what it returns is what the caller gets: to add a flag or
 	// a header to a replayed response, or to log it. Its error is the
-	// call's error, as it is. It never runs for the call that ran the
+	// call's error, as it is (errors.Is and errors.As find it); a panic
+	// in it fails the call with a *PanicError, as the handler's does. It
+	// never runs for the call that ran the
 	// handler, for a key in progress (ErrInProgress), nor for a record
 	// whose work failed (ErrFailedAfterEffect, ErrCompletionRejected).
 	// Each call gets a result of its own, which the hook may change. In
 	// the SQS middleware (Idempotent) it runs for each duplicate message,
-	// and its error fails that message. Powertools for AWS Lambda calls
+	// and its error fails that message, which comes back: never poison,
+	// not even an ErrPayloadMismatch it met itself. Powertools for AWS Lambda calls
 	// this responseHook (response_hook).
 	ResponseHook func(ctx context.Context, result []byte, rec IdempotencyRecord) ([]byte, error)
 	// Logger receives the lines about duplicates and results that could
@@ -1012,8 +1015,32 @@ func (e *Once) replay(ctx context.Context, rec IdempotencyRecord, validation str
 		return result, nil
 	}
 	rec.Data = result
-	return e.opts.ResponseHook(ctx, result, rec)
+	return e.respond(ctx, result, rec)
 }
+
+// respond runs the response hook on a replayed result. A panic in it
+// fails the call as a *PanicError, as a handler's does, rather than
+// unwinding through Do into the function, where under lambda.Start it
+// ends the process and every invocation the process runs. Its error is
+// marked as the hook's (see hookError).
+func (e *Once) respond(ctx context.Context, result []byte, rec IdempotencyRecord) (out []byte, err error) {
+	if pe := protect(func() { out, err = e.opts.ResponseHook(ctx, result, rec) }, nil); pe != nil {
+		return nil, pe
+	}
+	if err != nil {
+		err = &hookError{err: err}
+	}
+	return out, err
+}
+
+// hookError is an error the response hook returned, as it is: its
+// message and chain are the hook's. The mark tells the SQS middleware
+// that a payload mismatch in it is the hook's own (a nested Do's), no
+// verdict on the message.
+type hookError struct{ err error }
+
+func (e *hookError) Error() string { return e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }
 
 // leaseLost marks a store error that says the lease was lost as a
 // *LeaseLostError, which Batch logs, once, with a LeaseLost metric: another

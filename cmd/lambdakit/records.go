@@ -308,6 +308,13 @@ func (c *recordsCommand) otherKey(ctx context.Context, err error) string {
 	if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
 		return ""
 	}
+	return c.keyHint(ctx)
+}
+
+// keyHint says which flag to give when the table's key is not the one
+// -key-attr and -sort-key-attr name, and returns "" when it is, or when
+// the table cannot be described.
+func (c *recordsCommand) keyHint(ctx context.Context) string {
 	out, derr := c.db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.table)})
 	if derr != nil || out.Table == nil {
 		return ""
@@ -335,6 +342,13 @@ func (c *recordsCommand) checkPrefix(ctx context.Context) error {
 	case err != nil:
 		return c.fail(ctx, err)
 	case !found:
+		// A Scan of a composite-key table without -sort-key-attr, or
+		// one with -key-attr naming another attribute, is refused by
+		// nothing: it finds no record. Name the flag rather than blame
+		// -prefix.
+		if hint := c.keyHint(ctx); hint != "" {
+			return c.flags.UsageError("%s", hint)
+		}
 		return cmdline.Failed(fmt.Errorf("no record in table %q has the prefix %q: is -prefix the function's lambdakit.Options.Prefix?", c.table, c.prefix))
 	}
 	return nil

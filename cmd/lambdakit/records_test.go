@@ -563,4 +563,15 @@ func TestRecordsOnACompositeKeyTable(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "-static-pk-value") {
 		t.Errorf("get with -sort-key-attr alone: exit status %d; want 2, naming -static-pk-value\n%s", r.code, r.stderr)
 	}
+	// stuck and failed find nothing without the layout, or with another
+	// sort key's name: they say which flag to give, not that -prefix is
+	// wrong.
+	for _, layout := range [][]string{nil, {"-sort-key-attr", "sort_key", "-static-pk-value", "idempotency#payments"}} {
+		for _, action := range []string{"stuck", "failed"} {
+			r = cli(t, env, "", append([]string{"records", action, "-table", table, "-prefix", "payment"}, layout...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, "give -sort-key-attr sk") {
+				t.Errorf("%s %q: exit status %d; want 2, naming -sort-key-attr sk\n%s", action, layout, r.code, r.stderr)
+			}
+		}
+	}
 }
