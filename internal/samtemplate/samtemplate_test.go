@@ -26,15 +26,10 @@ func TestTablesReadsTheProjectTemplate(t *testing.T) {
 	if pay.TimeToLiveSpecification == nil || !pay.TimeToLiveSpecification.Enabled || pay.TimeToLiveSpecification.AttributeName != "expiration" {
 		t.Errorf("got payments table TTL %+v; want enabled on expiration", pay.TimeToLiveSpecification)
 	}
-	ob, err := samtemplate.Find(tables, "OutboxTable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ob.KeySchema) != 2 || ob.StreamSpecification == nil || ob.StreamSpecification.StreamViewType != "NEW_IMAGE" {
-		t.Errorf("got outbox table %+v; want pk and id, a stream of new images", ob)
-	}
-	if pay.StreamSpecification != nil {
-		t.Errorf("got payments table stream %+v; want none", pay.StreamSpecification)
+	// The relay reads the payments table's stream: the events ride on
+	// the rows, and the relay compares old and new images.
+	if pay.StreamSpecification == nil || pay.StreamSpecification.StreamViewType != "NEW_AND_OLD_IMAGES" {
+		t.Errorf("got payments table stream %+v; want new and old images", pay.StreamSpecification)
 	}
 	if _, err := samtemplate.Find(tables, "Nope"); err == nil {
 		t.Error("Find of a missing table: got nil error")
