@@ -177,19 +177,7 @@ func TestRunQueue(t *testing.T) {
 
 	t.Run("the template's SQS event gives its FilterCriteria", func(t *testing.T) {
 		t.Parallel()
-		tpl := writeFile(t, t.TempDir(), "template.yaml", `Resources:
-  Q:
-    Type: AWS::SQS::Queue
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Timeout: 1
-      Events:
-        FromQ:
-          Type: SQS
-          Properties:
-            Queue: !GetAtt Q.Arn
-            FilterCriteria:
+		tpl := writeFile(t, t.TempDir(), "template.yaml", queueTemplate+`            FilterCriteria:
               Filters:
                 - Pattern: '{"body": ["a"]}'
 `)
@@ -209,19 +197,7 @@ func TestRunQueue(t *testing.T) {
 
 	t.Run("the template's SQS event gives the batch size and response types", func(t *testing.T) {
 		t.Parallel()
-		tpl := writeFile(t, t.TempDir(), "template.yaml", `Resources:
-  Q:
-    Type: AWS::SQS::Queue
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Timeout: 1
-      Events:
-        FromQ:
-          Type: SQS
-          Properties:
-            Queue: !GetAtt Q.Arn
-            BatchSize: 2
+		tpl := writeFile(t, t.TempDir(), "template.yaml", queueTemplate+`            BatchSize: 2
 `)
 		url := queue(t, "a", "b fail@1", "c")
 		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-template", tpl, fn)
@@ -381,3 +357,20 @@ func TestRunQueue(t *testing.T) {
 		}
 	})
 }
+
+// queueTemplate is a template of a function Fn with a timeout of 1 s on
+// a queue Q, its event FromQ's properties left open: a test appends its
+// own.
+const queueTemplate = `Resources:
+  Q:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Timeout: 1
+      Events:
+        FromQ:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Q.Arn
+`
