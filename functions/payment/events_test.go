@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 	"github.com/lambdakit/lambdakit/internal/ddbstream"
@@ -50,6 +51,15 @@ func TestChargedPaymentPublishesItsEventOnItsRecord(t *testing.T) {
 	f.run(t, lambdakittest.Redelivery(charged))
 	if got := f.calls.Count("TransactWriteItems"); got != 0 {
 		t.Errorf("%d TransactWriteItems; want none: the event rides on the completion's UpdateItem", got)
+	}
+	// A write unit per request (the lock's PutItem, the completion's
+	// UpdateItem, billed by the larger of the item before and after):
+	// the row with its event stays under 1 KB. ItemSize is an upper
+	// bound on what DynamoDB bills; moto reports no real units.
+	if size := dynamostore.ItemSize(f.ledger(t, "pay_ev1")); size > 1024 {
+		t.Errorf("pay_ev1's row with its event is up to %d bytes; want at most 1 KB, one write unit", size)
+	} else {
+		t.Logf("pay_ev1's row with its event: at most %d bytes", size)
 	}
 
 	recs, err := ddbstream.Read(t.Context(), dynamodbstreams.NewFromConfig(cfg), streamOf(t, f.db, f.cfg.PaymentsTable), cfg.Region)
