@@ -115,7 +115,7 @@ func (c *runCommand) parse(ctx context.Context, args []string) error {
 	fs.IntVar(&c.maxRetries, "max-retry-attempts", -1, "with -stream, the retries of a failed batch before its records are discarded (MaximumRetryAttempts): 0 to 10000, or -1 for as long as they are in the stream")
 	fs.BoolVar(&c.bisect, "bisect", false, "with -stream, split a batch that fails in two and deliver each half on its own, and retry exactly the rest of a batch after a partial batch response (BisectBatchOnFunctionError); splits consume no retries")
 	fs.StringVar(&c.onFailure, "on-failure", "", "with -stream, the SQS queue (`URL or ARN`, at the SDK's SQS endpoint) that gets an invocation record for each batch discarded after -max-retry-attempts (DestinationConfig.OnFailure)")
-	fs.Var(&c.filters, "filter", "a `pattern` of FilterCriteria, repeatable, or the whole of it as JSON ({\"Filters\":[{\"Pattern\":\"...\"}]}): records no pattern matches are deleted (a stream's: passed over) without an invocation (default: the deployed mapping's)")
+	fs.Var(&c.filters, "filter", "a `pattern` of FilterCriteria, repeatable, or the whole of it as JSON ({\"Filters\":[{\"Pattern\":\"...\"}]}): records no pattern matches are deleted (a stream's: passed over) without an invocation (default: the deployed mapping's, or the template's event's)")
 	c.fn.define(fs.FlagSet, "each invocation's deadline is its start plus this")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
@@ -233,31 +233,56 @@ func queueRef(queueURL string) deployed.QueueRef {
 	return ref
 }
 
-// eventFromTemplate takes the batch size and the response types the
-// command line did not set from the function's SQS event in -template,
-// when it has exactly one.
+// eventFromTemplate takes the batch size, the response types and the
+// filters the command line did not set from the function's SQS event in
+// -template, when it has exactly one.
 func (c *runCommand) eventFromTemplate(set map[string]bool) error {
 	if c.fn.template == "" {
 		return nil
 	}
-	all, err := samtemplate.SQSEvents(c.fn.template)
-	if err != nil {
-		return cmdline.BadInput(fmt.Errorf("template: %w", err))
-	}
-	var evs []samtemplate.SQSEvent
-	for _, ev := range all {
-		if ev.Function == c.fn.logicalID {
-			evs = append(evs, ev)
-		}
-	}
-	if len(evs) != 1 {
-		return nil
+	evs, err := templateEvents(c.fn.template, samtemplate.SQSEvents, func(ev samtemplate.SQSEvent) bool { return ev.Function == c.fn.logicalID })
+	if err != nil || len(evs) != 1 {
+		return err
 	}
 	if !set["batch-size"] && evs[0].BatchSize > 0 {
 		c.batchSize = evs[0].BatchSize
 	}
 	if !set["report-batch-item-failures"] {
 		c.partial = evs[0].ReportBatchItemFailures
+	}
+	return c.filtersFromTemplate(set, func(f samtemplate.EventFilter) bool { return f.Name == evs[0].Name })
+}
+
+// templateEvents are the events load reads from the template at path
+// that keep accepts.
+func templateEvents[T any](path string, load func(string) ([]T, error), keep func(T) bool) ([]T, error) {
+	all, err := load(path)
+	if err != nil {
+		return nil, cmdline.BadInput(fmt.Errorf("template: %w", err))
+	}
+	var out []T
+	for _, ev := range all {
+		if keep(ev) {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// filtersFromTemplate takes, unless -filter is given, the patterns of the
+// FilterCriteria of the function's event in -template that is accepts,
+// when it accepts exactly one.
+func (c *runCommand) filtersFromTemplate(set map[string]bool, is func(samtemplate.EventFilter) bool) error {
+	if c.fn.template == "" || set["filter"] {
+		return nil
+	}
+	found, err := templateEvents(c.fn.template, samtemplate.EventFilters, func(f samtemplate.EventFilter) bool { return f.Function == c.fn.logicalID && is(f) })
+	if err != nil {
+		return err
+	}
+	if len(found) == 1 {
+		c.filters = found[0].Patterns
+		fmt.Fprintf(c.stderr, "lambdakit run: the template's event %s: %s\n", found[0].Name, cmdline.Count(len(found[0].Patterns), "filter", "filters"))
 	}
 	return nil
 }

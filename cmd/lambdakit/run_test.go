@@ -175,21 +175,29 @@ func TestRunQueue(t *testing.T) {
 		}
 	})
 
+	t.Run("the template's SQS event gives its FilterCriteria", func(t *testing.T) {
+		t.Parallel()
+		tpl := writeFile(t, t.TempDir(), "template.yaml", queueTemplate+`            FilterCriteria:
+              Filters:
+                - Pattern: '{"body": ["a"]}'
+`)
+		url := queue(t, "a", "b")
+		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-template", tpl, fn)
+		if r.code != 0 || !strings.Contains(r.stderr, "the template's event FromQ: 1 filter") {
+			t.Fatalf("exit status %d; want 0 and the template's filter\nstderr:\n%s", r.code, r.stderr)
+		}
+		invoked := 0
+		for _, o := range jsonLines[runOutput](t, r.stdout) {
+			invoked += o.Records
+		}
+		if invoked != 1 {
+			t.Errorf("stdout:\n%s\nwant the function invoked with a alone: b matches no pattern", r.stdout)
+		}
+	})
+
 	t.Run("the template's SQS event gives the batch size and response types", func(t *testing.T) {
 		t.Parallel()
-		tpl := writeFile(t, t.TempDir(), "template.yaml", `Resources:
-  Q:
-    Type: AWS::SQS::Queue
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Timeout: 1
-      Events:
-        FromQ:
-          Type: SQS
-          Properties:
-            Queue: !GetAtt Q.Arn
-            BatchSize: 2
+		tpl := writeFile(t, t.TempDir(), "template.yaml", queueTemplate+`            BatchSize: 2
 `)
 		url := queue(t, "a", "b fail@1", "c")
 		r := lambdakit(t, env, "run", "-queue", url, "-until-empty", "-template", tpl, fn)
@@ -349,3 +357,20 @@ func TestRunQueue(t *testing.T) {
 		}
 	})
 }
+
+// queueTemplate is a template of a function Fn with a timeout of 1 s on
+// a queue Q, its event FromQ's properties left open: a test appends its
+// own.
+const queueTemplate = `Resources:
+  Q:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Timeout: 1
+      Events:
+        FromQ:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Q.Arn
+`

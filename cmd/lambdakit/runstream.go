@@ -16,9 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdakit/lambdakit/internal/cmdline"
+	"github.com/lambdakit/lambdakit/internal/deployed"
 	"github.com/lambdakit/lambdakit/internal/esm"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
+	"github.com/lambdakit/lambdakit/internal/samtemplate"
 )
 
 // lambdakit run -stream ARN: a DynamoDB stream's or a Kinesis data
@@ -29,7 +31,9 @@ var queueOnly = []string{"queue", "window", "concurrency", "allow-short-visibili
 
 // parseStream completes the command line of a stream's mapping. With
 // -function, the function's settings and environment are the deployed
-// function's; the mapping's settings come from the flags.
+// function's, and its mapping on the stream gives the filters; with
+// -template, the function's one event on such a stream does. The
+// mapping's other settings come from the flags.
 func (c *runCommand) parseStream(ctx context.Context, fs *cmdline.Flags) error {
 	set := fs.Given()
 	for _, name := range queueOnly {
@@ -60,7 +64,27 @@ func (c *runCommand) parseStream(ctx context.Context, fs *cmdline.Flags) error {
 	if err := c.fn.loadDeployed(ctx, fs, c.stdio, "run"); err != nil {
 		return err
 	}
-	return c.fn.settle(fs)
+	if err := c.fn.settle(fs); err != nil {
+		return err
+	}
+	kind := "DynamoDB"
+	if kin {
+		kind = "Kinesis"
+	}
+	if err := c.filtersFromTemplate(set, func(f samtemplate.EventFilter) bool { return f.Type == kind }); err != nil {
+		return err
+	}
+	if d := c.fn.deployed; d != nil && !set["filter"] {
+		m, ok, err := deployed.StreamMappingOf(ctx, c.fn.lambda, *d, c.stream)
+		if err != nil {
+			return cmdline.CannotRun(err)
+		}
+		if ok {
+			c.filters = m.Filters
+			fmt.Fprintf(c.stderr, "lambdakit run: mapping %s (%s) on the stream: %s\n", m.UUID, m.State, cmdline.Count(len(m.Filters), "filter", "filters"))
+		}
+	}
+	return c.compileFilter()
 }
 
 // streamOutput is what run prints on standard output for a stream's batch.

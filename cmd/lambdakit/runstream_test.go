@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -20,7 +21,10 @@ import (
 )
 
 // run -stream -function takes the deployed function's settings, as with
-// a queue: its name in the log, its memory in the REPORT lines.
+// a queue: its name in the log, its memory in the REPORT lines; and its
+// mapping's FilterCriteria on that stream: a record no pattern matches is
+// passed over without an invocation. run -stream -template takes the
+// FilterCriteria of the template function's stream event alike.
 func TestRunStreamTakesTheDeployedFunctionsSettings(t *testing.T) {
 	srv := moto.Server(t)
 	cfg := moto.Config(t)
@@ -28,19 +32,64 @@ func TestRunStreamTakesTheDeployedFunctionsSettings(t *testing.T) {
 	deployed := testenv.Function(t, cfg, lambda.CreateFunctionInput{MemorySize: aws.Int32(777)})
 	db := dynamodb.NewFromConfig(cfg)
 	table, stream := testenv.StreamTable(t, db, "", "id")
-	if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-		"id": &types.AttributeValueMemberS{Value: "id0"}, "cmd": &types.AttributeValueMemberS{Value: "ok"},
-	}}); err != nil {
+	for i, cmd := range []string{"ok", "skip"} {
+		if _, err := db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"id": &types.AttributeValueMemberS{Value: fmt.Sprint("id", i)}, "cmd": &types.AttributeValueMemberS{Value: cmd},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pattern := `{"dynamodb": {"NewImage": {"cmd": {"S": ["ok"]}}}}`
+	if _, err := lambda.NewFromConfig(cfg).CreateEventSourceMapping(t.Context(), &lambda.CreateEventSourceMappingInput{
+		FunctionName: deployed.FunctionName, EventSourceArn: aws.String(stream), Enabled: aws.Bool(false),
+		StartingPosition: lambdatypes.EventSourcePositionTrimHorizon,
+		FilterCriteria:   &lambdatypes.FilterCriteria{Filters: []lambdatypes.Filter{{Pattern: aws.String(pattern)}}},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	env := noEndpoints("AWS_ENDPOINT_URL="+srv.URL, "STREAMFN_DIR="+t.TempDir())
-	r := cli(t, env, "", "run", "-stream", stream, "-function", aws.ToString(deployed.FunctionName), "-until-empty", "-timeout", "5s", fn)
-	if r.code != 0 {
-		t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+	dir := t.TempDir()
+	tpl := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(tpl, []byte(`Transform: AWS::Serverless-2016-10-31
+Resources:
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Handler: bootstrap
+      Runtime: provided.al2023
+      Events:
+        Changes:
+          Type: DynamoDB
+          Properties:
+            Stream: !GetAtt T.StreamArn
+            StartingPosition: TRIM_HORIZON
+            FilterCriteria:
+              Filters:
+                - Pattern: '`+pattern+`'
+`), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{"lambdakit run: function " + aws.ToString(deployed.FunctionName) + " at " + srv.URL, "Memory Size: 777 MB"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"deployed", []string{"-function", aws.ToString(deployed.FunctionName)},
+			[]string{"lambdakit run: function " + aws.ToString(deployed.FunctionName) + " at " + srv.URL, "Memory Size: 777 MB", "on the stream: 1 filter"}},
+		{"template", []string{"-template", tpl}, []string{"the template's event Changes: 1 filter"}},
+	} {
+		log := t.TempDir()
+		env := noEndpoints("AWS_ENDPOINT_URL="+srv.URL, "STREAMFN_DIR="+log)
+		r := cli(t, env, "", append(append([]string{"run", "-stream", stream}, c.args...), "-until-empty", "-timeout", "5s", fn)...)
+		if r.code != 0 {
+			t.Fatalf("%s: exit status %d; want 0\nstderr:\n%s", c.name, r.code, r.stderr)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%s: stderr does not say %q:\n%s", c.name, want, r.stderr)
+			}
+		}
+		if b, _ := os.ReadFile(filepath.Join(log, "log")); strings.Count(string(b), "\n") != 1 {
+			t.Errorf("%s: the function got %q; want the one record the filter matches", c.name, b)
 		}
 	}
 }

@@ -170,19 +170,7 @@ func TestResponseTypesFlagOverTemplate(t *testing.T) {
 	fn := testenv.Build(t, "../../internal/esm/testdata/esmfn")
 	client := sqs.NewFromConfig(moto.Config(t))
 	env := awsEnv("SQS", srv.URL)
-	tpl := writeFile(t, t.TempDir(), "template.yaml", `Resources:
-  Q:
-    Type: AWS::SQS::Queue
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Timeout: 1
-      Events:
-        FromQ:
-          Type: SQS
-          Properties:
-            Queue: !GetAtt Q.Arn
-            FunctionResponseTypes: [ReportBatchItemFailures]
+	tpl := writeFile(t, t.TempDir(), "template.yaml", queueTemplate+`            FunctionResponseTypes: [ReportBatchItemFailures]
 `)
 	for _, c := range []struct {
 		args             []string

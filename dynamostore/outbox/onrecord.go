@@ -67,6 +67,16 @@ func stringOf(v types.AttributeValue) string {
 	return ""
 }
 
+// ErrNoLease means a completed record carries messages but no lease: an
+// item its store did not write (another writer, or an item older than
+// leases), whose completions the relay cannot tell apart, nor give stable
+// IDs (RecordMessageID): sent, each later write of the item could send
+// its messages again under the same empty lease, or a new completion be
+// dropped as a copy. It is an ErrBadItem: the relay sends the stream
+// record to its dead-letter queue with the reason, or fails it without
+// one; it never sends the messages.
+var ErrNoLease = fmt.Errorf("%w: a completed record with messages has no lease", ErrBadItem)
+
 // RecordMessageID is the ID of the message named name to queueURL that
 // the completion of record recordID under the lease lease carries: the
 // same for every stream record of that completion, and another for a new
@@ -96,6 +106,9 @@ func completionSends(rec *events.DynamoDBEventRecord, names dynamostore.Options)
 		return nil, nil
 	}
 	lease := stringAttr(img, names.LeaseAttr)
+	if lease == "" {
+		return nil, fmt.Errorf("%w: %s %s", ErrNoLease, rec.EventName, rec.EventID)
+	}
 	if stringAttr(old, names.StatusAttr) == string(lambdakit.StatusCompleted) && stringAttr(old, names.LeaseAttr) == lease {
 		return nil, nil
 	}

@@ -457,6 +457,47 @@ func TestRelayRefusesStreamOfKeysOnly(t *testing.T) {
 	}
 }
 
+// A completed record with messages but no lease (written by another
+// writer, or older than leases) has no completion identity to derive its
+// messages' IDs from: the relay sends none of them, and gives the stream
+// record to its dead-letter queue with the reason, or fails it without
+// one (ErrNoLease). (Taken, it sent them with IDs from an empty lease.)
+func TestRelayRefusesCompletedRecordWithoutLease(t *testing.T) {
+	f := newOnRecord(t, onRecordSetup{standard: true})
+	f.deliver(pay("pay_8", "cus_H", 800))
+	foreign := f.item("pay_8")
+	delete(foreign, f.names.LeaseAttr)
+	foreign[f.names.IDAttr()] = &types.AttributeValueMemberS{Value: "payment#pay_9"}
+	if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: foreign}); err != nil {
+		t.Fatal(err)
+	}
+	ev := f.stream()
+	if got := strings.Join(kinds(ev), " "); got != "INSERT MODIFY INSERT" {
+		t.Fatalf("stream %s; want INSERT MODIFY INSERT (the lock, the completion, the foreign item)", got)
+	}
+	ev.Records = ev.Records[2:]
+	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })(t.Context(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.BatchItemFailures) != 1 {
+		t.Errorf("failures %v; want the foreign item's stream record", resp.BatchItemFailures)
+	}
+	dlq := testenv.Queue(t, f.sqs, false, nil)
+	resp, err = outbox.Relay(f.sqs, func(o *outbox.RelayOptions) {
+		o.Stream.Logger, o.DeadLetterQueueURL = lambdakittest.Logger(t), dlq
+	})(t.Context(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("with a dead-letter queue: %v, failures %v; want the record dead-lettered", err, resp.BatchItemFailures)
+	}
+	if got := testenv.Drain(t, f.sqs, dlq); len(got) != 1 {
+		t.Errorf("the dead-letter queue holds %d messages; want the foreign item's", len(got))
+	}
+	if got := testenv.Drain(t, f.sqs, f.queue); len(got) != 0 {
+		t.Errorf("downstream holds %d messages; want none", len(got))
+	}
+}
+
 // A relay told that two of the record's attributes share a name could
 // never tell a completion: it fails when it is made.
 func TestRelayRefusesRecordAttributesSharingAName(t *testing.T) {

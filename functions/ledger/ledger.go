@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -37,13 +39,45 @@ func options(o *lambdakit.Options) {
 	o.Prefix, o.ReadableIDs, o.TTL, o.StagedOnly = "entry", true, lambdakit.NeverExpire, true
 }
 
+// recorded is the body of a ledger.recorded message, the downstream
+// event of an entry.
+type recorded struct {
+	Type       string `json:"type"`
+	PaymentID  string `json:"payment_id"`
+	CustomerID string `json:"customer_id"`
+	Amount     int64  `json:"amount"`
+	Currency   string `json:"currency"`
+	ChargeID   string `json:"charge_id"`
+}
+
+// ledger records the entries, and with eventsQueue set publishes a
+// ledger.recorded for each, on the entry's own item.
+type ledger struct {
+	eventsQueue string
+}
+
 // record declares the ledger entry of e. Under StagedOnly it may run more
 // than once for one payment, and at the same time as a duplicate in
 // another container: it has no effect but the item it declares, which
-// only the first commit writes.
-func record(ctx context.Context, e charged) error {
+// only the first commit writes. Its event, if any, rides on that same
+// item (outbox.PublishOnRecord): the one PutItem that creates the entry,
+// 1 write unit while the item stays under 1 KB; the relay sends it from
+// the table's stream.
+func (l ledger) record(ctx context.Context, e charged) error {
 	if e.Type != "payment.charged" || e.CustomerID == "" || e.ChargeID == "" || e.Currency == "" {
 		return lambdakit.Permanent(fmt.Errorf("%w (type %q, payment %q)", errNotCharged, e.Type, e.PaymentID))
+	}
+	if l.eventsQueue != "" {
+		body, err := json.Marshal(recorded{Type: "ledger.recorded", PaymentID: e.PaymentID, CustomerID: e.CustomerID,
+			Amount: e.Amount, Currency: e.Currency, ChargeID: e.ChargeID})
+		if err != nil {
+			return err
+		}
+		// Grouped by customer on a FIFO queue, as the payment's event.
+		if err := outbox.PublishOnRecord(ctx, outbox.Message{QueueURL: l.eventsQueue, GroupID: e.CustomerID,
+			Name: "ledger.recorded", Body: string(body), Attributes: map[string]string{"type": "ledger.recorded"}}); err != nil {
+			return err
+		}
 	}
 	return dynamostore.SetItem(ctx, map[string]types.AttributeValue{
 		"customer_id": &types.AttributeValueMemberS{Value: e.CustomerID},
@@ -54,10 +88,11 @@ func record(ctx context.Context, e charged) error {
 	})
 }
 
-// newHandler is the function's handler on store, the ledger table. Each
-// event's key is its payment_id: the outbox's relay and SQS may both
-// deliver one event more than once.
-func newHandler(store *dynamostore.Store, optFns ...func(*lambdakit.Options)) lambdakit.BatchFunc {
+// newHandler is the function's handler on store, the ledger table; with
+// eventsQueue set, each entry publishes ledger.recorded there. Each
+// event's key is its payment_id: the relay and SQS may both deliver one
+// event more than once.
+func newHandler(store *dynamostore.Store, eventsQueue string, optFns ...func(*lambdakit.Options)) lambdakit.BatchFunc {
 	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), append([]func(*lambdakit.Options){options}, optFns...)...)
-	return lambdakit.Batch(h(lambdakit.Typed(record)))
+	return lambdakit.Batch(h(lambdakit.Typed(ledger{eventsQueue: eventsQueue}.record)))
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,9 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/dynamostoretest"
+	"github.com/lambdakit/lambdakit/dynamostore/outbox"
+	"github.com/lambdakit/lambdakit/internal/ddbstream"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -30,6 +36,8 @@ type fixture struct {
 	calls *testenv.Counter
 	store *dynamostore.Store
 	db    *dynamodb.Client // not counted
+	// eventsQueue, if set, is where each entry publishes ledger.recorded.
+	eventsQueue string
 }
 
 func setup(t *testing.T) *fixture {
@@ -46,7 +54,7 @@ func setup(t *testing.T) *fixture {
 
 // container is a fresh container of the function: no cache of its own.
 func (f *fixture) container() lambdakit.BatchFunc {
-	return newHandler(f.store, func(o *lambdakit.Options) { o.Logger = slog.New(slog.DiscardHandler); o.CacheSize = 100 })
+	return newHandler(f.store, f.eventsQueue, func(o *lambdakit.Options) { o.Logger = slog.New(slog.DiscardHandler); o.CacheSize = 100 })
 }
 
 func event(paymentID string) events.SQSMessage {
@@ -141,7 +149,7 @@ func TestConcurrentDuplicatesWriteOneEntry(t *testing.T) {
 }
 
 func TestAnotherEventFailsPermanentlyWithoutARequest(t *testing.T) {
-	if err := record(t.Context(), charged{Type: "payment.refunded", PaymentID: "pay_3"}); !errors.Is(err, errNotCharged) || !lambdakit.IsPermanent(err) {
+	if err := (ledger{}).record(t.Context(), charged{Type: "payment.refunded", PaymentID: "pay_3"}); !errors.Is(err, errNotCharged) || !lambdakit.IsPermanent(err) {
 		t.Errorf("got %v; want a permanent errNotCharged", err)
 	}
 	f := setup(t)
@@ -153,5 +161,68 @@ func TestAnotherEventFailsPermanentlyWithoutARequest(t *testing.T) {
 	// StagedOnly runs the handler first: the refund sent nothing.
 	if f.calls.Total() != 1 || f.calls.Count("PutItem") != 1 || f.entry(t, "pay_3") != nil {
 		t.Errorf("requests %v; want the charge's one PutItem, none for the refund", f.calls.Counts())
+	}
+}
+
+// With LEDGER_EVENTS_QUEUE_URL, each new entry publishes ledger.recorded
+// on its own item: still one PutItem per event, the item under 1 KB (one
+// write unit), none more for a duplicate, and the relay on the table's
+// stream sends it once to its customer's group.
+func TestEntryPublishesItsEventOnItsItem(t *testing.T) {
+	local := dynamostoretest.Start(t)
+	f := &fixture{table: testenv.Name(t) + "-ledger", calls: new(testenv.Counter), db: local.Client()}
+	out, err := f.db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		TableName:            aws.String(f.table),
+		BillingMode:          types.BillingModePayPerRequest,
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.store, err = dynamostore.New(local.Client(func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, f.calls.APIOption) }), f.table); err != nil {
+		t.Fatal(err)
+	}
+	sqsc := sqs.NewFromConfig(local.Config())
+	f.eventsQueue = testenv.Queue(t, sqsc, true, nil)
+
+	if resp := f.run(t, f.container(), event("pay_5"), event("pay_6")); len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("failures: %+v", resp.BatchItemFailures)
+	}
+	f.run(t, f.container(), lambdakittest.Redelivery(event("pay_5")))
+	if got := f.calls.Count("PutItem"); got != 2 || f.calls.Count("TransactWriteItems") != 0 {
+		t.Errorf("requests %v; want one PutItem per entry (the duplicate found by the read ahead), no transaction", f.calls.Counts())
+	}
+	for _, id := range []string{"pay_5", "pay_6"} {
+		if size := dynamostore.ItemSize(f.entry(t, id)); size > 1024 {
+			t.Errorf("entry %s with its event is up to %d bytes; want at most 1 KB, one write unit", id, size)
+		}
+	}
+
+	recs, err := ddbstream.Read(t.Context(), dynamodbstreams.NewFromConfig(local.Config()), aws.ToString(out.TableDescription.LatestStreamArn), dynamostoretest.Region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := outbox.Relay(sqsc, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })
+	for range 2 { // a stream read again: the same deduplication IDs
+		if resp, err := relay(t.Context(), events.DynamoDBEvent{Records: recs}); err != nil || len(resp.BatchItemFailures) > 0 {
+			t.Fatalf("relay: %v, %+v", err, resp.BatchItemFailures)
+		}
+	}
+	got := testenv.Drain(t, sqsc, f.eventsQueue)
+	var ids []string
+	for _, m := range got {
+		var ev recorded
+		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "ledger.recorded" || ev.ChargeID != "ch_"+ev.PaymentID || m.Attributes["MessageGroupId"] != "cus_7" {
+			t.Errorf("event %+v in group %s; want the entry's ledger.recorded in group cus_7", ev, m.Attributes["MessageGroupId"])
+		}
+		ids = append(ids, ev.PaymentID)
+	}
+	if slices.Sort(ids); !slices.Equal(ids, []string{"pay_5", "pay_6"}) {
+		t.Errorf("events for %v; want one per entry, pay_5 and pay_6", ids)
 	}
 }

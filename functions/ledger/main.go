@@ -13,6 +13,14 @@
 //	              customer_id, order_id, amount, currency and charge_id; a
 //	              global secondary index on customer_id would list a
 //	              customer's entries, at one more write unit per entry
+//	LEDGER_EVENTS_QUEUE_URL  optional, off when empty: each new entry
+//	              publishes "ledger.recorded" to this queue, grouped by
+//	              customer_id, on the entry's own item (its attribute
+//	              "messages", outbox.PublishOnRecord): still one PutItem,
+//	              one write unit while the entry stays under 1 KB. The
+//	              ledger table then needs a stream of new and old images,
+//	              and a relay (functions/relay) mapped on it that may send
+//	              to the queue
 //
 // template.yaml declares it (LedgerFunction, on the events queue).
 package main
@@ -42,5 +50,5 @@ func main() {
 	if err != nil {
 		log.Fatalf("ledger: LEDGER_TABLE: %v", err)
 	}
-	lambda.Start(newHandler(store))
+	lambda.Start(newHandler(store, os.Getenv("LEDGER_EVENTS_QUEUE_URL")))
 }

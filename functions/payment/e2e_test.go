@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -201,9 +202,12 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	// The function: the real bootstrap, one warm process per batch in
 	// flight, as `lambdakit run -concurrency 2` has.
 	logs := &lambdakittest.LogBuffer{}
+	// As deployed: each charge publishes payment.charged on its row.
+	eventsURL := testenv.Queue(t, sqsc, true, nil)
 	env := append(motoserver.Env(srv.URL),
 		"PAYMENTS_TABLE="+f.cfg.PaymentsTable,
 		"PAYMENT_GATEWAY_URL="+f.cfg.GatewayURL,
+		"EVENTS_QUEUE_URL="+eventsURL,
 	)
 	var slots []*crashable
 	var invokers []esm.Invoker
@@ -474,6 +478,49 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 				t.Errorf("message %s (%s) was deleted with ledger status %q; want %s", id, p.id, got, want)
 			}
 		}
+	}
+
+	// The events: the real relay on the payments table's stream, as the
+	// template maps it (its filter and its record attribute names), sends
+	// one payment.charged per charged payment, the crashed one included,
+	// and none for the decline, the duplicates or the poison.
+	relayLogs := &logline.Buffer{}
+	relay, err := runtimeapi.NewRunner(testenv.Build(t, "../relay"), func(o *runtimeapi.RunnerOptions) {
+		o.FunctionName, o.Timeout = "relay", 10*time.Second
+		o.Env = append(motoserver.Env(srv.URL), "RECORD_KEY_ATTR="+templateEnv(t, "RelayFunction", "RECORD_KEY_ATTR"),
+			"RECORD_STATUS_ATTR="+templateEnv(t, "RelayFunction", "RECORD_STATUS_ATTR"))
+		o.Stdout, o.Stderr = relayLogs, relayLogs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		relay.Close()
+		if t.Failed() {
+			t.Logf("relay output:\n%s", relayLogs.String())
+		}
+	})
+	stream, err := esm.NewStream(dynamodbstreams.NewFromConfig(moto.Config(t)), streamOf(t, f.db, f.cfg.PaymentsTable), relay, func(o *esm.StreamOptions) {
+		o.ReportBatchItemFailures, o.UntilEmpty, o.Filter = true, true, relayFilter(t)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamCtx, cancelStream := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelStream()
+	if sum, err := stream.Run(streamCtx); err != nil || !sum.Empty || sum.Filtered == 0 {
+		t.Fatalf("relay: %+v, %v; want the stream read to its end, the locks passed over by the filter", sum, err)
+	}
+	var gotEvents []string
+	for _, m := range testenv.Drain(t, sqsc, eventsURL) {
+		var ev chargedEvent
+		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &ev); err != nil {
+			t.Fatal(err)
+		}
+		gotEvents = append(gotEvents, ev.PaymentID)
+	}
+	if slices.Sort(gotEvents); !slices.Equal(gotEvents, wantCharged) {
+		t.Errorf("payment.charged events for %v; want one per charge, %v", gotEvents, wantCharged)
 	}
 }
 

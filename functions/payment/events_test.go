@@ -10,20 +10,111 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
 	"github.com/lambdakit/lambdakit/internal/ddbstream"
+	"github.com/lambdakit/lambdakit/internal/eventfilter"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"gopkg.in/yaml.v3"
 )
 
-// With OUTBOX_TABLE and EVENTS_QUEUE_URL, a charged payment publishes one
-// payment.charged, in the transaction that records the charge: none for a
-// declined card, none more for a redelivery, and the relay sends it once.
-func TestChargedPaymentPublishesItsEvent(t *testing.T) {
+// With EVENTS_QUEUE_URL, as template.yaml deploys it, a charged payment
+// publishes one payment.charged on its own row, written by the completion
+// (no transaction): none for a declined card, a redelivery, or a payment
+// whose lock was released (the gateway down, then charged on its retry:
+// one event, for the charge). The relay, as the template configures it
+// (its record attribute names, and its mapping's FilterCriteria applied
+// as Lambda would), sends it once, though it reads the stream twice.
+func TestChargedPaymentPublishesItsEventOnItsRecord(t *testing.T) {
+	f := setup(t, nil)
+	cfg := moto.Config(t)
+	sqsc := sqs.NewFromConfig(cfg)
+	f.cfg.EventsQueueURL = testenv.Queue(t, sqsc, true, nil)
+	f.handler = mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 300 * time.Millisecond}, f.logs.Logger())
+
+	charged := lambdakittest.Message(body("pay_ev1", "cus_A", 1200), lambdakittest.InGroup("cus_A"))
+	declined := lambdakittest.Message(body("pay_ev2", gateway.DeclinedCustomerPrefix+"_B", 900), lambdakittest.InGroup("cus_B"))
+	released := lambdakittest.Message(body("pay_ev3", "cus_C", 300), lambdakittest.InGroup("cus_C"))
+	f.gw.FailNext(1)
+	if failed := f.run(t, released); len(failed) != 1 {
+		t.Fatalf("failed %v; want pay_ev3 failed, its lock released", failed)
+	}
+	if failed := f.run(t, charged, declined, lambdakittest.Redelivery(released)); len(failed) != 0 {
+		t.Fatalf("failed %v; want all recorded", failed)
+	}
+	f.run(t, lambdakittest.Redelivery(charged))
+	if got := f.calls.Count("TransactWriteItems"); got != 0 {
+		t.Errorf("%d TransactWriteItems; want none: the event rides on the completion's UpdateItem", got)
+	}
+	// A write unit per request (the lock's PutItem, the completion's
+	// UpdateItem, billed by the larger of the item before and after):
+	// the row with its event stays under 1 KB. ItemSize is an upper
+	// bound on what DynamoDB bills; moto reports no real units.
+	if size := dynamostore.ItemSize(f.ledger(t, "pay_ev1")); size > 1024 {
+		t.Errorf("pay_ev1's row with its event is up to %d bytes; want at most 1 KB, one write unit", size)
+	} else {
+		t.Logf("pay_ev1's row with its event: at most %d bytes", size)
+	}
+
+	recs, err := ddbstream.Read(t.Context(), dynamodbstreams.NewFromConfig(cfg), streamOf(t, f.db, f.cfg.PaymentsTable), cfg.Region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := relayFilter(t)
+	var kept []events.DynamoDBEventRecord
+	for _, r := range recs {
+		v, err := eventfilter.Record(r, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filter.Match(v) {
+			kept = append(kept, r)
+		}
+	}
+	// pay_ev1's and pay_ev3's completions; moto also writes a stream
+	// record for a completion retried unchanged, which AWS does not: none
+	// here, since no completion was retried.
+	if len(kept) != 2 {
+		t.Errorf("the template's filter kept %d of %d stream records; want 2: the completions of pay_ev1 and pay_ev3", len(kept), len(recs))
+	}
+	relay := outbox.Relay(sqsc, func(o *outbox.RelayOptions) {
+		o.Stream.Logger = lambdakittest.Logger(t)
+		o.Record.KeyAttr, o.Record.StatusAttr = templateEnv(t, "RelayFunction", "RECORD_KEY_ATTR"), templateEnv(t, "RelayFunction", "RECORD_STATUS_ATTR")
+	})
+	for range 2 { // a stream read again: the same deduplication IDs
+		resp, err := relay(t.Context(), events.DynamoDBEvent{Records: kept})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("relay: %v, %v", err, resp.BatchItemFailures)
+		}
+	}
+	got := testenv.Drain(t, sqsc, f.cfg.EventsQueueURL)
+	want := map[string]string{"pay_ev1": attr(f.ledger(t, "pay_ev1"), "charge_id"), "pay_ev3": attr(f.ledger(t, "pay_ev3"), "charge_id")}
+	for _, m := range got {
+		var ev chargedEvent
+		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "payment.charged" || ev.ChargeID == "" || want[ev.PaymentID] != ev.ChargeID || m.Attributes["MessageGroupId"] != ev.CustomerID {
+			t.Errorf("event %+v in group %s; want a charge the ledger holds, in its customer's group", ev, m.Attributes["MessageGroupId"])
+		}
+		delete(want, ev.PaymentID)
+	}
+	if len(got) != 2 || len(want) != 0 {
+		t.Errorf("events queue holds %d messages, missing %v; want one per charge", len(got), want)
+	}
+}
+
+// With OUTBOX_TABLE too, a charged payment publishes one payment.charged
+// through the outbox table, in the transaction that records the charge:
+// none for a declined card, none more for a redelivery, and the relay
+// sends it once.
+func TestChargedPaymentPublishesItsEventThroughTheOutboxTable(t *testing.T) {
 	f := setup(t, nil)
 	cfg := moto.Config(t)
 	table, streamARN := testenv.StreamTable(t, f.db, "-outbox", "pk", "id")
@@ -64,19 +155,51 @@ func TestChargedPaymentPublishesItsEvent(t *testing.T) {
 	}
 }
 
-func TestConfigOutboxTableAndEventsQueueGoTogether(t *testing.T) {
-	base := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
-	for _, extra := range []map[string]string{{"OUTBOX_TABLE": "ob"}, {"EVENTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/e.fifo"}} {
-		_, err := configFromEnv(func(k string) string {
-			if v, ok := extra[k]; ok {
-				return v
-			}
-			return base[k]
-		})
-		if err == nil || !strings.Contains(err.Error(), "OUTBOX_TABLE and EVENTS_QUEUE_URL go together") {
-			t.Errorf("%v: got %v; want a refusal", extra, err)
-		}
+// OUTBOX_TABLE alone has no queue to publish to.
+func TestConfigOutboxTableNeedsEventsQueue(t *testing.T) {
+	env := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example", "OUTBOX_TABLE": "ob"}
+	if _, err := configFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "OUTBOX_TABLE needs EVENTS_QUEUE_URL") {
+		t.Errorf("got %v; want a refusal", err)
 	}
+}
+
+// streamOf is the ARN of table's stream.
+func streamOf(t *testing.T, db *dynamodb.Client, table string) string {
+	t.Helper()
+	out, err := db.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil || out.Table.LatestStreamArn == nil {
+		t.Fatalf("table %s: no stream (%v)", table, err)
+	}
+	return *out.Table.LatestStreamArn
+}
+
+// relayFilter is the FilterCriteria of the relay's stream mapping in
+// template.yaml, compiled.
+func relayFilter(t *testing.T) *eventfilter.Filter {
+	t.Helper()
+	tpl := loadTemplate(t)
+	ev := mapping(t, mapping(t, mapping(t, tpl.resources["RelayFunction"].props)["Events"])["PaymentsStream"])
+	var patterns []string
+	for _, f := range list(mapping(t, mapping(t, ev["Properties"])["FilterCriteria"])["Filters"]) {
+		patterns = append(patterns, mapping(t, f)["Pattern"].Value)
+	}
+	filter, err := eventfilter.New(patterns...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filter
+}
+
+// templateEnv is the literal value of fn's environment variable name in
+// template.yaml.
+func templateEnv(t *testing.T, fn, name string) string {
+	t.Helper()
+	tpl := loadTemplate(t)
+	v := mapping(t, mapping(t, mapping(t, tpl.resources[fn].props)["Environment"])["Variables"])[name]
+	if v == nil || v.Kind != yaml.ScalarNode || v.Value == "" {
+		t.Fatalf("%s has no %s in template.yaml", fn, name)
+	}
+	return v.Value
 }
 
 // A customer_id that SQS refuses as a message group ID fails the payment

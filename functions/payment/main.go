@@ -22,11 +22,17 @@
 //	                     later at each receive (lambdakit.Backoff), so that
 //	                     an outage does not drive payments into the DLQ
 //	                     (optional; needs sqs:ChangeMessageVisibility)
-//	OUTBOX_TABLE, EVENTS_QUEUE_URL  with both set, a charged payment
-//	                     publishes "payment.charged" to the events queue
-//	                     through the outbox table (dynamostore/outbox), in
-//	                     the transaction that records the charge; the relay
-//	                     (functions/relay) sends it (optional)
+//	EVENTS_QUEUE_URL     a charged payment publishes "payment.charged" to
+//	                     this queue (optional). The message rides on the
+//	                     completion's own write, as the attribute "messages"
+//	                     of the payment's row (outbox.PublishOnRecord): no
+//	                     other item, no transaction; the relay
+//	                     (functions/relay) sends it from the payments
+//	                     table's stream, which must be of new and old images
+//	OUTBOX_TABLE         with EVENTS_QUEUE_URL: publish through this outbox
+//	                     table instead (outbox.Publish), an item written in
+//	                     a transaction with the completion, for events that
+//	                     need one order across payments (optional)
 //
 //	E2E_CRASH_AFTER_CHARGE  "<function name>:<payment_id>": the end-to-end
 //	                     story's fault switch (tools/e2e). The process exits
@@ -43,8 +49,9 @@
 //	                     address of a cluster is enough), through
 //	                     valkeystore, instead of onto the ledger rows; the
 //	                     ledger row is then written by the handler after the
-//	                     charge, not with the completion, and OUTBOX_TABLE
-//	                     cannot be used (docs/valkey.md)
+//	                     charge, not with the completion, and no event is
+//	                     published: EVENTS_QUEUE_URL and OUTBOX_TABLE are
+//	                     refused (docs/valkey.md)
 //	IDEMPOTENCY_VALKEY_TLS  "true": connect with TLS
 //	IDEMPOTENCY_VALKEY_IAM_CACHE, IDEMPOTENCY_VALKEY_IAM_USER  both set:
 //	                     ElastiCache IAM authentication as this user of
@@ -91,7 +98,8 @@ type config struct {
 	// failed payments; Visibility is the source queue's timeout.
 	SourceQueueURL string
 	Visibility     time.Duration
-	// OutboxTable and EventsQueueURL, both set, publish payment.charged.
+	// EventsQueueURL, if set, publishes payment.charged there: on the
+	// record, or through OutboxTable when that is set too.
 	OutboxTable, EventsQueueURL string
 	// ValkeyAddrs, if set, keep the idempotency records in Valkey or
 	// Redis instead of on the ledger rows of PaymentsTable.
@@ -128,8 +136,8 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		}
 	}
 	required := map[string]string{"PAYMENTS_TABLE": c.PaymentsTable, "PAYMENT_GATEWAY_URL": c.GatewayURL}
-	if c.ValkeyAddrs != nil && c.OutboxTable != "" {
-		errs = append(errs, errors.New("OUTBOX_TABLE needs the idempotency records on the ledger (no IDEMPOTENCY_VALKEY_ADDR): the outbox commits its events with the completion, which Valkey cannot"))
+	if c.ValkeyAddrs != nil && (c.OutboxTable != "" || c.EventsQueueURL != "") {
+		errs = append(errs, errors.New("EVENTS_QUEUE_URL and OUTBOX_TABLE need the idempotency records on the ledger (no IDEMPOTENCY_VALKEY_ADDR): an event is committed with the completion, on the record or in the outbox table's transaction, which Valkey cannot do"))
 	}
 	for name, v := range required {
 		if v == "" {
@@ -180,8 +188,8 @@ func configFromEnv(getenv func(string) string) (config, error) {
 			c.CrashAfterCharge = id
 		}
 	}
-	if (c.OutboxTable == "") != (c.EventsQueueURL == "") {
-		errs = append(errs, errors.New("OUTBOX_TABLE and EVENTS_QUEUE_URL go together: set both to publish payment.charged, or neither"))
+	if c.OutboxTable != "" && c.EventsQueueURL == "" {
+		errs = append(errs, errors.New("OUTBOX_TABLE needs EVENTS_QUEUE_URL: the outbox table holds the events sent there"))
 	}
 	return c, errors.Join(errs...)
 }
@@ -268,12 +276,17 @@ func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Cli
 	if err != nil {
 		return nil, err
 	}
-	if c.OutboxTable != "" {
-		if p.events, err = outbox.New(c.OutboxTable); err != nil {
+	switch {
+	case c.OutboxTable != "":
+		ob, err := outbox.New(c.OutboxTable)
+		if err != nil {
 			return nil, err
 		}
-		p.eventsQueue = c.EventsQueueURL
+		p.publish = ob.Publish
+	case c.EventsQueueURL != "":
+		p.publish = outbox.PublishOnRecord
 	}
+	p.eventsQueue = c.EventsQueueURL
 	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
 		func(o *lambdakit.Options) {
 			o.Prefix = idempotencyPrefix

@@ -197,8 +197,9 @@ type payments struct {
 	// ledger fields go onto the record's own row (dynamostore.SetItem),
 	// written by the completion.
 	ledgerDB dynamostore.API
-	// events, if set, publishes payment.charged to eventsQueue.
-	events      *outbox.Outbox
+	// publish, if set, publishes payment.charged to eventsQueue: on the
+	// record (outbox.PublishOnRecord) or through an outbox table.
+	publish     func(context.Context, ...outbox.Message) error
 	eventsQueue string
 	// crash, if set, is called after each charge: the fault switch
 	// (E2E_CRASH_AFTER_CHARGE) ends the process there.
@@ -248,14 +249,15 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	if err := s.record(ctx, p, amount, out); err != nil {
 		return nil, err
 	}
-	// So does the event that tells the next service, through the outbox:
-	// no charge recorded, no event; a charge recorded, one event.
-	if s.events != nil && out.Status == StatusCharged {
+	// So does the event that tells the next service, on the record or
+	// through the outbox: no charge recorded, no event; a charge
+	// recorded, one event.
+	if s.publish != nil && out.Status == StatusCharged {
 		msg, err := s.chargedMessage(p, amount, out.ChargeID)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.events.Publish(ctx, msg); err != nil {
+		if err := s.publish(ctx, msg); err != nil {
 			return nil, err
 		}
 	}
@@ -282,7 +284,7 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 // their strings are any UTF-8 (DynamoDB takes them), the amount an int64
 // (a number DynamoDB holds), and their sizes are bounded as above.
 func (s *payments) checkEvent(p Payment, amount int64) error {
-	if s.events == nil {
+	if s.publish == nil {
 		return nil
 	}
 	msg, err := s.chargedMessage(p, amount, "")

@@ -281,11 +281,10 @@ func TestTemplateEncryptsQueuesAndTables(t *testing.T) {
 func dynamoDBActionsUsed(t *testing.T) grants {
 	t.Helper()
 	f := setup(t, nil)
-	// As deployed: the function publishes payment.charged through the
-	// outbox.
-	f.cfg.OutboxTable = f.createTable(t, "OutboxTable", "-outbox")
+	// As deployed: the function publishes payment.charged on the
+	// payment's row.
 	f.cfg.EventsQueueURL = testenv.Queue(t, sqs.NewFromConfig(moto.Config(t)), true, nil)
-	logical := map[string]string{f.cfg.PaymentsTable: "PaymentsTable", f.cfg.OutboxTable: "OutboxTable"}
+	logical := map[string]string{f.cfg.PaymentsTable: "PaymentsTable"}
 	used := grants{}
 	var unknown []string
 	recorder := func(stack *middleware.Stack) error {
@@ -314,7 +313,7 @@ func dynamoDBActionsUsed(t *testing.T) grants {
 	}
 	f.gw.FailNext(1)
 	run(body("pay_iam_1", "cus_1", 100)) // transient failure: acquire, release
-	run(body("pay_iam_1", "cus_1", 100), // charged: acquire, complete with the ledger fields and the outbox item
+	run(body("pay_iam_1", "cus_1", 100), // charged: acquire, complete with the ledger fields and the event
 		body("pay_iam_1", "cus_1", 100),                           // duplicate
 		body("pay_iam_1", "cus_1", 999),                           // payload mismatch
 		body("pay_iam_2", gateway.DeclinedCustomerPrefix+"_1", 5)) // declined

@@ -101,7 +101,8 @@ func TestValkeyConfigFromEnv(t *testing.T) {
 		extra map[string]string
 		want  string
 	}{
-		"outbox":      {map[string]string{"OUTBOX_TABLE": "o", "EVENTS_QUEUE_URL": "https://sqs.example/1/q"}, "OUTBOX_TABLE needs the idempotency records on the ledger"},
+		"outbox":      {map[string]string{"OUTBOX_TABLE": "o", "EVENTS_QUEUE_URL": "https://sqs.example/1/q"}, "need the idempotency records on the ledger"},
+		"on record":   {map[string]string{"EVENTS_QUEUE_URL": "https://sqs.example/1/q"}, "need the idempotency records on the ledger"},
 		"bad address": {map[string]string{"IDEMPOTENCY_VALKEY_ADDR": "nohost"}, `"nohost" is not host:port`},
 		"bad TLS":     {map[string]string{"IDEMPOTENCY_VALKEY_TLS": "yes"}, "want true or false"},
 		"half of IAM": {map[string]string{"IDEMPOTENCY_VALKEY_IAM_USER": "fn"}, "go together"},

@@ -1,7 +1,11 @@
-// Command relay is the sample's outbox relay: a Lambda function on an
-// outbox table's DynamoDB stream that sends each new item to its queue
-// (dynamostore/outbox.Relay), once per item within SQS FIFO's
-// deduplication window. Its event source mapping wants
+// Command relay is the sample's outbox relay: a Lambda function on a
+// DynamoDB stream that sends the messages it carries
+// (dynamostore/outbox.Relay), once per message within SQS FIFO's
+// deduplication window. It reads either kind of stream: the payments
+// table's (NEW_AND_OLD_IMAGES), whose completed records carry the
+// messages the payment function published on them
+// (outbox.PublishOnRecord), and an outbox table's, whose new items are
+// messages (outbox.Publish). Its event source mapping wants
 // FunctionResponseTypes [ReportBatchItemFailures], StartingPosition
 // TRIM_HORIZON, MaximumRetryAttempts, BisectBatchOnFunctionError and an
 // on-failure destination.
@@ -12,6 +16,12 @@
 //	                       goes (outbox.RelayOptions.DeadLetterQueueURL);
 //	                       the template gives the mapping's on-failure
 //	                       destination
+//	RECORD_KEY_ATTR, RECORD_STATUS_ATTR  optional: the names of the
+//	                       record's partition key and status attribute on
+//	                       the record table (outbox.RelayOptions.Record),
+//	                       when they are not dynamostore's defaults (id,
+//	                       status): the payments table names them
+//	                       payment_id and record_status
 package main
 
 import (
@@ -33,5 +43,7 @@ func main() {
 	}
 	lambda.Start(outbox.Relay(sqs.NewFromConfig(cfg), func(o *outbox.RelayOptions) {
 		o.DeadLetterQueueURL = os.Getenv("DEAD_LETTER_QUEUE_URL")
+		o.Record.KeyAttr = os.Getenv("RECORD_KEY_ATTR")
+		o.Record.StatusAttr = os.Getenv("RECORD_STATUS_ATTR")
 	}))
 }

@@ -127,48 +127,97 @@ func SQSMappings(ctx context.Context, c LambdaAPI, f Function) ([]Mapping, error
 
 func sqsMappings(ctx context.Context, c LambdaAPI, fn string) ([]Mapping, error) {
 	var out []Mapping
+	err := eachMapping(ctx, c, fn, func(m lambdatypes.EventSourceMappingConfiguration) {
+		src := aws.ToString(m.EventSourceArn)
+		a, err := arn.Parse(src)
+		if err != nil || a.Service != "sqs" {
+			return // a stream, Kafka, MQ: not a queue
+		}
+		mp := Mapping{
+			UUID:         aws.ToString(m.UUID),
+			State:        aws.ToString(m.State),
+			QueueARN:     src,
+			QueueName:    a.Resource,
+			QueueAccount: a.AccountID,
+			QueueRegion:  a.Region,
+			BatchSize:    int(aws.ToInt32(m.BatchSize)),
+			Window:       time.Duration(aws.ToInt32(m.MaximumBatchingWindowInSeconds)) * time.Second,
+			ReportBatchItemFailures: slices.Contains(m.FunctionResponseTypes,
+				lambdatypes.FunctionResponseTypeReportBatchItemFailures),
+		}
+		if m.ScalingConfig != nil {
+			mp.MaximumConcurrency = int(aws.ToInt32(m.ScalingConfig.MaximumConcurrency))
+		}
+		mp.Filters = patterns(m.FilterCriteria)
+		out = append(out, mp)
+	})
+	return out, err
+}
+
+// StreamMapping is what run takes of a function's mapping on a stream.
+type StreamMapping struct {
+	UUID, State string
+	// Filters are the patterns of FilterCriteria, none if unset.
+	Filters []string
+}
+
+// StreamMappingOf returns f's event source mapping on the stream
+// streamARN (a DynamoDB stream's or a Kinesis data stream's), and false
+// when f has none there. As SQSMappings, it lists the mappings by f's ARN,
+// then by its name.
+func StreamMappingOf(ctx context.Context, c LambdaAPI, f Function, streamARN string) (StreamMapping, bool, error) {
+	for _, fn := range []string{f.ARN, f.Name} {
+		if fn == "" {
+			continue
+		}
+		var found *StreamMapping
+		err := eachMapping(ctx, c, fn, func(m lambdatypes.EventSourceMappingConfiguration) {
+			if found == nil && aws.ToString(m.EventSourceArn) == streamARN {
+				found = &StreamMapping{UUID: aws.ToString(m.UUID), State: aws.ToString(m.State), Filters: patterns(m.FilterCriteria)}
+			}
+		})
+		if err != nil {
+			return StreamMapping{}, false, err
+		}
+		if found != nil {
+			return *found, true, nil
+		}
+	}
+	return StreamMapping{}, false, nil
+}
+
+// eachMapping calls visit with each event source mapping of the function
+// fn (its name or ARN), page by page.
+func eachMapping(ctx context.Context, c LambdaAPI, fn string, visit func(lambdatypes.EventSourceMappingConfiguration)) error {
 	in := &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(fn)}
 	for pages := 0; ; pages++ {
 		if pages == 100 { // 10,000 mappings: more than Lambda allows a function
-			return nil, fmt.Errorf("function %s: more than %d pages of event source mappings", fn, pages)
+			return fmt.Errorf("function %s: more than %d pages of event source mappings", fn, pages)
 		}
 		page, err := c.ListEventSourceMappings(ctx, in)
 		if err != nil {
-			return nil, fmt.Errorf("function %s: event source mappings: %w", fn, err)
+			return fmt.Errorf("function %s: event source mappings: %w", fn, err)
 		}
 		for _, m := range page.EventSourceMappings {
-			src := aws.ToString(m.EventSourceArn)
-			a, err := arn.Parse(src)
-			if err != nil || a.Service != "sqs" {
-				continue // a stream, Kafka, MQ: not what run consumes
-			}
-			mp := Mapping{
-				UUID:         aws.ToString(m.UUID),
-				State:        aws.ToString(m.State),
-				QueueARN:     src,
-				QueueName:    a.Resource,
-				QueueAccount: a.AccountID,
-				QueueRegion:  a.Region,
-				BatchSize:    int(aws.ToInt32(m.BatchSize)),
-				Window:       time.Duration(aws.ToInt32(m.MaximumBatchingWindowInSeconds)) * time.Second,
-				ReportBatchItemFailures: slices.Contains(m.FunctionResponseTypes,
-					lambdatypes.FunctionResponseTypeReportBatchItemFailures),
-			}
-			if m.ScalingConfig != nil {
-				mp.MaximumConcurrency = int(aws.ToInt32(m.ScalingConfig.MaximumConcurrency))
-			}
-			if m.FilterCriteria != nil {
-				for _, f := range m.FilterCriteria.Filters {
-					mp.Filters = append(mp.Filters, aws.ToString(f.Pattern))
-				}
-			}
-			out = append(out, mp)
+			visit(m)
 		}
 		if aws.ToString(page.NextMarker) == "" {
-			return out, nil
+			return nil
 		}
 		in.Marker = page.NextMarker
 	}
+}
+
+// patterns are the patterns of fc, none when it is nil.
+func patterns(fc *lambdatypes.FilterCriteria) []string {
+	if fc == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range fc.Filters {
+		out = append(out, aws.ToString(f.Pattern))
+	}
+	return out
 }
 
 // QueueURLAPI is the part of the SQS client QueueURL calls.

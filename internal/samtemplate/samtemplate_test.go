@@ -1,9 +1,11 @@
 package samtemplate_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lambdakit/lambdakit/internal/samtemplate"
@@ -26,15 +28,10 @@ func TestTablesReadsTheProjectTemplate(t *testing.T) {
 	if pay.TimeToLiveSpecification == nil || !pay.TimeToLiveSpecification.Enabled || pay.TimeToLiveSpecification.AttributeName != "expiration" {
 		t.Errorf("got payments table TTL %+v; want enabled on expiration", pay.TimeToLiveSpecification)
 	}
-	ob, err := samtemplate.Find(tables, "OutboxTable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ob.KeySchema) != 2 || ob.StreamSpecification == nil || ob.StreamSpecification.StreamViewType != "NEW_IMAGE" {
-		t.Errorf("got outbox table %+v; want pk and id, a stream of new images", ob)
-	}
-	if pay.StreamSpecification != nil {
-		t.Errorf("got payments table stream %+v; want none", pay.StreamSpecification)
+	// The relay reads the payments table's stream: the events ride on
+	// the rows, and the relay compares old and new images.
+	if pay.StreamSpecification == nil || pay.StreamSpecification.StreamViewType != "NEW_AND_OLD_IMAGES" {
+		t.Errorf("got payments table stream %+v; want new and old images", pay.StreamSpecification)
 	}
 	if _, err := samtemplate.Find(tables, "Nope"); err == nil {
 		t.Error("Find of a missing table: got nil error")
@@ -231,5 +228,25 @@ Resources:
 	}
 	if len(evs) != len(want) || evs[0] != want[0] || evs[1] != want[1] {
 		t.Errorf("got %+v; want %+v", evs, want)
+	}
+}
+
+// The relay's stream event carries its FilterCriteria; the queue events
+// have none.
+func TestEventFiltersReadsTheProjectTemplate(t *testing.T) {
+	fs, err := samtemplate.EventFilters("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range fs {
+		got = append(got, fmt.Sprintf("%s/%s %s %d", f.Function, f.Name, f.Type, len(f.Patterns)))
+	}
+	want := []string{"LedgerFunction/PaymentEvents SQS 0", "PaymentFunction/PaymentQueueEvent SQS 0", "RelayFunction/PaymentsStream DynamoDB 1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("event filters %q; want %q", got, want)
+	}
+	if p := fs[2].Patterns[0]; !strings.Contains(p, `"record_status"`) || !strings.Contains(p, `"COMPLETED"`) {
+		t.Errorf("relay's pattern %s; want the completed records", p)
 	}
 }

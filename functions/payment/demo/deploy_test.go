@@ -360,7 +360,6 @@ func TestDeployLocal(t *testing.T) {
 		"PAYMENTS_TABLE":        d.outputs["PaymentsTableName"],
 		"DEAD_LETTER_QUEUE_URL": d.outputs["PaymentDLQUrl"],
 		"PAYMENT_GATEWAY_URL":   gateway,
-		"OUTBOX_TABLE":          d.outputs["OutboxTableName"],
 		"EVENTS_QUEUE_URL":      d.outputs["PaymentEventsQueueUrl"],
 	} {
 		if env[k] != want || want == "" {
@@ -551,8 +550,9 @@ func TestDeployWithoutALocalAWS(t *testing.T) {
 	}
 }
 
-// checkRelay checks the outbox relay as deployed: its dead-letter queue,
-// and its mapping on the outbox table's stream as the template sets it
+// checkRelay checks the relay as deployed: its dead-letter queue, the
+// record's attribute names, and its mapping on the payments table's
+// stream as the template sets it
 // (as moto stores it; moto's mappings move nothing under the launcher,
 // see internal/motoserver).
 func checkRelay(ctx context.Context, t *testing.T, lm *lambda.Client, d stackState, queueAttrs map[string]map[string]string) {
@@ -568,6 +568,9 @@ func checkRelay(ctx context.Context, t *testing.T, lm *lambda.Client, d stackSta
 	if got, want := conf.Environment.Variables["DEAD_LETTER_QUEUE_URL"], d.outputs["RelayFailureQueueUrl"]; got != want || want == "" {
 		t.Errorf("relay DEAD_LETTER_QUEUE_URL %q; want the failure queue %q", got, want)
 	}
+	if k, st := conf.Environment.Variables["RECORD_KEY_ATTR"], conf.Environment.Variables["RECORD_STATUS_ATTR"]; k != "payment_id" || st != "record_status" {
+		t.Errorf("relay RECORD_KEY_ATTR %q, RECORD_STATUS_ATTR %q; want the payment function's, payment_id and record_status", k, st)
+	}
 	if role := aws.ToString(conf.Role); !strings.HasSuffix(role, ":role/"+d.physical["RelayExecutionRole"]) {
 		t.Errorf("relay role %s; want the stack's RelayExecutionRole (%s)", role, d.physical["RelayExecutionRole"])
 	}
@@ -579,8 +582,8 @@ func checkRelay(ctx context.Context, t *testing.T, lm *lambda.Client, d stackSta
 		t.Fatalf("relay: %d event source mappings; want 1", len(esms.EventSourceMappings))
 	}
 	m := esms.EventSourceMappings[0]
-	if arn := aws.ToString(m.EventSourceArn); !strings.Contains(arn, ":table/"+d.outputs["OutboxTableName"]+"/stream/") {
-		t.Errorf("relay's event source %s; want the outbox table %s's stream", arn, d.outputs["OutboxTableName"])
+	if arn := aws.ToString(m.EventSourceArn); !strings.Contains(arn, ":table/"+d.outputs["PaymentsTableName"]+"/stream/") {
+		t.Errorf("relay's event source %s; want the payments table %s's stream", arn, d.outputs["PaymentsTableName"])
 	}
 	var dest string
 	if m.DestinationConfig != nil && m.DestinationConfig.OnFailure != nil {
@@ -598,7 +601,8 @@ func checkRelay(ctx context.Context, t *testing.T, lm *lambda.Client, d stackSta
 			patterns = append(patterns, aws.ToString(f.Pattern))
 		}
 	}
-	if len(patterns) != 1 || strings.ReplaceAll(patterns[0], " ", "") != `{"eventName":["INSERT"]}` {
-		t.Errorf("relay mapping filters %q; want INSERT events only", patterns)
+	want := `{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"record_status":{"S":["COMPLETED"]},"messages":{"L":{"M":{"queueUrl":{"S":[{"exists":true}]}}}}}}}`
+	if len(patterns) != 1 || strings.ReplaceAll(patterns[0], " ", "") != want {
+		t.Errorf("relay mapping filters %q; want completed records with messages only, %s", patterns, want)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/internal/deployed"
 	"github.com/lambdakit/lambdakit/internal/esm"
+	"github.com/lambdakit/lambdakit/internal/eventfilter"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/motoserver"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
@@ -37,10 +38,12 @@ import (
 )
 
 // The outbox act follows the queue act on the same deployed stack. Each
-// charge of the payment function wrote a payment.charged item into the
-// outbox table, in the transaction that recorded the charge; the relay
-// (functions/relay, RelayFunction) reads the table's stream through its
-// deployed mapping and sends each item to the events queue. Two crashes:
+// charge of the payment function wrote its payment.charged onto its own
+// ledger row, in the one UpdateItem that recorded the charge
+// (outbox.PublishOnRecord); the relay (functions/relay, RelayFunction)
+// reads the payments table's stream through its deployed mapping, its
+// FilterCriteria applied, and sends each completion's message to the
+// events queue. Two crashes:
 // the payment function killed after its commit and before it answered,
 // and the relay killed after SQS took a message and before it answered.
 // Every charge still makes exactly one message.
@@ -60,6 +63,7 @@ type outboxOutcome struct {
 	entries       []string          // payment IDs of the ledger's entries
 	ledgerWrites  int               // the ledger's DynamoDB write requests
 	resentSkipped bool              // the event sent again was dropped as a duplicate
+	filtered      int               // stream records the relay's filter passed over (locks, releases, declines)
 }
 
 // callProxy forwards a function's AWS calls to the local AWS, counting the
@@ -155,8 +159,9 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 	fmt.Fprintf(d.out, "   published %s to %s\n", pid, st.mapping.QueueName)
 	var runner *runtimeapi.Runner
 	commit, err := startProxy(d.moto.URL, func(op string, body []byte) bool {
-		// The completion of pid's record: its ledger row's key.
-		return op == "DynamoDB_20120810.TransactWriteItems" && bytes.Contains(body, []byte(`"`+ledgerKey(pid)+`"`))
+		// The completion of pid's record, with its event: the update of
+		// its ledger row.
+		return op == "DynamoDB_20120810.UpdateItem" && bytes.Contains(body, []byte(`"`+ledgerKey(pid)+`"`))
 	}, func([]byte) { runner.Kill() })
 	if err != nil {
 		return out, err
@@ -172,7 +177,7 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 		batch++
 		if b.Result.Outcome == runtimeapi.OutcomeCrash {
 			out.paymentKilled = commit.fired.Load()
-			fmt.Fprintf(d.out, "   batch %d: %s: the function was killed after its commit (ledger row, completed as its idempotency record, and outbox item in one TransactWriteItems), before it answered; the batch stays\n",
+			fmt.Fprintf(d.out, "   batch %d: %s: the function was killed after its commit (ledger row completed as its idempotency record, its payment.charged on it, in one UpdateItem), before it answered; the batch stays\n",
 				batch, plural(len(b.Records), "record"))
 			d.logs.Reset()
 			return
@@ -196,6 +201,9 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 
 	// The relay, as deployed, killed after SQS took its first message.
 	relay, streamARN, rm, err := d.deployedRelay(ctx, lc, st.outputs["RelayFunctionName"])
+	if err == nil && !strings.Contains(streamARN, ":table/"+st.paymentsTable+"/stream/") {
+		err = fmt.Errorf("relay %s reads %s; want the payments table %s's stream", relay.Name, streamARN, st.paymentsTable)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -232,8 +240,8 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 	if !strings.HasSuffix(rm.onFailure, ":"+failuresURL[strings.LastIndex(failuresURL, "/")+1:]) {
 		return out, fmt.Errorf("relay %s: on-failure destination %q; want the stack's failure queue %s", relay.Name, rm.onFailure, failuresURL)
 	}
-	fmt.Fprintf(d.out, "   relay %s on the outbox stream (batch size %d, ReportBatchItemFailures %v, MaximumRetryAttempts %d, BisectBatchOnFunctionError %v, on failure the stack's failure queue; this run takes the place of its mapping, disabled)\n",
-		relay.Name, rm.batchSize, rm.reportFailures, rm.maxRetries, rm.bisect)
+	fmt.Fprintf(d.out, "   relay %s on the payments table's stream (batch size %d, ReportBatchItemFailures %v, MaximumRetryAttempts %d, BisectBatchOnFunctionError %v, %s, on failure the stack's failure queue; this run takes the place of its mapping, disabled)\n",
+		relay.Name, rm.batchSize, rm.reportFailures, rm.maxRetries, rm.bisect, plural(rm.filter.Len(), "filter"))
 	relayBatch := 0
 	stream, err := esm.NewStream(dynamodbstreams.NewFromConfig(cfg), streamARN, relayRunner, func(o *esm.StreamOptions) {
 		o.BatchSize = rm.batchSize
@@ -241,27 +249,24 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 		o.MaximumRetryAttempts = rm.maxRetries
 		o.BisectBatchOnFunctionError = rm.bisect
 		o.OnFailure = &esm.SQSDestination{Client: st.sqs, QueueURL: failuresURL}
+		o.Filter = rm.filter
 		o.UntilEmpty = true
 		o.Region = relay.Region
 		o.OnBatch = func(b esm.StreamBatchResult) {
 			relayBatch++
-			inserts := 0
-			for _, r := range b.Records {
-				if r.DynamoDBEventRecord != nil && r.DynamoDBEventRecord.EventName == string(events.DynamoDBOperationTypeInsert) {
-					inserts++
-				}
-			}
+			// What the filter let through: completed rows with messages.
+			completions := len(b.Records)
 			switch {
 			case b.Result.Outcome == runtimeapi.OutcomeCrash:
 				sentMu.Lock()
 				killed := out.relayKilled
 				sentMu.Unlock()
 				fmt.Fprintf(d.out, "   relay batch %d: %s: the relay was killed after SQS took %s's payment.charged, before it answered; the shard is read again from its checkpoint\n",
-					relayBatch, plural(inserts, "new item"), killed)
+					relayBatch, plural(completions, "completion"), killed)
 			case b.Err != nil || b.RetryFrom != "":
-				fmt.Fprintf(d.out, "   relay batch %d: %s: failed (%s), read again from %s\n", relayBatch, plural(inserts, "new item"), b.Result.Outcome, b.RetryFrom)
+				fmt.Fprintf(d.out, "   relay batch %d: %s: failed (%s), read again from %s\n", relayBatch, plural(completions, "completion"), b.Result.Outcome, b.RetryFrom)
 			default:
-				fmt.Fprintf(d.out, "   relay batch %d: %s sent to the events queue\n", relayBatch, plural(inserts, "new item"))
+				fmt.Fprintf(d.out, "   relay batch %d: %s sent to the events queue\n", relayBatch, plural(completions, "completion"))
 			}
 			if d.verbose {
 				fmt.Fprint(d.out, indent(relayLogs.String(), "   | "))
@@ -279,8 +284,9 @@ func (d *demo) playOutbox(ctx context.Context, n int, st *stack, bootstrap, rela
 	case err != nil:
 		return out, err
 	case !ssum.Empty:
-		return out, fmt.Errorf("the outbox stream still had records after %v", queueRunBound)
+		return out, fmt.Errorf("the payments table's stream still had records after %v", queueRunBound)
 	}
+	out.filtered = ssum.Filtered
 
 	// The events queue's consumer, as deployed: the ledger, one request
 	// per new entry. Then the event whose send the relay never heard of,
@@ -462,6 +468,7 @@ type relayMapping struct {
 	maxRetries     int
 	bisect         bool
 	onFailure      string // the destination's ARN
+	filter         *eventfilter.Filter
 }
 
 // deployedRelay reads the relay function and its stream mapping back from
@@ -497,6 +504,15 @@ func (d *demo) deployedRelay(ctx context.Context, lc *lambda.Client, name string
 	rm.bisect = aws.ToBool(m.BisectBatchOnFunctionError)
 	if m.DestinationConfig != nil && m.DestinationConfig.OnFailure != nil {
 		rm.onFailure = aws.ToString(m.DestinationConfig.OnFailure.Destination)
+	}
+	var patterns []string
+	if m.FilterCriteria != nil {
+		for _, f := range m.FilterCriteria.Filters {
+			patterns = append(patterns, aws.ToString(f.Pattern))
+		}
+	}
+	if rm.filter, err = eventfilter.New(patterns...); err != nil {
+		return fn, "", rm, fmt.Errorf("relay %s: its mapping's FilterCriteria: %w", name, err)
 	}
 	rm.maxRetries = -1
 	if m.MaximumRetryAttempts != nil {
@@ -554,6 +570,12 @@ func (d *demo) outboxSummary(o outboxOutcome) bool {
 	}
 	fmt.Fprintf(d.out, "   outbox: %d charges in the stack's ledger, %d payment.charged events recorded by the ledger consumer in %s (%d entries)\n",
 		len(o.charged), len(o.messages), plural(o.ledgerWrites, "DynamoDB write request"), len(o.entries))
+	if o.filtered == 0 {
+		fmt.Fprintln(d.out, "   the relay's filter passed over no stream record; want the locks at least")
+		ok = false
+	} else {
+		fmt.Fprintf(d.out, "   relay: its mapping's filter passed over %s of the payments table (locks, releases, declines) without an invocation\n", plural(o.filtered, "stream record"))
+	}
 	if !slices.Equal(o.entries, o.charged) || o.ledgerWrites != len(o.entries) {
 		fmt.Fprintf(d.out, "   ledger entries %v; want one per charge %v, one write request each\n", o.entries, o.charged)
 		ok = false

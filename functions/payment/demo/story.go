@@ -42,10 +42,11 @@ mapping back from Lambda, as 'lambdakit run -function' does; then it
 publishes events/payments-queue.jsonl to the stack's FIFO queue with a
 duplicate and a poison message, and runs that mapping until the queue is
 empty, killing the function once after the gateway charged a payment.
-Then the outbox: one more payment, the function killed after its commit
-(the ledger row, completed as its idempotency record, and the
-payment.charged outbox item in one transaction) and before it answered; the stack's relay run on the
-outbox table's stream as its mapping would, killed once after SQS took a
+Then the outbox on the record: one more payment, the function killed after
+its commit (the ledger row, completed as its idempotency record with its
+payment.charged on it, in one UpdateItem) and before it answered; the
+stack's relay run on the payments table's stream as its mapping would,
+its FilterCriteria applied, killed once after SQS took a
 message and before it answered; and the stack's ledger consumer on the
 events queue, one request per entry, with one event sent again past SQS's
 deduplication window. For every record it prints what
@@ -112,7 +113,7 @@ func (c *demoCommand) parse(args []string) error {
 	fs.StringVar(&c.template, "template", "template.yaml", "the payment sample's SAM template, whose tables and queues to create")
 	fs.StringVar(&c.eventsDir, "events", "events", "the folder of the story's sample events")
 	fs.BoolVar(&c.verbose, "v", false, "also print the function's own log lines")
-	fs.BoolVar(&c.valkey, "valkey", false, "keep the function's idempotency records in a redis-server (or valkey-server) the demo starts, through valkeystore (IDEMPOTENCY_VALKEY_ADDR); the acts through the deployed stack, whose outbox needs DynamoDB, are left out")
+	fs.BoolVar(&c.valkey, "valkey", false, "keep the function's idempotency records in a redis-server (or valkey-server) the demo starts, through valkeystore (IDEMPOTENCY_VALKEY_ADDR); the acts through the deployed stack, whose events ride on the records in DynamoDB, are left out")
 	rest, err := fs.ParseArgs(args)
 	if err != nil {
 		return err
@@ -176,7 +177,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	var queue *queueOutcome
 	var ob *outboxOutcome
 	if c.story && c.valkey {
-		fmt.Fprintf(d.out, "\n(-valkey: the acts through the deployed stack are left out: its outbox commits each event with the idempotency record, which only DynamoDB can)\n")
+		fmt.Fprintf(d.out, "\n(-valkey: the acts through the deployed stack are left out: each payment's event rides on its idempotency record on the ledger row, which a Valkey record cannot carry)\n")
 	}
 	if c.story && !c.valkey {
 		q, st, err := d.playQueue(ctx, len(c.acts)+1, c.bootstrap, c.template, filepath.Join(c.eventsDir, queueFile), c.environ)

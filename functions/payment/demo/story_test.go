@@ -78,13 +78,15 @@ func demoStory(t *testing.T, run int, bootstrap, relay, ledger string) {
 		{summary, "every payment was charged at most once", 1},
 		// The outbox: pay_6005's function killed after its commit,
 		// the relay killed after a send; one event per charge.
-		{ob, "the function was killed after its commit (ledger row, completed as its idempotency record, and outbox item in one TransactWriteItems), before it answered", 1},
+		{ob, "the function was killed after its commit (ledger row completed as its idempotency record, its payment.charged on it, in one UpdateItem), before it answered", 1},
+		{ob, "on the payments table's stream (batch size 10, ReportBatchItemFailures true, MaximumRetryAttempts 10, BisectBatchOnFunctionError true, 1 filter,", 1},
 		{ob, "pay_6005     [cus_J] skipped    duplicate, gateway not called", 1},
 		{ob, "the relay was killed after SQS took pay_", 1},
 		{ob, "] recorded   entry#pay_", 5},
 		{ob, "] skipped    duplicate, no write", 1},
 		{summary, "outbox: 5 charges in the stack's ledger, 5 payment.charged events recorded by the ledger consumer in 5 DynamoDB write requests (5 entries)", 1},
 		{summary, "event was dropped by the ledger as a duplicate: no second entry", 1},
+		{summary, "relay: its mapping's filter passed over ", 1},
 		{summary, "pay_6005 was charged once and published once, though the function was killed after its commit", 1},
 		{summary, "payment.charged went out once, though the relay was killed after SQS took it: the resend carried the same deduplication ID", 1},
 	} {
