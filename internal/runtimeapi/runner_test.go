@@ -585,11 +585,12 @@ func TestRunnerMaxConcurrencySharesOneProcess(t *testing.T) {
 	}
 }
 
-func TestRunnerMaxConcurrencyCrashEndsEveryInvocationInFlight(t *testing.T) {
+func TestRunnerMaxConcurrencyCrashEndsEveryInvocationOfTheProcess(t *testing.T) {
 	r, _ := newRunner(t, func(o *runtimeapi.RunnerOptions) { o.MaxConcurrency = 2 })
 	_, before := invokeEcho(t, r, `0`)
 
-	// The sleeper is in flight when the other invocation exits the process.
+	// The other invocation exits the process: the sleeper, running or still
+	// queued for it, ends as a crash too.
 	results := invokeAll(t, r, `{"action":"sleep","ms":3000}`, `{"action":"exit","code":7}`)
 	for i, res := range results {
 		if res.Outcome != runtimeapi.OutcomeCrash || res.ExitCode != 7 {
