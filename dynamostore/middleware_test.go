@@ -2,9 +2,11 @@ package dynamostore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/logline"
+	"github.com/lambdakit/lambdakit/internal/motoserver"
+	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -296,5 +301,150 @@ func TestIdempotentReleaseWhoseAnswerWasLost(t *testing.T) {
 	}
 	if !errors.Is(err, declined) {
 		t.Errorf("got %v; want the handler's error", err)
+	}
+}
+
+// Many SQS batches at once in one process, as on Lambda Managed Instances:
+// a bootstrap built with the race detector runs with
+// AWS_LAMBDA_MAX_CONCURRENCY under the local Runtime API, through the real
+// lambda.Start, on a table in moto. Every message is delivered twice, in
+// two batches that may run at the same time; one batch also has a record
+// whose handler panics.
+func TestMiddlewareConcurrentInvocationsInOneProcess(t *testing.T) {
+	const (
+		perProcess = 8
+		batches    = 16
+		perBatch   = 5
+		messages   = batches * perBatch / 2
+	)
+	table := local(t).NewTable(t)
+	stdout, stderr := &logline.Buffer{}, &logline.Buffer{}
+	r, err := runtimeapi.NewRunner(testenv.BuildRace(t, "./testdata/concurrentfn"), func(o *runtimeapi.RunnerOptions) {
+		o.MaxConcurrency = perProcess
+		o.Timeout = 30 * time.Second
+		o.Env = append(motoserver.Env(local(t).URL), "TABLE="+table)
+		o.LogFormat, o.LogLevel = "JSON", "DEBUG"
+		o.Stdout, o.Stderr = stdout, stderr
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+
+	msgs := make([]events.SQSMessage, messages)
+	for k := range msgs {
+		msgs[k] = lambdakittest.Message(fmt.Sprintf(`{"id":"m-%d"}`, k))
+	}
+	poison := lambdakittest.Message(`{"id":"panic"}`)
+	// Batch i has messages 5i, 5i+8, 5i+16 ... (mod 40): each message is
+	// in two batches, never twice in one.
+	sent := make([][]events.SQSMessage, batches)
+	for i := range sent {
+		for j := range perBatch {
+			sent[i] = append(sent[i], msgs[(i*perBatch+j*8)%messages])
+		}
+	}
+	sent[0] = append(sent[0], poison)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	results := make([]runtimeapi.Result, batches)
+	traces := make([]string, batches)
+	var wg sync.WaitGroup
+	for i, recs := range sent {
+		traces[i] = fmt.Sprintf("Root=1-67890abc-%024d;Parent=53995c3f42cd8ad8;Sampled=0", i)
+		payload, _ := json.Marshal(lambdakittest.Event(recs...))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := r.Invoke(ctx, payload, func(o *runtimeapi.InvokeOptions) { o.TraceID = traces[i] })
+			if err != nil {
+				t.Errorf("batch %d: %v", i, err)
+			}
+			results[i] = res
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if strings.Contains(stderr.String(), "DATA RACE") {
+		t.Fatalf("the race detector found a data race:\n%s", stderr)
+	}
+
+	batchOf := map[string]int{} // request ID → batch
+	for i, res := range results {
+		var resp events.SQSEventResponse
+		if res.Outcome != runtimeapi.OutcomeSuccess || json.Unmarshal(res.Payload, &resp) != nil {
+			t.Fatalf("batch %d: outcome %v, payload %s; want a partial batch response", i, res.Outcome, res.Payload)
+		}
+		var failed []string
+		for _, f := range resp.BatchItemFailures {
+			failed = append(failed, f.ItemIdentifier)
+		}
+		want := []string(nil)
+		if i == 0 {
+			want = []string{poison.MessageId} // the panic fails its record only
+		}
+		if !slices.Equal(failed, want) {
+			t.Errorf("batch %d: failed %v; want %v", i, failed, want)
+		}
+		batchOf[res.RequestID] = i
+	}
+
+	// Each log line names its own invocation: a record's line names the
+	// invocation whose batch has the record, with that invocation's trace.
+	handled := map[string]int{}
+	done := map[string]map[string]bool{} // request ID → messages logged as done
+	for _, l := range logline.Objects(stderr.String()) {
+		id, _ := l["requestId"].(string)
+		i, ok := batchOf[id]
+		if !ok {
+			continue // a line outside any invocation
+		}
+		msgID, _ := l["messageId"].(string)
+		if !slices.ContainsFunc(sent[i], func(m events.SQSMessage) bool { return m.MessageId == msgID }) {
+			t.Errorf("line %v names request %s, whose batch has no message %s", l, id, msgID)
+		}
+		if want := strings.TrimPrefix(strings.Split(traces[i], ";")[0], "Root="); l["xrayTraceId"] != want {
+			t.Errorf("line %v: xrayTraceId %v; want its invocation's %s", l, l["xrayTraceId"], want)
+		}
+		switch l["msg"] {
+		case "handled":
+			handled[msgID]++
+		case "message done":
+			if done[id] == nil {
+				done[id] = map[string]bool{}
+			}
+			done[id][msgID] = true
+		}
+	}
+	for k, m := range msgs {
+		if handled[m.MessageId] != 1 {
+			t.Errorf("message m-%d handled %d times; want once", k, handled[m.MessageId])
+		}
+	}
+	for id, i := range batchOf {
+		if len(done[id]) != perBatch {
+			t.Errorf("batch %d (request %s): %d records logged done; want %d", i, id, len(done[id]), perBatch)
+		}
+	}
+
+	// One metrics line per invocation, counting that invocation's batch.
+	dups := 0
+	lines := 0
+	for _, m := range logline.Objects(stdout.String()) {
+		i, ok := batchOf[fmt.Sprint(m["requestId"])]
+		if _, emf := m["_aws"]; !emf || !ok {
+			continue
+		}
+		lines++
+		if want := float64(len(sent[i])); m["Records"] != want || m["Succeeded"] != float64(perBatch) {
+			t.Errorf("batch %d: metrics count %v records, %v succeeded; want %v and %d", i, m["Records"], m["Succeeded"], want, perBatch)
+		}
+		dups += int(m["DuplicatesFromStore"].(float64) + m["DuplicatesFromCache"].(float64))
+	}
+	if lines != batches || dups != messages {
+		t.Errorf("%d metrics lines counting %d duplicates; want %d lines and %d duplicates (each message's second delivery)", lines, dups, batches, messages)
 	}
 }

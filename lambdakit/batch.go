@@ -444,7 +444,7 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 	}
 	if !b.opts.DisableMetrics {
 		metrics.duration = time.Since(began)
-		if err := writeEMF(b.opts.MetricsWriter, b.opts.MetricsNamespace, b.opts.FunctionName, queueName(recs), began, metrics); err != nil {
+		if err := writeEMF(b.opts.MetricsWriter, b.opts.MetricsNamespace, b.opts.FunctionName, queueName(recs), requestID(ctx), began, metrics); err != nil {
 			b.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "metrics not written", slog.String("reason", err.Error()))
 		}
 	}

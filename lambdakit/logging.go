@@ -25,8 +25,12 @@ import (
 // Either is read in any case. A value Lambda does not document is not
 // guessed at: the logger uses INFO, or JSON, and its first line, at WARN,
 // names the variable and the value it ignored. Each line carries the
-// invocation's request ID when the context passed to the logger has one,
-// so that a line can be found from a request and the other way round.
+// invocation's request ID (requestId) and X-Ray trace ID (xrayTraceId,
+// the Root of its trace header) when the context passed to the logger has
+// them, so that a line can be found from a request and the other way
+// round. Both come from the context, never from the environment: with
+// several invocations running at once in one process (Lambda Managed
+// Instances), a process-wide variable cannot hold each one's.
 //
 // For another level or format in code, give Batch and Idempotent a logger
 // of your own: they write through whatever it lets through.
@@ -97,15 +101,54 @@ func warnIgnored(logger *slog.Logger, variable, instead string) {
 		slog.String("variable", variable), slog.String("value", v))
 }
 
-// requestIDHandler adds the Lambda request ID from the context to every
-// record it handles.
+// requestIDHandler adds the Lambda request ID and X-Ray trace ID from the
+// context to every record it handles.
 type requestIDHandler struct{ slog.Handler }
 
 func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
-	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
-		r.AddAttrs(slog.String("requestId", lc.AwsRequestID))
+	if id := requestID(ctx); id != "" {
+		r.AddAttrs(slog.String("requestId", id))
+	}
+	if root := traceRoot(TraceHeader(ctx)); root != "" {
+		r.AddAttrs(slog.String("xrayTraceId", root))
 	}
 	return h.Handler.Handle(ctx, r)
+}
+
+// requestID is the Lambda request ID of the invocation ctx belongs to, or
+// "" outside one.
+func requestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.AwsRequestID
+	}
+	return ""
+}
+
+// TraceHeader returns the X-Ray trace header of the invocation ctx belongs
+// to ("Root=1-…;Parent=…;Sampled=…"), or "" outside one. aws-lambda-go
+// puts it in the context of every invocation; it sets _X_AMZN_TRACE_ID too
+// only while the process runs one invocation at a time, not with
+// AWS_LAMBDA_MAX_CONCURRENCY above 1 (Lambda Managed Instances), where one
+// process-wide variable cannot hold the traces of several invocations. Code
+// that passes the trace on (an X-Amzn-Trace-Id header, a log field) reads
+// it here.
+func TraceHeader(ctx context.Context) string {
+	h, _ := ctx.Value(traceHeaderKey).(string)
+	return h
+}
+
+// traceHeaderKey is the context key aws-lambda-go stores the trace header
+// under: a plain string, its choice.
+const traceHeaderKey = "x-amzn-trace-id"
+
+// traceRoot is the trace ID in an X-Ray trace header: its Root field.
+func traceRoot(header string) string {
+	for field := range strings.SplitSeq(header, ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(field), "Root="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

@@ -382,3 +382,28 @@ func benchLogLevel(b *testing.B, logger *slog.Logger) {
 		}
 	}
 }
+
+// The trace ID on a line is the invocation's, from its context: with
+// several invocations at once in one process, aws-lambda-go leaves
+// _X_AMZN_TRACE_ID alone (here, a stale value from an earlier invocation).
+func TestLoggerTakesTraceIDFromContext(t *testing.T) {
+	t.Setenv("AWS_LAMBDA_LOG_FORMAT", "JSON")
+	t.Setenv("_X_AMZN_TRACE_ID", "Root=1-00000000-stale;Parent=1;Sampled=0")
+	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-9"})
+	ctx = context.WithValue(ctx, "x-amzn-trace-id", header) //nolint:staticcheck // the key aws-lambda-go uses
+	if got := lambdakit.TraceHeader(ctx); got != header {
+		t.Errorf("TraceHeader = %q; want %q", got, header)
+	}
+	var buf bytes.Buffer
+	lambdakit.NewLogger(&buf).InfoContext(ctx, "paid")
+	lines := logline.Objects(buf.String())
+	if len(lines) != 1 || lines[0]["xrayTraceId"] != "1-5759e988-bd862e3fe1be46a994272793" || lines[0]["requestId"] != "req-9" {
+		t.Errorf("got %s; want one line with requestId req-9 and xrayTraceId 1-5759e988-bd862e3fe1be46a994272793", buf.String())
+	}
+	buf.Reset()
+	lambdakit.NewLogger(&buf).InfoContext(context.Background(), "outside an invocation")
+	if l := logline.Objects(buf.String()); len(l) != 1 || l[0]["xrayTraceId"] != nil || l[0]["requestId"] != nil {
+		t.Errorf("outside an invocation: got %s; want neither a trace nor a request ID", buf.String())
+	}
+}

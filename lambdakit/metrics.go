@@ -156,9 +156,12 @@ func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // writeEMF writes the metrics as one EMF line, with the dimensions
 // FunctionName and QueueName: the alarm metrics, or all of them when
-// m.detailed. The line is built by hand in one buffer: it is written on every
-// invocation, and its names are fixed.
-func writeEMF(w io.Writer, namespace, function, queue string, at time.Time, m *invocationMetrics) error {
+// m.detailed. The line also carries the invocation's request ID (requestId,
+// when there is one), a property and not a dimension: with several
+// invocations at once in one process, it says which invocation each line
+// counts. The line is built by hand in one buffer, written in one call: it
+// is written on every invocation, and its names are fixed.
+func writeEMF(w io.Writer, namespace, function, queue, requestID string, at time.Time, m *invocationMetrics) error {
 	metrics, size := m.alarmMetrics(), 512
 	if m.detailed {
 		metrics, size = m.metrics(), 1536
@@ -183,6 +186,10 @@ func writeEMF(w io.Writer, namespace, function, queue string, at time.Time, m *i
 	b = appendJSONString(b, function)
 	b = append(b, `,"QueueName":`...)
 	b = appendJSONString(b, queue)
+	if requestID != "" {
+		b = append(b, `,"requestId":`...)
+		b = appendJSONString(b, requestID)
+	}
 	for _, mt := range metrics {
 		b = append(b, `,"`...)
 		b = append(b, mt.name...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -320,5 +321,57 @@ func TestBatchMetricsDefaultWriter(t *testing.T) {
 		if got := bytes.Contains(out, []byte(`"_aws"`)); got != inLambda {
 			t.Errorf("in a Lambda runtime %v: got a metrics line %v (%q); want %v", inLambda, got, out, inLambda)
 		}
+	}
+}
+
+// Invocations running at once in one process (Lambda Managed Instances)
+// share the metrics writer: each line names the invocation it counts.
+func TestBatchMetricsLineNamesItsInvocation(t *testing.T) {
+	started := make(chan struct{}, 5)
+	both := make(chan struct{})
+	h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		started <- struct{}{}
+		<-both // every record of both batches is running
+		return nil, nil
+	})
+	out := &logline.Buffer{}
+	b := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) {
+		o.Logger = silentLogger()
+		o.MetricsWriter = out
+		o.DetailedMetrics = true
+	})
+	sizes := map[string]int{"req-a": 2, "req-b": 3}
+	errs := make(chan error, len(sizes))
+	for id, n := range sizes {
+		ctx := lambdacontext.NewContext(batchCtx(t), &lambdacontext.LambdaContext{AwsRequestID: id})
+		go func() {
+			_, err := b(ctx, lambdakittest.Event(tenMessages(0)[:n]...))
+			errs <- err
+		}()
+	}
+	for range 5 {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the records of both batches did not all start")
+		}
+	}
+	close(both)
+	for range sizes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := bytes.Split(bytes.TrimSpace([]byte(out.String())), []byte("\n"))
+	if len(lines) != len(sizes) {
+		t.Fatalf("got %d metrics lines; want one per invocation:\n%s", len(lines), out)
+	}
+	for _, line := range lines {
+		m := emfLine(t, line)
+		id, _ := m["requestId"].(string)
+		if want, ok := sizes[id]; !ok || m["Records"] != float64(want) {
+			t.Errorf("line for requestId %q counts %v records; want a line per invocation, req-a with 2 and req-b with 3:\n%s", id, m["Records"], line)
+		}
+		delete(sizes, id)
 	}
 }

@@ -54,6 +54,7 @@ type functionFlags struct {
 	logicalID    string
 	logFormat    string
 	logLevel     string
+	perProcess   int // -per-process-concurrency: invocations one process runs at once
 	template     string
 	function     string // -function: a deployed function
 	live         bool   // -live: calls to AWS itself are allowed (see endpoint.go)
@@ -79,6 +80,7 @@ func (f *functionFlags) define(fs *flag.FlagSet, timeoutHelp string) {
 	fs.StringVar(&f.logicalID, "logical-id", "", "the function's logical `ID`: its resource in -template and its section of -env-file (default: the only function of the template, else the only section of the env file)")
 	fs.StringVar(&f.logFormat, "log-format", "", "the function's log `format`: text or json, which sets AWS_LAMBDA_LOG_FORMAT=JSON (default: the template's LoggingConfig.LogFormat, else Lambda's text)")
 	fs.StringVar(&f.logLevel, "log-level", "", "with -log-format json, the application log `level` in AWS_LAMBDA_LOG_LEVEL: DEBUG, INFO, WARN, ERROR (default: the template's LoggingConfig.ApplicationLogLevel)")
+	fs.IntVar(&f.perProcess, "per-process-concurrency", 1, "the `number` of invocations one process runs at once, as Lambda Managed Instances' PerExecutionEnvironmentMaxConcurrency: above 1, the process gets AWS_LAMBDA_MAX_CONCURRENCY (aws-lambda-go v1.51 or later runs that many invocations at once), and that many events, or batches, go to one process at a time")
 	fs.StringVar(&f.template, "template", "", "the SAM template `FILE` whose function settings to use where no flag sets them: Timeout, MemorySize, FunctionName, LoggingConfig")
 	fs.BoolVar(&f.live, "live", false, liveHelp)
 	fs.StringVar(&f.function, "function", "", "a deployed function (`NAME` or ARN) whose settings and environment to use where no flag sets them, from Lambda's GetFunctionConfiguration at the SDK's Lambda endpoint (AWS_ENDPOINT_URL_LAMBDA, AWS_ENDPOINT_URL, else AWS); instead of -template")
@@ -300,6 +302,7 @@ func (f *functionFlags) newRunner(std stdio, bootstrap, region string) (*runtime
 		o.Stdout, o.Stderr = std.stderr, std.stderr
 		o.LogFormat = f.logFormat
 		o.LogLevel = f.logLevel
+		o.MaxConcurrency = f.perProcess
 	})
 	if err != nil {
 		return nil, cmdline.BadInput(err)

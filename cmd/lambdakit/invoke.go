@@ -76,8 +76,10 @@ func (c *invokeCommand) Run(ctx context.Context, args []string) error {
 	defer runner.Close()
 
 	anyFailed := false
-	for _, ev := range c.events {
-		res, err := runner.Invoke(ctx, ev.body)
+	results := invokeAll(ctx, runner, c.events, c.fn.perProcess)
+	for i, ev := range c.events {
+		r := <-results[i]
+		res, err := r.res, r.err
 		if err != nil {
 			if ctx.Err() != nil {
 				return cmdline.Interrupted(fmt.Errorf("interrupted during %s", ev.name))
@@ -101,6 +103,39 @@ func (c *invokeCommand) Run(ctx context.Context, args []string) error {
 		return cmdline.ErrFailed
 	}
 	return nil
+}
+
+// invoked is what one Invoke returned.
+type invoked struct {
+	res runtimeapi.Result
+	err error
+}
+
+// invokeAll runs the events on runner, started in order, perProcess at a
+// time (one after the other with 1), and returns a channel per event that
+// receives its result.
+func invokeAll(ctx context.Context, runner *runtimeapi.Runner, events []event, perProcess int) []chan invoked {
+	out := make([]chan invoked, len(events))
+	for i := range out {
+		out[i] = make(chan invoked, 1)
+	}
+	sem := make(chan struct{}, max(perProcess, 1))
+	go func() {
+		for i, ev := range events {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				out[i] <- invoked{err: ctx.Err()}
+				continue
+			}
+			go func() {
+				res, err := runner.Invoke(ctx, ev.body)
+				<-sem
+				out[i] <- invoked{res, err}
+			}()
+		}
+	}()
+	return out
 }
 
 // parse reads the command line, the deployed function it names, and every

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -259,6 +260,40 @@ func TestInvokeTwoEvents(t *testing.T) {
 			t.Errorf("%d Init Durations; want 1 (one warm process)\n%s", n, r.stderr)
 		}
 	})
+}
+
+// -per-process-concurrency runs the events at once in one process, with
+// AWS_LAMBDA_MAX_CONCURRENCY set, and still prints them in order.
+func TestInvokePerProcessConcurrency(t *testing.T) {
+	_, echo := binaries(t)
+	dir := t.TempDir()
+	var files []string
+	for n := range 3 {
+		files = append(files, writeFile(t, dir, fmt.Sprintf("%d.json", n), fmt.Sprintf(`{"n": %d, "env": ["AWS_LAMBDA_MAX_CONCURRENCY"]}`, n)))
+	}
+	r := lambdakit(t, nil, append([]string{"invoke", "-timeout", "5s", "-per-process-concurrency", "3", echo}, files...)...)
+	if r.code != 0 {
+		t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+	}
+	outs := outputs(t, r.stdout)
+	if len(outs) != len(files) {
+		t.Fatalf("got %d objects on stdout; want %d:\n%s", len(outs), len(files), r.stdout)
+	}
+	for i, o := range outs {
+		var resp struct {
+			echoResponse
+			Env map[string]any `json:"env"`
+		}
+		if o.Event != files[i] || json.Unmarshal(o.Response, &resp) != nil || resp.Got["n"] != float64(i) {
+			t.Errorf("object %d = %+v; want the answer to %s", i, o, files[i])
+		}
+		if got := resp.Env["AWS_LAMBDA_MAX_CONCURRENCY"]; got != "3" {
+			t.Errorf("object %d: AWS_LAMBDA_MAX_CONCURRENCY = %v; want 3", i, got)
+		}
+	}
+	if n := strings.Count(r.stderr, "Init Duration"); n != 1 {
+		t.Errorf("%d Init Durations; want 1 (one process)\n%s", n, r.stderr)
+	}
 }
 
 func TestInvokeEnvFile(t *testing.T) {

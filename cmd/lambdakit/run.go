@@ -388,8 +388,10 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 		return asUsage(c.flags, err, cmdline.BadInput)
 	}
 	// One Runner, one warm process, per batch in flight, as Lambda has an
-	// execution environment per concurrent invocation. Out of range,
-	// -concurrency is refused by esm.New below.
+	// execution environment per concurrent invocation; or per
+	// -per-process-concurrency batches, each Runner then taking that many
+	// at once (the Pool gives each of its invokers one at a time). Out of
+	// range, -concurrency is refused by esm.New below.
 	var runners []*runtimeapi.Runner
 	var invokers []esm.Invoker
 	defer func() {
@@ -397,12 +399,16 @@ func (c *runCommand) Run(ctx context.Context, args []string) error {
 			r.Close()
 		}
 	}()
-	for range min(max(c.concurrency, 1), esm.MaxConcurrency) {
+	perProcess := max(c.fn.perProcess, 1)
+	for range (min(max(c.concurrency, 1), esm.MaxConcurrency) + perProcess - 1) / perProcess {
 		r, err := c.fn.newRunner(std, c.bootstrap, region)
 		if err != nil {
 			return err
 		}
-		runners, invokers = append(runners, r), append(invokers, r)
+		runners = append(runners, r)
+		for range perProcess {
+			invokers = append(invokers, r)
+		}
 	}
 	var invoker esm.Invoker = esm.NewPool(invokers...)
 	if len(runners) == 1 {

@@ -49,6 +49,14 @@ type RunnerOptions struct {
 	// InitTimeout bounds a new process's init, from its start until it asks
 	// for an event. Default 10s, Lambda's limit on init.
 	InitTimeout time.Duration
+	// MaxConcurrency is how many invocations one process runs at once, as
+	// on Lambda Managed Instances (PerExecutionEnvironmentMaxConcurrency):
+	// above 1, the process gets AWS_LAMBDA_MAX_CONCURRENCY, which makes
+	// aws-lambda-go (v1.51 on) poll for events from that many goroutines,
+	// and up to that many Invokes share the process, each answer routed to
+	// its own invocation by request ID. Default 1: one at a time, as in a
+	// Lambda (default) execution environment.
+	MaxConcurrency int
 }
 
 // shutdownGrace is the time between SIGTERM and SIGKILL when a function
@@ -59,15 +67,16 @@ const shutdownGrace = 500 * time.Millisecond
 // time, kept warm across invocations the way Lambda keeps an execution
 // environment. The process starts on the first Invoke (a cold start) and
 // again after it crashed, timed out or failed its init. Invocations are
-// served one at a time; concurrent calls to Invoke wait their turn. Close
-// stops the process.
+// served one at a time, or MaxConcurrency at a time in one process; further
+// calls to Invoke wait their turn. Close stops the process.
 type Runner struct {
 	path string
 	opts RunnerOptions
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
-	turn      chan struct{} // holds a token while an Invoke or Close runs
+	slots     chan struct{} // holds a token per Invoke running, MaxConcurrency at most
+	turn      chan struct{} // holds a token while the process is started, stopped or (one at a time) used
 	env       *environment  // the live process, or nil; guarded by turn
 	idleBy    time.Time     // when the process should be idle again; guarded by turn
 	// live is env, for Kill, which must not wait for the turn that a
@@ -102,6 +111,12 @@ func NewRunner(path string, optFns ...func(*RunnerOptions)) (*Runner, error) {
 		return nil, fmt.Errorf("runtimeapi: log format %q is neither Text nor JSON", o.LogFormat)
 	}
 	switch {
+	case o.MaxConcurrency == 0:
+		o.MaxConcurrency = 1
+	case o.MaxConcurrency < 0:
+		return nil, fmt.Errorf("runtimeapi: max concurrency %d is negative", o.MaxConcurrency)
+	}
+	switch {
 	case o.InitTimeout == 0:
 		o.InitTimeout = 10 * time.Second
 	case o.InitTimeout < 0:
@@ -120,12 +135,13 @@ func NewRunner(path string, optFns ...func(*RunnerOptions)) (*Runner, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("runtimeapi: bootstrap %s is not a regular file", path)
 	}
-	return &Runner{path: abs, opts: o, done: make(chan struct{}), turn: make(chan struct{}, 1)}, nil
+	return &Runner{path: abs, opts: o, done: make(chan struct{}), slots: make(chan struct{}, o.MaxConcurrency),
+		turn: make(chan struct{}, 1)}, nil
 }
 
-// Capacity is how many invocations a Runner serves at once: one, as a
-// Lambda execution environment does.
-func (r *Runner) Capacity() int { return 1 }
+// Capacity is how many invocations a Runner serves at once: MaxConcurrency,
+// one unless set, as a Lambda (default) execution environment does.
+func (r *Runner) Capacity() int { return r.opts.MaxConcurrency }
 
 // Invoke runs one event through the function and returns what it produced.
 // It starts a process first if none is running, or if the last one is gone
@@ -138,13 +154,13 @@ func (r *Runner) Capacity() int { return 1 }
 // invocation kills the process, whose state is then unknown.
 func (r *Runner) Invoke(ctx context.Context, event []byte, optFns ...func(*InvokeOptions)) (Result, error) {
 	select {
-	case r.turn <- struct{}{}:
+	case r.slots <- struct{}{}:
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	case <-r.done:
 		return Result{}, ErrClosed
 	}
-	defer func() { <-r.turn }()
+	defer func() { <-r.slots }()
 	select {
 	case <-r.done:
 		return Result{}, ErrClosed
@@ -160,14 +176,35 @@ func (r *Runner) Invoke(ctx context.Context, event []byte, optFns ...func(*Invok
 		case <-ctx.Done():
 		}
 	}()
-	res, err := r.invoke(ctx, event, optFns...)
+	invoke := r.invokeAlone
+	if r.opts.MaxConcurrency > 1 {
+		invoke = r.invokeShared
+	}
+	res, err := invoke(ctx, event, optFns...)
 	if err != nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
 	}
 	return res, err
 }
 
-func (r *Runner) invoke(ctx context.Context, event []byte, optFns ...func(*InvokeOptions)) (Result, error) {
+// takeTurn waits for the turn: the right to start, stop or (one invocation
+// at a time) use the process. ctx ends when the Runner closes.
+func (r *Runner) takeTurn(ctx context.Context) error {
+	select {
+	case r.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// invokeAlone runs one invocation on a process that runs nothing else,
+// holding the turn throughout.
+func (r *Runner) invokeAlone(ctx context.Context, event []byte, optFns ...func(*InvokeOptions)) (Result, error) {
+	if err := r.takeTurn(ctx); err != nil {
+		return Result{}, err
+	}
+	defer func() { <-r.turn }()
 	if r.env != nil {
 		idle, err := r.waitIdle(ctx)
 		if err != nil {
@@ -193,13 +230,8 @@ func (r *Runner) invoke(ctx context.Context, event []byte, optFns ...func(*Invok
 	res.InitDuration = initDur
 	switch {
 	case errors.Is(err, errAborted):
-		state := env.cmd.ProcessState
-		crash := newFailure(res.RequestID, OutcomeCrash, "Runtime.ExitError", "Runtime exited with error: %v", state)
-		crash.ExitCode = state.ExitCode()
-		crash.Duration = res.Duration
-		crash.InitDuration = initDur
 		r.stopEnv(false)
-		return crash, nil
+		return crashResult(env, res), nil
 	case err != nil:
 		r.stopEnv(false)
 		return res, err
@@ -209,6 +241,82 @@ func (r *Runner) invoke(ctx context.Context, event []byte, optFns ...func(*Invok
 		r.idleBy = res.deadline
 	}
 	return res, nil
+}
+
+// crashResult is the result of invocation res on env, whose process
+// exited before it answered.
+func crashResult(env *environment, res Result) Result {
+	state := env.cmd.ProcessState
+	crash := newFailure(res.RequestID, OutcomeCrash, "Runtime.ExitError", "Runtime exited with error: %v", state)
+	crash.ExitCode = state.ExitCode()
+	crash.Duration = res.Duration
+	crash.InitDuration = res.InitDuration
+	return crash
+}
+
+// invokeShared runs one invocation on a process that runs up to
+// MaxConcurrency at once: the turn is held only to start the process. A
+// crash or a timeout ends the process, as on Lambda, and so every
+// invocation it was running: those end as crashes.
+func (r *Runner) invokeShared(ctx context.Context, event []byte, optFns ...func(*InvokeOptions)) (Result, error) {
+	env, initRes, err := r.sharedEnv(ctx)
+	if env == nil {
+		return initRes, err
+	}
+	res, err := env.srv.invoke(ctx, event, env.exited, optFns...)
+	res.InitDuration = initRes.InitDuration
+	switch {
+	case ctx.Err() == nil && (errors.Is(err, errAborted) || errors.Is(err, ErrClosed) && exited(env)):
+		// Another invocation's timeout may have stopped the process, and
+		// closed its server: either way, the process is gone.
+		r.retire(env)
+		return crashResult(env, res), nil
+	case err != nil || res.Outcome == OutcomeTimeout:
+		r.retire(env)
+	}
+	return res, err
+}
+
+// sharedEnv returns the live process, started if there is none (or the last
+// one is gone). When its init fails, env is nil and res (or err) says why;
+// otherwise res carries the init's duration if this call started it.
+func (r *Runner) sharedEnv(ctx context.Context) (env *environment, res Result, err error) {
+	if err := r.takeTurn(ctx); err != nil {
+		return nil, Result{}, err
+	}
+	defer func() { <-r.turn }()
+	if r.env != nil && exited(r.env) {
+		r.stopEnv(false)
+	}
+	if r.env != nil {
+		return r.env, Result{}, nil
+	}
+	start := time.Now()
+	res, err = r.startEnv(ctx)
+	res.InitDuration = time.Since(start)
+	if err != nil || res.Outcome != OutcomeNone {
+		return nil, res, err
+	}
+	return r.env, Result{InitDuration: res.InitDuration}, nil
+}
+
+// retire stops env unless it is already gone from the Runner.
+func (r *Runner) retire(env *environment) {
+	r.turn <- struct{}{}
+	defer func() { <-r.turn }()
+	if r.env == env {
+		r.stopEnv(false)
+	}
+}
+
+// exited reports whether env's process has exited.
+func exited(env *environment) bool {
+	select {
+	case <-env.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitIdle waits for the warm process to ask for its next event. It reports
@@ -404,6 +512,9 @@ func (r *Runner) environ(addr string) []string {
 		"LAMBDA_TASK_ROOT="+filepath.Dir(r.path),
 		"TZ=:UTC",
 	)
+	if o.MaxConcurrency > 1 {
+		env = append(env, "AWS_LAMBDA_MAX_CONCURRENCY="+strconv.Itoa(o.MaxConcurrency))
+	}
 	if o.LogFormat == "JSON" {
 		env = append(env, "AWS_LAMBDA_LOG_FORMAT=JSON")
 		if o.LogLevel != "" {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -488,10 +489,11 @@ func TestNewRunnerRejects(t *testing.T) {
 		path  string
 		optFn func(*runtimeapi.RunnerOptions)
 	}{
-		"missing binary":   {filepath.Join(dir, "nope"), nil},
-		"a directory":      {dir, nil},
-		"bad log format":   {bootstrap(t), func(o *runtimeapi.RunnerOptions) { o.LogFormat = "xml" }},
-		"negative timeout": {bootstrap(t), func(o *runtimeapi.RunnerOptions) { o.Timeout = -time.Second }},
+		"missing binary":           {filepath.Join(dir, "nope"), nil},
+		"a directory":              {dir, nil},
+		"bad log format":           {bootstrap(t), func(o *runtimeapi.RunnerOptions) { o.LogFormat = "xml" }},
+		"negative timeout":         {bootstrap(t), func(o *runtimeapi.RunnerOptions) { o.Timeout = -time.Second }},
+		"negative max concurrency": {bootstrap(t), func(o *runtimeapi.RunnerOptions) { o.MaxConcurrency = -1 }},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -518,5 +520,85 @@ func TestRunnerStartFailure(t *testing.T) {
 	defer r.Close()
 	if _, err := r.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, os.ErrPermission) {
 		t.Errorf("Invoke error = %v; want a permission error", err)
+	}
+}
+
+// invokeAll runs the events at once and returns their results in order.
+func invokeAll(t *testing.T, r *runtimeapi.Runner, events ...string) []runtimeapi.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	results := make([]runtimeapi.Result, len(events))
+	errs := make([]error, len(events))
+	var wg sync.WaitGroup
+	for i, ev := range events {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = r.Invoke(ctx, []byte(ev))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Invoke(%s): %v", events[i], err)
+		}
+	}
+	return results
+}
+
+func TestRunnerMaxConcurrencySharesOneProcess(t *testing.T) {
+	const n = 4
+	r, _ := newRunner(t, func(o *runtimeapi.RunnerOptions) { o.MaxConcurrency = n })
+	if got := r.Capacity(); got != n {
+		t.Errorf("Capacity() = %d; want %d", got, n)
+	}
+	invokeEcho(t, r, `0`) // the cold start, out of the timing below
+
+	// Each sleeps 500 ms: one at a time, they would take 2 s.
+	events := make([]string, n)
+	for i := range events {
+		events[i] = `{"action":"sleep","ms":500,"value":` + strconv.Itoa(i) + `}`
+	}
+	start := time.Now()
+	results := invokeAll(t, r, events...)
+	if took := time.Since(start); took >= n*500*time.Millisecond {
+		t.Errorf("%d invocations of 500 ms took %v; want them run at once", n, took)
+	}
+	pids := map[int]bool{}
+	for i, res := range results {
+		var e echo
+		if res.Outcome != runtimeapi.OutcomeSuccess || json.Unmarshal(res.Payload, &e) != nil {
+			t.Fatalf("invocation %d: outcome %v, payload %s; want an echo", i, res.Outcome, res.Payload)
+		}
+		// Each answer went to its own invocation.
+		if e.RequestID != res.RequestID || e.Value != float64(i) {
+			t.Errorf("invocation %d (request %s) got the answer to %v (request %s)", i, res.RequestID, e.Value, e.RequestID)
+		}
+		if got := e.Env["AWS_LAMBDA_MAX_CONCURRENCY"]; got != strconv.Itoa(n) {
+			t.Errorf("AWS_LAMBDA_MAX_CONCURRENCY = %q; want %d", got, n)
+		}
+		pids[e.PID] = true
+	}
+	if len(pids) != 1 {
+		t.Errorf("invocations ran in processes %v; want one", pids)
+	}
+}
+
+func TestRunnerMaxConcurrencyCrashEndsEveryInvocationOfTheProcess(t *testing.T) {
+	r, _ := newRunner(t, func(o *runtimeapi.RunnerOptions) { o.MaxConcurrency = 2 })
+	_, before := invokeEcho(t, r, `0`)
+
+	// The other invocation exits the process: the sleeper, running or still
+	// queued for it, ends as a crash too.
+	results := invokeAll(t, r, `{"action":"sleep","ms":3000}`, `{"action":"exit","code":7}`)
+	for i, res := range results {
+		if res.Outcome != runtimeapi.OutcomeCrash || res.ExitCode != 7 {
+			t.Errorf("invocation %d: outcome %v, exit code %d; want a crash with code 7", i, res.Outcome, res.ExitCode)
+		}
+	}
+	res, after := invokeEcho(t, r, `1`)
+	if after.PID == before.PID || res.InitDuration == 0 {
+		t.Errorf("after a crash: pid %d (was %d), InitDuration %v; want a cold start", after.PID, before.PID, res.InitDuration)
 	}
 }

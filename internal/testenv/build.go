@@ -47,28 +47,45 @@ type build struct {
 // per test package, and whoever set the folder removes it.
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
+	return buildOnce(tb, pkg, false)
+}
+
+// BuildRace is Build with the race detector on (go build -race): for a
+// test that runs a bootstrap's goroutines at once (several invocations in
+// one process) and wants a data race in them to fail it. The race
+// detector's report goes to the process's standard error, and the process
+// exits with status 66 when it ends.
+func BuildRace(tb testing.TB, pkg string) string {
+	tb.Helper()
+	return buildOnce(tb, pkg, true)
+}
+
+// buildOnce is Build, with the race detector if race.
+func buildOnce(tb testing.TB, pkg string, race bool) string {
+	tb.Helper()
 	abs, err := filepath.Abs(pkg)
 	if err != nil {
 		tb.Fatalf("testenv: build %s: %v", pkg, err)
 	}
+	key := buildKey(abs, race)
 	builds.mu.Lock()
 	if builds.bins == nil {
 		builds.bins = map[string]*build{}
 	}
-	b := builds.bins[abs]
+	b := builds.bins[key]
 	if b == nil {
 		// Each binary has a folder of its own: a function runs in its
 		// binary's folder (LAMBDA_TASK_ROOT), and two packages may share a
 		// name.
 		builds.made++
 		b = &build{sub: strconv.Itoa(builds.made)}
-		builds.bins[abs] = b
+		builds.bins[key] = b
 	}
 	builds.mu.Unlock()
 
 	b.once.Do(func() {
 		if shared := os.Getenv(SharedBuildsEnv); shared != "" {
-			b.path, b.err = buildShared(shared, pkg, abs)
+			b.path, b.err = buildShared(shared, pkg, abs, race)
 			return
 		}
 		dir, err := buildDir()
@@ -81,7 +98,7 @@ func Build(tb testing.TB, pkg string) string {
 			return
 		}
 		out := filepath.Join(dir, filepath.Base(abs))
-		if b.err = goBuild(pkg, abs, out); b.err == nil {
+		if b.err = goBuild(pkg, abs, out, race); b.err == nil {
 			b.path = out
 		}
 	})
@@ -99,10 +116,11 @@ const SharedBuildsEnv = "LAMBDAKIT_TEST_BUILDS"
 // shared folder, building it there if no process of the run has yet. Two
 // processes that build it at once each write their own file and rename it
 // into place; either binary is the same program.
-func buildShared(shared, pkg, abs string) (string, error) {
-	// A folder per package, named after its directory: a function runs in
-	// its binary's folder, and two packages may share a base name.
-	sum := sha256.Sum256([]byte(abs))
+func buildShared(shared, pkg, abs string, race bool) (string, error) {
+	// A folder per package (and race detector), named after its directory:
+	// a function runs in its binary's folder, and two packages may share a
+	// base name.
+	sum := sha256.Sum256([]byte(buildKey(abs, race)))
 	dir := filepath.Join(shared, hex.EncodeToString(sum[:8]))
 	out := filepath.Join(dir, filepath.Base(abs))
 	if _, err := os.Stat(out); err == nil {
@@ -112,7 +130,7 @@ func buildShared(shared, pkg, abs string) (string, error) {
 		return "", fmt.Errorf("testenv: build %s: %w", pkg, err)
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
-	if err := goBuild(pkg, abs, tmp); err != nil {
+	if err := goBuild(pkg, abs, tmp, race); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, out); err != nil {
@@ -122,13 +140,27 @@ func buildShared(shared, pkg, abs string) (string, error) {
 	return out, nil
 }
 
-// goBuild builds the main package in directory abs into out.
-func goBuild(pkg, abs, out string) error {
+// buildKey names the build of the package in directory abs: two builds of
+// one package, with and without the race detector, are two binaries.
+func buildKey(abs string, race bool) string {
+	if race {
+		return abs + " -race"
+	}
+	return abs
+}
+
+// goBuild builds the main package in directory abs into out, with the race
+// detector if race.
+func goBuild(pkg, abs, out string, race bool) error {
 	// A build is shared, so it does not end with the test that asked
 	// first; cold, with the race detector, it can take a minute.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if msg, err := exec.CommandContext(ctx, "go", "build", "-o", out, abs).CombinedOutput(); err != nil {
+	args := []string{"build", "-o", out}
+	if race {
+		args = append(args, "-race")
+	}
+	if msg, err := exec.CommandContext(ctx, "go", append(args, abs)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("testenv: go build %s: %v\n%s", pkg, err, msg)
 	}
 	return nil

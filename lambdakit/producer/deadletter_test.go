@@ -291,3 +291,18 @@ func TestDeadLetterQueueRefusesWhatItCannotSend(t *testing.T) {
 		t.Errorf("the DLQ holds %d messages; want 2 (the redelivery deduplicated, the other message kept)", len(got))
 	}
 }
+
+// Several invocations at once in one process: the dead letter carries the
+// trace of the invocation that sent it, from its context.
+func TestDeadLetterQueueSendsTheInvocationTraceHeader(t *testing.T) {
+	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	client, sent := tracedClient(t)
+	dlq := testenv.Queue(t, client, false, nil)
+	msg := &events.SQSMessage{MessageId: "m-1", Body: "poison"}
+	if err := producer.NewDeadLetterQueue(client, dlq).SendDeadLetter(invocationCtx(t, header), msg, errors.New("bad")); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(); len(got) == 0 || got[len(got)-1] != header {
+		t.Errorf("X-Amzn-Trace-Id sent: %q; want the invocation's %q on SendMessage", got, header)
+	}
+}

@@ -3,13 +3,19 @@ package producer_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -91,4 +97,41 @@ func mustSend(t *testing.T, p *producer.Producer, msgs ...producer.Message) []pr
 		t.Fatalf("Send: %v", err)
 	}
 	return res
+}
+
+// tracedClient returns a client for moto that records the X-Amzn-Trace-Id
+// header of each request it sends. SQS sets a message's AWSTraceHeader
+// from that header; moto does not, so the tests read the header where AWS
+// would.
+func tracedClient(t *testing.T) (*sqs.Client, func() []string) {
+	var mu sync.Mutex
+	var sent []string
+	record := middleware.FinalizeMiddlewareFunc("recordTraceHeader",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if req, ok := in.Request.(*smithyhttp.Request); ok {
+				mu.Lock()
+				sent = append(sent, req.Header.Get("X-Amzn-Trace-Id"))
+				mu.Unlock()
+			}
+			return next.HandleFinalize(ctx, in)
+		})
+	client := sqs.NewFromConfig(moto.Config(t), func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error { return s.Finalize.Add(record, middleware.After) })
+	})
+	return client, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sent)
+	}
+}
+
+// invocationCtx is the context of an invocation with the trace header
+// header, as aws-lambda-go makes it when it runs several invocations at
+// once: the header is in the context, and _X_AMZN_TRACE_ID is not set.
+func invocationCtx(t *testing.T, header string) context.Context {
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "payments")
+	t.Setenv("_X_AMZN_TRACE_ID", "")
+	os.Unsetenv("_X_AMZN_TRACE_ID")
+	ctx := lambdacontext.NewContext(ctxFor(t), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	return context.WithValue(ctx, "x-amzn-trace-id", header) //nolint:staticcheck // the key aws-lambda-go uses
 }

@@ -666,3 +666,20 @@ func TestConsumerPackagesDoNotImportSQS(t *testing.T) {
 		}
 	}
 }
+
+// Several invocations at once in one process: each Send carries the trace
+// of the invocation that sends, from its context.
+func TestSendCarriesTheInvocationTraceHeader(t *testing.T) {
+	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	client, sent := tracedClient(t)
+	p, err := producer.New(client, testenv.Queue(t, client, false, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Send(invocationCtx(t, header), []producer.Message{{Body: "one"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(); len(got) == 0 || got[len(got)-1] != header {
+		t.Errorf("X-Amzn-Trace-Id sent: %q; want the invocation's %q on SendMessageBatch", got, header)
+	}
+}

@@ -54,7 +54,7 @@ func (e *declinedError) Error() string { return "declined: " + e.reason }
 var envNames = []string{
 	"AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_VERSION", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
 	"AWS_LAMBDA_LOG_FORMAT", "AWS_LAMBDA_LOG_LEVEL", "AWS_LAMBDA_LOG_GROUP_NAME", "AWS_LAMBDA_INITIALIZATION_TYPE",
-	"AWS_REGION", "AWS_DEFAULT_REGION", "_HANDLER", "LAMBDA_TASK_ROOT", "TZ", "TESTFN_CUSTOM",
+	"AWS_REGION", "AWS_DEFAULT_REGION", "_HANDLER", "LAMBDA_TASK_ROOT", "TZ", "TESTFN_CUSTOM", "AWS_LAMBDA_MAX_CONCURRENCY",
 }
 
 // failingReader is a response that fails half-way, which aws-lambda-go
