@@ -77,6 +77,16 @@ func stringOf(v types.AttributeValue) string {
 // one; it never sends the messages.
 var ErrNoLease = fmt.Errorf("%w: a completed record with messages has no lease", ErrBadItem)
 
+// ErrNoRecordStatus means an item carries messages but its status
+// attribute (RelayOptions.Record.StatusAttr) holds no record status
+// (INPROGRESS, COMPLETED): most likely the relay names the business
+// item's own status field (a payment's CHARGED, say) rather than the
+// record's, and would otherwise skip every completion, its messages never
+// sent and nothing said. It is an ErrBadItem: the relay sends the stream
+// record to its dead-letter queue with the reason, or fails it without
+// one; it never sends the messages.
+var ErrNoRecordStatus = fmt.Errorf("%w: an item with messages has no record status", ErrBadItem)
+
 // RecordMessageID is the ID of the message named name to queueURL that
 // the completion of record recordID under the lease lease carries: the
 // same for every stream record of that completion, and another for a new
@@ -102,7 +112,14 @@ func completionSends(rec *events.DynamoDBEventRecord, names dynamostore.Options)
 		return nil, fmt.Errorf("%w: MODIFY %s of a record has no old image", ErrStreamView, rec.EventID)
 	}
 	msgs, ok := img[names.MessagesAttr]
-	if !ok || stringAttr(img, names.StatusAttr) != string(lambdakit.StatusCompleted) {
+	if !ok {
+		return nil, nil
+	}
+	status := stringAttr(img, names.StatusAttr)
+	if !lambdakit.IdempotencyStatus(status).Known() {
+		return nil, fmt.Errorf("%w: %s %s: %s is %q", ErrNoRecordStatus, rec.EventName, rec.EventID, names.StatusAttr, status)
+	}
+	if status != string(lambdakit.StatusCompleted) {
 		return nil, nil
 	}
 	lease := stringAttr(img, names.LeaseAttr)

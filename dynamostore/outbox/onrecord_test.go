@@ -537,3 +537,49 @@ func TestPublishOnRecordOnCompositeKeyTable(t *testing.T) {
 		wantSent(t, f, msg, f.item(id), id, customer)
 	}
 }
+
+// A relay whose record status attribute is the business item's own status
+// field (the payment's CHARGED; the store's is record_status), as a relay
+// without the table's attribute names reads the payments table, does not
+// skip the completion in silence, its message never sent: it refuses the
+// stream record (ErrNoRecordStatus), to the dead-letter queue with the
+// reason. An item without messages (a decline) is still no concern of it.
+func TestRelayRefusesMessagesOnAnItemWhoseStatusIsNoRecordStatus(t *testing.T) {
+	f := newOnRecord(t, onRecordSetup{
+		standard: true,
+		record:   func(o *dynamostore.Options) { o.StatusAttr = "record_status" },
+		handle: func(ctx context.Context, f *onRecord, p payment) error {
+			if p.Amount == 0 { // declined: the status, no event
+				return dynamostore.SetItem(ctx, map[string]types.AttributeValue{"status": &types.AttributeValueMemberS{Value: "DECLINED"}})
+			}
+			if err := dynamostore.SetItem(ctx, map[string]types.AttributeValue{"status": &types.AttributeValueMemberS{Value: "CHARGED"}}); err != nil {
+				return err
+			}
+			return outbox.PublishOnRecord(ctx, outbox.Message{QueueURL: f.queue, Name: "payment.charged",
+				Body: fmt.Sprintf(`{"type":"payment.charged","payment_id":%q}`, p.ID)})
+		},
+	})
+	f.deliver(pay("pay_s1", "cus_S", 100), pay("pay_s2", "cus_S", 0))
+	// The completions only, as a mapping's filter on completed records
+	// (the sample's) hands them over: the locks, which lack the item's
+	// status, would be dead-lettered as no outbox item anyway.
+	ev := f.stream()
+	if got := strings.Join(kinds(ev), " "); got != "INSERT MODIFY INSERT MODIFY" {
+		t.Fatalf("stream %s; want each payment's lock and completion", got)
+	}
+	ev.Records = []events.DynamoDBEventRecord{ev.Records[1], ev.Records[3]}
+	dlq := testenv.Queue(t, f.sqs, false, nil)
+	resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) {
+		o.Stream.Logger, o.DeadLetterQueueURL = lambdakittest.Logger(t), dlq
+	})(t.Context(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("relay: %v, failures %v; want pay_s1's completion dead-lettered", err, resp.BatchItemFailures)
+	}
+	dead := testenv.Drain(t, f.sqs, dlq)
+	if len(dead) != 1 || !strings.Contains(aws.ToString(dead[0].Body), "no record status") || !strings.Contains(aws.ToString(dead[0].Body), "pay_s1") {
+		t.Errorf("the dead-letter queue holds %d messages; want pay_s1's completion, refused as having no record status", len(dead))
+	}
+	if got := testenv.Drain(t, f.sqs, f.queue); len(got) != 0 {
+		t.Errorf("downstream holds %d messages; want none", len(got))
+	}
+}

@@ -116,8 +116,10 @@ const MaxDeadLetterBytes = 256 * 1024
 // A stream record without the images this takes fails with
 // ErrStreamView: the record table's stream must be of new and old images.
 // A completed record with messages and no lease (an item its store did
-// not write) is refused with ErrNoLease, an ErrBadItem: none of its
-// messages is sent.
+// not write) is refused with ErrNoLease, and an item with messages whose
+// status attribute holds no record status (RelayOptions.Record naming
+// another attribute than the store's) with ErrNoRecordStatus, both
+// ErrBadItem: none of its messages is sent.
 //
 // Its event source mapping needs FunctionResponseTypes
 // [ReportBatchItemFailures], StartingPosition TRIM_HORIZON (so that no item
