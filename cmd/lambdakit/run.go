@@ -280,9 +280,22 @@ func (c *runCommand) filtersFromTemplate(set map[string]bool, is func(samtemplat
 	if err != nil {
 		return err
 	}
-	if len(found) == 1 {
+	switch len(found) {
+	case 0:
+	case 1:
 		c.filters = found[0].Patterns
 		fmt.Fprintf(c.stderr, "lambdakit run: the template's event %s: %s\n", found[0].Name, cmdline.Count(len(found[0].Patterns), "filter", "filters"))
+	default:
+		// Which event is this stream's cannot be told from the template
+		// alone (its Stream is a reference to a resource): running with
+		// no filter, or another event's, would invoke the function for
+		// records Lambda would never hand it, or consume records it would.
+		names := make([]string, len(found))
+		for i, f := range found {
+			names[i] = f.Name
+		}
+		return c.flags.UsageError("-template: function %s has %d %s events (%s): give the filter of the one this stream feeds with -filter (-filter '{\"Filters\":[]}' for none)",
+			c.fn.logicalID, len(found), found[0].Type, strings.Join(names, ", "))
 	}
 	return nil
 }

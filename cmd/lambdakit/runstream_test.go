@@ -92,6 +92,27 @@ Resources:
 			t.Errorf("%s: the function got %q; want the one record the filter matches", c.name, b)
 		}
 	}
+
+	// Two stream events: which one this stream feeds cannot be told from
+	// the template, so run refuses to guess (neither no filter nor the
+	// other event's) and asks for -filter, before reading a record.
+	two := filepath.Join(dir, "two-streams.yaml")
+	b, err := os.ReadFile(tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Replace(string(b)[strings.Index(string(b), "        Changes:"):], "Changes:", "Others:", 1)
+	if err := os.WriteFile(two, append(b, other...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := t.TempDir()
+	r := cli(t, noEndpoints("AWS_ENDPOINT_URL="+srv.URL, "STREAMFN_DIR="+log), "", "run", "-stream", stream, "-template", two, "-until-empty", "-timeout", "5s", fn)
+	if r.code != 2 || !strings.Contains(r.stderr, "function Fn has 2 DynamoDB events (Changes, Others)") || !strings.Contains(r.stderr, "-filter") {
+		t.Errorf("two stream events: exit status %d; want 2 naming both events and -filter\nstderr:\n%s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(log, "log")); len(b) != 0 {
+		t.Errorf("two stream events: the function got %q; want nothing", b)
+	}
 }
 
 // run -stream plays a DynamoDB stream's mapping on moto_server: a record
