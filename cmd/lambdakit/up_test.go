@@ -30,7 +30,7 @@ import (
 
 // The sample's stack, deployed with deploy-local, runs under up: payments
 // published to its queue are charged once each at the gateway, and each
-// charge reaches the ledger through the outbox's stream, the relay and the
+// charge reaches the ledger through the payments table's stream, the relay and the
 // events queue. SIGINT stops up, and none of its processes is left.
 func TestUpRunsTheSampleStack(t *testing.T) {
 	t.Parallel() // its own names, processes and servers: it waits mostly
