@@ -480,26 +480,11 @@ func TestBackoffRandNotDrawnFromTwoInvocationsAtOnce(t *testing.T) {
 	})
 	c := &changes{}
 	b, _ := newBatch(h, withBackoff(c, lambdakit.Backoff{Floor: time.Second, Rand: rand.New(src)}))
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() {
-			_, err := b(batchCtx(t), lambdakittest.Event(lambdakittest.Message("fail")))
-			errs <- err
-		}()
+	invoke := func() error {
+		_, err := b(batchCtx(t), lambdakittest.Event(lambdakittest.Message("fail")))
+		return err
 	}
-	for range 2 {
-		select {
-		case <-started:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the two invocations' records did not both start")
-		}
-	}
-	close(both)
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	together(t, 2, started, both, invoke, invoke)
 	if src.overlap.Load() {
 		t.Error("two invocations drew from the Backoff's Rand at the same time; want one at a time")
 	}
