@@ -75,7 +75,9 @@ type Backoff struct {
 	MaxReceiveCount      int
 	Retention, RecordTTL time.Duration
 	// Rand draws the jitter; tests seed it. Default: math/rand/v2's
-	// global source. Batch draws from it in one goroutine at a time.
+	// global source. Batch draws from it in one goroutine at a time, also
+	// when invocations run at once in one process (Lambda Managed
+	// Instances).
 	Rand *rand.Rand
 }
 
@@ -157,6 +159,13 @@ func (bo *Backoff) delay(count int) time.Duration {
 	return min(d, max(bo.Cap.Truncate(time.Second), time.Second))
 }
 
+// delay is the backoff's delay, drawn under drawMu.
+func (b *batch) delay(count int) time.Duration {
+	b.drawMu.Lock()
+	defer b.drawMu.Unlock()
+	return b.backoff.delay(count)
+}
+
 // longest is the most a message can wait over maxReceiveCount receives.
 func (bo *Backoff) longest() time.Duration {
 	var total time.Duration
@@ -207,7 +216,6 @@ func (b *batch) delayable(msg *events.SQSMessage, err error) bool {
 // the metrics. The calls run at once, bounded by visibilityCalls, and end
 // at answerBy.
 func (b *batch) delayFailed(ctx context.Context, recs []events.SQSMessage, errs []error, notes []recordNote, answerBy <-chan struct{}) {
-	bo := b.backoff
 	var changes []VisibilityChange
 	var which []int
 	for i, err := range errs {
@@ -216,7 +224,7 @@ func (b *batch) delayFailed(ctx context.Context, recs []events.SQSMessage, errs 
 		}
 		count, _ := strconv.Atoi(recs[i].Attributes["ApproximateReceiveCount"])
 		changes = append(changes, VisibilityChange{MessageID: recs[i].MessageId, ReceiptHandle: recs[i].ReceiptHandle,
-			Timeout: bo.delay(max(count, 1))})
+			Timeout: b.delay(max(count, 1))})
 		which = append(which, i)
 	}
 	if len(changes) == 0 {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -436,5 +437,58 @@ func TestBackoffChangerGoexitNotCountedDelayed(t *testing.T) {
 	}
 	if m := emfLine(t, out.Bytes()); m["Delayed"] != 0.0 {
 		t.Errorf("got Delayed %v; want 0", m["Delayed"])
+	}
+}
+
+// overlapSource is a rand.Source that notices being drawn from by two
+// goroutines at once: its first draw waits, up to a bound, for a second
+// one to start.
+type overlapSource struct {
+	inside   atomic.Int32
+	overlap  atomic.Bool
+	first    sync.Once
+	arrived  chan struct{}
+	arriveMu sync.Once
+}
+
+func (s *overlapSource) Uint64() uint64 {
+	if s.inside.Add(1) > 1 {
+		s.overlap.Store(true)
+		s.arriveMu.Do(func() { close(s.arrived) })
+	}
+	s.first.Do(func() {
+		select {
+		case <-s.arrived:
+		case <-time.After(150 * time.Millisecond): // the overlap, when there is one, comes within microseconds
+		}
+	})
+	s.inside.Add(-1)
+	return 42
+}
+
+// Invocations running at once in one process (Lambda Managed Instances)
+// share the Batch, and so the Backoff's Rand: a *rand.Rand is not safe for
+// concurrent use, so their draws must not overlap.
+func TestBackoffRandNotDrawnFromTwoInvocationsAtOnce(t *testing.T) {
+	src := &overlapSource{arrived: make(chan struct{})}
+	started := make(chan struct{}, 2)
+	both := make(chan struct{})
+	h := lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		started <- struct{}{}
+		<-both // both invocations' records are running: they fail, and draw, together
+		return nil, errors.New("gateway down")
+	})
+	c := &changes{}
+	b, _ := newBatch(h, withBackoff(c, lambdakit.Backoff{Floor: time.Second, Rand: rand.New(src)}))
+	invoke := func() error {
+		_, err := b(batchCtx(t), lambdakittest.Event(lambdakittest.Message("fail")))
+		return err
+	}
+	together(t, 2, started, both, invoke, invoke)
+	if src.overlap.Load() {
+		t.Error("two invocations drew from the Backoff's Rand at the same time; want one at a time")
+	}
+	if got := len(c.byHandle()); got != 2 {
+		t.Errorf("%d visibility changes; want 2, one per invocation's failed record", got)
 	}
 }

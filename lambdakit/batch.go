@@ -154,6 +154,10 @@ type batch struct {
 	// callFailed is set once a visibility call has failed and been
 	// logged, so that the container logs it once.
 	callFailed atomic.Bool
+	// drawMu serializes the draws from backoff.Rand, which is not safe for
+	// concurrent use: invocations running at once in one process (Lambda
+	// Managed Instances) share this batch.
+	drawMu sync.Mutex
 }
 
 // outcomes holds each record's result. Handlers that ignore cancellation may

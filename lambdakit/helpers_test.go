@@ -295,3 +295,28 @@ func repeatsNames(t *testing.T, body string) bool {
 		}
 	}
 }
+
+// together runs each invocation in a goroutine of its own, as invocations
+// run at once in one process; once records records of them have sent on
+// started, it closes both, which the records wait for, and then waits for
+// every invocation to return.
+func together(t *testing.T, records int, started <-chan struct{}, both chan struct{}, invocations ...func() error) {
+	t.Helper()
+	errs := make(chan error, len(invocations))
+	for _, invoke := range invocations {
+		go func() { errs <- invoke() }()
+	}
+	for range records {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the records of the %d invocations did not all start", len(invocations))
+		}
+	}
+	close(both)
+	for range invocations {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

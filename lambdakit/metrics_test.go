@@ -341,27 +341,15 @@ func TestBatchMetricsLineNamesItsInvocation(t *testing.T) {
 		o.DetailedMetrics = true
 	})
 	sizes := map[string]int{"req-a": 2, "req-b": 3}
-	errs := make(chan error, len(sizes))
+	var invocations []func() error
 	for id, n := range sizes {
 		ctx := lambdacontext.NewContext(batchCtx(t), &lambdacontext.LambdaContext{AwsRequestID: id})
-		go func() {
+		invocations = append(invocations, func() error {
 			_, err := b(ctx, lambdakittest.Event(tenMessages(0)[:n]...))
-			errs <- err
-		}()
+			return err
+		})
 	}
-	for range 5 {
-		select {
-		case <-started:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the records of both batches did not all start")
-		}
-	}
-	close(both)
-	for range sizes {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	together(t, 5, started, both, invocations...)
 	lines := bytes.Split(bytes.TrimSpace([]byte(out.String())), []byte("\n"))
 	if len(lines) != len(sizes) {
 		t.Fatalf("got %d metrics lines; want one per invocation:\n%s", len(lines), out)

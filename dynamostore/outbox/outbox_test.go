@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -316,5 +317,42 @@ func TestRelayStopsAtABadItem(t *testing.T) {
 	}
 	if got := f.downstream(); len(got) != 1 || !strings.Contains(aws.ToString(got[0].Body), "pay_x") {
 		t.Errorf("downstream %d messages; want pay_x's only", len(got))
+	}
+}
+
+// Several invocations at once in one process (Lambda Managed Instances):
+// aws-lambda-go puts each one's trace header in its context and leaves
+// _X_AMZN_TRACE_ID unset (as it is in this test process), so the SDK adds
+// none. The relay's sends, to the item's queue and to the dead-letter
+// queue, carry the trace of the invocation that sends.
+func TestRelaySendsTheInvocationTraceHeader(t *testing.T) {
+	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	f := newFixture(t)
+	client, sent := testenv.TracedSQS(moto.Config(t))
+	dlq := testenv.Queue(t, f.sqs, false, nil)
+	f.deliver(pay("pay_t", "cus_T", 1))
+	ev := f.stream()
+	bad := events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{ev.Records[0]}}
+	bad.Records[0].Change.NewImage = map[string]events.DynamoDBAttributeValue{} // not an outbox item: dead-lettered
+	for k, v := range ev.Records[0].Change.NewImage {
+		if k != "body" {
+			bad.Records[0].Change.NewImage[k] = v
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	ctx = context.WithValue(ctx, "x-amzn-trace-id", header) //nolint:staticcheck // the key aws-lambda-go uses
+	relay := outbox.Relay(client, func(o *outbox.RelayOptions) {
+		o.Stream.Logger = lambdakittest.Logger(t)
+		o.DeadLetterQueueURL = dlq
+	})
+	for _, e := range []events.DynamoDBEvent{ev, bad} {
+		if resp, err := relay(ctx, e); err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("relay: %v, failures %v", err, resp.BatchItemFailures)
+		}
+	}
+	if got := sent(); len(got) != 2 || got[0] != header || got[1] != header {
+		t.Errorf("X-Amzn-Trace-Id sent: %q; want the invocation's %q on the send and on the dead letter", got, header)
 	}
 }

@@ -177,7 +177,7 @@ func relay(ctx context.Context, client producer.MessageSender, names dynamostore
 
 // send sends one message.
 func send(ctx context.Context, client producer.MessageSender, in *sqs.SendMessageInput) error {
-	if _, err := client.SendMessage(ctx, in); err != nil {
+	if _, err := client.SendMessage(ctx, in, producer.WithTraceHeader(ctx)); err != nil {
 		return fmt.Errorf("outbox: send %s to %s: %w", aws.ToString(in.MessageAttributes[IDAttribute].StringValue), aws.ToString(in.QueueUrl), err)
 	}
 	return nil
@@ -227,7 +227,7 @@ func deadLetter(ctx context.Context, client producer.MessageSender, queueURL str
 		}
 		in.MessageGroupId, in.MessageDeduplicationId = aws.String(group), aws.String(dedup)
 	}
-	if _, err := client.SendMessage(ctx, in); err != nil {
+	if _, err := client.SendMessage(ctx, in, producer.WithTraceHeader(ctx)); err != nil {
 		return errors.Join(cause, fmt.Errorf("outbox: dead letter of %s to %s: %w", rec.EventID, queueURL, err))
 	}
 	return nil

@@ -2,14 +2,44 @@ package testenv
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
+
+// TracedSQS returns an SQS client on cfg that records the X-Amzn-Trace-Id
+// header of each request it sends, and a function that returns them in
+// the order sent. SQS sets a message's AWSTraceHeader from that header;
+// moto does not, so tests read the header where AWS would.
+func TracedSQS(cfg aws.Config) (*sqs.Client, func() []string) {
+	var mu sync.Mutex
+	var sent []string
+	record := middleware.FinalizeMiddlewareFunc("recordTraceHeader",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if req, ok := in.Request.(*smithyhttp.Request); ok {
+				mu.Lock()
+				sent = append(sent, req.Header.Get("X-Amzn-Trace-Id"))
+				mu.Unlock()
+			}
+			return next.HandleFinalize(ctx, in)
+		})
+	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error { return s.Finalize.Add(record, middleware.After) })
+	})
+	return client, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sent)
+	}
+}
 
 // Queue creates an SQS queue named for the test and returns its URL: a FIFO
 // queue, whose messages need their own deduplication IDs, when fifo; attrs

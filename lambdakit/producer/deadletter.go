@@ -66,7 +66,7 @@ func (q *DeadLetterQueue) SendDeadLetter(ctx context.Context, msg *events.SQSMes
 	if err != nil {
 		return err
 	}
-	if _, err := q.client.SendMessage(ctx, in, withTraceHeader(ctx)); err != nil {
+	if _, err := q.client.SendMessage(ctx, in, WithTraceHeader(ctx)); err != nil {
 		return fmt.Errorf("producer: sending message %s to the dead-letter queue: %w", msg.MessageId, err)
 	}
 	return nil

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,8 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go/middleware"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -100,29 +96,9 @@ func mustSend(t *testing.T, p *producer.Producer, msgs ...producer.Message) []pr
 }
 
 // tracedClient returns a client for moto that records the X-Amzn-Trace-Id
-// header of each request it sends. SQS sets a message's AWSTraceHeader
-// from that header; moto does not, so the tests read the header where AWS
-// would.
+// header of each request it sends.
 func tracedClient(t *testing.T) (*sqs.Client, func() []string) {
-	var mu sync.Mutex
-	var sent []string
-	record := middleware.FinalizeMiddlewareFunc("recordTraceHeader",
-		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			if req, ok := in.Request.(*smithyhttp.Request); ok {
-				mu.Lock()
-				sent = append(sent, req.Header.Get("X-Amzn-Trace-Id"))
-				mu.Unlock()
-			}
-			return next.HandleFinalize(ctx, in)
-		})
-	client := sqs.NewFromConfig(moto.Config(t), func(o *sqs.Options) {
-		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error { return s.Finalize.Add(record, middleware.After) })
-	})
-	return client, func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(sent)
-	}
+	return testenv.TracedSQS(moto.Config(t))
 }
 
 // invocationCtx is the context of an invocation with the trace header

@@ -511,7 +511,7 @@ func (s *sending) send(ctx context.Context, batch []int) (retry []int) {
 		in.Entries[j].Id = aws.String(strconv.Itoa(j))
 		s.results[i].Attempts++
 	}
-	out, err := s.p.client.SendMessageBatch(ctx, in, withTraceHeader(ctx))
+	out, err := s.p.client.SendMessageBatch(ctx, in, WithTraceHeader(ctx))
 	if err != nil {
 		err = fmt.Errorf("producer: SendMessageBatch: %w", err)
 		for _, i := range batch {

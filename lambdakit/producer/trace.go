@@ -15,12 +15,15 @@ import (
 // recursive loop detection reads.
 const traceHeaderName = "X-Amzn-Trace-Id"
 
-// withTraceHeader sends the invocation's X-Ray trace header, from ctx, on a
-// call that has none. The SDK adds it only from _X_AMZN_TRACE_ID, which
-// aws-lambda-go leaves unset when a process runs several invocations at
-// once (AWS_LAMBDA_MAX_CONCURRENCY, Lambda Managed Instances): without
-// this, a message sent there would lose its trace.
-func withTraceHeader(ctx context.Context) func(*sqs.Options) {
+// WithTraceHeader is an option of an SQS call that sends the invocation's
+// X-Ray trace header, from ctx (lambdakit.TraceHeader), on a call that has
+// none: client.SendMessage(ctx, in, producer.WithTraceHeader(ctx)). The
+// SDK adds it only from _X_AMZN_TRACE_ID, which aws-lambda-go leaves unset
+// when a process runs several invocations at once
+// (AWS_LAMBDA_MAX_CONCURRENCY, Lambda Managed Instances): without it, a
+// message sent there loses its trace. Producer and DeadLetterQueue use it
+// on every send.
+func WithTraceHeader(ctx context.Context) func(*sqs.Options) {
 	header := lambdakit.TraceHeader(ctx)
 	return func(o *sqs.Options) {
 		if header == "" {
