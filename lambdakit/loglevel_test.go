@@ -391,7 +391,8 @@ func TestLoggerTakesTraceIDFromContext(t *testing.T) {
 	t.Setenv("_X_AMZN_TRACE_ID", "Root=1-00000000-stale;Parent=1;Sampled=0")
 	const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-9"})
-	ctx = context.WithValue(ctx, "x-amzn-trace-id", header) //nolint:staticcheck // the key aws-lambda-go uses
+	//lint:ignore SA1029 the key aws-lambda-go puts the trace header under
+	ctx = context.WithValue(ctx, "x-amzn-trace-id", header)
 	if got := lambdakit.TraceHeader(ctx); got != header {
 		t.Errorf("TraceHeader = %q; want %q", got, header)
 	}

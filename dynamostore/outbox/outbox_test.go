@@ -342,7 +342,8 @@ func TestRelaySendsTheInvocationTraceHeader(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
-	ctx = context.WithValue(ctx, "x-amzn-trace-id", header) //nolint:staticcheck // the key aws-lambda-go uses
+	//lint:ignore SA1029 the key aws-lambda-go puts the trace header under
+	ctx = context.WithValue(ctx, "x-amzn-trace-id", header)
 	relay := outbox.Relay(client, func(o *outbox.RelayOptions) {
 		o.Stream.Logger = lambdakittest.Logger(t)
 		o.DeadLetterQueueURL = dlq

@@ -109,5 +109,6 @@ func invocationCtx(t *testing.T, header string) context.Context {
 	t.Setenv("_X_AMZN_TRACE_ID", "")
 	os.Unsetenv("_X_AMZN_TRACE_ID")
 	ctx := lambdacontext.NewContext(ctxFor(t), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
-	return context.WithValue(ctx, "x-amzn-trace-id", header) //nolint:staticcheck // the key aws-lambda-go uses
+	//lint:ignore SA1029 the key aws-lambda-go puts the trace header under
+	return context.WithValue(ctx, "x-amzn-trace-id", header)
 }
