@@ -325,7 +325,7 @@ func TestModesCountWhatTheDesignSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stack.Close()
-	rows, err := stack.Modes(ctx, 20, testBatch)
+	rows, err := stack.Modes(ctx, testBatch, testBatch)
 	if err != nil {
 		t.Fatal(err)
 	}
