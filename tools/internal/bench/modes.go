@@ -122,23 +122,25 @@ func chargedEvent(queue string, p map[string]string) outbox.Message {
 		Attributes: map[string]string{"type": "payment.charged"}}
 }
 
-// entryEvent is a downstream event of a ledger entry (functions/ledger
-// publishes none yet): what a one-request consumer would tell the next
-// service, the entry's identity and amount.
+// entryEvent is the downstream event of a ledger entry, ledger.recorded,
+// as functions/ledger publishes it with LEDGER_EVENTS_QUEUE_URL set (its
+// body's fields, group, name and attribute).
 func entryEvent(queue string, p map[string]string) outbox.Message {
-	body := `{"type":"ledger.entry_recorded","payment_id":"` + p["payment_id"] + `","customer_id":"` + p["customer_id"] +
-		`","amount":` + p["amount"] + `,"currency":"` + p["currency"] + `"}`
-	return outbox.Message{QueueURL: queue, GroupID: p["customer_id"], Name: "ledger.entry_recorded", Body: body}
+	body := `{"type":"ledger.recorded","payment_id":"` + p["payment_id"] + `","customer_id":"` + p["customer_id"] +
+		`","amount":` + p["amount"] + `,"currency":"` + p["currency"] + `","charge_id":"ch_` + p["payment_id"] + `"}`
+	return outbox.Message{QueueURL: queue, GroupID: p["customer_id"], Name: "ledger.recorded", Body: body,
+		Attributes: map[string]string{"type": "ledger.recorded"}}
 }
 
-// eventModes are the modes of who (its options) whose handler sets the
-// ledger attributes and publishes event: on the record
+// eventModes are the modes of who (its options) whose handler sets its
+// item's attributes (set) and publishes event: on the record
 // (outbox.PublishOnRecord), and through the outbox table (Publish).
-func eventModes(who string, opts func(*lambdakit.Options), event func(queue string, p map[string]string) outbox.Message) []mode {
+func eventModes(who string, opts func(*lambdakit.Options), set func(context.Context, modeEnv, map[string]string) error,
+	event func(queue string, p map[string]string) outbox.Message) []mode {
 	name := event("", map[string]string{}).Name
 	publish := func(onRecord bool) func(context.Context, modeEnv, map[string]string) error {
 		return func(ctx context.Context, env modeEnv, p map[string]string) error {
-			if err := setLedgerItem(ctx, env, p); err != nil {
+			if err := set(ctx, env, p); err != nil {
 				return err
 			}
 			if onRecord {
@@ -156,6 +158,15 @@ func eventModes(who string, opts func(*lambdakit.Options), event func(queue stri
 // setLedgerItem puts the ledger attributes on the record's item.
 func setLedgerItem(ctx context.Context, _ modeEnv, p map[string]string) error {
 	return dynamostore.SetItem(ctx, ledgerAttrs(p, "payment_status"))
+}
+
+// setEntryItem puts the attributes of functions/ledger's entry on the
+// record's item.
+func setEntryItem(ctx context.Context, _ modeEnv, p map[string]string) error {
+	attrs := ledgerAttrs(p, "payment_status")
+	delete(attrs, "payment_status")
+	delete(attrs, "recorded_at")
+	return dynamostore.SetItem(ctx, attrs)
 }
 
 // The options of the sample's payment (its record on its item, kept) and
@@ -194,12 +205,12 @@ var modes = slices.Concat([]mode{
 		name: "record on the payment item (SetItem; the sample now)", handler: "SetItem(ledger attributes)",
 		opts: paymentOpts, handle: setLedgerItem,
 	},
-}, eventModes("record on the payment item", paymentOpts, chargedEvent), []mode{
+}, eventModes("record on the payment item", paymentOpts, setLedgerItem, chargedEvent), []mode{
 	{
-		name: "StagedOnly, record on the item (DynamoDB-only effects; the ledger's entry)", handler: "SetItem(ledger attributes)",
-		opts: entryOpts, handle: setLedgerItem,
+		name: "StagedOnly, record on the item (DynamoDB-only effects; the ledger's entry)", handler: "SetItem(entry attributes)",
+		opts: entryOpts, handle: setEntryItem,
 	},
-}, eventModes("StagedOnly, the entry", entryOpts, entryEvent), []mode{
+}, eventModes("StagedOnly, the ledger's entry", entryOpts, setEntryItem, entryEvent), []mode{
 	{
 		name: "StagedOnly, record and a staged balance update", handler: "SetItem + Stage(Update balance)",
 		opts: entryOpts,
