@@ -48,9 +48,8 @@ func (s *Store) CheckItem(item any) error {
 	if len(attrs) == 0 {
 		return fmt.Errorf("%w: the item has no attributes", lambdakit.ErrInvalidItem)
 	}
-	own := s.o.names()
 	for name, v := range attrs {
-		if slices.Contains(own, name) {
+		if slices.Contains(s.own, name) {
 			return fmt.Errorf("%w: attribute %q is the idempotency record's own; name it otherwise (or rename the record's with dynamostore.Options)", lambdakit.ErrInvalidItem, name)
 		}
 		if err := checkAttribute(name, v); err != nil {

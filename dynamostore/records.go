@@ -82,7 +82,7 @@ type Records struct {
 // attributes of the same name make every method return an error.
 func NewRecords(client RecordsAPI, table string, optFns ...func(*Options)) *Records {
 	o, err := newOptions(optFns)
-	return &Records{client: client, table: table, o: o, optErr: err, codec: &Store{table: table, o: o}}
+	return &Records{client: client, table: table, o: o, optErr: err, codec: newStore(nil, table, o)}
 }
 
 // Get reads the record with the given ID, with a strongly consistent read.

@@ -183,6 +183,27 @@ type Store struct {
 	client API
 	table  string
 	o      Options
+	// names maps each placeholder (nKey, ...) to the attribute it stands
+	// for, and own lists the record's own attributes (Options.names):
+	// both fixed by o, built once rather than for every request.
+	names map[string]string
+	own   []string
+}
+
+// newStore is the Store of table through client with options o.
+func newStore(client API, table string, o Options) *Store {
+	return &Store{client: client, table: table, o: o, own: o.names(), names: map[string]string{
+		nKey:        o.KeyAttr,
+		nSortKey:    o.SortKeyAttr,
+		nStatus:     o.StatusAttr,
+		nExpiration: o.ExpirationAttr,
+		nInProgress: o.InProgressExpirationAttr,
+		nValidation: o.ValidationAttr,
+		nData:       o.DataAttr,
+		nLease:      o.LeaseAttr,
+		nFailure:    o.FailureAttr,
+		nEffect:     o.EffectAttr,
+	}}
 }
 
 var (
@@ -221,26 +242,14 @@ func New(client API, table string, optFns ...func(*Options)) (*Store, error) {
 		return nil, err
 	}
 	// Through boundary, a throttled call fails with lambdakit.ErrThrottled.
-	return &Store{client: boundary{client}, table: table, o: o}, nil
+	return newStore(boundary{client}, table, o), nil
 }
 
 func (s *Store) attrNames(placeholders ...string) map[string]string {
-	all := map[string]string{
-		nKey:        s.o.KeyAttr,
-		nSortKey:    s.o.SortKeyAttr,
-		nStatus:     s.o.StatusAttr,
-		nExpiration: s.o.ExpirationAttr,
-		nInProgress: s.o.InProgressExpirationAttr,
-		nValidation: s.o.ValidationAttr,
-		nData:       s.o.DataAttr,
-		nLease:      s.o.LeaseAttr,
-		nFailure:    s.o.FailureAttr,
-		nEffect:     s.o.EffectAttr,
-	}
 	// DynamoDB rejects names that the expressions do not use.
 	m := make(map[string]string, len(placeholders))
 	for _, p := range placeholders {
-		m[p] = all[p]
+		m[p] = s.names[p]
 	}
 	return m
 }
@@ -427,40 +436,46 @@ func invalid(err error) bool {
 // completion is the fenced update that completes rec, in the form a
 // transaction takes; UpdateItem takes the same fields.
 func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
-	set := nStatus + " = :completed"
-	var remove []string
-	names := []string{nStatus, nExpiration, nLease}
-	values := map[string]types.AttributeValue{
-		":completed": str(string(lambdakit.StatusCompleted)),
-		":lease":     str(rec.Lease),
+	attrs, _ := rec.Item.(map[string]types.AttributeValue)
+	// One builder and maps sized for what they will hold: the expression
+	// is built for every record.
+	var set strings.Builder
+	set.Grow(160 + 16*len(attrs))
+	set.WriteString("SET " + nStatus + " = :completed")
+	clause := func(name, value string) {
+		set.WriteString(", ")
+		set.WriteString(name)
+		set.WriteString(" = ")
+		set.WriteString(value)
 	}
+	var remove []string
+	names := s.attrNames(nStatus, nExpiration, nLease, nValidation, nFailure, nEffect, nData)
+	values := make(map[string]types.AttributeValue, 7+len(attrs))
+	values[":completed"] = str(string(lambdakit.StatusCompleted))
+	values[":lease"] = str(rec.Lease)
 	if rec.Expiration.IsZero() {
 		// Kept forever: without its TTL attribute, DynamoDB never
 		// deletes the item, and the acquire condition never finds it
 		// expired.
 		remove = append(remove, nExpiration)
 	} else {
-		set += ", " + nExpiration + " = :exp"
+		clause(nExpiration, ":exp")
 		values[":exp"] = num(rec.Expiration.Unix())
 	}
-	if rec.Validation != "" {
-		set += ", " + nValidation + " = :validation"
-		names = append(names, nValidation)
-		values[":validation"] = str(rec.Validation)
+	// The record's optional attributes: their names only when used
+	// (DynamoDB rejects a name the expressions do not use).
+	for _, a := range [...]struct{ name, placeholder, value string }{
+		{nValidation, ":validation", rec.Validation}, {nFailure, ":failure", rec.Failure}, {nEffect, ":effect", rec.Effect},
+	} {
+		if a.value == "" {
+			delete(names, a.name)
+			continue
+		}
+		clause(a.name, a.placeholder)
+		values[a.placeholder] = str(a.value)
 	}
-	if rec.Failure != "" {
-		set += ", " + nFailure + " = :failure"
-		names = append(names, nFailure)
-		values[":failure"] = str(rec.Failure)
-	}
-	if rec.Effect != "" {
-		set += ", " + nEffect + " = :effect"
-		names = append(names, nEffect)
-		values[":effect"] = str(rec.Effect)
-	}
-	names = append(names, nData)
 	if len(rec.Data) > 0 {
-		set += ", " + nData + " = :data"
+		clause(nData, ":data")
 		values[":data"] = str(string(rec.Data))
 	} else {
 		// A record completed again without a result must not keep
@@ -468,31 +483,43 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		// in lambdakit.Store's contract.
 		remove = append(remove, nData)
 	}
-	attrNames := s.attrNames(names...)
-	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
-		// The handler's item, onto the record's: placeholders for
-		// every name, in a fixed order so that a retried request is the
-		// same request.
-		for i, name := range slices.Sorted(maps.Keys(attrs)) {
-			n, v := "#i"+strconv.Itoa(i), ":i"+strconv.Itoa(i)
-			set += ", " + n + " = " + v
-			attrNames[n] = name
-			values[v] = attrs[name]
-		}
+	// The handler's item, onto the record's: placeholders for every name,
+	// in a fixed order so that a retried request is the same request.
+	for i, name := range slices.Sorted(maps.Keys(attrs)) {
+		n, v := itemPlaceholders(i)
+		clause(n, v)
+		names[n] = name
+		values[v] = attrs[name]
 	}
-	expr := "SET " + set
 	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
+		set.WriteString(" REMOVE " + strings.Join(remove, ", "))
 	}
 	return &types.Update{
 		TableName:                 aws.String(s.table),
 		Key:                       s.key(rec.ID),
-		UpdateExpression:          aws.String(expr),
+		UpdateExpression:          aws.String(set.String()),
 		ConditionExpression:       aws.String(nLease + " = :lease"),
-		ExpressionAttributeNames:  attrNames,
+		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	}
 }
+
+// itemPlaceholders are the name and value placeholders of the i-th
+// attribute of a handler's item: "#i<i>" and ":i<i>", made once for the
+// first ones, which are most items' all.
+func itemPlaceholders(i int) (name, value string) {
+	if i < len(itemNames) {
+		return itemNames[i], itemValues[i]
+	}
+	return "#i" + strconv.Itoa(i), ":i" + strconv.Itoa(i)
+}
+
+var itemNames, itemValues = func() (names, values [32]string) {
+	for i := range names {
+		names[i], values[i] = "#i"+strconv.Itoa(i), ":i"+strconv.Itoa(i)
+	}
+	return
+}()
 
 // Release deletes the record, so that a retry can run at once, provided it
 // is still in progress under lease. A record that is already gone counts as

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -32,8 +33,9 @@ type config struct {
 	sizeTimeout, gatewayDelay, sizeGatewayDelay         time.Duration
 	maxMotoRSS                                          int // MiB
 	only                                                map[string]bool
-	motoPatch                                           bool
+	motoPatch, events                                   bool
 	template, repo                                      string
+	cpuProfile                                          string
 	timeout                                             time.Duration
 }
 
@@ -62,6 +64,8 @@ func main() {
 	flag.BoolVar(&c.motoPatch, "moto-patch", true, "run moto through the launcher's patch (false: LAMBDAKIT_MOTO_PATCH=0)")
 	flag.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
 	flag.StringVar(&c.repo, "repo", ".", "the module's root")
+	flag.BoolVar(&c.events, "events", false, "set EVENTS_QUEUE_URL on the lambdakit function of every section but modes, so that it publishes payment.charged as the sample does by default (on the payment's record once the sample publishes there without OUTBOX_TABLE)")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to this file (the modes section runs lambdakit in it)")
 	flag.DurationVar(&c.timeout, "timeout", 60*time.Second, "the function's timeout (template.yaml: 60s)")
 	flag.Parse()
 	c.only = map[string]bool{}
@@ -78,6 +82,18 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(ctx, c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -178,6 +194,12 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
+	// The events queue is only named, as for lambdakit+outbox below: the
+	// function never calls SQS, the relay would.
+	eventsQueue := "EVENTS_QUEUE_URL=" + stack.Moto.URL + "/123456789012/bench-events.fifo"
+	if c.events {
+		lk.Env = append(lk.Env, eventsQueue)
+	}
 	bare, barePay, err := impl("bare", bareBin, "B")
 	if err != nil {
 		return err
@@ -192,7 +214,7 @@ func run(ctx context.Context, c config) error {
 	if err := stack.OutboxTable(ctx, "bench-outbox"); err != nil {
 		return err
 	}
-	withOutbox.Env = append(withOutbox.Env, "OUTBOX_TABLE=bench-outbox", "EVENTS_QUEUE_URL="+stack.Moto.URL+"/123456789012/bench-events.fifo")
+	withOutbox.Env = append(withOutbox.Env, "OUTBOX_TABLE=bench-outbox", eventsQueue)
 	// lambdakit+valkey: the records on a redis-server of its own, the
 	// ledger on DynamoDB as before.
 	withValkey, valkeyPay, err := impl("lambdakit+valkey", valkeyBin, "V")
@@ -281,6 +303,9 @@ func run(ctx context.Context, c config) error {
 		}
 		flat := lk
 		flat.Env = stack.FunctionEnv(payments)
+		if c.events {
+			flat.Env = append(flat.Env, eventsQueue)
+		}
 		pay := bench.NewPayments("Ff")
 		h.MaxMotoRSS = int64(c.maxMotoRSS) << 10
 		run, err := h.Flat(ctx, flat, bench.InBatches(pay.Take(c.flat), c.batch))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -308,8 +309,10 @@ func TestHealthyBatchOutputAtTheDefaultLevel(t *testing.T) {
 
 // The modes section on a small run: each mode's requests and units per
 // payment are what the design says (5, 2 and 1 write units for a new
-// payment; nothing for a warm duplicate; a failed conditional write for
-// a resent one).
+// payment; an event on the record adds none, one through the outbox
+// table 3; nothing for a warm duplicate; a failed conditional write for
+// a resent one), and an event on the record leaves its item under the
+// 1 KB at which its completion would cost one more unit.
 func TestModesCountWhatTheDesignSays(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs against moto")
@@ -322,13 +325,13 @@ func TestModesCountWhatTheDesignSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stack.Close()
-	rows, err := stack.Modes(ctx, 20, testBatch)
+	rows, err := stack.Modes(ctx, testBatch, testBatch)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []struct {
 		newRequests, newWRU, coldWRU float64
-	}{{2, 5, 1}, {2, 2, 1}, {1, 1, 1}, {1, 4, 4}}
+	}{{2, 5, 1}, {2, 2, 1}, {2, 2, 1}, {2, 5, 1}, {1, 1, 1}, {1, 1, 1}, {1, 4, 4}, {1, 4, 4}}
 	if len(rows) != len(want) {
 		t.Fatalf("got %d rows; want %d", len(rows), len(want))
 	}
@@ -345,6 +348,11 @@ func TestModesCountWhatTheDesignSays(t *testing.T) {
 		}
 		if got := per(r.Cold.WriteUnits); got != want[i].coldWRU || per(float64(r.Cold.Total())) != 1 {
 			t.Errorf("%s: resent duplicate %v WRU, requests %v; want %v WRU in one request", r.Mode, got, r.Cold.Requests, want[i].coldWRU)
+		}
+		// An event on the record rides on its item: the mode before it is
+		// the same without the event.
+		if strings.Contains(r.Handler, "PublishOnRecord") && (r.LargestItem <= rows[i-1].LargestItem || r.LargestItem > 1024) {
+			t.Errorf("%s: largest item %d bytes; want more than without the event (%d), at most 1024", r.Mode, r.LargestItem, rows[i-1].LargestItem)
 		}
 		if got := per(float64(r.Redelivered.Total())); got != 1.0/testBatch || r.Redelivered.WriteUnits != 0 {
 			t.Errorf("%s: redelivered duplicates %v; want one read ahead per batch, no write", r.Mode, r.Redelivered.Requests)

@@ -137,6 +137,20 @@ func (m *Meter) Observe(op string, req []byte, status int, resp []byte) {
 	}
 }
 
+// LargestItem is the size of the largest item the meter knows in table,
+// by DynamoDB's rules (units.go), 0 if it knows none.
+func (m *Meter) LargestItem(table string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, sizes := range m.items {
+		if strings.HasPrefix(id, table+"\x00") {
+			n = max(n, total(sizes))
+		}
+	}
+	return n
+}
+
 // ident names an item by its table and key attributes.
 func (m *Meter) ident(table string, it item) string {
 	var b strings.Builder

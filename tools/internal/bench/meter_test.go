@@ -164,3 +164,19 @@ func TestMeterCountsRequestsByOperation(t *testing.T) {
 		t.Fatalf("second Take got %v; want nothing", u.Requests)
 	}
 }
+
+// LargestItem is the largest item written to a table and still there, by
+// its billed size; a failed write changes nothing.
+func TestMeterLargestItemOfItsTableOnly(t *testing.T) {
+	m := newMeter(t)
+	m.Observe("PutItem", put("a", 100), 200, []byte(`{}`))  // 2+1 + 3+100
+	m.Observe("PutItem", put("b", 1000), 200, []byte(`{}`)) // 2+1 + 3+1000
+	m.Observe("PutItem", put("c", 5000), 400, []byte(`{}`)) // its condition failed
+	m.Observe("PutItem", body(map[string]any{"TableName": "t2", "Item": map[string]any{"id": str("d"), "pad": str(strings.Repeat("x", 2000))}}), 200, []byte(`{}`))
+	if got := m.LargestItem("t"); got != 1006 {
+		t.Errorf("LargestItem(t) = %d; want 1006", got)
+	}
+	if got := m.LargestItem("none"); got != 0 {
+		t.Errorf("LargestItem of an unknown table = %d; want 0", got)
+	}
+}
