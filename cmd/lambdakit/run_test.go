@@ -50,6 +50,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"too much concurrency", []string{"run", "-queue", queue, "-concurrency", "1001", echo}, "-concurrency 1001: want 2 to 1000"},
 		{"a window in fractions of a second", []string{"run", "-queue", queue, "-window", "1500ms", echo}, "-window 1.5s: want whole seconds, 0 to 5m0s"},
 		{"no batch", []string{"run", "-queue", queue, "-batch-size", "0", echo}, "-batch-size 0: want 1 or more"},
+		{"no invocations per process", []string{"run", "-queue", queue, "-per-process-concurrency", "0", echo}, "-per-process-concurrency 0: want 1 or more"},
+		{"negative invocations per process", []string{"run", "-queue", queue, "-per-process-concurrency", "-2", echo}, "-per-process-concurrency -2: want 1 or more"},
 		{"bad timeout", []string{"run", "-queue", queue, "-timeout", "-1s", echo}, "-timeout -1s"},
 		{"missing bootstrap", []string{"run", "-queue", queue, filepath.Join(t.TempDir(), "nope")}, "nope"},
 	}
