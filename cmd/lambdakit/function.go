@@ -161,6 +161,10 @@ func (f *functionFlags) checkGiven(fs *cmdline.Flags) error {
 		return fs.UsageError("-memory %d: want a positive number of MB", f.memory)
 	case set["function-name"] && f.functionName == "":
 		return fs.UsageError("-function-name: want a name")
+	case f.perProcess < 1:
+		// Zero, like a negative count, runs no invocation: a mistake,
+		// not a default.
+		return fs.UsageError("-per-process-concurrency %d: want 1 or more", f.perProcess)
 	case f.function != "" && f.template != "":
 		return fs.UsageError("-function and -template both describe the function: give one")
 	}

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,6 +50,8 @@ func TestRunUsageErrors(t *testing.T) {
 		{"too much concurrency", []string{"run", "-queue", queue, "-concurrency", "1001", echo}, "-concurrency 1001: want 2 to 1000"},
 		{"a window in fractions of a second", []string{"run", "-queue", queue, "-window", "1500ms", echo}, "-window 1.5s: want whole seconds, 0 to 5m0s"},
 		{"no batch", []string{"run", "-queue", queue, "-batch-size", "0", echo}, "-batch-size 0: want 1 or more"},
+		{"no invocations per process", []string{"run", "-queue", queue, "-per-process-concurrency", "0", echo}, "-per-process-concurrency 0: want 1 or more"},
+		{"negative invocations per process", []string{"run", "-queue", queue, "-per-process-concurrency", "-2", echo}, "-per-process-concurrency -2: want 1 or more"},
 		{"bad timeout", []string{"run", "-queue", queue, "-timeout", "-1s", echo}, "-timeout -1s"},
 		{"missing bootstrap", []string{"run", "-queue", queue, filepath.Join(t.TempDir(), "nope")}, "nope"},
 	}
@@ -91,13 +95,7 @@ func TestRunQueue(t *testing.T) {
 
 	queue := func(t *testing.T, bodies ...string) string {
 		t.Helper()
-		url := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": "1"})
-		for _, b := range bodies {
-			if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(b)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return url
+		return queueWith(t, client, 1, bodies...)
 	}
 
 	t.Run("until empty without a redrive policy: one warning that a failing message comes back forever", func(t *testing.T) {
@@ -301,12 +299,7 @@ func TestRunQueue(t *testing.T) {
 		t.Parallel()
 		// Two batch slots, each busy for 1.5 s: the third message is
 		// never taken once the signal stops the pollers.
-		url := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": "10"})
-		for _, body := range []string{"s1 sleep=1500", "s2 sleep=1500", "s3 sleep=1500"} {
-			if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		url := queueWith(t, client, 10, "s1 sleep=1500", "s2 sleep=1500", "s3 sleep=1500")
 		cli, _ := binaries(t)
 		log := filepath.Join(t.TempDir(), "esmfn.log")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -358,6 +351,19 @@ func TestRunQueue(t *testing.T) {
 	})
 }
 
+// queueWith makes a standard queue whose VisibilityTimeout is visibility
+// seconds, and sends it bodies.
+func queueWith(t *testing.T, client *sqs.Client, visibility int, bodies ...string) string {
+	t.Helper()
+	url := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": strconv.Itoa(visibility)})
+	for _, b := range bodies {
+		if _, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return url
+}
+
 // queueTemplate is a template of a function Fn with a timeout of 1 s on
 // a queue Q, its event FromQ's properties left open: a test appends its
 // own.
@@ -374,3 +380,208 @@ const queueTemplate = `Resources:
           Properties:
             Queue: !GetAtt Q.Arn
 `
+
+// esmfnLine is a line of esmfn's log (ESMFN_LOG): an invocation's start
+// or end, in the process PID.
+type esmfnLine struct {
+	Kind           string `json:"kind"`
+	PID            int    `json:"pid"`
+	MaxConcurrency string `json:"maxConcurrency"`
+	RequestID      string `json:"requestId"`
+	Time           int64  `json:"time"`
+	Event          struct {
+		Records []struct {
+			MessageID string `json:"messageId"`
+			Body      string `json:"body"`
+		} `json:"Records"`
+	} `json:"event"`
+}
+
+// perProcessRun is a run of esmfn by 'run -per-process-concurrency 3' on
+// a queue of bodies, a batch of one message each, and what it left.
+type perProcessRun struct {
+	cliResult
+	outs []runOutput
+	log  []esmfnLine
+	// ids are the message IDs by the label of their body ("a" for
+	// "a sleep=100"); labels by the message ID.
+	ids, labels map[string]string
+}
+
+func runPerProcess(t *testing.T, client *sqs.Client, env []string, fn string, visibility int, args []string, bodies ...string) perProcessRun {
+	t.Helper()
+	url := queueWith(t, client, visibility, bodies...)
+	log := filepath.Join(t.TempDir(), "esmfn.log")
+	args = append([]string{"run", "-queue", url, "-until-empty", "-batch-size", "1", "-concurrency", "3", "-per-process-concurrency", "3", "-report-batch-item-failures"}, args...)
+	r := perProcessRun{cliResult: lambdakit(t, slices.Concat(env, []string{"ESMFN_LOG=" + log}), append(args, fn)...), ids: map[string]string{}, labels: map[string]string{}}
+	r.outs = jsonLines[runOutput](t, r.stdout)
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("%v\nstderr:\n%s", err, r.stderr)
+	}
+	r.log = jsonLines[esmfnLine](t, string(b))
+	for _, l := range r.log {
+		for _, rec := range l.Event.Records {
+			label, _, _ := strings.Cut(rec.Body, " ")
+			r.ids[label], r.labels[rec.MessageID] = rec.MessageID, label
+		}
+	}
+	return r
+}
+
+// ended counts, by message label, the invocations of one message that
+// answered; deleted, the times run deleted each message.
+func (r perProcessRun) ended() (ended, deleted map[string]int) {
+	ended, deleted = map[string]int{}, map[string]int{}
+	started := map[string]string{} // request ID → label
+	for _, l := range r.log {
+		if l.Kind == "start" && len(l.Event.Records) == 1 {
+			started[l.RequestID] = r.labels[l.Event.Records[0].MessageID]
+		}
+	}
+	for _, l := range r.log {
+		if l.Kind == "end" {
+			ended[started[l.RequestID]]++
+		}
+	}
+	for _, o := range r.outs {
+		for _, id := range o.Deleted {
+			deleted[r.labels[id]]++
+		}
+	}
+	return ended, deleted
+}
+
+// mostAtOnce is the most invocations process pid was running at once.
+func (r perProcessRun) mostAtOnce(pid int) int {
+	most, now := 0, 0
+	for _, l := range r.log { // in the order written: start and end of each are in order
+		if l.PID != pid {
+			continue
+		}
+		if l.Kind == "start" {
+			now++
+		} else {
+			now--
+		}
+		most = max(most, now)
+	}
+	return most
+}
+
+// -per-process-concurrency N runs up to N batches at once in one process,
+// as Lambda Managed Instances does, and a crash or timeout of that process
+// ends every invocation it was running: their batches are left whole, to
+// come back after the visibility timeout, and are handled then.
+func TestRunPerProcessConcurrency(t *testing.T) {
+	srv := moto.Server(t)
+	fn := testenv.Build(t, "../../internal/esm/testdata/esmfn")
+	client := sqs.NewFromConfig(moto.Config(t))
+	env := awsEnv("SQS", srv.URL)
+
+	t.Run("every message handled once, several at once in one process", func(t *testing.T) {
+		t.Parallel()
+		bodies := []string{"a sleep=400", "b sleep=400", "c sleep=400", "d sleep=400", "e sleep=400", "f sleep=400"}
+		r := runPerProcess(t, client, env, fn, 3, []string{"-timeout", "2s"}, bodies...)
+		if r.code != 0 {
+			t.Fatalf("exit status %d; want 0\nstderr:\n%s", r.code, r.stderr)
+		}
+		ended, deleted := r.ended()
+		for _, b := range bodies {
+			label, _, _ := strings.Cut(b, " ")
+			if ended[label] != 1 || deleted[label] != 1 {
+				t.Errorf("message %s: answered %d times, deleted %d times; want once each\nstdout:\n%s", label, ended[label], deleted[label], r.stdout)
+			}
+		}
+		pids := map[int]bool{}
+		for _, l := range r.log {
+			pids[l.PID] = true
+			if l.MaxConcurrency != "3" {
+				t.Errorf("log line %+v: AWS_LAMBDA_MAX_CONCURRENCY %q; want 3", l, l.MaxConcurrency)
+			}
+		}
+		if len(pids) != 1 || r.mostAtOnce(r.log[0].PID) < 2 {
+			t.Errorf("%d processes, at most %d invocations at once; want one process running more than one\nlog: %+v", len(pids), r.mostAtOnce(r.log[0].PID), r.log)
+		}
+		for _, want := range []string{"lambdakit run: stopped: the queue is empty",
+			"invocations               6", "records                   6", "deleted                   6",
+			"left for redelivery       0", "function errors           0"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+			}
+		}
+		if n := strings.Count(r.stderr, "Init Duration"); n != 1 {
+			t.Errorf("%d Init Durations; want 1 (one process)\n%s", n, r.stderr)
+		}
+	})
+
+	// failedTogether checks a run of a, b and c in which the first process
+	// ended while running the three: each of its invocations is reported
+	// with one of outcomes, its message left; then each message comes back,
+	// is answered once in a new process and deleted once.
+	failedTogether := func(t *testing.T, r perProcessRun, outcomes ...string) {
+		t.Helper()
+		if r.code != 1 {
+			t.Errorf("exit status %d; want 1 (an invocation failed)\nstderr:\n%s", r.code, r.stderr)
+		}
+		first := r.log[0].PID
+		var ran []string // request IDs
+		for _, l := range r.log {
+			if l.PID == first && l.Kind == "start" {
+				ran = append(ran, l.RequestID)
+			}
+		}
+		if r.mostAtOnce(first) != 3 {
+			t.Fatalf("the first process ran at most %d invocations at once; want a, b and c at once\nlog: %+v\nstderr:\n%s", r.mostAtOnce(first), r.log, r.stderr)
+		}
+		byRequest := map[string]runOutput{}
+		for _, o := range r.outs {
+			byRequest[o.RequestID] = o
+		}
+		for _, id := range ran {
+			o := byRequest[id]
+			if !slices.Contains(outcomes, o.Outcome) || len(o.Deleted) != 0 || len(o.Left) != 1 {
+				t.Errorf("invocation %s of the process that ended: %+v; want outcome in %v, its message left", id, o, outcomes)
+			}
+		}
+		ended, deleted := r.ended()
+		for _, label := range []string{"a", "b", "c"} {
+			if ended[label] != 1 || deleted[label] != 1 {
+				t.Errorf("message %s: answered %d times, deleted %d times; want once each, on its redelivery\nstdout:\n%s", label, ended[label], deleted[label], r.stdout)
+			}
+		}
+		for _, l := range r.log {
+			if l.PID == first && l.Kind == "end" {
+				t.Errorf("the process that ended answered %+v; want none of its invocations answered", l)
+			}
+		}
+		for _, want := range []string{"lambdakit run: stopped: the queue is empty",
+			"invocations               6", "records                   6", "deleted                   3",
+			"left for redelivery       3", "function errors           3"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+			}
+		}
+	}
+
+	t.Run("a crash leaves every batch its process was running, handled on redelivery", func(t *testing.T) {
+		t.Parallel()
+		// c crashes the process while a and b sleep in it. The visibility
+		// timeout, shorter than the function's, brings them back soon.
+		r := runPerProcess(t, client, env, fn, 1, []string{"-timeout", "2s", "-allow-short-visibility-timeout"},
+			"a sleep=1800@1", "b sleep=1800@1", "c sleep=800@1 crash@1")
+		failedTogether(t, r, "crash")
+	})
+
+	t.Run("a timeout leaves every batch its process was running, handled on redelivery", func(t *testing.T) {
+		t.Parallel()
+		// The first invocation to reach its deadline times out, and the
+		// others, their process killed, end as crashes (or time out too).
+		r := runPerProcess(t, client, env, fn, 1, []string{"-timeout", "1s"},
+			"a sleep=3000@1", "b sleep=3000@1", "c sleep=3000@1")
+		failedTogether(t, r, "timeout", "crash")
+		if !strings.Contains(r.stdout, `"outcome":"timeout"`) {
+			t.Errorf("stdout:\n%s\nwant a timeout", r.stdout)
+		}
+	})
+}

@@ -25,7 +25,8 @@
 //
 // ESMFN_LOG names a file that gets one JSON line when an invocation starts
 // ({"kind":"start", "event": the raw event, ...}) and one when it answers
-// ({"kind":"end", "failed": [...]}).
+// ({"kind":"end", "failed": [...]}); each line has the process's PID and
+// its AWS_LAMBDA_MAX_CONCURRENCY, if set.
 package main
 
 import (
@@ -49,6 +50,7 @@ import (
 type logLine struct {
 	Kind      string          `json:"kind"`
 	PID       int             `json:"pid"`
+	MaxConc   string          `json:"maxConcurrency,omitempty"`
 	RequestID string          `json:"requestId"`
 	Time      int64           `json:"time"` // Unix nanoseconds
 	Event     json.RawMessage `json:"event,omitempty"`
@@ -60,6 +62,7 @@ func writeLog(l logLine) {
 	if path == "" {
 		return
 	}
+	l.PID, l.MaxConc = os.Getpid(), os.Getenv("AWS_LAMBDA_MAX_CONCURRENCY")
 	b, _ := json.Marshal(l)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -98,7 +101,7 @@ type rawReader struct{ *strings.Reader }
 
 func handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	lc, _ := lambdacontext.FromContext(ctx)
-	writeLog(logLine{Kind: "start", PID: os.Getpid(), RequestID: lc.AwsRequestID, Time: time.Now().UnixNano(), Event: raw})
+	writeLog(logLine{Kind: "start", RequestID: lc.AwsRequestID, Time: time.Now().UnixNano(), Event: raw})
 	var ev events.SQSEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return nil, err
@@ -151,7 +154,7 @@ func handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	for _, f := range resp.BatchItemFailures {
 		failed = append(failed, f.ItemIdentifier)
 	}
-	writeLog(logLine{Kind: "end", PID: os.Getpid(), RequestID: lc.AwsRequestID, Time: time.Now().UnixNano(), Failed: failed})
+	writeLog(logLine{Kind: "end", RequestID: lc.AwsRequestID, Time: time.Now().UnixNano(), Failed: failed})
 	if answer != nil {
 		return answer, nil
 	}
