@@ -204,7 +204,8 @@ func TestFIFOGroupTurningVisibleDuringAReceiveComesBackOldestFirst(t *testing.T)
 	}
 
 	// Receive back to back, keeping what comes out in flight, until
-	// every group has come back or 5s have passed.
+	// every group has come back, 5s have passed or each receiver has made
+	// 1000 receives.
 	var mu sync.Mutex
 	back := map[string]bool{}
 	var alone []string
@@ -213,7 +214,10 @@ func TestFIFOGroupTurningVisibleDuringAReceiveComesBackOldestFirst(t *testing.T)
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
-			for time.Now().Before(deadline) {
+			for range 1000 {
+				if time.Now().After(deadline) {
+					return
+				}
 				msgs, err := receive(10, 30)
 				if err != nil {
 					t.Error(err)
