@@ -40,6 +40,7 @@ moto_server; it is a file of its own so that it can be read, and run by
 hand, as plain Python.
 """
 
+import contextlib
 import copy
 import hashlib
 import os
@@ -238,8 +239,9 @@ def patch(moto):
     _serialize_dynamodb()
     _no_builtin_mappings()
     _kinesis_split_keeps_records()
-    _fifo_receive_in_order()
-    _sqs_counts_at_one_instant()
+    one_instant = _sqs_one_instant()
+    _fifo_receive_in_order(one_instant)
+    _sqs_counts_at_one_instant(one_instant)
 
 
 def _no_builtin_mappings():
@@ -335,7 +337,7 @@ def _kinesis_split_keeps_records():
     Stream.get_shard_for_key = get_shard_for_key
 
 
-def _fifo_receive_in_order():
+def _fifo_receive_in_order(one_instant):
     """Makes a FIFO queue's receives keep each message group whole and in order.
 
     SQS never hands a group's message out while an earlier one of the group
@@ -346,8 +348,13 @@ def _fifo_receive_in_order():
     its scan reaches it, so that of two such messages of a group the later
     can come out first while the earlier is skipped. Here a FIFO queue's
     receives run one at a time, each after the messages visible again are
-    taken off the in-flight set. A long poll is played by short receives
-    with pauses between them, so that one waiting receive holds up no other.
+    taken off the in-flight set. The clock stands still during each of
+    those receives: moto asks it anew for every message it looks at, and a
+    message that turned visible after that first step was taken off the
+    in-flight set midway through the scan, which freed its group after the
+    group's older message had been passed over as blocked, so the later one
+    came out alone. A long poll is played by short receives with pauses
+    between them, so that one waiting receive holds up no other.
 
     SQS numbers a FIFO queue's messages in the order they are sent (the
     SequenceNumber grows), which is how a consumer tells a group's oldest
@@ -363,6 +370,7 @@ def _fifo_receive_in_order():
     original = getattr(SQSBackend, "receive_message", None)
     if original is None:
         return
+    one_instant = one_instant or contextlib.nullcontext
     lock = threading.Lock()
 
     def receive_message(self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names=None):
@@ -371,7 +379,7 @@ def _fifo_receive_in_order():
             return original(self, queue_name, count, wait_seconds_timeout, visibility_timeout, message_attribute_names)
         deadline = time.monotonic() + (wait_seconds_timeout or 0)
         while True:
-            with lock:
+            with lock, one_instant():
                 for message in [m for m in queue.pending_messages if m.visible]:
                     queue.pending_messages.discard(message)
                 result = original(self, queue_name, count, 0, visibility_timeout, message_attribute_names)
@@ -401,7 +409,9 @@ def _fifo_receive_in_order():
 
     send_message.__wrapped__ = send
     SQSBackend.send_message = send_message
-def _sqs_counts_at_one_instant():
+
+
+def _sqs_counts_at_one_instant(one_instant):
     """Reads the clock once for each GetQueueAttributes.
 
     moto works out ApproximateNumberOfMessages, ...NotVisible and
@@ -413,14 +423,37 @@ def _sqs_counts_at_one_instant():
     request all use the time it began.
     """
     try:
-        from moto.sqs import models
+        from moto.sqs.models import SQSBackend
     except ImportError:
         return
-    real_now = getattr(models, "unix_time_millis", None)
-    backend = getattr(models, "SQSBackend", None)
-    original = getattr(backend, "get_queue_attributes", None) if backend else None
-    if real_now is None or original is None:
+    original = getattr(SQSBackend, "get_queue_attributes", None)
+    if one_instant is None or original is None:
         return
+
+    def get_queue_attributes(self, *args, **kwargs):
+        with one_instant():
+            return original(self, *args, **kwargs)
+
+    get_queue_attributes.__wrapped__ = original
+    SQSBackend.get_queue_attributes = get_queue_attributes
+
+
+def _sqs_one_instant():
+    """Replaces moto's SQS clock with one that can stand still.
+
+    Returns a context manager: inside it, on its thread, moto.sqs.models's
+    unix_time_millis (which tells whether a message is visible or delayed,
+    and when a message received turns visible) answers the time the
+    outermost such block began, so that one request sees each message in one
+    state throughout. Returns None when that module has no such clock.
+    """
+    try:
+        from moto.sqs import models
+    except ImportError:
+        return None
+    real_now = getattr(models, "unix_time_millis", None)
+    if real_now is None:
+        return None
     frozen = threading.local()
 
     def unix_time_millis(*args, **kwargs):
@@ -429,16 +462,19 @@ def _sqs_counts_at_one_instant():
             return real_now(*args, **kwargs)
         return at
 
-    def get_queue_attributes(self, *args, **kwargs):
+    @contextlib.contextmanager
+    def one_instant():
+        if getattr(frozen, "at", None) is not None:
+            yield  # inside another request's instant (a receive reads attributes)
+            return
         frozen.at = real_now()
         try:
-            return original(self, *args, **kwargs)
+            yield
         finally:
             frozen.at = None
 
-    get_queue_attributes.__wrapped__ = original
     models.unix_time_millis = unix_time_millis
-    backend.get_queue_attributes = get_queue_attributes
+    return one_instant
 
 
 def _serialize_dynamodb():
@@ -486,7 +522,7 @@ def main(argv=None):
         except Unsupported as e:
             _say("%s: %s; transactions copy whole tables and slow down as they grow" % (FALLBACK, e))
         else:
-            _say("%s moto %s patched: transactions snapshot only the items they write, DynamoDB requests run one at a time, and moto's own event source mappings leave queues and streams alone; a split Kinesis shard keeps its records; FIFO receives see a group in flight; a queue's counts are read at one instant" % (PREFIX, moto.__version__))
+            _say("%s moto %s patched: transactions snapshot only the items they write, DynamoDB requests run one at a time, and moto's own event source mappings leave queues and streams alone; a split Kinesis shard keeps its records; FIFO receives see a group in flight, at one instant; a queue's counts are read at one instant" % (PREFIX, moto.__version__))
     _say("%s %s" % (VERSION, getattr(moto, "__version__", "unknown")))
     from moto.server import main as serve
 

@@ -2,6 +2,7 @@ package motoserver_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
@@ -140,5 +142,115 @@ func TestKinesisSplitKeepsParentRecords(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "p1 p2" {
 		t.Errorf("the split parent holds %v; want p1 p2", got)
+	}
+}
+
+// SQS hands a group's messages out oldest first, also when they turn
+// visible again while a receive is running. Plain moto 5.2.1 reads the clock
+// anew for each message it looks at: a message that turns visible midway
+// is taken off the in-flight set then, which frees its group after the
+// group's older message was passed over as blocked, so the later one comes
+// out alone (a FIFO mapping saw B3 before B2). Here, in each of many
+// groups, the second message turns visible a few milliseconds after the
+// first while receives run back to back; each group is one more chance for
+// a receive to be under way at that moment (most runs of plain moto hand
+// out several groups' second messages alone).
+func TestFIFOGroupTurningVisibleDuringAReceiveComesBackOldestFirst(t *testing.T) {
+	c := sqs.NewFromConfig(moto.Config(t))
+	ctx := t.Context()
+	url := testenv.Queue(t, c, true, map[string]string{"VisibilityTimeout": "1"})
+
+	const groups = 40
+	var msgs [][2]string // group, body
+	for g := range groups {
+		msgs = append(msgs, [2]string{fmt.Sprint("G", g), fmt.Sprintf("G%d-1", g)}, [2]string{fmt.Sprint("G", g), fmt.Sprintf("G%d-2", g)})
+	}
+	for chunk := range slices.Chunk(msgs, 10) {
+		var entries []types.SendMessageBatchRequestEntry
+		for _, m := range chunk {
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(m[1]), MessageBody: aws.String(m[1]),
+				MessageGroupId: aws.String(m[0]), MessageDeduplicationId: aws.String(m[1])})
+		}
+		if _, err := c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receive := func(n, visibility int32) ([]types.Message, error) {
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: n, VisibilityTimeout: visibility})
+		if err != nil {
+			return nil, err
+		}
+		return out.Messages, nil
+	}
+	// Each group's two messages are received together; the second's
+	// visibility timeout is then started again, so that it turns visible
+	// a moment after the first.
+	var start time.Time
+	for g := range groups {
+		msgs, err := receive(2, 1)
+		if g == 0 {
+			start = time.Now()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 2 || aws.ToString(msgs[1].Body) != fmt.Sprintf("G%d-2", g) {
+			t.Fatalf("receive %d gave %d messages; want group G%d's two", g, len(msgs), g)
+		}
+		if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url),
+			ReceiptHandle: msgs[1].ReceiptHandle, VisibilityTimeout: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Receive back to back, keeping what comes out in flight, until
+	// every group has come back, 5s have passed or each receiver has made
+	// 1000 receives.
+	var mu sync.Mutex
+	back := map[string]bool{}
+	var alone []string
+	deadline := time.Now().Add(5 * time.Second)
+	time.Sleep(time.Until(start.Add(900 * time.Millisecond))) // the first group turns visible after 1s
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			for range 1000 {
+				if time.Now().After(deadline) {
+					return
+				}
+				msgs, err := receive(10, 30)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				bodies := map[string]bool{}
+				for _, m := range msgs {
+					bodies[aws.ToString(m.Body)] = true
+				}
+				for b := range bodies {
+					first, second, ok := strings.Cut(b, "-")
+					if !ok {
+						continue
+					}
+					back[first] = true
+					if second == "2" && !bodies[first+"-1"] {
+						alone = append(alone, b)
+					}
+				}
+				done := len(back) == groups
+				mu.Unlock()
+				if done {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(alone) > 0 {
+		t.Errorf("%v came back without the older message of their group", alone)
+	}
+	if len(back) != groups {
+		t.Errorf("%d of %d groups came back within 5s", len(back), groups)
 	}
 }

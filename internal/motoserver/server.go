@@ -10,7 +10,6 @@
 package motoserver
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -203,7 +202,7 @@ func start(c command, host string, port int) (s *Server, early bool, err error) 
 	if c.script != "" {
 		cmd.Stdin = strings.NewReader(c.script)
 	}
-	out := &tail{max: 16 << 10}
+	out := &tail{head: 4 << 10, max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	// moto's output is copied through pipes; without a bound, Wait would
 	// block for as long as any straggling child keeps them open.
@@ -309,31 +308,45 @@ func (s *Server) Stop() {
 	})
 }
 
-// Output returns the tail of what moto_server printed, for diagnosing a
-// failing test.
+// Output returns the start and the tail of what moto_server printed, for
+// diagnosing a failing test. The start holds the launcher's lines, which say
+// whether and how it patched moto; a busy server's request log soon pushes
+// them out of the tail.
 func (s *Server) Output() string { return s.out.String() }
 
-// tail keeps the last max bytes written to it.
+// tail keeps the first head bytes written to it and the last max bytes.
 type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+	mu        sync.Mutex
+	head, max int
+	start     []byte
+	buf       []byte
+	dropped   bool // bytes were lost between start and buf
 }
 
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	n := len(p)
+	if room := t.head - len(t.start); room > 0 {
+		k := min(room, len(p))
+		t.start, p = append(t.start, p[:k]...), p[k:]
+	}
 	t.buf = append(t.buf, p...)
 	if over := len(t.buf) - t.max; over > 0 {
 		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.dropped = true
 	}
-	return len(p), nil
+	return n, nil
 }
 
 func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(bytes.Clone(t.buf))
+	gap := ""
+	if t.dropped {
+		gap = "\n[...]\n"
+	}
+	return string(t.start) + gap + string(t.buf)
 }
 
 // Env returns the environment, as KEY=value pairs, that points the AWS SDK

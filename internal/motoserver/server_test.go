@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -107,4 +108,21 @@ func TestFindMoto(t *testing.T) {
 			t.Errorf("findMoto: error %v; want ErrNotInstalled", err)
 		}
 	})
+}
+
+// The output keeps its start, where the launcher says how it patched moto,
+// however much request log follows; in between, it keeps the tail.
+func TestOutputKeepsItsStartAndTail(t *testing.T) {
+	out := &tail{head: 32, max: 64}
+	out.Write([]byte("lambdakit-moto: moto 5.2.1 patched\n"))
+	for i := range 100 {
+		out.Write([]byte(strings.Repeat(string(rune('a'+i%26)), 9) + "\n"))
+	}
+	got := out.String()
+	if !strings.HasPrefix(got, "lambdakit-moto: moto 5.2.1 patc") {
+		t.Errorf("output starts %q; want the launcher's line", got[:min(len(got), 40)])
+	}
+	if !strings.Contains(got, "\n[...]\n") || !strings.HasSuffix(got, "vvvvvvvvv\n") {
+		t.Errorf("output %q; want a gap marker, then the last lines", got)
+	}
 }
