@@ -182,24 +182,29 @@ func TestFIFOGroupTurningVisibleDuringAReceiveComesBackOldestFirst(t *testing.T)
 		}
 		return out.Messages, nil
 	}
-	// Each group's two messages are received together; the second's
-	// visibility timeout is then started again, so that it turns visible
-	// a moment after the first.
-	var start time.Time
+	// Each group's two messages are received together, for long enough
+	// that a slow machine cannot see them come back while the others are
+	// received; then each one's visibility timeout is set to 1s, the
+	// first's and right after it the second's, so that the second turns
+	// visible a moment after the first.
+	var handles [][2]*string
 	for g := range groups {
-		msgs, err := receive(2, 1)
-		if g == 0 {
-			start = time.Now()
-		}
+		msgs, err := receive(2, 60)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(msgs) != 2 || aws.ToString(msgs[1].Body) != fmt.Sprintf("G%d-2", g) {
 			t.Fatalf("receive %d gave %d messages; want group G%d's two", g, len(msgs), g)
 		}
-		if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url),
-			ReceiptHandle: msgs[1].ReceiptHandle, VisibilityTimeout: 1}); err != nil {
-			t.Fatal(err)
+		handles = append(handles, [2]*string{msgs[0].ReceiptHandle, msgs[1].ReceiptHandle})
+	}
+	start := time.Now()
+	for _, h := range handles {
+		for _, handle := range h {
+			if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url),
+				ReceiptHandle: handle, VisibilityTimeout: 1}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 
