@@ -160,10 +160,18 @@ func TestRunQueue(t *testing.T) {
 		if len(named) != 1 || len(deleted) != 3 || deleted[named[0]] != 1 || len(outs) < 2 {
 			t.Errorf("stdout:\n%s\nwant one record named in batchItemFailures, then deleted on its next delivery, and each of the 3 deleted once", r.stdout)
 		}
+		// On a loaded machine a message can outlive its 1s visibility
+		// timeout before its delete and come back, at least once as SQS
+		// promises: the summary counts what the batches did (4 and 3
+		// when nothing came back early).
+		deletes := 0
+		for _, n := range deleted {
+			deletes += n
+		}
 		for _, want := range []string{
 			"left for redelivery (1 named in batchItemFailures)",
 			"lambdakit run: stopped: the queue is empty",
-			"records                   4", "deleted                   3",
+			fmt.Sprintf("%-26s%d", "records", deletes+len(named)), fmt.Sprintf("%-26s%d", "deleted", deletes),
 			"left for redelivery       1", "function errors           0", "batchItemFailures         1",
 			"REPORT RequestId: " + outs[0].RequestID,
 		} {
