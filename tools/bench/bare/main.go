@@ -32,8 +32,8 @@
 // element of the row's "messages" list the sample's relay reads (name,
 // queueUrl, body, groupId, attributes), so the same request and the same
 // bytes are written. Its checks are those a careful hand-written function
-// makes: the queue URL once at start, and each body's size before the
-// charge (a body SQS would refuse must not follow a charge).
+// makes: the queue URL once at start, and a bound on each body's size
+// before the charge (a body too large must not follow a charge).
 //
 // Environment: PAYMENTS_TABLE, PAYMENT_GATEWAY_URL, EVENTS_QUEUE_URL
 // (optional), and the AWS SDK's own (AWS_ENDPOINT_URL, credentials,
@@ -140,6 +140,8 @@ const maxInFlight = 64
 const (
 	maxEventBody = 300 << 10
 	maxChargeID  = 1 << 10
+	// eventOverhead bounds the body's field names, punctuation and amount.
+	eventOverhead = 256
 )
 
 // maxBatchGet is how many keys one BatchGetItem may ask for.
@@ -187,12 +189,11 @@ func (f *fn) record(ctx context.Context, msg *events.SQSMessage) error {
 	if err := json.Unmarshal([]byte(msg.Body), &p); err != nil || p.PaymentID == "" {
 		return fmt.Errorf("bad payment: %v", err)
 	}
-	// The event's body less the charge ID, which maxChargeID bounds: one
-	// SQS would refuse fails before the charge, not after it.
-	if f.events != "" {
-		if body, _ := json.Marshal(chargedEvent{PaymentID: p.PaymentID, OrderID: p.OrderID, CustomerID: p.CustomerID, Currency: p.Currency}); len(body)+maxChargeID > maxEventBody {
-			return errors.New("payment.charged would be too large")
-		}
+	// An event too large to publish fails before the charge, not after
+	// it: its body is at most its strings escaped (6 bytes a byte at
+	// worst, as \u00XX), the charge ID's included, and the rest.
+	if f.events != "" && 6*(len(p.PaymentID)+len(p.OrderID)+len(p.CustomerID)+len(p.Currency)+maxChargeID)+eventOverhead > maxEventBody {
+		return errors.New("payment.charged would be too large")
 	}
 	sum := sha256.Sum256([]byte(p.PaymentID))
 	id := recordID(p.PaymentID)
