@@ -245,9 +245,12 @@ func New(client API, table string, optFns ...func(*Options)) (*Store, error) {
 	return newStore(boundary{client}, table, o), nil
 }
 
-func (s *Store) attrNames(placeholders ...string) map[string]string {
+// attrNames maps placeholders to the record's attribute names, with room
+// for extra more (the completion's item attributes), so that adding them
+// does not grow the map.
+func (s *Store) attrNames(extra int, placeholders ...string) map[string]string {
 	// DynamoDB rejects names that the expressions do not use.
-	m := make(map[string]string, len(placeholders))
+	m := make(map[string]string, len(placeholders)+extra)
 	for _, p := range placeholders {
 		m[p] = s.names[p]
 	}
@@ -335,7 +338,7 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 		TableName:                aws.String(s.table),
 		Item:                     item,
 		ConditionExpression:      aws.String(acquireCondition),
-		ExpressionAttributeNames: s.attrNames(nKey, nExpiration, nStatus, nInProgress, nEffect),
+		ExpressionAttributeNames: s.attrNames(0, nKey, nExpiration, nStatus, nInProgress, nEffect),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now":        num(now.Unix()),
 			":now_ms":     num(now.UnixMilli()),
@@ -449,7 +452,7 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		set.WriteString(value)
 	}
 	var remove []string
-	names := s.attrNames(nStatus, nExpiration, nLease, nValidation, nFailure, nEffect, nData)
+	names := s.attrNames(len(attrs), nStatus, nExpiration, nLease, nValidation, nFailure, nEffect, nData)
 	values := make(map[string]types.AttributeValue, 7+len(attrs))
 	values[":completed"] = str(string(lambdakit.StatusCompleted))
 	values[":lease"] = str(rec.Lease)
@@ -531,7 +534,7 @@ func (s *Store) Release(ctx context.Context, id, lease string) error {
 		TableName:                aws.String(s.table),
 		Key:                      s.key(id),
 		ConditionExpression:      aws.String("attribute_not_exists(" + nKey + ") OR (" + nLease + " = :lease AND " + nStatus + " = :inprogress)"),
-		ExpressionAttributeNames: s.attrNames(nKey, nLease, nStatus),
+		ExpressionAttributeNames: s.attrNames(0, nKey, nLease, nStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":lease":      str(lease),
 			":inprogress": str(string(lambdakit.StatusInProgress)),
@@ -566,7 +569,7 @@ func (s *Store) MarkEffect(ctx context.Context, id, lease, effect string) error 
 		Key:                      s.key(id),
 		UpdateExpression:         aws.String("SET " + nEffect + " = :effect"),
 		ConditionExpression:      aws.String(nLease + " = :lease AND " + nStatus + " = :inprogress"),
-		ExpressionAttributeNames: s.attrNames(nEffect, nLease, nStatus),
+		ExpressionAttributeNames: s.attrNames(0, nEffect, nLease, nStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":effect":     str(effect),
 			":lease":      str(lease),

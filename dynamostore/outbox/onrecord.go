@@ -42,7 +42,7 @@ func PublishOnRecord(ctx context.Context, msgs ...Message) error {
 		place := 0
 		for _, op := range staged {
 			if m, ok := op.(dynamostore.RecordMessage); ok {
-				ids[ItemID(recordID, stringOf(m["queueUrl"]), stringOf(m["name"]))] = "an earlier one"
+				ids[ItemID(recordID, stringOf(m["queueUrl"]), stringOf(m["name"]))] = "" // an earlier call's
 				place++
 			}
 		}

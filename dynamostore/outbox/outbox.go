@@ -121,7 +121,7 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 		ids := map[string]string{} // item ID → the message's name, for this run
 		for _, op := range staged {
 			if id, ok := o.itemIDOf(op); ok {
-				ids[id] = "an earlier one"
+				ids[id] = "" // an earlier call's
 			}
 		}
 		named, err := checkAll(recordID, len(staged), ids, msgs)
@@ -182,8 +182,8 @@ type named struct{ name, id string }
 
 // checkAll checks msgs, the run's writes from place on, for the record
 // recordID, against each other and ids (item ID → the name of the message
-// of this run that has it, which it extends), and returns their names
-// and item IDs.
+// of this run that has it, "" for one an earlier call staged; which it
+// extends), and returns their names and item IDs.
 func checkAll(recordID string, place int, ids map[string]string, msgs []Message) ([]named, error) {
 	out := make([]named, len(msgs))
 	for i, m := range msgs {
@@ -193,9 +193,13 @@ func checkAll(recordID string, place int, ids map[string]string, msgs []Message)
 			return nil, err
 		}
 		if prev, dup := ids[id]; dup {
-			return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, prev)
+			which := "an earlier one"
+			if prev != "" {
+				which = strconv.Quote(prev)
+			}
+			return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, which)
 		}
-		ids[id] = fmt.Sprintf("%q", name)
+		ids[id] = name
 		out[i] = named{name, id}
 	}
 	return out, nil
@@ -277,9 +281,10 @@ func check(name, id string, m Message) error {
 	if _, clash := m.Attributes[IDAttribute]; clash {
 		return fmt.Errorf("%w %q: attribute %s is the outbox's", ErrInvalidMessage, name, IDAttribute)
 	}
-	attrs := map[string]sqstypes.MessageAttributeValue{IDAttribute: {DataType: aws.String("String"), StringValue: aws.String(id)}}
+	attrs := make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes)+1)
+	attrs[IDAttribute] = sqstypes.MessageAttributeValue{DataType: stringType, StringValue: aws.String(id)}
 	for k, v := range m.Attributes {
-		attrs[k] = sqstypes.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+		attrs[k] = sqstypes.MessageAttributeValue{DataType: stringType, StringValue: aws.String(v)}
 	}
 	p, err := producer.New(nil, m.QueueURL, func(po *producer.Options) {
 		// The message is an item first: DynamoDB's 400 KB, less the
@@ -298,6 +303,10 @@ func check(name, id string, m Message) error {
 	}
 	return nil
 }
+
+// stringType is the data type of the string attributes check builds,
+// shared: nothing writes through it.
+var stringType = aws.String("String")
 
 // item is the outbox item of m, checked, whose ID is id.
 func (o *Outbox) item(recordID, id, name string, m Message, now time.Time) map[string]types.AttributeValue {

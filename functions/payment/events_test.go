@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -259,5 +260,25 @@ func TestChargeIDWithACharacterSQSRefusesIsRecordedAndPublished(t *testing.T) {
 	var ev chargedEvent
 	if err := json.Unmarshal([]byte(recs[0].Change.NewImage["body"].String()), &ev); err != nil || ev.ChargeID != "ch_\ufffe1" {
 		t.Errorf("event charge_id %q (%v); want the gateway's", ev.ChargeID, err)
+	}
+}
+
+// The event encoded once before the charge and completed with the charge
+// ID after it is the JSON encoding/json writes for the whole event,
+// whatever the gateway's ID holds (quotes, HTML, U+2028, U+FFFE, bytes
+// that are not UTF-8).
+func TestChargedEventWithChargeIDIsTheWholeEventsJSON(t *testing.T) {
+	s := &payments{publish: func(context.Context, ...outbox.Message) error { return nil }, eventsQueue: "https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo"}
+	p := Payment{PaymentID: "pay_<1>", OrderID: "ord_\"1\"", CustomerID: "cus_1", Currency: "EUR"}
+	event, err := s.checkEvent(p, 1200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "ch_1", `ch_"q"\`, "ch_<&>", "ch_\u2028", "ch_\ufffe", "ch_\xff"} {
+		want, _ := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+			CustomerID: p.CustomerID, Amount: 1200, Currency: p.Currency, ChargeID: id})
+		if got := withChargeID(event, id); string(got) != string(want) {
+			t.Errorf("charge ID %q: got %s; want %s", id, got, want)
+		}
 	}
 }

@@ -229,7 +229,8 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 		return nil, errors.New("payment: Handle must run behind validate")
 	}
 	p, amount := v.payment, v.amount
-	if err := s.checkEvent(p, amount); err != nil {
+	event, err := s.checkEvent(p, amount)
+	if err != nil {
 		return nil, err
 	}
 	out, err := s.gateway.charge(ctx, p, amount)
@@ -253,11 +254,7 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	// through the outbox: no charge recorded, no event; a charge
 	// recorded, one event.
 	if s.publish != nil && out.Status == StatusCharged {
-		msg, err := s.chargedMessage(p, amount, out.ChargeID)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.publish(ctx, msg); err != nil {
+		if err := s.publish(ctx, s.chargedMessage(p, withChargeID(event, out.ChargeID))); err != nil {
 			return nil, err
 		}
 	}
@@ -283,32 +280,47 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 // far below what a message holds. The ledger fields need no such check:
 // their strings are any UTF-8 (DynamoDB takes them), the amount an int64
 // (a number DynamoDB holds), and their sizes are bounded as above.
-func (s *payments) checkEvent(p Payment, amount int64) error {
+//
+// It returns the event's JSON with an empty charge_id (nil when the
+// function publishes nothing), which withChargeID completes after the
+// charge: the event is encoded once per payment.
+func (s *payments) checkEvent(p Payment, amount int64) ([]byte, error) {
 	if s.publish == nil {
-		return nil
+		return nil, nil
 	}
-	msg, err := s.chargedMessage(p, amount, "")
+	event, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+		CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := outbox.Check(msg); err != nil {
-		return lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
+	if err := outbox.Check(s.chargedMessage(p, event)); err != nil {
+		return nil, lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
 	}
-	return nil
+	return event, nil
 }
 
-// chargedMessage is the payment.charged message of a payment charged as
-// chargeID. Its body is JSON whose characters SQS refuses are escaped:
-// chargeID is the gateway's, known only after the charge, and may hold
-// one (U+FFFE, say, which encoding/json leaves as it is).
-func (s *payments) chargedMessage(p Payment, amount int64, chargeID string) (outbox.Message, error) {
-	body, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
-		CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency, ChargeID: chargeID})
-	if err != nil {
-		return outbox.Message{}, err
-	}
+// noChargeID is how the JSON of a chargedEvent without a charge ID ends:
+// charge_id is its last field.
+const noChargeID = `""}`
+
+// withChargeID is event, the JSON of a chargedEvent without a charge ID
+// (checkEvent's), with chargeID as its charge_id, encoded as
+// encoding/json encodes the field.
+func withChargeID(event []byte, chargeID string) []byte {
+	id, _ := json.Marshal(chargeID) // a string always encodes
+	out := make([]byte, 0, len(event)-len(noChargeID)+len(id)+1)
+	out = append(out, event[:len(event)-len(noChargeID)]...)
+	return append(append(out, id...), '}')
+}
+
+// chargedMessage is the payment.charged message of p whose body is event,
+// the JSON of its chargedEvent. Its body is that JSON with the characters
+// SQS refuses escaped: the charge ID is the gateway's, known only after
+// the charge, and may hold one (U+FFFE, say, which encoding/json leaves as
+// it is).
+func (s *payments) chargedMessage(p Payment, event []byte) outbox.Message {
 	return outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
-		Body: escapeForSQS(body), Attributes: map[string]string{"type": "payment.charged"}}, nil
+		Body: escapeForSQS(event), Attributes: map[string]string{"type": "payment.charged"}}
 }
 
 // escapeForSQS returns the JSON js with each character SQS refuses in a
@@ -403,6 +415,16 @@ var (
 	ErrGatewayRejected  = errors.New("payment gateway rejected the request")
 )
 
+// chargeRequest is the body of POST {base}/charges: a struct, which
+// encoding/json encodes without the sorting and boxing a map costs.
+type chargeRequest struct {
+	PaymentID  string `json:"payment_id"`
+	OrderID    string `json:"order_id"`
+	CustomerID string `json:"customer_id"`
+	Amount     int64  `json:"amount"`
+	Currency   string `json:"currency"`
+}
+
 // gatewayClient calls POST {base}/charges.
 type gatewayClient struct {
 	base string
@@ -410,10 +432,8 @@ type gatewayClient struct {
 }
 
 func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Outcome, error) {
-	body, err := json.Marshal(map[string]any{
-		"payment_id": p.PaymentID, "order_id": p.OrderID, "customer_id": p.CustomerID,
-		"amount": amount, "currency": p.Currency,
-	})
+	body, err := json.Marshal(chargeRequest{PaymentID: p.PaymentID, OrderID: p.OrderID, CustomerID: p.CustomerID,
+		Amount: amount, Currency: p.Currency})
 	if err != nil {
 		return Outcome{}, err
 	}

@@ -299,25 +299,18 @@ func (p *Producer) MaxMessageSize() int { return p.opts.MaxMessageSize }
 // alone: a key repeated within one call (ErrDuplicate, ErrKeyConflict) is
 // for Send to find.
 func (p *Producer) Check(msg Message) Result {
-	r, _ := p.prepare(msg)
-	return r
-}
-
-// prepare checks msg and builds its batch entry, without an Id.
-func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEntry) {
 	r := Result{Size: msg.Size()}
-	var entry types.SendMessageBatchRequestEntry
 	if err := checkAttributes(msg.Attributes); err != nil {
 		r.Err = err
-		return r, entry
+		return r
 	}
 	if msg.Body == "" {
 		r.Err = fmt.Errorf("%w: empty", ErrInvalidBody)
-		return r, entry
+		return r
 	}
 	if err := awsrules.CheckText(msg.Body); err != nil {
 		r.Err = fmt.Errorf("%w: %w", ErrInvalidBody, err)
-		return r, entry
+		return r
 	}
 	// The functions see the message as the consumer will.
 	ev := eventOf(msg)
@@ -326,37 +319,46 @@ func (p *Producer) prepare(msg Message) (Result, types.SendMessageBatchRequestEn
 		switch {
 		case err != nil:
 			r.Err = fmt.Errorf("producer: idempotency key: %w", err)
-			return r, entry
+			return r
 		case key == "" && p.opts.FIFO:
 			r.Err = ErrEmptyKey
-			return r, entry
+			return r
 		}
 		r.Key = key
 		if p.opts.FIFO {
 			r.DedupID = DedupID(key)
-			entry.MessageDeduplicationId = aws.String(r.DedupID)
 		}
 	}
 	if p.opts.Group != nil {
 		g, err := p.opts.Group(ev)
 		if err != nil {
 			r.Err = fmt.Errorf("producer: message group: %w", err)
-			return r, entry
+			return r
 		}
 		if err := awsrules.CheckGroupID(g); err != nil {
 			r.Err = fmt.Errorf("%w: %w", ErrInvalidGroupID, err)
-			return r, entry
+			return r
 		}
 		r.GroupID = g
-		entry.MessageGroupId = aws.String(g)
 	}
 	if r.Size > p.opts.MaxMessageSize {
 		r.Err = &TooLargeError{Size: r.Size, Max: p.opts.MaxMessageSize}
-		return r, entry
 	}
-	entry.MessageBody = aws.String(msg.Body)
-	entry.MessageAttributes = msg.Attributes
-	return r, entry
+	return r
+}
+
+// entry is the batch entry, without an Id, of msg, which Check passed as
+// r: built only for a message to send, so that Check alone (the outbox
+// checks each message twice per record) makes none of its strings.
+func (p *Producer) entry(msg Message, r Result) types.SendMessageBatchRequestEntry {
+	entry := types.SendMessageBatchRequestEntry{MessageBody: aws.String(msg.Body), MessageAttributes: msg.Attributes}
+	if r.DedupID != "" {
+		entry.MessageDeduplicationId = aws.String(r.DedupID)
+	}
+	if p.opts.Group != nil {
+		entry.MessageGroupId = aws.String(r.GroupID)
+	}
+	return entry
 }
 
 // Send publishes msgs in order and returns one Result per message, in the
@@ -381,8 +383,9 @@ func (p *Producer) Send(ctx context.Context, msgs []Message) ([]Result, error) {
 	entries := make([]types.SendMessageBatchRequestEntry, len(msgs))
 	pending := make([]int, 0, len(msgs))
 	for i, m := range msgs {
-		results[i], entries[i] = p.prepare(m)
+		results[i] = p.Check(m)
 		if results[i].Err == nil {
+			entries[i] = p.entry(m, results[i])
 			pending = append(pending, i)
 		}
 	}

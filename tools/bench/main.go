@@ -64,7 +64,7 @@ func main() {
 	flag.BoolVar(&c.motoPatch, "moto-patch", true, "run moto through the launcher's patch (false: LAMBDAKIT_MOTO_PATCH=0)")
 	flag.StringVar(&c.template, "template", "template.yaml", "the SAM template whose tables to create")
 	flag.StringVar(&c.repo, "repo", ".", "the module's root")
-	flag.BoolVar(&c.events, "events", false, "set EVENTS_QUEUE_URL on the lambdakit function of every section but modes, so that it publishes payment.charged as the sample does by default (on the payment's record once the sample publishes there without OUTBOX_TABLE)")
+	flag.BoolVar(&c.events, "events", false, "set EVENTS_QUEUE_URL on the lambdakit function and the floor in every section but modes, so that both publish payment.charged on the payment's row, as the sample does by default")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to this file (the modes section runs lambdakit in it)")
 	flag.DurationVar(&c.timeout, "timeout", 60*time.Second, "the function's timeout (template.yaml: 60s)")
 	flag.Parse()
@@ -203,6 +203,10 @@ func run(ctx context.Context, c config) error {
 	bare, barePay, err := impl("bare", bareBin, "B")
 	if err != nil {
 		return err
+	}
+	// The floor does the same job: payment.charged on its row.
+	if c.events {
+		bare.Env = append(bare.Env, eventsQueue)
 	}
 	// lambdakit+outbox: its events queue is only named (a FIFO queue's
 	// URL: each event needs its group); the function never calls SQS, the

@@ -27,8 +27,17 @@
 // the floor need not do: validation beyond decoding, payload hashing,
 // releasing a lock after a failure, FIFO ordering, deadline handling.
 //
-// Environment: PAYMENTS_TABLE, PAYMENT_GATEWAY_URL, and the AWS SDK's own
-// (AWS_ENDPOINT_URL, credentials, region).
+// With EVENTS_QUEUE_URL set it publishes payment.charged as the sample
+// does on its record: the event rides on the completing UpdateItem, as the
+// element of the row's "messages" list the sample's relay reads (name,
+// queueUrl, body, groupId, attributes), so the same request and the same
+// bytes are written. Its checks are those a careful hand-written function
+// makes: the queue URL once at start, and a bound on each body's size
+// before the charge (a body too large must not follow a charge).
+//
+// Environment: PAYMENTS_TABLE, PAYMENT_GATEWAY_URL, EVENTS_QUEUE_URL
+// (optional), and the AWS SDK's own (AWS_ENDPOINT_URL, credentials,
+// region).
 package main
 
 import (
@@ -42,6 +51,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -64,11 +74,24 @@ type payment struct {
 	Currency   string `json:"currency"`
 }
 
+// chargedEvent is the body of a payment.charged message, as the sample
+// writes it.
+type chargedEvent struct {
+	Type       string `json:"type"`
+	PaymentID  string `json:"payment_id"`
+	OrderID    string `json:"order_id"`
+	CustomerID string `json:"customer_id"`
+	Amount     int64  `json:"amount"`
+	Currency   string `json:"currency"`
+	ChargeID   string `json:"charge_id"`
+}
+
 type fn struct {
 	db      *dynamodb.Client
 	http    *http.Client
 	ledger  string
 	gateway string
+	events  string // the payment.charged queue's URL; "" publishes nothing
 	logger  *slog.Logger
 	done    sync.Map // record id -> result, for payments completed in this process
 }
@@ -109,6 +132,17 @@ func (f *fn) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventRes
 // dynamostore's DefaultMaxConns): a batch of 10 runs whole, one of 10,000
 // does not open 10,000 connections.
 const maxInFlight = 64
+
+// maxEventBody bounds a payment.charged body: what SQS takes (1 MiB) is
+// more than the row holds, so the row's 400 KB less room for its other
+// attributes. maxChargeID bounds the gateway's charge ID, which the body
+// and the row carry.
+const (
+	maxEventBody = 300 << 10
+	maxChargeID  = 1 << 10
+	// eventOverhead bounds the body's field names, punctuation and amount.
+	eventOverhead = 256
+)
 
 // maxBatchGet is how many keys one BatchGetItem may ask for.
 const maxBatchGet = 100
@@ -155,6 +189,12 @@ func (f *fn) record(ctx context.Context, msg *events.SQSMessage) error {
 	if err := json.Unmarshal([]byte(msg.Body), &p); err != nil || p.PaymentID == "" {
 		return fmt.Errorf("bad payment: %v", err)
 	}
+	// An event too large to publish fails before the charge, not after
+	// it: its body is at most its strings escaped (6 bytes a byte at
+	// worst, as \u00XX), the charge ID's included, and the rest.
+	if f.events != "" && 6*(len(p.PaymentID)+len(p.OrderID)+len(p.CustomerID)+len(p.Currency)+maxChargeID)+eventOverhead > maxEventBody {
+		return errors.New("payment.charged would be too large")
+	}
 	sum := sha256.Sum256([]byte(p.PaymentID))
 	id := recordID(p.PaymentID)
 	if _, ok := f.done.Load(id); ok {
@@ -193,21 +233,40 @@ func (f *fn) record(ctx context.Context, msg *events.SQSMessage) error {
 	if err != nil {
 		return err
 	}
+	if len(chargeID) > maxChargeID {
+		return errors.New("gateway: charge ID too long")
+	}
 	data := `{"status":"CHARGED","charge_id":"` + chargeID + `"}`
 	// Completed and kept forever (no expiration), the ledger fields on
 	// the same row.
+	set := "SET #st = :completed, #data = :data, #status = :charged, #amount = :amount, #currency = :currency, " +
+		"#order = :order, #customer = :customer, #recorded = :recorded, #charge = :charge"
+	names := map[string]string{"#st": "record_status", "#exp": "expiration", "#data": "data", "#lease": "lease",
+		"#status": "status", "#amount": "amount", "#currency": "currency", "#order": "order_id", "#customer": "customer_id",
+		"#recorded": "recorded_at", "#charge": "charge_id"}
+	values := map[string]types.AttributeValue{":completed": s("COMPLETED"), ":data": s(data), ":lease": s(lease),
+		":charged": s("CHARGED"), ":amount": n(p.Amount), ":currency": s(p.Currency), ":order": s(p.OrderID),
+		":customer": s(p.CustomerID), ":recorded": s(now.UTC().Format(time.RFC3339Nano)), ":charge": s(chargeID)}
+	if f.events != "" {
+		body, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+			CustomerID: p.CustomerID, Amount: p.Amount, Currency: p.Currency, ChargeID: chargeID})
+		if err != nil {
+			return err
+		}
+		set += ", #msgs = :msgs"
+		names["#msgs"] = "messages"
+		values[":msgs"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"name": s("payment.charged"), "queueUrl": s(f.events), "body": s(string(body)), "groupId": s(p.CustomerID),
+			"attributes": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"type": s("payment.charged")}},
+		}}}}
+	}
 	_, err = f.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(f.ledger),
-		Key:       map[string]types.AttributeValue{"payment_id": s(id)},
-		UpdateExpression: aws.String("SET #st = :completed, #data = :data, #status = :charged, #amount = :amount, #currency = :currency, " +
-			"#order = :order, #customer = :customer, #recorded = :recorded, #charge = :charge REMOVE #exp"),
-		ConditionExpression: aws.String("#lease = :lease"),
-		ExpressionAttributeNames: map[string]string{"#st": "record_status", "#exp": "expiration", "#data": "data", "#lease": "lease",
-			"#status": "status", "#amount": "amount", "#currency": "currency", "#order": "order_id", "#customer": "customer_id",
-			"#recorded": "recorded_at", "#charge": "charge_id"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":completed": s("COMPLETED"), ":data": s(data), ":lease": s(lease),
-			":charged": s("CHARGED"), ":amount": n(p.Amount), ":currency": s(p.Currency), ":order": s(p.OrderID),
-			":customer": s(p.CustomerID), ":recorded": s(now.UTC().Format(time.RFC3339Nano)), ":charge": s(chargeID)},
+		TableName:                 aws.String(f.ledger),
+		Key:                       map[string]types.AttributeValue{"payment_id": s(id)},
+		UpdateExpression:          aws.String(set + " REMOVE #exp"),
+		ConditionExpression:       aws.String("#lease = :lease"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
 	if err != nil {
 		return err
@@ -256,7 +315,12 @@ func main() {
 		http:    &http.Client{Timeout: 5 * time.Second},
 		ledger:  os.Getenv("PAYMENTS_TABLE"),
 		gateway: os.Getenv("PAYMENT_GATEWAY_URL"),
+		events:  os.Getenv("EVENTS_QUEUE_URL"),
 		logger:  slog.New(slog.NewJSONHandler(os.Stdout, nil)),
+	}
+	if u, err := url.Parse(f.events); f.events != "" && (err != nil || u.Scheme == "" || u.Host == "") {
+		fmt.Fprintln(os.Stderr, "bare: EVENTS_QUEUE_URL is not a queue URL:", f.events)
+		os.Exit(1)
 	}
 	lambda.Start(f.handle)
 }

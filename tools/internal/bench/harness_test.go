@@ -3,12 +3,17 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/testenv"
@@ -273,26 +278,31 @@ func TestFirstDeliveryCPUInterleaves(t *testing.T) {
 }
 
 // What each bootstrap writes for a healthy batch of 10 new payments at
-// Lambda's default level: the payment function its metrics line only
-// (docs/operations.md, "What a batch writes"), the floor nothing. The CPU
-// comparison measures what this costs.
-func TestHealthyBatchOutputAtTheDefaultLevel(t *testing.T) {
+// Lambda's default level, publishing payment.charged as deployed: the
+// payment function its metrics line only (docs/operations.md, "What a
+// batch writes"), the floor nothing; and on each payment's row the same
+// event, in the same attribute, as the relay reads it, so that the CPU
+// comparison with -events has both do the same job.
+func TestHealthyBatchAtTheDefaultLevel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	w := newWorld(t, ctx)
+	queue := "EVENTS_QUEUE_URL=" + w.stack.Moto.URL + "/123456789012/bench-events.fifo"
+	var rowEvents []map[string]any
 	for i, im := range w.impls {
 		var out lambdakittest.LogBuffer
 		r, err := runtimeapi.NewRunner(im.Path, func(o *runtimeapi.RunnerOptions) {
 			o.FunctionName = "bench-" + im.Name
 			o.Timeout = 30 * time.Second
 			o.LogFormat = "JSON" // as template.yaml; ApplicationLogLevel INFO, Lambda's default
-			o.Env = im.Env
+			o.Env = append(im.Env, queue)
 			o.Stdout, o.Stderr = &out, &out
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		event, _ := json.Marshal(events.SQSEvent{Records: w.pays[i].Take(testBatch)})
+		msgs := w.pays[i].Take(testBatch)
+		event, _ := json.Marshal(events.SQSEvent{Records: msgs})
 		res, err := r.Invoke(ctx, event)
 		r.Close() // waits for the process: its output is all in
 		if err != nil || res.Outcome != runtimeapi.OutcomeSuccess {
@@ -304,7 +314,65 @@ func TestHealthyBatchOutputAtTheDefaultLevel(t *testing.T) {
 			t.Errorf("%s wrote %d lines for a healthy batch of %d; want %d (lambdakit: its metrics line only):\n%s",
 				im.Name, len(lines), testBatch, want, out.String())
 		}
+		rowEvents = append(rowEvents, rowEvent(t, ctx, w.stack.DB, w.ledger[i], msgs[0].Body))
 	}
+	if !reflect.DeepEqual(rowEvents[0], rowEvents[1]) {
+		t.Errorf("payment.charged on the row:\nlambdakit %v\nbare      %v\nwant the same (but for the payment and charge IDs)", rowEvents[0], rowEvents[1])
+	}
+}
+
+// rowEvent is the messages attribute of the row of the payment body in
+// table, as plain values, with the IDs that differ between the two
+// functions' payments taken out of the event's body.
+func rowEvent(t *testing.T, ctx context.Context, db *dynamodb.Client, table, body string) map[string]any {
+	t.Helper()
+	var p struct {
+		PaymentID string `json:"payment_id"`
+	}
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]dbtypes.AttributeValue{"payment_id": &dbtypes.AttributeValueMemberS{Value: "payment#" + p.PaymentID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := plain(out.Item["messages"]).([]any)
+	if len(msgs) != 1 {
+		t.Fatalf("%s: row of %s has messages %v; want one", table, p.PaymentID, msgs)
+	}
+	m, _ := msgs[0].(map[string]any)
+	var ev map[string]any
+	if err := json.Unmarshal([]byte(fmt.Sprint(m["body"])), &ev); err != nil || ev["payment_id"] != p.PaymentID || ev["charge_id"] == "" {
+		t.Fatalf("%s: event body %v (%v); want payment.charged of %s with a charge ID", table, m["body"], err, p.PaymentID)
+	}
+	delete(ev, "payment_id")
+	delete(ev, "charge_id")
+	m["body"] = ev
+	return m
+}
+
+// plain is av as Go values: strings, maps and lists (numbers as strings).
+func plain(av dbtypes.AttributeValue) any {
+	switch v := av.(type) {
+	case *dbtypes.AttributeValueMemberS:
+		return v.Value
+	case *dbtypes.AttributeValueMemberN:
+		return v.Value
+	case *dbtypes.AttributeValueMemberM:
+		m := map[string]any{}
+		for k, e := range v.Value {
+			m[k] = plain(e)
+		}
+		return m
+	case *dbtypes.AttributeValueMemberL:
+		l := make([]any, len(v.Value))
+		for i, e := range v.Value {
+			l[i] = plain(e)
+		}
+		return l
+	}
+	return fmt.Sprintf("%T", av)
 }
 
 // The modes section on a small run: each mode's requests and units per
