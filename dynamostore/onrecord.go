@@ -39,10 +39,9 @@ func (s *Store) onRecord(rec lambdakit.IdempotencyRecord) lambdakit.IdempotencyR
 	if len(msgs) == 0 {
 		return rec
 	}
-	item := map[string]types.AttributeValue{}
-	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
-		maps.Copy(item, attrs)
-	}
+	attrs, _ := rec.Item.(map[string]types.AttributeValue)
+	item := make(map[string]types.AttributeValue, len(attrs)+1) // no growing, on every record
+	maps.Copy(item, attrs)
 	item[s.o.MessagesAttr] = &types.AttributeValueMemberL{Value: msgs}
 	rec.Item, rec.Staged = item, writes
 	return rec

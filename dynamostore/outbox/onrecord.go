@@ -33,26 +33,25 @@ import (
 // DynamoDB's 400 KB. A message without a Name is named by its place among
 // the run's messages on the record ("#0", "#1", ...).
 func PublishOnRecord(ctx context.Context, msgs ...Message) error {
-	recordID, ok := lambdakit.StagingRecord(ctx)
-	if !ok {
+	if _, ok := lambdakit.StagingRecord(ctx); !ok {
 		return fmt.Errorf("outbox: %w", lambdakit.ErrNotStaging)
 	}
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
-		ids := map[string]string{} // ItemID → the message's name, for this run
+		seen := map[string]string{} // messageKey → the message's name, for this run
 		place := 0
 		for _, op := range staged {
 			if m, ok := op.(dynamostore.RecordMessage); ok {
-				ids[ItemID(recordID, stringOf(m["queueUrl"]), stringOf(m["name"]))] = "" // an earlier call's
+				seen[messageKey(stringOf(m["queueUrl"]), stringOf(m["name"]))] = "" // an earlier call's
 				place++
 			}
 		}
-		named, err := checkAll(recordID, place, ids, msgs)
+		names, err := checkAll(place, seen, msgs)
 		if err != nil {
 			return nil, err
 		}
 		ops := make([]any, len(msgs))
 		for i, m := range msgs {
-			ops[i] = dynamostore.RecordMessage(message(named[i].name, m))
+			ops[i] = dynamostore.RecordMessage(message(names[i], m))
 		}
 		return ops, nil
 	})

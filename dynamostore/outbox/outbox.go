@@ -22,13 +22,13 @@ package outbox
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -118,13 +118,13 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	}
 	now := o.opts.Now()
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
-		ids := map[string]string{} // item ID → the message's name, for this run
+		seen := map[string]string{} // messageKey → the message's name, for this run
 		for _, op := range staged {
-			if id, ok := o.itemIDOf(op); ok {
-				ids[id] = "" // an earlier call's
+			if item, ok := o.itemOf(op); ok {
+				seen[messageKey(stringOf(item["queueUrl"]), stringOf(item["name"]))] = "" // an earlier call's
 			}
 		}
-		named, err := checkAll(recordID, len(staged), ids, msgs)
+		names, err := checkAll(len(staged), seen, msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 		for i, m := range msgs {
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(o.table),
-				Item:      o.item(recordID, named[i].id, named[i].name, m, now),
+				Item:      o.item(recordID, ItemID(recordID, m.QueueURL, names[i]), names[i], m, now),
 				// A retried completion writes the same item, which must
 				// not be an item of another record.
 				ConditionExpression:       aws.String("attribute_not_exists(id) OR recordId = :rid"),
@@ -173,34 +173,36 @@ func refused(err error, n int) error {
 // among the run's writes can give it. What Check cannot see is the run's
 // other writes (see Publish).
 func Check(msgs ...Message) error {
-	_, err := checkAll("", 0, map[string]string{}, msgs)
+	_, err := checkAll(0, map[string]string{}, msgs)
 	return err
 }
 
-// named is a message's name in its run, and its item's ID.
-type named struct{ name, id string }
+// messageKey is what two messages of one record's run must not share: a
+// queue and a name, which make the ID of their item (ItemID) or of their
+// message on the record (RecordMessageID).
+func messageKey(queueURL, name string) string { return queueURL + "\x00" + name }
 
-// checkAll checks msgs, the run's writes from place on, for the record
-// recordID, against each other and ids (item ID → the name of the message
-// of this run that has it, "" for one an earlier call staged; which it
-// extends), and returns their names and item IDs.
-func checkAll(recordID string, place int, ids map[string]string, msgs []Message) ([]named, error) {
-	out := make([]named, len(msgs))
+// checkAll checks msgs, the run's writes from place on, against each
+// other and seen (messageKey → the name of the message of this run that
+// has it, "" for one an earlier call staged; which it extends), and
+// returns their names.
+func checkAll(place int, seen map[string]string, msgs []Message) ([]string, error) {
+	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		name := placeName(m.Name, place+i)
-		id := ItemID(recordID, m.QueueURL, name)
-		if err := check(name, id, m); err != nil {
+		if err := check(name, m); err != nil {
 			return nil, err
 		}
-		if prev, dup := ids[id]; dup {
+		key := messageKey(m.QueueURL, name)
+		if prev, dup := seen[key]; dup {
 			which := "an earlier one"
 			if prev != "" {
 				which = strconv.Quote(prev)
 			}
 			return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, which)
 		}
-		ids[id] = name
-		out[i] = named{name, id}
+		seen[key] = name
+		out[i] = name
 	}
 	return out, nil
 }
@@ -214,18 +216,14 @@ func placeName(name string, place int) string {
 	return name
 }
 
-// itemIDOf is the ID of the outbox item op writes, if op is a Put of this
-// outbox's table.
-func (o *Outbox) itemIDOf(op any) (string, bool) {
+// itemOf is the outbox item op writes, if op is a Put of this outbox's
+// table.
+func (o *Outbox) itemOf(op any) (map[string]types.AttributeValue, bool) {
 	w, ok := op.(types.TransactWriteItem)
 	if !ok || w.Put == nil || aws.ToString(w.Put.TableName) != o.table {
-		return "", false
+		return nil, false
 	}
-	id, ok := w.Put.Item["id"].(*types.AttributeValueMemberS)
-	if !ok {
-		return "", false
-	}
-	return id.Value, true
+	return w.Put.Item, true
 }
 
 // itemOverhead bounds the outbox item's attribute names, numbers,
@@ -262,10 +260,13 @@ func PartitionKey(group, itemID string) string {
 	return "group#" + group
 }
 
-// check returns ErrInvalidMessage when SQS would refuse to send m as the
-// outbox item id named name, or DynamoDB to write the item: the checks of
-// lambdakit's producer, with the item's room as the largest message.
-func check(name, id string, m Message) error {
+// itemIDLen is the length of every ItemID and RecordMessageID.
+const itemIDLen = len("outbox#") + 2*sha256.Size
+
+// check returns ErrInvalidMessage when SQS would refuse to send m, named
+// name, or DynamoDB to write its outbox item: the checks of lambdakit's
+// producer, with the item's room as the largest message.
+func check(name string, m Message) error {
 	// An unnamed message's name depends on what the run staged before
 	// it, which Check cannot see: its room is the longest name's.
 	nameLen := len(name)
@@ -281,24 +282,25 @@ func check(name, id string, m Message) error {
 	if _, clash := m.Attributes[IDAttribute]; clash {
 		return fmt.Errorf("%w %q: attribute %s is the outbox's", ErrInvalidMessage, name, IDAttribute)
 	}
-	attrs := make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes)+1)
-	attrs[IDAttribute] = sqstypes.MessageAttributeValue{DataType: stringType, StringValue: aws.String(id)}
-	for k, v := range m.Attributes {
-		attrs[k] = sqstypes.MessageAttributeValue{DataType: stringType, StringValue: aws.String(v)}
+	// The ID attribute the relay adds is the outbox's own (a name and a
+	// hex value SQS takes): it is not built here, only counted, in the
+	// attributes SQS allows and in the message's size.
+	if len(m.Attributes)+1 > awsrules.MaxMessageAttributes {
+		return fmt.Errorf("%w %q: %w: %d attributes; at most %d beside the outbox's %s", ErrInvalidMessage, name, producer.ErrInvalidAttribute, len(m.Attributes), awsrules.MaxMessageAttributes-1, IDAttribute)
 	}
-	p, err := producer.New(nil, m.QueueURL, func(po *producer.Options) {
-		// The message is an item first: DynamoDB's 400 KB, less the
-		// item's other attributes, is its limit (below SQS's 1 MiB).
-		po.MaxMessageSize = awsrules.MaxItemBytes - itemOverhead - len(id) - nameLen - len(m.QueueURL) - len(m.GroupID)
-		po.Key = func(*events.SQSMessage) (string, error) { return id, nil }
-		if m.GroupID != "" || po.FIFO {
-			po.Group = func(*events.SQSMessage) (string, error) { return m.GroupID, nil }
+	var attrs map[string]sqstypes.MessageAttributeValue
+	if len(m.Attributes) > 0 {
+		attrs = make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes))
+		for k, v := range m.Attributes {
+			attrs[k] = sqstypes.MessageAttributeValue{DataType: stringType, StringValue: &v}
 		}
-	})
-	if err != nil {
-		return fmt.Errorf("%w %q: %w", ErrInvalidMessage, name, err)
 	}
-	if r := p.Check(producer.Message{Body: m.Body, Attributes: attrs}); r.Err != nil {
+	idSize := len(IDAttribute) + len(*stringType) + itemIDLen
+	// The message is an item first: DynamoDB's 400 KB, less the item's
+	// other attributes, is its limit (below SQS's 1 MiB).
+	maxSize := awsrules.MaxItemBytes - itemOverhead - itemIDLen - nameLen - len(m.QueueURL) - len(m.GroupID) - idSize
+	r := producer.CheckWith(producer.Message{Body: m.Body, Attributes: attrs}, strings.HasSuffix(m.QueueURL, ".fifo"), m.GroupID, maxSize)
+	if r.Err != nil {
 		return fmt.Errorf("%w %q to %s: %w", ErrInvalidMessage, name, m.QueueURL, r.Err)
 	}
 	return nil

@@ -320,8 +320,13 @@ func withChargeID(event []byte, chargeID string) []byte {
 // it is).
 func (s *payments) chargedMessage(p Payment, event []byte) outbox.Message {
 	return outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
-		Body: escapeForSQS(event), Attributes: map[string]string{"type": "payment.charged"}}
+		Body: escapeForSQS(event), Attributes: chargedAttributes}
 }
+
+// chargedAttributes are the attributes of every payment.charged message:
+// one map for all, which nothing writes to (the outbox copies what it
+// keeps), rather than one per payment.
+var chargedAttributes = map[string]string{"type": "payment.charged"}
 
 // escapeForSQS returns the JSON js with each character SQS refuses in a
 // message body written as a JSON escape. encoding/json escapes control

@@ -300,16 +300,7 @@ func (p *Producer) MaxMessageSize() int { return p.opts.MaxMessageSize }
 // for Send to find.
 func (p *Producer) Check(msg Message) Result {
 	r := Result{Size: msg.Size()}
-	if err := checkAttributes(msg.Attributes); err != nil {
-		r.Err = err
-		return r
-	}
-	if msg.Body == "" {
-		r.Err = fmt.Errorf("%w: empty", ErrInvalidBody)
-		return r
-	}
-	if err := awsrules.CheckText(msg.Body); err != nil {
-		r.Err = fmt.Errorf("%w: %w", ErrInvalidBody, err)
+	if r.Err = checkContent(msg); r.Err != nil {
 		return r
 	}
 	// The functions see the message as the consumer will.
@@ -335,16 +326,66 @@ func (p *Producer) Check(msg Message) Result {
 			r.Err = fmt.Errorf("producer: message group: %w", err)
 			return r
 		}
-		if err := awsrules.CheckGroupID(g); err != nil {
-			r.Err = fmt.Errorf("%w: %w", ErrInvalidGroupID, err)
+		if r.Err = checkGroupID(g); r.Err != nil {
 			return r
 		}
 		r.GroupID = g
 	}
-	if r.Size > p.opts.MaxMessageSize {
-		r.Err = &TooLargeError{Size: r.Size, Max: p.opts.MaxMessageSize}
-	}
+	r.Err = checkSize(r.Size, p.opts.MaxMessageSize)
 	return r
+}
+
+// CheckWith checks msg against SQS's rules as Check does, for a message
+// whose group ID is known rather than derived by Options.Group: group,
+// "" for none, which a FIFO queue (fifo) refuses. It derives no key (Key
+// and DedupID stay empty) and builds nothing to hand a KeyFunc: for code
+// that checks messages it will send later, on every record, such as an
+// outbox. maxSize is the largest Size taken (SQS's is
+// DefaultMaxMessageSize).
+func CheckWith(msg Message, fifo bool, group string, maxSize int) Result {
+	r := Result{Size: msg.Size()}
+	if r.Err = checkContent(msg); r.Err != nil {
+		return r
+	}
+	if group != "" || fifo {
+		if r.Err = checkGroupID(group); r.Err != nil {
+			return r
+		}
+		r.GroupID = group
+	}
+	r.Err = checkSize(r.Size, maxSize)
+	return r
+}
+
+// checkContent checks msg's attributes and body: what SQS requires of
+// every message, whatever its queue.
+func checkContent(msg Message) error {
+	if err := checkAttributes(msg.Attributes); err != nil {
+		return err
+	}
+	if msg.Body == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidBody)
+	}
+	if err := awsrules.CheckText(msg.Body); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidBody, err)
+	}
+	return nil
+}
+
+// checkGroupID checks a message group ID as SQS does.
+func checkGroupID(g string) error {
+	if err := awsrules.CheckGroupID(g); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidGroupID, err)
+	}
+	return nil
+}
+
+// checkSize refuses a message of size bytes larger than max.
+func checkSize(size, max int) error {
+	if size > max {
+		return &TooLargeError{Size: size, Max: max}
+	}
+	return nil
 }
 
 // entry is the batch entry, without an Id, of msg, which Check passed as

@@ -297,6 +297,15 @@ func (f *fn) charge(ctx context.Context, p payment) (string, error) {
 	return out.ChargeID, nil
 }
 
+// gatewayTransport keeps a connection to the gateway open for each record
+// that runs at once, as the sample's does: with http.DefaultTransport's 2
+// per host, every batch of 10 would open 8 new ones.
+func gatewayTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxInFlight
+	return t
+}
+
 func main() {
 	cfg, err := awsconfig.LoadDefaultConfig(context.Background())
 	if err != nil {
@@ -312,7 +321,7 @@ func main() {
 	})
 	f := &fn{
 		db:      dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.HTTPClient = httpClient }),
-		http:    &http.Client{Timeout: 5 * time.Second},
+		http:    &http.Client{Timeout: 5 * time.Second, Transport: gatewayTransport()},
 		ledger:  os.Getenv("PAYMENTS_TABLE"),
 		gateway: os.Getenv("PAYMENT_GATEWAY_URL"),
 		events:  os.Getenv("EVENTS_QUEUE_URL"),
