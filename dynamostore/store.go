@@ -188,11 +188,14 @@ type Store struct {
 	// both fixed by o, built once rather than for every request.
 	names map[string]string
 	own   []string
+	// creationNames are the names of creation's condition, the same for
+	// every put: one map, which no request writes to.
+	creationNames map[string]string
 }
 
 // newStore is the Store of table through client with options o.
 func newStore(client API, table string, o Options) *Store {
-	return &Store{client: client, table: table, o: o, own: o.names(), names: map[string]string{
+	s := &Store{client: client, table: table, o: o, own: o.names(), names: map[string]string{
 		nKey:        o.KeyAttr,
 		nSortKey:    o.SortKeyAttr,
 		nStatus:     o.StatusAttr,
@@ -204,6 +207,8 @@ func newStore(client API, table string, o Options) *Store {
 		nFailure:    o.FailureAttr,
 		nEffect:     o.EffectAttr,
 	}}
+	s.creationNames = s.attrNames(0, nKey, nExpiration, nStatus, nInProgress, nEffect)
+	return s
 }
 
 var (
@@ -307,13 +312,19 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 // attributes, unless a live record holds its key: Acquire's lock, and
 // Commit's completed record.
 func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.Put {
-	item := s.key(rec.ID)
+	// Sized for what it will hold: no growing, on every record.
+	attrs, _ := rec.Item.(map[string]types.AttributeValue)
+	n := len(attrs) + 4 // the key (or two), status, lease
+	for _, set := range [...]bool{!rec.Expiration.IsZero(), !rec.InProgressExpiration.IsZero(), rec.Validation != "", len(rec.Data) > 0, rec.Failure != "", rec.Effect != ""} {
+		if set {
+			n++
+		}
+	}
+	item := make(map[string]types.AttributeValue, n)
 	// The handler's attributes first, so that the record's own, which
 	// CheckItem keeps them from naming, could never be overwritten.
-	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
-		maps.Copy(item, attrs)
-		maps.Copy(item, s.key(rec.ID))
-	}
+	maps.Copy(item, attrs)
+	maps.Copy(item, s.key(rec.ID))
 	item[s.o.StatusAttr] = str(string(rec.Status))
 	item[s.o.LeaseAttr] = str(rec.Lease)
 	if !rec.Expiration.IsZero() { // none: kept forever
@@ -338,7 +349,7 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 		TableName:                aws.String(s.table),
 		Item:                     item,
 		ConditionExpression:      aws.String(acquireCondition),
-		ExpressionAttributeNames: s.attrNames(0, nKey, nExpiration, nStatus, nInProgress, nEffect),
+		ExpressionAttributeNames: s.creationNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now":        num(now.Unix()),
 			":now_ms":     num(now.UnixMilli()),
