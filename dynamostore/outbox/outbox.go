@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -159,19 +160,19 @@ func refused(err error, n int) error {
 
 // Check returns an error wrapping ErrInvalidMessage for the first of msgs
 // that Publish would refuse on its own, as SQS would refuse to send it or
-// DynamoDB to write its item: no QueueURL; a Name starting with #; on a
-// FIFO queue (a URL ending .fifo) no GroupID; a GroupID, an attribute
-// name, a body or an attribute value that breaks SQS's rules (see package
-// awsrules); more than 9 attributes (IDAttribute is the tenth), or one
-// named IDAttribute; a message larger than an outbox item holds. It needs
-// no handler and sends nothing: call it before an external effect (a
-// card charged), with the messages the handler will publish after it, so
-// that a message that can never be published fails the work before the
-// effect rather than after it. Two of msgs to one queue with one name
-// are refused, as Publish refuses them. A message Name may be left empty,
-// as Publish allows: Check then allows for the longest name its place
-// among the run's writes can give it. What Check cannot see is the run's
-// other writes (see Publish).
+// DynamoDB to write its item: no QueueURL; a Name starting with #; a Name
+// or QueueURL that is not UTF-8; on a FIFO queue (a URL ending .fifo) no
+// GroupID; a GroupID, an attribute name, a body or an attribute value that
+// breaks SQS's rules (see package awsrules); more than 9 attributes
+// (IDAttribute is the tenth), or one named IDAttribute; a message larger
+// than an outbox item holds. It needs no handler and sends nothing: call
+// it before an external effect (a card charged), with the messages the
+// handler will publish after it, so that a message that can never be
+// published fails the work before the effect rather than after it. Two of
+// msgs to one queue with one name are refused, as Publish refuses them. A
+// message Name may be left empty, as Publish allows: Check then allows for
+// the longest name its place among the run's writes can give it. What
+// Check cannot see is the run's other writes (see Publish).
 func Check(msgs ...Message) error {
 	_, err := checkAll(0, map[string]string{}, msgs)
 	return err
@@ -278,6 +279,11 @@ func check(name string, m Message) error {
 		return fmt.Errorf("%w %q: no QueueURL", ErrInvalidMessage, name)
 	case strings.HasPrefix(m.Name, "#"):
 		return fmt.Errorf("%w %q: names starting with # are the outbox's, for messages named by their place", ErrInvalidMessage, name)
+	case !utf8.ValidString(m.Name) || !utf8.ValidString(m.QueueURL):
+		// The SDK sends each invalid byte as U+FFFD (three bytes): the
+		// item grows past what is counted here, and two such names
+		// become one, one message ID on the record.
+		return fmt.Errorf("%w %q to %q: the name and the queue URL must be UTF-8", ErrInvalidMessage, name, m.QueueURL)
 	}
 	if _, clash := m.Attributes[IDAttribute]; clash {
 		return fmt.Errorf("%w %q: attribute %s is the outbox's", ErrInvalidMessage, name, IDAttribute)

@@ -380,6 +380,8 @@ func TestCheckRefusesWhatPublishWouldRefuse(t *testing.T) {
 		{"a body SQS refuses", outbox.Message{QueueURL: fifo, GroupID: "g", Body: "a\x00"}, false},
 		{"no queue", outbox.Message{GroupID: "g", Body: "{}"}, false},
 		{"a name of the outbox's", outbox.Message{QueueURL: fifo, GroupID: "g", Name: "#1", Body: "{}"}, false},
+		{"a name that is not UTF-8", outbox.Message{QueueURL: fifo, GroupID: "g", Name: "charged\xff", Body: "{}"}, false},
+		{"a queue URL that is not UTF-8", outbox.Message{QueueURL: fifo + "\xff", GroupID: "g", Body: "{}"}, false},
 		{"larger than an item", outbox.Message{QueueURL: fifo, GroupID: "g", Body: strings.Repeat("x", 400*1024)}, false},
 	} {
 		err := outbox.Check(c.msg)
@@ -466,5 +468,26 @@ func TestCheckAllocatesLittle(t *testing.T) {
 		}
 	}); n > 6 {
 		t.Errorf("Check made %.0f allocations; want at most 6", n)
+	}
+}
+
+// A Name that is not UTF-8 grows on its way to DynamoDB: the SDK sends
+// each invalid byte as U+FFFD, three bytes. A 50,000-byte name and a
+// 300,000-byte body fit the item as Publish counts it, but the item
+// DynamoDB gets is over 450,000 bytes, past its 400 KB: refused by the
+// completion, after the work, on every run. Publish must refuse it, or
+// the item be written.
+func TestPublishRefusesANameThatGrowsPastAnItem(t *testing.T) {
+	var pubErr error
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		pubErr = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: strings.Repeat("\xff", 50_000), Body: strings.Repeat("x", 300_000)})
+		return pubErr
+	}})
+	resp := f.deliver(pay("pay_name", "cus_N", 1))
+	if errors.Is(pubErr, outbox.ErrInvalidMessage) && lambdakit.IsPermanent(pubErr) {
+		return // refused before anything committed: fine
+	}
+	if ev := f.stream(); len(resp.BatchItemFailures) != 0 || inserts(ev) != 1 {
+		t.Errorf("Publish: %v; failures %v, %d items written; want Publish to refuse it (ErrInvalidMessage), or its item written", pubErr, resp.BatchItemFailures, inserts(ev))
 	}
 }
