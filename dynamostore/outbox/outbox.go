@@ -107,7 +107,8 @@ var ErrInvalidMessage = errors.New("outbox: invalid message")
 // lambdakit.ErrNotStaging outside a handler run by lambdakit's idempotency
 // middleware (or Once), and with ErrInvalidMessage (marked
 // lambdakit.Permanent) for a message Check refuses, a message that
-// repeats another of this run (the same queue and name), or messages
+// repeats another of this run (the same queue and name, published through
+// this Outbox or one of another table: one item ID), or messages
 // that, with the writes and item the handler staged before or stages
 // after (in any order), would make a completion DynamoDB refuses (100
 // writes, 4 MB; see dynamostore.Store.CheckStaging): found here, before
@@ -121,8 +122,8 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
 		seen := map[string]string{} // messageKey → the message's name, for this run
 		for _, op := range staged {
-			if item, ok := o.itemOf(op); ok {
-				seen[messageKey(stringOf(item["queueUrl"]), stringOf(item["name"]))] = "" // an earlier call's
+			if queueURL, name, ok := outboxMessage(recordID, op); ok {
+				seen[messageKey(queueURL, name)] = "" // an earlier call's
 			}
 		}
 		names, err := checkAll(len(staged), seen, msgs)
@@ -217,14 +218,22 @@ func placeName(name string, place int) string {
 	return name
 }
 
-// itemOf is the outbox item op writes, if op is a Put of this outbox's
-// table.
-func (o *Outbox) itemOf(op any) (map[string]types.AttributeValue, bool) {
+// outboxMessage is the queue and name of the message op writes, if op is
+// the Put of an outbox item of the record recordID: of this outbox's table
+// or another's, since an item's ID (ItemID), which the relay sends, is the
+// same in every table; and not a Put of another item, whatever its
+// attributes.
+func outboxMessage(recordID string, op any) (queueURL, name string, ok bool) {
 	w, ok := op.(types.TransactWriteItem)
-	if !ok || w.Put == nil || aws.ToString(w.Put.TableName) != o.table {
-		return nil, false
+	if !ok || w.Put == nil {
+		return "", "", false
 	}
-	return w.Put.Item, true
+	id := stringOf(w.Put.Item["id"])
+	queueURL, name = stringOf(w.Put.Item["queueUrl"]), stringOf(w.Put.Item["name"])
+	if !strings.HasPrefix(id, "outbox#") || id != ItemID(recordID, queueURL, name) {
+		return "", "", false
+	}
+	return queueURL, name, true
 }
 
 // itemOverhead bounds the outbox item's attribute names, numbers,
