@@ -583,3 +583,32 @@ func TestRelayRefusesMessagesOnAnItemWhoseStatusIsNoRecordStatus(t *testing.T) {
 		t.Errorf("downstream holds %d messages; want none", len(got))
 	}
 }
+
+// Two messages to one queue whose names are not UTF-8 ("\xff", "\xfe")
+// are two names to Publish's checks, but the SDK sends each invalid byte
+// as U+FFFD, so the record holds both as "\ufffd", and the relay would
+// send both under one RecordMessageID: a consumer keyed by IDAttribute
+// drops the second. They are refused before the work, or sent under two
+// IDs. The queue is a standard one, whose deduplication hides nothing.
+func TestPublishOnRecordNamesThatAreNotUTF8AreNotOneMessage(t *testing.T) {
+	var pubErr error
+	f := newOnRecord(t, onRecordSetup{standard: true, handle: func(ctx context.Context, f *onRecord, p payment) error {
+		pubErr = outbox.PublishOnRecord(ctx,
+			outbox.Message{QueueURL: f.queue, Name: "charged\xff", Body: "to ledger"},
+			outbox.Message{QueueURL: f.queue, Name: "charged\xfe", Body: "to email"})
+		return pubErr
+	}})
+	f.deliver(pay("pay_utf8", "cus_U", 1))
+	if errors.Is(pubErr, outbox.ErrInvalidMessage) && lambdakit.IsPermanent(pubErr) {
+		return // refused before anything committed: fine
+	}
+	f.relay(f.stream())
+	ids := map[string]bool{}
+	got := testenv.Drain(t, f.sqs, f.queue)
+	for _, m := range got {
+		ids[aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)] = true
+	}
+	if len(got) != 2 || len(ids) != 2 {
+		t.Errorf("PublishOnRecord: %v; downstream holds %d messages under %d IDs; want them refused (ErrInvalidMessage), or two messages under two IDs", pubErr, len(got), len(ids))
+	}
+}

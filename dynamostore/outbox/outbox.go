@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -106,7 +107,8 @@ var ErrInvalidMessage = errors.New("outbox: invalid message")
 // lambdakit.ErrNotStaging outside a handler run by lambdakit's idempotency
 // middleware (or Once), and with ErrInvalidMessage (marked
 // lambdakit.Permanent) for a message Check refuses, a message that
-// repeats another of this run (the same queue and name), or messages
+// repeats another of this run (the same queue and name, published through
+// this Outbox or one of another table: one item ID), or messages
 // that, with the writes and item the handler staged before or stages
 // after (in any order), would make a completion DynamoDB refuses (100
 // writes, 4 MB; see dynamostore.Store.CheckStaging): found here, before
@@ -120,8 +122,8 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
 		seen := map[string]string{} // messageKey → the message's name, for this run
 		for _, op := range staged {
-			if item, ok := o.itemOf(op); ok {
-				seen[messageKey(stringOf(item["queueUrl"]), stringOf(item["name"]))] = "" // an earlier call's
+			if queueURL, name, ok := outboxMessage(recordID, op); ok {
+				seen[messageKey(queueURL, name)] = "" // an earlier call's
 			}
 		}
 		names, err := checkAll(len(staged), seen, msgs)
@@ -159,19 +161,19 @@ func refused(err error, n int) error {
 
 // Check returns an error wrapping ErrInvalidMessage for the first of msgs
 // that Publish would refuse on its own, as SQS would refuse to send it or
-// DynamoDB to write its item: no QueueURL; a Name starting with #; on a
-// FIFO queue (a URL ending .fifo) no GroupID; a GroupID, an attribute
-// name, a body or an attribute value that breaks SQS's rules (see package
-// awsrules); more than 9 attributes (IDAttribute is the tenth), or one
-// named IDAttribute; a message larger than an outbox item holds. It needs
-// no handler and sends nothing: call it before an external effect (a
-// card charged), with the messages the handler will publish after it, so
-// that a message that can never be published fails the work before the
-// effect rather than after it. Two of msgs to one queue with one name
-// are refused, as Publish refuses them. A message Name may be left empty,
-// as Publish allows: Check then allows for the longest name its place
-// among the run's writes can give it. What Check cannot see is the run's
-// other writes (see Publish).
+// DynamoDB to write its item: no QueueURL; a Name starting with #; a Name
+// or QueueURL that is not UTF-8; on a FIFO queue (a URL ending .fifo) no
+// GroupID; a GroupID, an attribute name, a body or an attribute value that
+// breaks SQS's rules (see package awsrules); more than 9 attributes
+// (IDAttribute is the tenth), or one named IDAttribute; a message larger
+// than an outbox item holds. It needs no handler and sends nothing: call
+// it before an external effect (a card charged), with the messages the
+// handler will publish after it, so that a message that can never be
+// published fails the work before the effect rather than after it. Two of
+// msgs to one queue with one name are refused, as Publish refuses them. A
+// message Name may be left empty, as Publish allows: Check then allows for
+// the longest name its place among the run's writes can give it. What
+// Check cannot see is the run's other writes (see Publish).
 func Check(msgs ...Message) error {
 	_, err := checkAll(0, map[string]string{}, msgs)
 	return err
@@ -216,14 +218,22 @@ func placeName(name string, place int) string {
 	return name
 }
 
-// itemOf is the outbox item op writes, if op is a Put of this outbox's
-// table.
-func (o *Outbox) itemOf(op any) (map[string]types.AttributeValue, bool) {
+// outboxMessage is the queue and name of the message op writes, if op is
+// the Put of an outbox item of the record recordID: of this outbox's table
+// or another's, since an item's ID (ItemID), which the relay sends, is the
+// same in every table; and not a Put of another item, whatever its
+// attributes.
+func outboxMessage(recordID string, op any) (queueURL, name string, ok bool) {
 	w, ok := op.(types.TransactWriteItem)
-	if !ok || w.Put == nil || aws.ToString(w.Put.TableName) != o.table {
-		return nil, false
+	if !ok || w.Put == nil {
+		return "", "", false
 	}
-	return w.Put.Item, true
+	id := stringOf(w.Put.Item["id"])
+	queueURL, name = stringOf(w.Put.Item["queueUrl"]), stringOf(w.Put.Item["name"])
+	if !strings.HasPrefix(id, "outbox#") || id != ItemID(recordID, queueURL, name) {
+		return "", "", false
+	}
+	return queueURL, name, true
 }
 
 // itemOverhead bounds the outbox item's attribute names, numbers,
@@ -278,6 +288,11 @@ func check(name string, m Message) error {
 		return fmt.Errorf("%w %q: no QueueURL", ErrInvalidMessage, name)
 	case strings.HasPrefix(m.Name, "#"):
 		return fmt.Errorf("%w %q: names starting with # are the outbox's, for messages named by their place", ErrInvalidMessage, name)
+	case !utf8.ValidString(m.Name) || !utf8.ValidString(m.QueueURL):
+		// The SDK sends each invalid byte as U+FFFD (three bytes): the
+		// item grows past what is counted here, and two such names
+		// become one, one message ID on the record.
+		return fmt.Errorf("%w %q to %q: the name and the queue URL must be UTF-8", ErrInvalidMessage, name, m.QueueURL)
 	}
 	if _, clash := m.Attributes[IDAttribute]; clash {
 		return fmt.Errorf("%w %q: attribute %s is the outbox's", ErrInvalidMessage, name, IDAttribute)

@@ -380,6 +380,8 @@ func TestCheckRefusesWhatPublishWouldRefuse(t *testing.T) {
 		{"a body SQS refuses", outbox.Message{QueueURL: fifo, GroupID: "g", Body: "a\x00"}, false},
 		{"no queue", outbox.Message{GroupID: "g", Body: "{}"}, false},
 		{"a name of the outbox's", outbox.Message{QueueURL: fifo, GroupID: "g", Name: "#1", Body: "{}"}, false},
+		{"a name that is not UTF-8", outbox.Message{QueueURL: fifo, GroupID: "g", Name: "charged\xff", Body: "{}"}, false},
+		{"a queue URL that is not UTF-8", outbox.Message{QueueURL: fifo + "\xff", GroupID: "g", Body: "{}"}, false},
 		{"larger than an item", outbox.Message{QueueURL: fifo, GroupID: "g", Body: strings.Repeat("x", 400*1024)}, false},
 	} {
 		err := outbox.Check(c.msg)
@@ -466,5 +468,84 @@ func TestCheckAllocatesLittle(t *testing.T) {
 		}
 	}); n > 6 {
 		t.Errorf("Check made %.0f allocations; want at most 6", n)
+	}
+}
+
+// A Name that is not UTF-8 grows on its way to DynamoDB: the SDK sends
+// each invalid byte as U+FFFD, three bytes. A 50,000-byte name and a
+// 300,000-byte body fit the item as Publish counts it, but the item
+// DynamoDB gets is over 450,000 bytes, past its 400 KB: refused by the
+// completion, after the work, on every run. Publish must refuse it, or
+// the item be written.
+func TestPublishRefusesANameThatGrowsPastAnItem(t *testing.T) {
+	var pubErr error
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		pubErr = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: strings.Repeat("\xff", 50_000), Body: strings.Repeat("x", 300_000)})
+		return pubErr
+	}})
+	resp := f.deliver(pay("pay_name", "cus_N", 1))
+	if errors.Is(pubErr, outbox.ErrInvalidMessage) && lambdakit.IsPermanent(pubErr) {
+		return // refused before anything committed: fine
+	}
+	if ev := f.stream(); len(resp.BatchItemFailures) != 0 || inserts(ev) != 1 {
+		t.Errorf("Publish: %v; failures %v, %d items written; want Publish to refuse it (ErrInvalidMessage), or its item written", pubErr, resp.BatchItemFailures, inserts(ev))
+	}
+}
+
+// A handler that publishes through two outboxes (two tables) sends each
+// item through its table's relay, but an item's ID comes from the record,
+// the queue and the name only: two messages of one name to one queue get
+// one ID, and a consumer keyed by IDAttribute (or a FIFO queue) drops the
+// second. They are refused before the work, or sent under two IDs. The
+// queue is a standard one, whose deduplication hides nothing.
+func TestOneNameToOneQueueThroughTwoOutboxesIsNotOneMessage(t *testing.T) {
+	var second *outbox.Outbox
+	var pubErr error
+	f := newFixtureWith(t, setup{handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		if err := ob.Publish(ctx, outbox.Message{QueueURL: f.queue, Name: "payment.charged", Body: "to ledger"}); err != nil {
+			return err
+		}
+		pubErr = second.Publish(ctx, outbox.Message{QueueURL: f.queue, Name: "payment.charged", Body: "to email"})
+		return pubErr
+	}})
+	table, streamARN := testenv.StreamTable(t, f.db, "-outbox2", "pk", "id")
+	var err error
+	if second, err = outbox.New(table); err != nil {
+		t.Fatal(err)
+	}
+	f.deliver(pay("pay_two_tables", "cus_W", 1))
+	if errors.Is(pubErr, outbox.ErrInvalidMessage) && lambdakit.IsPermanent(pubErr) {
+		return // refused before anything committed: fine
+	}
+	f.relay(f.stream())
+	f.relay(readStream(t, f.streams, streamARN, f.region))
+	ids := map[string]bool{}
+	got := f.downstream()
+	for _, m := range got {
+		ids[aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue)] = true
+	}
+	if len(got) != 2 || len(ids) != 2 {
+		t.Errorf("the second Publish: %v; downstream holds %d messages under %d IDs; want it refused (ErrInvalidMessage), or two messages under two IDs", pubErr, len(got), len(ids))
+	}
+}
+
+// An item of the handler's own in the outbox table (a subscription, with
+// a queueUrl and a name of its own) is no outbox message: a message of
+// that queue and name is no repeat of it, and is taken.
+func TestPublishTakesANameThatAnotherItemOfTheTableHolds(t *testing.T) {
+	var pubErr error
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		if err := dynamostore.Stage(ctx, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.outbox), Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "subscription"}, "id": &types.AttributeValueMemberS{Value: p.ID},
+			"queueUrl": &types.AttributeValueMemberS{Value: f.queue}, "name": &types.AttributeValueMemberS{Value: "payment.charged"},
+		}}}); err != nil {
+			return err
+		}
+		pubErr = ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: "payment.charged", Body: "charged"})
+		return pubErr
+	}})
+	resp := f.deliver(pay("pay_sub", "cus_V", 1))
+	if pubErr != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("Publish: %v, failures %v; want the message taken (the subscription is no outbox message)", pubErr, resp.BatchItemFailures)
 	}
 }
