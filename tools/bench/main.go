@@ -35,7 +35,7 @@ type config struct {
 	only                                                map[string]bool
 	motoPatch, events                                   bool
 	template, repo                                      string
-	cpuProfile                                          string
+	cpuProfile, functionProfiles                        string
 	timeout                                             time.Duration
 }
 
@@ -66,6 +66,7 @@ func main() {
 	flag.StringVar(&c.repo, "repo", ".", "the module's root")
 	flag.BoolVar(&c.events, "events", false, "set EVENTS_QUEUE_URL on the lambdakit function and the floor in every section but modes, so that both publish payment.charged on the payment's row, as the sample does by default")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to this file (the modes section runs lambdakit in it)")
+	flag.StringVar(&c.functionProfiles, "function-profiles", "", "build the lambdakit and bare bootstraps with the benchprofile tag and have them write CPU profiles and counters under this folder (lambdakit/, bare/; see internal/benchprofile)")
 	flag.DurationVar(&c.timeout, "timeout", 60*time.Second, "the function's timeout (template.yaml: 60s)")
 	flag.Parse()
 	c.only = map[string]bool{}
@@ -159,12 +160,21 @@ func run(ctx context.Context, c config) error {
 	// And with its records on Valkey (a local redis-server).
 	valkeyBin := filepath.Join(dir, "lambdakit-valkey", "bootstrap")
 	fmt.Fprintln(os.Stderr, "bench: building the bootstraps ...")
-	for _, bin := range []string{lkBin, outboxBin, valkeyBin} {
+	// Only the two functions the CPU comparison holds to the target are
+	// profiled, when asked.
+	var profiled []string
+	if c.functionProfiles != "" {
+		profiled = []string{"benchprofile"}
+	}
+	for _, bin := range []string{outboxBin, valkeyBin} {
 		if err := bench.Build(ctx, c.repo, bin, "./functions/payment"); err != nil {
 			return err
 		}
 	}
-	if err := bench.Build(ctx, c.repo, bareBin, "./tools/bench/bare"); err != nil {
+	if err := bench.Build(ctx, c.repo, lkBin, "./functions/payment", profiled...); err != nil {
+		return err
+	}
+	if err := bench.Build(ctx, c.repo, bareBin, "./tools/bench/bare", profiled...); err != nil {
 		return err
 	}
 
@@ -207,6 +217,10 @@ func run(ctx context.Context, c config) error {
 	// The floor does the same job: payment.charged on its row.
 	if c.events {
 		bare.Env = append(bare.Env, eventsQueue)
+	}
+	if c.functionProfiles != "" {
+		lk.Env = append(lk.Env, "LAMBDAKIT_BENCH_PROFILE="+filepath.Join(c.functionProfiles, "lambdakit"))
+		bare.Env = append(bare.Env, "LAMBDAKIT_BENCH_PROFILE="+filepath.Join(c.functionProfiles, "bare"))
 	}
 	// lambdakit+outbox: its events queue is only named (a FIFO queue's
 	// URL: each event needs its group); the function never calls SQS, the

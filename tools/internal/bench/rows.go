@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -75,9 +76,10 @@ func (h *Harness) EndToEnd(ctx context.Context, impls []Impl, pays []*Payments, 
 }
 
 // Build builds the bootstrap of package pkg (relative to the module root
-// repo) at out, as `make build-PaymentFunction` does, for this machine.
-func Build(ctx context.Context, repo, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+// repo) at out, as `make build-PaymentFunction` does, for this machine,
+// with the build tags tags besides lambda.norpc.
+func Build(ctx context.Context, repo, out, pkg string, tags ...string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", strings.Join(append([]string{"lambda.norpc"}, tags...), ","), "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {

@@ -1,0 +1,76 @@
+// Package benchprofile profiles a bootstrap while `make bench` drives it,
+// when the bootstrap is built with the benchprofile build tag (the bench's
+// -function-profiles flag does so) and LAMBDAKIT_BENCH_PROFILE names a
+// folder. It exists because this is the only way to see where a real
+// bootstrap's CPU goes here: perf on this machine's VM names few of a Go
+// process's samples, and a profile of the bench process shows the
+// library's code hot in cache, not as it runs between network waits.
+//
+// The profile is written in windows of LAMBDAKIT_BENCH_PROFILE_SECONDS
+// (default 20) to <folder>/<pid>-<n>.pprof, so that a process the bench
+// kills loses at most its last window; `go tool pprof` merges the files it
+// is given. Each window also rewrites <folder>/<pid>.txt with the
+// process's allocation and CPU counters (runtime.MemStats, getrusage).
+// Production builds leave the package out: nothing in it runs without the
+// tag.
+package benchprofile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func init() {
+	dir := os.Getenv("LAMBDAKIT_BENCH_PROFILE")
+	if dir == "" {
+		return
+	}
+	window := 20 * time.Second
+	if s, err := strconv.Atoi(os.Getenv("LAMBDAKIT_BENCH_PROFILE_SECONDS")); err == nil && s > 0 {
+		window = time.Duration(s) * time.Second
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "benchprofile:", err)
+		return
+	}
+	go run(dir, window)
+}
+
+// run profiles window after window, until the process ends.
+func run(dir string, window time.Duration) {
+	for n := 0; ; n++ {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%d-%03d.pprof", os.Getpid(), n)))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchprofile:", err)
+			return
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "benchprofile:", err)
+			f.Close()
+			return
+		}
+		time.Sleep(window)
+		pprof.StopCPUProfile()
+		f.Close()
+		writeCounters(filepath.Join(dir, fmt.Sprintf("%d.txt", os.Getpid())))
+	}
+}
+
+// writeCounters writes the process's counters so far to path.
+func writeCounters(path string) {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	s := fmt.Sprintf("allocated_bytes %d\nallocations %d\ngc_cycles %d\nheap_alloc_bytes %d\n"+
+		"user_cpu %v\nsystem_cpu %v\nminor_faults %d\nvoluntary_switches %d\ninvoluntary_switches %d\n",
+		m.TotalAlloc, m.Mallocs, m.NumGC, m.HeapAlloc, time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()),
+		ru.Minflt, ru.Nvcsw, ru.Nivcsw)
+	_ = os.WriteFile(path, []byte(s), 0o644)
+}
