@@ -39,7 +39,7 @@ func launcherCommand(t *testing.T) command {
 // os.Stderr.
 func startCapturing(t *testing.T, c command) (*Server, string) {
 	t.Helper()
-	port, err := freePort()
+	port, err := freePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

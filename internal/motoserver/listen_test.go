@@ -2,6 +2,8 @@ package motoserver_test
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"testing"
@@ -44,5 +46,21 @@ func TestStartAtListensWhereAsked(t *testing.T) {
 				t.Errorf("127.0.0.2:%s reachable = %t; want %t", u.Port(), got, c.wantOther)
 			}
 		})
+	}
+}
+
+// A port another server took between the choice of a free port and moto's
+// bind: that server's answer is not moto's, and StartAt fails (moto cannot
+// bind) instead of handing back a Server whose URL leads to the other one
+// (a demo's CreateTable then met the other server's 404).
+func TestStartAtRefusesAPortAnotherServerAnswers(t *testing.T) {
+	testenv.RequireMotoServer(t)
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	port := other.Listener.Addr().(*net.TCPAddr).Port
+	s, err := motoserver.StartAt("127.0.0.1", port)
+	if err == nil {
+		s.Stop()
+		t.Fatalf("StartAt on a port another server holds = %s, nil; want an error", s.URL)
 	}
 }

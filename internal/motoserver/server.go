@@ -132,6 +132,8 @@ type Server struct {
 	// PID is the process id of moto_server; it also leads its own process
 	// group, so that Stop can take any children down with it.
 	PID int
+	// Port is the port it listens on.
+	Port int
 
 	cmd      *exec.Cmd
 	exited   <-chan struct{} // closed once cmd.Wait has returned
@@ -147,31 +149,7 @@ type Server struct {
 // The server is moto_server's own, started through the launcher with the
 // Python of that installation (see launcher.py).
 func Start() (*Server, error) {
-	moto, err := findMoto()
-	if err != nil {
-		return nil, err
-	}
-	c := newCommand(moto)
-	// The free port is only free when we look: another process may take it
-	// before moto binds it. moto then exits at once, and a new port is
-	// worth a try. A server that hangs is not retried, so that the whole
-	// call stays bounded.
-	var errs []error
-	for range 3 {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		s, early, err := start(c, loopback, port)
-		if err == nil {
-			return s, nil
-		}
-		errs = append(errs, err)
-		if !early {
-			break
-		}
-	}
-	return nil, errors.Join(errs...)
+	return StartAt(loopback, 0)
 }
 
 // StartOn starts moto_server on the given loopback port, for a fixed
@@ -181,15 +159,40 @@ func StartOn(port int) (*Server, error) {
 }
 
 // StartAt starts moto_server listening on host (an IP address) and port,
-// for a server that containers must reach too. Its URL is on loopback when
-// host is an unspecified address (0.0.0.0, ::), on host otherwise.
+// for a server that containers must reach too; port 0 picks a free one
+// (tried up to three times, should another process take it first). Its URL
+// is on loopback when host is an unspecified address (0.0.0.0, ::), on
+// host otherwise.
 func StartAt(host string, port int) (*Server, error) {
 	moto, err := findMoto()
 	if err != nil {
 		return nil, err
 	}
-	s, _, err := start(newCommand(moto), host, port)
-	return s, err
+	c := newCommand(moto)
+	if port != 0 {
+		s, _, err := start(c, host, port)
+		return s, err
+	}
+	// The free port is only free when we look: another process may take it
+	// before moto binds it. moto then exits at once, and a new port is
+	// worth a try. A server that hangs is not retried, so that the whole
+	// call stays bounded.
+	var errs []error
+	for range 3 {
+		port, err := freePort(host)
+		if err != nil {
+			return nil, err
+		}
+		s, early, err := start(c, host, port)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+		if !early {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
 }
 
 // loopback is the address servers listen on unless told otherwise.
@@ -208,9 +211,10 @@ func start(c command, host string, port int) (s *Server, early bool, err error) 
 	// block for as long as any straggling child keeps them open.
 	cmd.WaitDelay = time.Second
 	s = &Server{
-		URL: "http://" + net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
-		cmd: cmd,
-		out: out,
+		URL:  "http://" + net.JoinHostPort(dialHost(host), strconv.Itoa(port)),
+		Port: port,
+		cmd:  cmd,
+		out:  out,
 	}
 	exited, waitErr, err := childproc.Start(cmd)
 	if err != nil {
@@ -243,8 +247,9 @@ func dialHost(host string) string {
 	return host
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort is a port free on host when it looks.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("motoserver: finding a free port: %w", err)
 	}
@@ -261,8 +266,9 @@ func (s *Server) hasExited() bool {
 	}
 }
 
-// waitReady polls until the server answers any HTTP request at all: moto
-// answers unknown paths too, so any response means it is serving.
+// waitReady polls until the server answers any HTTP request at all (moto
+// answers unknown paths too) and the answer is its own: its process holds
+// the listening socket (listensOn).
 func (s *Server) waitReady(timeout time.Duration) error {
 	client := &http.Client{
 		Timeout:   time.Second,
@@ -276,7 +282,10 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		resp, err := client.Get(s.URL + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
-			return nil
+			if listensOn(s.PID, s.Port) {
+				return nil
+			}
+			err = errors.New("another process answers on the port")
 		}
 		select {
 		case <-s.exited:
@@ -393,4 +402,45 @@ func Config(endpoint string) aws.Config {
 			})
 		},
 	}
+}
+
+// listensOn reports whether process pid holds a socket listening on TCP
+// port, read from /proc (Linux): so that an answer on the port is known
+// to be this server's, not another process's that took the port between
+// freePort and moto's bind (moto then exits, but only once Python has
+// started, after the other server has answered). Where /proc cannot say,
+// it reports true, and the answer is taken as before.
+func listensOn(pid, port int) bool {
+	inodes := map[string]bool{}
+	known := false
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		known = true
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			// local_address is HEX_IP:HEX_PORT; state 0A is LISTEN.
+			if len(f) < 10 || f[3] != "0A" {
+				continue
+			}
+			if _, hexPort, ok := strings.Cut(f[1], ":"); ok {
+				if p, err := strconv.ParseInt(hexPort, 16, 32); err == nil && int(p) == port {
+					inodes[f[9]] = true
+				}
+			}
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if !known || err != nil {
+		return true
+	}
+	for _, fd := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] {
+			return true
+		}
+	}
+	return false
 }

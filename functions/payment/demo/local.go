@@ -310,17 +310,22 @@ func startLocal(ctx context.Context, c localConfig) (*local, error) {
 	go l.gwSrv.Serve(gwLn)
 	l.gatewayURL = "http://" + net.JoinHostPort(dialHost(net.ParseIP(c.listen)), strconv.Itoa(l.gatewayPort))
 
-	// The probe frees the port at once; something else could take it
-	// before moto does, which moto then reports.
-	probe, err := listenOn(c.listen, c.motoPort, "-moto-port")
-	if err != nil {
-		return l, fmt.Errorf("moto_server: %w", err)
+	if c.motoPort != 0 {
+		// A port in use is said plainly, before moto starts. (The probe
+		// frees it at once; something else could take it before moto
+		// does, which moto then reports.)
+		probe, err := listenOn(c.listen, c.motoPort, "-moto-port")
+		if err != nil {
+			return l, fmt.Errorf("moto_server: %w", err)
+		}
+		probe.Close()
 	}
-	l.motoPort = probe.Addr().(*net.TCPAddr).Port
-	probe.Close()
-	if l.moto, err = motoserver.StartAt(c.listen, l.motoPort); err != nil {
+	// Port 0: motoserver picks a free one, and another if it is taken
+	// before moto binds it.
+	if l.moto, err = motoserver.StartAt(c.listen, c.motoPort); err != nil {
 		return l, err
 	}
+	l.motoPort = l.moto.Port
 	l.db = dynamodb.NewFromConfig(l.moto.AWSConfig())
 	for i, logical := range []string{"PaymentsTable"} {
 		if err := defs[i].Create(ctx, l.db, localTables[logical]); err != nil {
