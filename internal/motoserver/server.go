@@ -404,12 +404,13 @@ func Config(endpoint string) aws.Config {
 	}
 }
 
-// listensOn reports whether process pid holds a socket listening on TCP
-// port, read from /proc (Linux): so that an answer on the port is known
-// to be this server's, not another process's that took the port between
-// freePort and moto's bind (moto then exits, but only once Python has
-// started, after the other server has answered). Where /proc cannot say,
-// it reports true, and the answer is taken as before.
+// listensOn reports whether the process group led by pid (moto and any
+// child it runs) holds a socket listening on TCP port, read from /proc
+// (Linux): so that an answer on the port is known to be this server's,
+// not another process's that took the port between freePort and moto's
+// bind (moto then exits, but only once Python has started, after the
+// other server has answered). Where /proc cannot say, it reports true,
+// and the answer is taken as before.
 func listensOn(pid, port int) bool {
 	inodes := map[string]bool{}
 	known := false
@@ -427,20 +428,51 @@ func listensOn(pid, port int) bool {
 			}
 			if _, hexPort, ok := strings.Cut(f[1], ":"); ok {
 				if p, err := strconv.ParseInt(hexPort, 16, 32); err == nil && int(p) == port {
-					inodes[f[9]] = true
+					inodes["socket:["+f[9]+"]"] = true
 				}
 			}
 		}
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if !known || err != nil {
+	if !known {
 		return true
 	}
-	for _, fd := range fds {
-		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && strings.HasPrefix(target, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] {
-			return true
+	for _, member := range groupMembers(pid) {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", member))
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", member, fd.Name())); err == nil && inodes[target] {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// groupMembers are the processes of the process group pgid, its leader
+// first.
+func groupMembers(pgid int) []int {
+	members := []int{pgid}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return members
+	}
+	for _, d := range dirs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil || p == pgid {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		// After "pid (comm) ": state, ppid, pgrp. comm may hold spaces
+		// and parentheses: read from its last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 2 && f[2] == strconv.Itoa(pgid) {
+			members = append(members, p)
+		}
+	}
+	return members
 }
