@@ -683,3 +683,46 @@ func TestSendCarriesTheInvocationTraceHeader(t *testing.T) {
 		t.Errorf("X-Amzn-Trace-Id sent: %q; want the invocation's %q on SendMessageBatch", got, header)
 	}
 }
+
+// CheckWith refuses what a producer's Check refuses for the same message,
+// group and limit, and takes what it takes: it is Check without the
+// functions that derive the key and the group.
+func TestCheckWithAgreesWithCheck(t *testing.T) {
+	str := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	for _, c := range []struct {
+		name  string
+		queue string
+		group string
+		msg   producer.Message
+	}{
+		{"a FIFO message with its group", "http://127.0.0.1:1/000000000000/q.fifo", "cus_1", producer.Message{Body: "{}"}},
+		{"a FIFO message without a group", "http://127.0.0.1:1/000000000000/q.fifo", "", producer.Message{Body: "{}"}},
+		{"a group SQS refuses", "http://127.0.0.1:1/000000000000/q.fifo", "cus 1", producer.Message{Body: "{}"}},
+		{"a standard message without a group", "http://127.0.0.1:1/000000000000/q", "", producer.Message{Body: "{}"}},
+		{"an empty body", "http://127.0.0.1:1/000000000000/q", "", producer.Message{}},
+		{"a body SQS refuses", "http://127.0.0.1:1/000000000000/q", "", producer.Message{Body: "a\x00"}},
+		{"an attribute name SQS reserves", "http://127.0.0.1:1/000000000000/q", "", producer.Message{Body: "{}", Attributes: map[string]types.MessageAttributeValue{"AWS.x": str("v")}}},
+		{"larger than the limit", "http://127.0.0.1:1/000000000000/q", "", producer.Message{Body: strings.Repeat("x", 101)}},
+	} {
+		p, err := producer.New(nil, c.queue, func(o *producer.Options) {
+			o.MaxMessageSize = 100
+			o.Key = func(*events.SQSMessage) (string, error) { return "k", nil }
+			if c.group != "" || o.FIFO {
+				o.Group = func(*events.SQSMessage) (string, error) { return c.group, nil }
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := p.Check(c.msg)
+		got := producer.CheckWith(c.msg, p.FIFO(), c.group, 100)
+		if (got.Err == nil) != (want.Err == nil) || got.Size != want.Size || got.GroupID != want.GroupID {
+			t.Errorf("%s: CheckWith = %+v; Check = %+v", c.name, got, want)
+		}
+		if got.Err != nil && want.Err != nil && got.Err.Error() != want.Err.Error() {
+			t.Errorf("%s: CheckWith's error %v; Check's %v", c.name, got.Err, want.Err)
+		}
+	}
+}
