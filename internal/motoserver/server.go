@@ -436,43 +436,16 @@ func listensOn(pid, port int) bool {
 	if !known {
 		return true
 	}
-	for _, member := range groupMembers(pid) {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", member))
+	for _, member := range childproc.Group(pid) {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", member.PID))
 		if err != nil {
 			continue
 		}
 		for _, fd := range fds {
-			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", member, fd.Name())); err == nil && inodes[target] {
+			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", member.PID, fd.Name())); err == nil && inodes[target] {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// groupMembers are the processes of the process group pgid, its leader
-// first.
-func groupMembers(pgid int) []int {
-	members := []int{pgid}
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		return members
-	}
-	for _, d := range dirs {
-		p, err := strconv.Atoi(d.Name())
-		if err != nil || p == pgid {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
-			continue
-		}
-		// After "pid (comm) ": state, ppid, pgrp. comm may hold spaces
-		// and parentheses: read from its last ')'.
-		i := strings.LastIndexByte(string(b), ')')
-		if f := strings.Fields(string(b[i+1:])); i >= 0 && len(f) > 2 && f[2] == strconv.Itoa(pgid) {
-			members = append(members, p)
-		}
-	}
-	return members
 }

@@ -402,20 +402,9 @@ type process struct {
 	start string
 }
 
-// stat returns the fields of /proc/PID/stat after the command's name: the
-// state is f[0], the parent's ID f[1], the start time f[19].
-func stat(pid int) []string {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return nil
-	}
-	// pid (comm) state ppid ...; comm may hold anything, ')' too.
-	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-}
-
 // kill sends SIGKILL to p if it is still the process it was.
 func (p process) kill() bool {
-	if f := stat(p.pid); len(f) < 20 || f[19] != p.start {
+	if f := childproc.Stat(p.pid); len(f) < 20 || f[19] != p.start {
 		return false
 	}
 	proc, err := os.FindProcess(p.pid)
@@ -426,17 +415,10 @@ func (p process) kill() bool {
 // the emulator starts in a process group of their own, out of reach of a
 // signal to the emulator's group.
 func (e *Emulator) functions() []process {
-	entries, _ := os.ReadDir("/proc")
 	parent := strconv.Itoa(e.cmd.Process.Pid)
 	var procs []process
-	for _, d := range entries {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if f := stat(pid); len(f) >= 20 && f[1] == parent {
-			procs = append(procs, process{pid, f[19]})
-		}
+	for _, p := range childproc.Processes(func(f []string) bool { return len(f) >= 20 && f[1] == parent }) {
+		procs = append(procs, process{p.PID, p.Stat[19]})
 	}
 	return procs
 }
