@@ -336,19 +336,7 @@ func TestRecordsListPowertoolsItemsByQuery(t *testing.T) {
 	put := func(pk, payload, status string, data string) string {
 		t.Helper()
 		sk := fmt.Sprintf("orders#%x", md5.Sum([]byte(payload)))
-		item := map[string]types.AttributeValue{
-			"id":                     &types.AttributeValueMemberS{Value: pk},
-			"sort_key":               &types.AttributeValueMemberS{Value: sk},
-			"status":                 &types.AttributeValueMemberS{Value: status},
-			"expiration":             &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(time.Hour).Unix())},
-			"in_progress_expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(-time.Minute).UnixMilli())},
-		}
-		if data != "" {
-			item["data"] = &types.AttributeValueMemberS{Value: data}
-		}
-		if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
-			t.Fatal(err)
-		}
+		f.putSortKeyRecord(t, pk, sk, status, data, at)
 		return sk
 	}
 	done := put("idempotency#orders", `{"order_id":"o-1"}`, "COMPLETED", `{"receipt":1}`)
@@ -413,16 +401,7 @@ func TestRecordsQueryPagesThroughFilteredPages(t *testing.T) {
 	at := time.Now().Truncate(time.Second)
 	put := func(pk, sk, status string) {
 		t.Helper()
-		item := map[string]types.AttributeValue{
-			"id":                     &types.AttributeValueMemberS{Value: pk},
-			"sort_key":               &types.AttributeValueMemberS{Value: sk},
-			"status":                 &types.AttributeValueMemberS{Value: status},
-			"expiration":             &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(time.Hour).Unix())},
-			"in_progress_expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(-time.Minute).UnixMilli())},
-		}
-		if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
-			t.Fatal(err)
-		}
+		f.putSortKeyRecord(t, pk, sk, status, "", at)
 	}
 	put("idempotency#orders", "order#0", "INPROGRESS") // another prefix, sorted before
 	for _, sk := range []string{"orders#1", "orders#2", "orders#3", "orders#4", "orders#5"} {
@@ -447,5 +426,26 @@ func TestRecordsQueryPagesThroughFilteredPages(t *testing.T) {
 	}
 	if found, err := records.HasPrefix(t.Context(), "orders"); !found || err != nil {
 		t.Errorf("HasPrefix: %t, %v; want true", found, err)
+	}
+}
+
+// putSortKeyRecord writes a record item as Powertools keeps it in a table
+// with a sort key (SortKeyAttr "sort_key"): partition pk, record ID sk,
+// status, a result data ("" for none), expiring an hour after at, its
+// lease ended a minute before at.
+func (f *fixture) putSortKeyRecord(t *testing.T, pk, sk, status, data string, at time.Time) {
+	t.Helper()
+	item := map[string]types.AttributeValue{
+		"id":                     &types.AttributeValueMemberS{Value: pk},
+		"sort_key":               &types.AttributeValueMemberS{Value: sk},
+		"status":                 &types.AttributeValueMemberS{Value: status},
+		"expiration":             &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(time.Hour).Unix())},
+		"in_progress_expiration": &types.AttributeValueMemberN{Value: fmt.Sprint(at.Add(-time.Minute).UnixMilli())},
+	}
+	if data != "" {
+		item["data"] = &types.AttributeValueMemberS{Value: data}
+	}
+	if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
+		t.Fatal(err)
 	}
 }
