@@ -33,9 +33,7 @@ import (
 // DynamoDB's 400 KB. A message without a Name is named by its place among
 // the run's messages on the record ("#0", "#1", ...).
 func PublishOnRecord(ctx context.Context, msgs ...Message) error {
-	if _, ok := lambdakit.StagingRecord(ctx); !ok {
-		return fmt.Errorf("outbox: %w", lambdakit.ErrNotStaging)
-	}
+	// Outside a handler's run StageFunc fails with lambdakit.ErrNotStaging.
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
 		seen := map[string]string{} // messageKey → the message's name, for this run
 		place := 0

@@ -612,3 +612,13 @@ func TestPublishOnRecordNamesThatAreNotUTF8AreNotOneMessage(t *testing.T) {
 		t.Errorf("PublishOnRecord: %v; downstream holds %d messages under %d IDs; want them refused (ErrInvalidMessage), or two messages under two IDs", pubErr, len(got), len(ids))
 	}
 }
+
+// Outside a handler run by lambdakit's idempotency middleware there is no
+// record to carry the message: PublishOnRecord refuses it, and nothing is
+// kept for a later completion.
+func TestPublishOnRecordOutsideAHandlerIsNotStaging(t *testing.T) {
+	err := outbox.PublishOnRecord(t.Context(), outbox.Message{QueueURL: "http://127.0.0.1:1/000000000000/q", Body: "{}"})
+	if !errors.Is(err, lambdakit.ErrNotStaging) {
+		t.Errorf("PublishOnRecord outside a handler = %v; want ErrNotStaging", err)
+	}
+}
