@@ -233,6 +233,7 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 		}
 		wg.Add(1)
 		go func() {
+			growStack()
 			defer wg.Done()
 			defer func() { <-sem }()
 			b.runTask(runCtx, sendCtx, recs, task, out)
