@@ -49,7 +49,7 @@ func main() {
 	flag.IntVar(&c.cold, "cold", 5, "cold starts per function")
 	flag.IntVar(&c.maxMotoRSS, "flat-max-moto-rss", 4096, "stop the flat-cost run once moto_server's RSS passes this many MiB (0: never)")
 	flag.IntVar(&c.microCount, "micro-count", 5, "runs of each micro benchmark")
-	flag.IntVar(&c.cpuRounds, "cpu-rounds", 20, "rounds of the interleaved first-delivery CPU comparison")
+	flag.IntVar(&c.cpuRounds, "cpu-rounds", 20, "rounds of the side-by-side first-delivery CPU comparison")
 	flag.IntVar(&c.cpuRecords, "cpu-records", 250, "new payments per function per round of the CPU comparison")
 	flag.StringVar(&firstSizes, "sizes", "10,100,1000", "batch sizes of the first-delivery rows of the batch-size section")
 	flag.StringVar(&redeliverySizes, "redelivery-sizes", "10,100,1000,10000", "batch sizes of its cold-redelivery rows")
@@ -260,7 +260,7 @@ func run(ctx context.Context, c config) error {
 		bench.PrintModes(out, modesMoto, c.batch, modes)
 	}
 	if c.only["cpu"] {
-		fmt.Fprintln(os.Stderr, "bench: first-delivery CPU, interleaved ...")
+		fmt.Fprintln(os.Stderr, "bench: first-delivery CPU, side by side ...")
 		cmp, err := h.FirstDeliveryCPU(ctx, [2]bench.Impl{lk, bare}, [2]*bench.Payments{lkPay, barePay}, c.cpuRounds, c.cpuRecords, c.batch)
 		if err != nil {
 			return err

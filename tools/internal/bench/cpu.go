@@ -2,27 +2,34 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
 // The design target "first delivery: at most 1.05× the floor's CPU per
 // message" asks for a measure steadier than 5 %. One end-to-end row per
 // function, one after the other, is not: on a shared 2-core machine the
-// load moves between the two rows, and the ratio with it. The comparison
-// below interleaves the two functions instead: rounds of new payments on
-// the same warm containers, lambdakit then the floor, the floor then
-// lambdakit, and so on, each round's CPU read from the kernel for the
+// load moves between the two rows, and the ratio with it. Rounds that
+// take turns (lambdakit then the floor, the floor then lambdakit) were
+// not either: a function's CPU per record moved by half from one round
+// to the next (one run's round ratios spread from 0.93× to 1.32×), as
+// moto's pace and the machine's other tenants changed between the two
+// halves of a round. So each round runs the two functions side by side:
+// the same number of new payments through each one's warm containers,
+// at the same time, each round's CPU read from the kernel for each
 // function's processes only (/proc/<pid>/task/*/schedstat: CPU time, not
 // wall time, so that waiting for moto or for a busy core costs nothing).
-// Drift hits both functions of a round alike; the median of the rounds'
-// ratios ignores a round that something else on the machine spoiled.
+// Whatever slows the machine slows both alike (the same run's round
+// ratios then spread from 1.03× to 1.15×); the median of the rounds'
+// ratios ignores a round that something else spoiled.
 
 // CPURound is one round of the comparison: the same number of new
-// payments through each function's warm containers.
+// payments through each function's warm containers, at the same time.
 type CPURound struct {
-	// First is the function that ran first in the round.
+	// First is the function whose batches the round started first.
 	First string
 	// CPU is each function's CPU time over the round, by Impl name.
 	CPU map[string]time.Duration
@@ -32,7 +39,7 @@ type CPURound struct {
 	Load string
 }
 
-// CPUComparison is the interleaved first-delivery CPU comparison of two
+// CPUComparison is the side-by-side first-delivery CPU comparison of two
 // functions: Impls[0] (lambdakit) against Impls[1] (the floor).
 type CPUComparison struct {
 	Impls           [2]string
@@ -111,7 +118,8 @@ const cpuWarmup = 100
 // delivery: rounds rounds of records new payments each (from pays[i] for
 // impls[i]), in batches of batchSize, on h.Concurrency warm containers per
 // function (warmed up with cpuWarmup payments) kept for every round, the
-// order of the two alternating from one round to the next.
+// two functions driven at once, the one started first alternating from
+// one round to the next.
 func (h *Harness) FirstDeliveryCPU(ctx context.Context, impls [2]Impl, pays [2]*Payments, rounds, records, batchSize int) (CPUComparison, error) {
 	c := CPUComparison{Impls: [2]string{impls[0].Name, impls[1].Name}, Records: records, Rounds: rounds, BatchSize: batchSize,
 		Concurrency: h.Concurrency, Warmup: cpuWarmup, LoadBefore: LoadAverage()}
@@ -140,18 +148,31 @@ func (h *Harness) FirstDeliveryCPU(ctx context.Context, impls [2]Impl, pays [2]*
 			order = []int{1, 0}
 		}
 		round := CPURound{First: impls[order[0]].Name, CPU: map[string]time.Duration{}, Failed: map[string]int{}}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
 		for _, i := range order {
-			h.progress("first-delivery CPU, round %d of %d, %s", r+1, rounds, impls[i].Name)
-			pids := pidsOf(impls[i].Path)
-			cpu0 := sumCPU(pids)
-			outs, _, err := h.drive(ctx, warm[i], InBatches(pays[i].Take(records), batchSize), nil)
-			if err != nil {
-				return c, fmt.Errorf("bench: first-delivery CPU, %s: %w", impls[i].Name, err)
-			}
-			round.CPU[impls[i].Name] = sumCPU(pids) - cpu0
-			for _, o := range outs {
-				round.Failed[impls[i].Name] += o.failed
-			}
+			wg.Go(func() {
+				h.progress("first-delivery CPU, round %d of %d, %s", r+1, rounds, impls[i].Name)
+				pids := pidsOf(impls[i].Path)
+				cpu0 := sumCPU(pids)
+				outs, _, err := h.drive(ctx, warm[i], InBatches(pays[i].Take(records), batchSize), nil)
+				if err != nil {
+					errs[i] = fmt.Errorf("bench: first-delivery CPU, %s: %w", impls[i].Name, err)
+					return
+				}
+				cpu := sumCPU(pids) - cpu0
+				mu.Lock()
+				defer mu.Unlock()
+				round.CPU[impls[i].Name] = cpu
+				for _, o := range outs {
+					round.Failed[impls[i].Name] += o.failed
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return c, err
 		}
 		round.Load = LoadAverage()
 		c.Round = append(c.Round, round)

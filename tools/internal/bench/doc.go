@@ -1,7 +1,7 @@
 // Package bench is the harness behind `make bench`: one command that prints,
 // in one run so that ratios hold on a noisy machine, the micro benchmarks of
 // the idempotent path, the first-delivery CPU of the payment function
-// against a bare floor doing the same job, in interleaved rounds
+// against a bare floor doing the same job, in rounds run side by side
 // (FirstDeliveryCPU: the measure the 1.05× target is held to), the payment
 // function end to end against the local stack next to the floor, batches
 // from 10 to 10,000 records (BatchSizes), batches against a slow gateway

@@ -242,10 +242,10 @@ func TestBatchSizeAndDelayRowsCountWhatTheDesignSays(t *testing.T) {
 	})
 }
 
-// The interleaved first-delivery CPU comparison, on a small run: every
-// round runs both functions on new payments, the first of a round
-// alternating, and measures each one's CPU; nothing fails.
-func TestFirstDeliveryCPUInterleaves(t *testing.T) {
+// The side-by-side first-delivery CPU comparison, on a small run: every
+// round runs both functions on new payments at once, the one started
+// first alternating, and measures each one's CPU; nothing fails.
+func TestFirstDeliveryCPURunsBothEachRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	w := newWorld(t, ctx)

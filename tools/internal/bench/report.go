@@ -383,16 +383,16 @@ func spread(ds []time.Duration) string {
 	return fmt.Sprintf("%s (%s – %s)", ms(median(s)), ms(s[0]), ms(s[len(s)-1]))
 }
 
-// PrintCPU prints the interleaved first-delivery CPU comparison: each
+// PrintCPU prints the side-by-side first-delivery CPU comparison: each
 // round, then the median and pooled ratios against the 1.05× target.
 func PrintCPU(w io.Writer, c CPUComparison) {
 	if len(c.Round) == 0 {
 		return
 	}
 	a, b := c.Impls[0], c.Impls[1]
-	fmt.Fprintf(w, "### First delivery: CPU per record, %s against %s, interleaved\n\n", a, b)
+	fmt.Fprintf(w, "### First delivery: CPU per record, %s against %s, side by side\n\n", a, b)
 	fmt.Fprintf(w, "%d rounds of %d new payments per function, in batches of %d, on %d warm containers per function kept for every round (warmed up with %d payments first, not measured); "+
-		"the two functions take turns, the first of a round alternating. CPU is the function processes' CPU time over the round, from the kernel "+
+		"the two functions run at the same time, each on its own containers and tables, the one started first alternating. CPU is the function processes' CPU time over the round, from the kernel "+
 		"(/proc/<pid>/task/*/schedstat), so that neither waiting on moto nor a busy core counts. The target is held to the median of the rounds' ratios. "+
 		"Load average (1, 5, 15 min) before: %s; after: %s.\n\n",
 		c.Rounds, c.Records, c.BatchSize, c.Concurrency, c.Warmup, c.LoadBefore, c.LoadAfter)
