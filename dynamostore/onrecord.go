@@ -27,22 +27,32 @@ type RecordMessage map[string]types.AttributeValue
 // whole by Commit's PutItem; so a record kept forever holds the messages
 // of its last completion only.
 func (s *Store) onRecord(rec lambdakit.IdempotencyRecord) lambdakit.IdempotencyRecord {
-	var msgs []types.AttributeValue
-	var writes []any
-	for _, op := range rec.Staged {
-		if m, ok := op.(RecordMessage); ok {
-			msgs = append(msgs, &types.AttributeValueMemberM{Value: m})
-			continue
-		}
-		writes = append(writes, op)
-	}
-	if len(msgs) == 0 {
+	msgs, writes := splitStaged(rec.Staged)
+	if msgs == nil {
 		return rec
 	}
 	attrs, _ := rec.Item.(map[string]types.AttributeValue)
 	item := make(map[string]types.AttributeValue, len(attrs)+1) // no growing, on every record
 	maps.Copy(item, attrs)
-	item[s.o.MessagesAttr] = &types.AttributeValueMemberL{Value: msgs}
+	item[s.o.MessagesAttr] = msgs
 	rec.Item, rec.Staged = item, writes
 	return rec
+}
+
+// splitStaged parts staged into the messages staged on the record
+// (RecordMessage), as the list attribute the completion writes (nil when
+// there are none), and the other writes, in order.
+func splitStaged(staged []any) (msgs *types.AttributeValueMemberL, writes []any) {
+	var list []types.AttributeValue
+	for _, op := range staged {
+		if m, ok := op.(RecordMessage); ok {
+			list = append(list, &types.AttributeValueMemberM{Value: m})
+			continue
+		}
+		writes = append(writes, op)
+	}
+	if len(list) == 0 {
+		return nil, staged
+	}
+	return &types.AttributeValueMemberL{Value: list}, writes
 }

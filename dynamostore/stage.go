@@ -49,12 +49,17 @@ func WriteSize(w types.TransactWriteItem) int {
 // (see CheckItem): the values of a Put's item, an Update's expression
 // values, and the keys of each write.
 func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
-	rec = s.onRecord(rec)
-	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok && attrs[s.o.MessagesAttr] != nil {
-		if err := checkAttribute(s.o.MessagesAttr, attrs[s.o.MessagesAttr]); err != nil {
+	// What the completion writes (onRecord), without building its item:
+	// this runs at each SetItem, Stage and Publish.
+	msgs, writes := splitStaged(rec.Staged)
+	onItem := 0 // what the messages add to the record's item
+	if msgs != nil {
+		if err := checkAttribute(s.o.MessagesAttr, msgs); err != nil {
 			return fmt.Errorf("%w: messages on the record: %w", lambdakit.ErrInvalidItem, err)
 		}
+		onItem = textSize(s.o.MessagesAttr) + valueSize(msgs)
 	}
+	rec.Staged = writes
 	for i, op := range rec.Staged {
 		if w, ok := op.(types.TransactWriteItem); ok {
 			if err := checkWrite(w); err != nil {
@@ -62,7 +67,7 @@ func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 			}
 		}
 	}
-	return s.checkTransaction(rec)
+	return s.checkTransaction(rec, onItem)
 }
 
 // checkWrite checks the attributes w sends, as CheckItem checks an
@@ -90,14 +95,16 @@ func checkWrite(w types.TransactWriteItem) error {
 }
 
 // checkTransaction is CheckStaging, and the check of the completion
-// itself, with its result: DynamoDB's transaction and item limits.
-func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord) error {
+// itself, with its result: DynamoDB's transaction and item limits. onItem
+// is what rec's item holds besides rec.Item: the messages on the record,
+// when rec.Item does not hold them yet.
+func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord, onItem int) error {
 	if n := 1 + len(rec.Staged); n > awsrules.MaxTransactionItems {
 		return fmt.Errorf("%w: %w: %d staged writes and the record exceed the %d writes of a DynamoDB transaction",
 			lambdakit.ErrStagedTooLarge, lambdakit.ErrStagingUnsupported, len(rec.Staged), awsrules.MaxTransactionItems)
 	}
-	item := s.itemSize(rec)
-	if rec.Item != nil && item > awsrules.MaxItemBytes {
+	item := s.itemSize(rec) + onItem
+	if (rec.Item != nil || onItem > 0) && item > awsrules.MaxItemBytes {
 		return fmt.Errorf("%w: the record's item with the handler's is about %d bytes, over DynamoDB's %d-byte item limit",
 			lambdakit.ErrStagedTooLarge, item, awsrules.MaxItemBytes)
 	}
@@ -202,7 +209,7 @@ func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRec
 func (s *Store) transact(ctx context.Context, rec lambdakit.IdempotencyRecord, record types.TransactWriteItem) (failed *types.CancellationReason, err error) {
 	// Over DynamoDB's limits, the transaction would be refused as it is
 	// on every attempt: say so before sending it.
-	if err := s.checkTransaction(rec); err != nil {
+	if err := s.checkTransaction(rec, 0); err != nil {
 		return nil, fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
 	}
 	// The record goes first, so that its cancellation reason is always

@@ -499,7 +499,14 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 	}
 	// The handler's item, onto the record's: placeholders for every name,
 	// in a fixed order so that a retried request is the same request.
-	for i, name := range slices.Sorted(maps.Keys(attrs)) {
+	// Sorted in place on the stack for the usual few attributes.
+	var sorted [16]string
+	keys := sorted[:0]
+	for name := range attrs {
+		keys = append(keys, name)
+	}
+	slices.Sort(keys)
+	for i, name := range keys {
 		n, v := itemPlaceholders(i)
 		clause(n, v)
 		names[n] = name

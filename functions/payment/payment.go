@@ -334,11 +334,12 @@ var chargedAttributes = map[string]string{"type": "payment.charged"}
 // U+FFFF) can stand only inside strings, where the escape means the same
 // character.
 func escapeForSQS(js []byte) string {
-	if awsrules.CheckText(string(js)) == nil {
-		return string(js)
+	body := string(js) // one copy, checked and returned
+	if awsrules.CheckText(body) == nil {
+		return body
 	}
 	var b strings.Builder
-	for _, r := range string(js) {
+	for _, r := range body {
 		if awsrules.CheckText(string(r)) != nil {
 			fmt.Fprintf(&b, `\u%04x`, r)
 			continue
