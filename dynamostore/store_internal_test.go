@@ -1,7 +1,10 @@
 package dynamostore
 
 import (
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +38,7 @@ func recordRequests(tb testing.TB) func(i int) {
 	}
 	message := map[string]types.AttributeValue{
 		"name": str("payment.charged"), "queueUrl": str("http://127.0.0.1/123456789012/events.fifo"),
-		"body": str(`{"type":"payment.charged","payment_id":"pay_1","order_id":"ord_1","customer_id":"cus_1","amount":1299,"currency":"EUR","charge_id":"ch_pay_1"}`),
+		"body":    str(`{"type":"payment.charged","payment_id":"pay_1","order_id":"ord_1","customer_id":"cus_1","amount":1299,"currency":"EUR","charge_id":"ch_pay_1"}`),
 		"groupId": str("cus_1"), "attributes": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"type": str("payment.charged")}},
 	}
 	return func(i int) {
@@ -89,5 +92,39 @@ func TestRecordRequestsAllocations(t *testing.T) {
 	i := 0
 	if n := testing.AllocsPerRun(100, func() { build(i); i++ }); n > 56 {
 		t.Errorf("a new record's requests take %v allocations to build; want at most 56", n)
+	}
+}
+
+// TestCompletionNamesEveryAttributeInSortedOrder checks the completion's
+// placeholders for an item wider than the names it sorts on the stack
+// (16): every attribute is set, the i-th placeholder names the i-th name in
+// sorted order, and a retried completion is the same request.
+func TestCompletionNamesEveryAttributeInSortedOrder(t *testing.T) {
+	s, err := New(dynamodb.New(dynamodb.Options{}), "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	item := map[string]types.AttributeValue{}
+	for i := range n {
+		item["attr_"+strconv.Itoa(n-i)] = str(strconv.Itoa(i)) // names and values in different orders
+	}
+	names := slices.Sorted(maps.Keys(item))
+	rec := lambdakit.IdempotencyRecord{ID: "payment#1", Lease: "lease", Item: item}
+	first, again := s.completion(rec), s.completion(rec)
+	if *first.UpdateExpression != *again.UpdateExpression || !maps.Equal(first.ExpressionAttributeNames, again.ExpressionAttributeNames) {
+		t.Fatalf("two completions of one record differ:\n%s\n%s", *first.UpdateExpression, *again.UpdateExpression)
+	}
+	for i, name := range names {
+		n, v := itemPlaceholders(i)
+		if got := first.ExpressionAttributeNames[n]; got != name {
+			t.Errorf("%s names %q; want %q", n, got, name)
+		}
+		if first.ExpressionAttributeValues[v] != item[name] || again.ExpressionAttributeValues[v] != item[name] {
+			t.Errorf("%s is not the value of %q", v, name)
+		}
+		if !strings.Contains(*first.UpdateExpression, ", "+n+" = "+v) {
+			t.Errorf("the update expression does not set %s = %s: %s", n, v, *first.UpdateExpression)
+		}
 	}
 }

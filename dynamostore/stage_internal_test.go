@@ -1,0 +1,89 @@
+package dynamostore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
+)
+
+// TestCheckStagingAgreesWithTheCompletion checks that CheckStaging, which
+// counts the messages on the record without building the record's item,
+// refuses exactly what the completion's own check refuses once onRecord
+// has put them on the item: a record that passes at Publish must not be
+// refused after the work, and one refused at completion must be refused
+// at Publish. Each case is tried at DynamoDB's limit and one byte past it.
+func TestCheckStagingAgreesWithTheCompletion(t *testing.T) {
+	s, err := New(dynamodb.New(dynamodb.Options{}), "records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	message := func(body string) RecordMessage {
+		return RecordMessage{"queueUrl": str("http://127.0.0.1/1/q"), "name": str("m"), "body": str(body)}
+	}
+	put := func(body string) types.TransactWriteItem {
+		return types.TransactWriteItem{Put: &types.Put{TableName: aws.String("other"),
+			Item: map[string]types.AttributeValue{"id": str("w"), "body": str(body)}}}
+	}
+	// Each case is a record whose padding (a string of the handler's
+	// item, or of the last message when there is no item) is chosen so
+	// that the completion's count is exactly at the limit it names.
+	cases := []struct {
+		name   string
+		item   bool
+		staged func(pad string) []any
+		limit  int
+		size   func(rec lambdakit.IdempotencyRecord) int // what the completion counts against limit
+	}{
+		{"item and messages", true, func(string) []any { return []any{message("a"), message("b")} }, awsrules.MaxItemBytes, s.itemSize},
+		{"messages and no item", false, func(pad string) []any { return []any{message("a"), message(pad)} }, awsrules.MaxItemBytes, s.itemSize},
+		{"item, writes and messages", true, func(string) []any { return []any{put("w0"), message("a"), put("w1")} }, awsrules.MaxItemBytes, s.itemSize},
+		{"messages and writes at the transaction's size", false, func(pad string) []any {
+			var ops []any
+			for range 10 {
+				ops = append(ops, put(strings.Repeat("w", 390<<10)))
+			}
+			return append(ops, message("a"), message(pad))
+		}, awsrules.MaxTransactionBytes, func(rec lambdakit.IdempotencyRecord) int {
+			n := s.itemSize(rec)
+			for _, op := range rec.Staged {
+				n += WriteSize(op.(types.TransactWriteItem))
+			}
+			return n
+		}},
+	}
+	for _, c := range cases {
+		build := func(pad int) lambdakit.IdempotencyRecord {
+			rec := lambdakit.IdempotencyRecord{ID: "payment#1", Lease: "lease", Validation: "v", Effect: "charge ch_1"}
+			padding := strings.Repeat("p", pad)
+			if c.item {
+				rec.Item = map[string]types.AttributeValue{"status_text": str(padding)}
+			}
+			rec.Staged = c.staged(padding)
+			return rec
+		}
+		// The padding that puts the completion's count at the limit.
+		pad := c.limit - c.size(s.onRecord(build(0)))
+		if pad < 0 {
+			t.Fatalf("%s: the record is %d bytes over its limit without padding", c.name, -pad)
+		}
+		for _, over := range []int{0, 1} {
+			rec := build(pad + over)
+			completed := s.onRecord(rec)
+			if got := c.size(completed); got != c.limit+over {
+				t.Fatalf("%s: the completion counts %d bytes; want %d", c.name, got, c.limit+over)
+			}
+			atPublish := s.CheckStaging(rec)
+			atCompletion := s.checkTransaction(completed, 0)
+			if (atPublish == nil) != (atCompletion == nil) || (over == 1) != errors.Is(atPublish, lambdakit.ErrStagedTooLarge) {
+				t.Errorf("%s, %d byte(s) past the limit: CheckStaging says %v; the completion's check %v", c.name, over, atPublish, atCompletion)
+			}
+		}
+	}
+}
