@@ -9,8 +9,15 @@
 // The profile is written in windows of LAMBDAKIT_BENCH_PROFILE_SECONDS
 // (default 20) to <folder>/<pid>-<n>.pprof, so that a process the bench
 // kills loses at most its last window; `go tool pprof` merges the files it
-// is given. Each window also rewrites <folder>/<pid>.txt with the
-// process's allocation and CPU counters (runtime.MemStats, getrusage).
+// is given. LAMBDAKIT_BENCH_PROFILE_HZ sets the sampling rate (default
+// 100, the runtime's): at 100 Hz a bench run gives a few hundred samples
+// per process, too few to tell apart two costs a few percent apart. Each
+// window also rewrites <folder>/<pid>.txt with the
+// process's allocation and CPU counters (runtime.MemStats, getrusage),
+// and <folder>/<pid>.allocs with its allocation profile so far (`go tool
+// pprof -sample_index=alloc_objects`), sampled as
+// LAMBDAKIT_BENCH_PROFILE_MEMRATE says (runtime.MemProfileRate: 1 records
+// every allocation, for exact counts at the cost of the CPU figures).
 // Production builds leave the package out: nothing in it runs without the
 // tag.
 package benchprofile
@@ -39,16 +46,29 @@ func init() {
 		fmt.Fprintln(os.Stderr, "benchprofile:", err)
 		return
 	}
-	go run(dir, window)
+	if r, err := strconv.Atoi(os.Getenv("LAMBDAKIT_BENCH_PROFILE_MEMRATE")); err == nil && r > 0 {
+		runtime.MemProfileRate = r
+	}
+	hz, err := strconv.Atoi(os.Getenv("LAMBDAKIT_BENCH_PROFILE_HZ"))
+	if err != nil || hz <= 0 {
+		hz = 0
+	}
+	go run(dir, window, hz)
 }
 
-// run profiles window after window, until the process ends.
-func run(dir string, window time.Duration) {
+// run profiles window after window, until the process ends, at hz samples
+// a second (0: the runtime's default).
+func run(dir string, window time.Duration, hz int) {
 	for n := 0; ; n++ {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%d-%03d.pprof", os.Getpid(), n)))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "benchprofile:", err)
 			return
+		}
+		if hz > 0 {
+			// StartCPUProfile sets its own rate of 100 Hz unless one
+			// is set already; it then says so on stderr and keeps it.
+			runtime.SetCPUProfileRate(hz)
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			fmt.Fprintln(os.Stderr, "benchprofile:", err)
@@ -59,6 +79,7 @@ func run(dir string, window time.Duration) {
 		pprof.StopCPUProfile()
 		f.Close()
 		writeCounters(filepath.Join(dir, fmt.Sprintf("%d.txt", os.Getpid())))
+		writeAllocs(filepath.Join(dir, fmt.Sprintf("%d.allocs", os.Getpid())))
 	}
 }
 
@@ -73,4 +94,14 @@ func writeCounters(path string) {
 		m.TotalAlloc, m.Mallocs, m.NumGC, m.HeapAlloc, time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()),
 		ru.Minflt, ru.Nvcsw, ru.Nivcsw)
 	_ = os.WriteFile(path, []byte(s), 0o644)
+}
+
+// writeAllocs writes the process's allocation profile so far to path.
+func writeAllocs(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("allocs").WriteTo(f, 0)
 }

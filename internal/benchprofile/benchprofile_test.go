@@ -59,6 +59,13 @@ func TestProfilesInWindowsThatOutliveAKill(t *testing.T) {
 			t.Errorf("counters %q lack %q", b, want)
 		}
 	}
+	allocs, err := filepath.Glob(filepath.Join(dir, "*.allocs"))
+	if err != nil || len(allocs) != 1 {
+		t.Fatalf("allocation profiles %v, %v; want one file", allocs, err)
+	}
+	if out, err := exec.Command("go", "tool", "pprof", "-sample_index=alloc_objects", "-top", allocs[0]).CombinedOutput(); err != nil {
+		t.Errorf("pprof %s: %v\n%s", allocs[0], err, out)
+	}
 }
 
 // A bootstrap built without the benchprofile tag does not contain the

@@ -221,6 +221,12 @@ func run(ctx context.Context, c config) error {
 	if c.functionProfiles != "" {
 		lk.Env = append(lk.Env, "LAMBDAKIT_BENCH_PROFILE="+filepath.Join(c.functionProfiles, "lambdakit"))
 		bare.Env = append(bare.Env, "LAMBDAKIT_BENCH_PROFILE="+filepath.Join(c.functionProfiles, "bare"))
+		for _, name := range []string{"LAMBDAKIT_BENCH_PROFILE_HZ", "LAMBDAKIT_BENCH_PROFILE_MEMRATE"} {
+			if v := os.Getenv(name); v != "" {
+				lk.Env = append(lk.Env, name+"="+v)
+				bare.Env = append(bare.Env, name+"="+v)
+			}
+		}
 	}
 	// lambdakit+outbox: its events queue is only named (a FIFO queue's
 	// URL: each event needs its group); the function never calls SQS, the
