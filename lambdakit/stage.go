@@ -111,9 +111,10 @@ func (s *stage) effectDone() string {
 	return s.effect
 }
 
-// maxEffect bounds what EffectDone keeps, so that the record that carries
-// it can always be stored.
-const maxEffect = 1024
+// MaxEffectBytes bounds what EffectDone keeps, in bytes, so that the
+// record that carries it can always be stored. A StagingChecker keeps
+// room for it on the record: EffectDone may come after the last check.
+const MaxEffectBytes = 1024
 
 // EffectDone declares that the handler's external effect has happened (a
 // card charged, an email sent): the recovery point. Call it on the line
@@ -159,7 +160,7 @@ func EffectDone(ctx context.Context, detail string) bool {
 	if s.effect != "" {
 		detail = s.effect + "; " + detail
 	}
-	s.effect = truncate(detail, maxEffect)
+	s.effect = truncate(detail, MaxEffectBytes)
 	s.mu.Unlock()
 	if s.mark != nil {
 		s.markMu.Lock()
