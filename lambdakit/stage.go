@@ -136,7 +136,7 @@ const MaxEffectBytes = 1024
 // idempotency key (a payment gateway's) is the defence.
 //
 // Called more than once, the details are kept in order, joined by "; ",
-// up to 1024 bytes. An empty detail is kept as "done". EffectDone reports
+// up to MaxEffectBytes. An empty detail is kept as "done". EffectDone reports
 // whether the point was recorded: false outside a handler run by
 // Idempotent or Once (and with idempotency disabled), after the handler
 // returned, and under Options.StagedOnly, whose handler by contract has no
@@ -193,7 +193,8 @@ var ErrItemAlreadySet = errors.New("lambdakit: SetItem called twice in one handl
 // store refuses item (ErrInvalidItem, from ItemStore.CheckItem: an
 // attribute of the record's own, say, or a value the database cannot hold;
 // or, wrapping ErrStagedTooLarge too, from a StagingChecker: an item that
-// with the writes staged so far is too large for one completion). If the handler returns an error, the item is dropped with
+// with the writes staged so far, and room for an effect EffectDone may
+// declare after it (MaxEffectBytes), is too large for one completion). If the handler returns an error, the item is dropped with
 // its staged writes, and the record's item, which held only the lock, is
 // deleted.
 func SetItem(ctx context.Context, item any) error {
@@ -234,7 +235,8 @@ func SetItem(ctx context.Context, item any) error {
 // is a StagingChecker, it fails, marked Permanent and staging nothing,
 // when the writes would make, with those staged before and the item
 // SetItem declared, a completion too large for the store
-// (ErrStagedTooLarge); StageFunc too.
+// (ErrStagedTooLarge), or when the store cannot write one of them
+// (ErrStagingUnsupported); StageFunc too.
 func Stage(ctx context.Context, ops ...any) error {
 	return StageFunc(ctx, func([]any) ([]any, error) { return ops, nil })
 }
