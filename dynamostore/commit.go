@@ -29,7 +29,11 @@ var (
 //
 // The record's own attributes (its key, status, expiration,
 // in-progress expiration, validation, data, lease, failure and effect, as
-// Options names them) are refused with lambdakit.ErrInvalidItem. Under
+// Options names them) are refused with lambdakit.ErrInvalidItem, and so
+// is an item too large for the record's item, whose 400 KB hold the
+// record's own attributes, the messages on the record, and room for the
+// largest effect lambdakit.EffectDone keeps (lambdakit.MaxEffectBytes),
+// which the handler may declare after SetItem. Under
 // 1 KB with the record's attributes (about 150 bytes, plus the result),
 // each write of the item costs one write unit.
 func SetItem(ctx context.Context, attrs map[string]types.AttributeValue) error {

@@ -25,8 +25,9 @@ const itemSlack = 1024
 const maxNumberSize = 21
 
 // checkStorable tells, before anything is sent, whether rec's result can
-// be kept: DynamoDB strings must be UTF-8, and an item that is too large
-// would fail the whole completion rather than just its cached result.
+// be kept: DynamoDB strings must be UTF-8, and an item, or a transaction
+// with staged writes, that is too large would fail the whole completion
+// rather than just its cached result.
 func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
 	if len(rec.Data) == 0 {
 		// An item too large fails the completion all the same, as one
@@ -37,9 +38,16 @@ func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
 	if !utf8.Valid(rec.Data) {
 		return fmt.Errorf("result is not UTF-8 text: %w", lambdakit.ErrResultNotStorable)
 	}
-	if size := s.itemSize(rec); size > awsrules.MaxItemBytes {
+	item := s.itemSize(rec)
+	if item > awsrules.MaxItemBytes {
 		return fmt.Errorf("result of %d bytes makes the record about %d bytes, over DynamoDB's %d-byte item limit: %w",
-			len(rec.Data), size, awsrules.MaxItemBytes, lambdakit.ErrResultNotStorable)
+			len(rec.Data), item, awsrules.MaxItemBytes, lambdakit.ErrResultNotStorable)
+	}
+	// CheckStaging kept the staged writes and the record, without its
+	// result, within a transaction's 4 MB: past it, the result is to blame.
+	if size := item + stagedSize(rec.Staged); size > awsrules.MaxTransactionBytes {
+		return fmt.Errorf("result of %d bytes makes the record and %d staged writes about %d bytes, over the %d of a DynamoDB transaction: %w",
+			len(rec.Data), len(rec.Staged), size, awsrules.MaxTransactionBytes, lambdakit.ErrResultNotStorable)
 	}
 	return nil
 }

@@ -34,20 +34,37 @@ func WriteSize(w types.TransactWriteItem) int {
 	return n
 }
 
+// stagedSize is what the staged writes (types.TransactWriteItem) add to
+// their transaction's size, by WriteSize.
+func stagedSize(staged []any) int {
+	n := 0
+	for _, op := range staged {
+		if w, ok := op.(types.TransactWriteItem); ok {
+			n += WriteSize(w)
+		}
+	}
+	return n
+}
+
 // CheckStaging implements lambdakit.StagingChecker: it refuses, with an
 // error wrapping lambdakit.ErrStagedTooLarge, an item and staged writes
 // that would make rec's completion break one of DynamoDB's limits: 100
 // writes in a transaction (the completion among them; this also wraps
 // lambdakit.ErrStagingUnsupported), 4 MB in a transaction's items, and
 // 400 KB in the record's item with the handler's and the messages staged
-// on it (RecordMessage). The record's result is
+// on it (RecordMessage). The record's item is counted with the largest
+// effect lambdakit.EffectDone keeps (lambdakit.MaxEffectBytes), which
+// the handler may declare after this check. The record's result is
 // not known yet and not counted: a result too large is dropped, not
 // refused (see Complete).
 //
 // It also refuses, with an error wrapping lambdakit.ErrInvalidItem, a
 // staged write whose values DynamoDB refuses, by the rules of SetItem
 // (see CheckItem): the values of a Put's item, an Update's expression
-// values, and the keys of each write.
+// values, and the keys of each write; and, with one wrapping
+// lambdakit.ErrStagingUnsupported, a staged op that is neither a
+// types.TransactWriteItem nor a RecordMessage, which the completion
+// cannot send.
 func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 	// What the completion writes (onRecord), without building its item:
 	// this runs at each SetItem, Stage and Publish.
@@ -61,12 +78,21 @@ func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 	}
 	rec.Staged = writes
 	for i, op := range rec.Staged {
-		if w, ok := op.(types.TransactWriteItem); ok {
-			if err := checkWrite(w); err != nil {
-				return fmt.Errorf("%w: staged write %d (%s): %w", lambdakit.ErrInvalidItem, i, describe(w), err)
-			}
+		w, ok := op.(types.TransactWriteItem)
+		if !ok {
+			// The completion could not send it, on any run.
+			return fmt.Errorf("%w: staged write %d is a %T, not a types.TransactWriteItem (use dynamostore.Stage) or a dynamostore.RecordMessage",
+				lambdakit.ErrStagingUnsupported, i, op)
+		}
+		if err := checkWrite(w); err != nil {
+			return fmt.Errorf("%w: staged write %d (%s): %w", lambdakit.ErrInvalidItem, i, describe(w), err)
 		}
 	}
+	// EffectDone may add to the record's item after this check, which is
+	// the last before the completion: count the largest effect it keeps in
+	// place of the one declared so far.
+	rec.Effect = ""
+	onItem += len(s.o.EffectAttr) + lambdakit.MaxEffectBytes
 	return s.checkTransaction(rec, onItem)
 }
 
@@ -108,13 +134,7 @@ func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord, onItem int) er
 		return fmt.Errorf("%w: the record's item with the handler's is about %d bytes, over DynamoDB's %d-byte item limit",
 			lambdakit.ErrStagedTooLarge, item, awsrules.MaxItemBytes)
 	}
-	size := item
-	for _, op := range rec.Staged {
-		if w, ok := op.(types.TransactWriteItem); ok {
-			size += WriteSize(w)
-		}
-	}
-	if size > awsrules.MaxTransactionBytes {
+	if size := item + stagedSize(rec.Staged); size > awsrules.MaxTransactionBytes {
 		return fmt.Errorf("%w: the record and %d staged writes make about %d bytes, over the %d of a DynamoDB transaction",
 			lambdakit.ErrStagedTooLarge, len(rec.Staged), size, awsrules.MaxTransactionBytes)
 	}

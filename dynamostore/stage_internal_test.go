@@ -18,7 +18,9 @@ import (
 // refuses exactly what the completion's own check refuses once onRecord
 // has put them on the item: a record that passes at Publish must not be
 // refused after the work, and one refused at completion must be refused
-// at Publish. Each case is tried at DynamoDB's limit and one byte past it.
+// at Publish. The completion's record carries the largest effect
+// EffectDone keeps, which the handler may declare after the last check.
+// Each case is tried at DynamoDB's limit and one byte past it.
 func TestCheckStagingAgreesWithTheCompletion(t *testing.T) {
 	s, err := New(dynamodb.New(dynamodb.Options{}), "records")
 	if err != nil {
@@ -60,7 +62,7 @@ func TestCheckStagingAgreesWithTheCompletion(t *testing.T) {
 	}
 	for _, c := range cases {
 		build := func(pad int) lambdakit.IdempotencyRecord {
-			rec := lambdakit.IdempotencyRecord{ID: "payment#1", Lease: "lease", Validation: "v", Effect: "charge ch_1"}
+			rec := lambdakit.IdempotencyRecord{ID: "payment#1", Lease: "lease", Validation: "v", Effect: strings.Repeat("e", lambdakit.MaxEffectBytes)}
 			padding := strings.Repeat("p", pad)
 			if c.item {
 				rec.Item = map[string]types.AttributeValue{"status_text": str(padding)}
@@ -79,7 +81,9 @@ func TestCheckStagingAgreesWithTheCompletion(t *testing.T) {
 			if got := c.size(completed); got != c.limit+over {
 				t.Fatalf("%s: the completion counts %d bytes; want %d", c.name, got, c.limit+over)
 			}
-			atPublish := s.CheckStaging(rec)
+			declared := rec
+			declared.Effect = "charge ch_1" // so far
+			atPublish := s.CheckStaging(declared)
 			atCompletion := s.checkTransaction(completed, 0)
 			if (atPublish == nil) != (atCompletion == nil) || (over == 1) != errors.Is(atPublish, lambdakit.ErrStagedTooLarge) {
 				t.Errorf("%s, %d byte(s) past the limit: CheckStaging says %v; the completion's check %v", c.name, over, atPublish, atCompletion)

@@ -276,3 +276,120 @@ func TestStageRefusesValuesDynamoDBRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A result that would push the record and its staged writes past a
+// transaction's 4 MB is dropped, as a result too large for the item is:
+// the writes, which Stage accepted, commit with the completion, after the
+// work, rather than the completion being refused. moto does not enforce
+// the 4 MB of a transaction: the store's own check stands for AWS's.
+func TestResultOverTheTransactionLimitIsDroppedNotTheCompletion(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	effects := 0
+	_, err := e.Do(testCtx(t), "pay_big_result", []byte(`{"amount":1}`), func(ctx context.Context) ([]byte, error) {
+		for i := range 10 { // 3.9 MB: room for the record, not for a 300 KB result
+			if err := dynamostore.Stage(ctx, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+				"id":   &types.AttributeValueMemberS{Value: fmt.Sprint("bigresult#", i)},
+				"blob": &types.AttributeValueMemberS{Value: strings.Repeat("b", 390_000)},
+			}}}); err != nil {
+				return nil, err
+			}
+		}
+		effects++ // the card is charged
+		return []byte(`"` + strings.Repeat("r", 300_000) + `"`), nil
+	})
+	if err != nil {
+		t.Fatalf("Do, after the work (%d effect): %v; want the completion without its result", effects, err)
+	}
+	if f.record(t, "bigresult#9") == nil {
+		t.Errorf("the staged writes are absent; want them committed with the completion")
+	}
+}
+
+// An effect declared after SetItem and the messages staged on the record
+// (as outbox.PublishOnRecord does) goes on the record's item too: SetItem
+// keeps room for the largest effect EffectDone keeps, so that an item it
+// accepts is not refused by the completion after the effect. The item is
+// sized to within a few bytes of the largest SetItem accepts beside the
+// ledger rows, by a transaction's 4 MB, which moto does not enforce: the
+// store's check before sending stands for AWS's. (At the 400 KB of the
+// item itself, see TestCheckStagingAgreesWithTheCompletion: moto refuses
+// items from 405,000 bytes, less than AWS's 400 KiB.)
+func TestSetItemKeepsRoomForAnEffectDeclaredAfterIt(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	item := func(n int) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"note": &types.AttributeValueMemberS{Value: strings.Repeat("n", n)}}
+	}
+	effects := 0
+	var id string
+	var setErr error
+	_, err := e.Do(testCtx(t), "pay_effect_room", []byte(`{"amount":1}`), func(ctx context.Context) ([]byte, error) {
+		staged := []any{dynamostore.RecordMessage{"body": &types.AttributeValueMemberS{Value: `{"paid":1}`}}}
+		for i := range 10 { // the ledger rows, 3.9 MB
+			staged = append(staged, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+				"id":   &types.AttributeValueMemberS{Value: fmt.Sprint("effectroom#", i)},
+				"blob": &types.AttributeValueMemberS{Value: strings.Repeat("b", 390_000)},
+			}}})
+		}
+		if err := lambdakit.Stage(ctx, staged...); err != nil {
+			return nil, err
+		}
+		// The largest item the bare record (no lease, no payload hash)
+		// admits is a little over what SetItem admits: step down to it.
+		id, _ = lambdakit.StagingRecord(ctx)
+		lo, hi := 0, 500_000
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			if f.store.CheckStaging(lambdakit.IdempotencyRecord{ID: id, Item: item(mid), Staged: staged}) == nil {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		for n := lo; n > lo-1024; n -= 16 {
+			if setErr = dynamostore.SetItem(ctx, item(n)); setErr == nil {
+				break
+			}
+		}
+		if setErr != nil {
+			return nil, setErr
+		}
+		effects++ // the card is charged
+		lambdakit.EffectDone(ctx, "charge "+strings.Repeat("c", lambdakit.MaxEffectBytes))
+		return nil, nil
+	})
+	switch {
+	case effects == 0:
+		t.Errorf("SetItem refused every item near the limit: %v", setErr)
+	case err != nil:
+		t.Errorf("SetItem accepted the item; after the effect, Do: %v; want the item committed", err)
+	default:
+		if rec := f.record(t, id); rec["note"] == nil || rec["effect"] == nil || f.record(t, "effectroom#9") == nil {
+			t.Errorf("the record's item lacks the handler's item or the effect, or the ledger rows are absent")
+		}
+	}
+}
+
+// A staged op the store cannot write is refused by Stage, before the
+// work, permanently, rather than by the completion after it.
+func TestStageRefusesAnOpTheStoreCannotWrite(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	effects := 0
+	var stageErr error
+	_, err := e.Do(testCtx(t), "pay_wrong_op", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		w := payment(f.table, "payment#ptr")
+		if stageErr = lambdakit.Stage(ctx, &w); stageErr != nil { // a pointer, not a types.TransactWriteItem
+			return nil, stageErr
+		}
+		effects++ // the card is charged
+		return nil, nil
+	})
+	if effects > 0 {
+		t.Errorf("Stage accepted the op; after the work, Do: %v; want Stage to refuse it before", err)
+	}
+	if !errors.Is(stageErr, lambdakit.ErrStagingUnsupported) || !lambdakit.IsPermanent(stageErr) {
+		t.Errorf("Stage: %v; want ErrStagingUnsupported, permanent", stageErr)
+	}
+}

@@ -111,9 +111,10 @@ func (s *stage) effectDone() string {
 	return s.effect
 }
 
-// maxEffect bounds what EffectDone keeps, so that the record that carries
-// it can always be stored.
-const maxEffect = 1024
+// MaxEffectBytes bounds what EffectDone keeps, in bytes, so that the
+// record that carries it can always be stored. A StagingChecker keeps
+// room for it on the record: EffectDone may come after the last check.
+const MaxEffectBytes = 1024
 
 // EffectDone declares that the handler's external effect has happened (a
 // card charged, an email sent): the recovery point. Call it on the line
@@ -135,7 +136,7 @@ const maxEffect = 1024
 // idempotency key (a payment gateway's) is the defence.
 //
 // Called more than once, the details are kept in order, joined by "; ",
-// up to 1024 bytes. An empty detail is kept as "done". EffectDone reports
+// up to MaxEffectBytes. An empty detail is kept as "done". EffectDone reports
 // whether the point was recorded: false outside a handler run by
 // Idempotent or Once (and with idempotency disabled), after the handler
 // returned, and under Options.StagedOnly, whose handler by contract has no
@@ -159,7 +160,7 @@ func EffectDone(ctx context.Context, detail string) bool {
 	if s.effect != "" {
 		detail = s.effect + "; " + detail
 	}
-	s.effect = truncate(detail, maxEffect)
+	s.effect = truncate(detail, MaxEffectBytes)
 	s.mu.Unlock()
 	if s.mark != nil {
 		s.markMu.Lock()
@@ -192,7 +193,8 @@ var ErrItemAlreadySet = errors.New("lambdakit: SetItem called twice in one handl
 // store refuses item (ErrInvalidItem, from ItemStore.CheckItem: an
 // attribute of the record's own, say, or a value the database cannot hold;
 // or, wrapping ErrStagedTooLarge too, from a StagingChecker: an item that
-// with the writes staged so far is too large for one completion). If the handler returns an error, the item is dropped with
+// with the writes staged so far, and room for an effect EffectDone may
+// declare after it (MaxEffectBytes), is too large for one completion). If the handler returns an error, the item is dropped with
 // its staged writes, and the record's item, which held only the lock, is
 // deleted.
 func SetItem(ctx context.Context, item any) error {
@@ -233,7 +235,8 @@ func SetItem(ctx context.Context, item any) error {
 // is a StagingChecker, it fails, marked Permanent and staging nothing,
 // when the writes would make, with those staged before and the item
 // SetItem declared, a completion too large for the store
-// (ErrStagedTooLarge); StageFunc too.
+// (ErrStagedTooLarge), or when the store cannot write one of them
+// (ErrStagingUnsupported); StageFunc too.
 func Stage(ctx context.Context, ops ...any) error {
 	return StageFunc(ctx, func([]any) ([]any, error) { return ops, nil })
 }

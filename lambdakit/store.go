@@ -198,8 +198,10 @@ type StagingChecker interface {
 	// CheckStaging returns an error wrapping ErrStagedTooLarge when
 	// rec's item (rec.Item) and staged writes (rec.Staged), with the
 	// record's own attributes (rec holds its ID, lease and validation
-	// hash as locked) and no result, would make a completion the store
-	// cannot commit.
+	// hash as locked), room for the largest effect EffectDone keeps
+	// (MaxEffectBytes: it may be declared after the last check) and no
+	// result, would make a completion the store cannot commit; and one
+	// wrapping ErrStagingUnsupported when it cannot write a staged op.
 	CheckStaging(rec IdempotencyRecord) error
 }
 
