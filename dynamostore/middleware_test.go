@@ -394,6 +394,20 @@ func TestMiddlewareConcurrentInvocationsInOneProcess(t *testing.T) {
 
 	// Each log line names its own invocation: a record's line names the
 	// invocation whose batch has the record, with that invocation's trace.
+	// The lines reach the buffer through a pipe, maybe after the answers:
+	// wait for every record's line, for a while.
+	doneLines := func() int {
+		n := 0
+		for _, l := range logline.Objects(stderr.String()) {
+			if l["msg"] == "message done" {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(5 * time.Second); doneLines() < batches*perBatch && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	handled := map[string]int{}
 	done := map[string]map[string]bool{} // request ID → messages logged as done
 	for _, l := range logline.Objects(stderr.String()) {
@@ -431,6 +445,21 @@ func TestMiddlewareConcurrentInvocationsInOneProcess(t *testing.T) {
 	}
 
 	// One metrics line per invocation, counting that invocation's batch.
+	// The process writes it before it answers, but its output reaches
+	// the buffer through a pipe, after the answer may have: wait for it,
+	// for a while.
+	metricsLines := func() int {
+		n := 0
+		for _, m := range logline.Objects(stdout.String()) {
+			if _, emf := m["_aws"]; emf {
+				n++
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(5 * time.Second); metricsLines() < batches && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	dups := 0
 	lines := 0
 	for _, m := range logline.Objects(stdout.String()) {
