@@ -31,8 +31,9 @@ import (
 // messages that, with the item the handler sets (dynamostore.SetItem) and
 // the messages and result it stages, make the record's item larger than
 // DynamoDB's 400 KB, less the room kept for an effect declared after
-// them (lambdakit.MaxEffectBytes; see dynamostore.Store.CheckStaging). A message without a Name is named by its place among
-// the run's messages on the record ("#0", "#1", ...).
+// them (lambdakit.MaxEffectBytes; see dynamostore.Store.CheckStaging). A
+// message without a Name is named by its place among the run's messages
+// on the record ("#0", "#1", ...).
 func PublishOnRecord(ctx context.Context, msgs ...Message) error {
 	// Outside a handler's run StageFunc fails with lambdakit.ErrNotStaging.
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
