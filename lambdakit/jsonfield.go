@@ -54,22 +54,38 @@ func jsonField(body []byte, path []string) ([]byte, error) {
 // member checks that doc is exactly one valid JSON value and returns the
 // raw value of its member name, if doc is an object that has one.
 func member(doc []byte, name string) ([]byte, error) {
+	look := [1]lookup{{name: name}}
+	if err := members(doc, look[:]); err != nil {
+		return nil, err
+	}
+	return look[0].result()
+}
+
+// members checks that doc is exactly one valid JSON value, an object, and
+// fills looks with what it holds of each one's name, in one pass.
+func members(doc []byte, looks []lookup) error {
 	s := scanner{b: doc}
 	s.space()
-	look := lookup{name: name}
 	object := s.peek() == '{'
 	var ok bool
 	if object {
-		ok = s.object(&look)
+		ok = s.object(looks)
 	} else {
 		ok = s.value()
 	}
 	s.space()
 	switch {
 	case !ok || s.i != len(s.b):
-		return nil, errInvalidJSON
+		return errInvalidJSON
 	case !object:
-		return nil, errNotObject
+		return errNotObject
+	}
+	return nil
+}
+
+// result is the raw value look found, or why there is none.
+func (look *lookup) result() ([]byte, error) {
+	switch {
 	case look.variant:
 		return nil, errAmbiguousField
 	case look.found == nil:
@@ -134,8 +150,8 @@ func (s *scanner) value() bool {
 	}
 }
 
-// object scans an object; when look is not nil, it records what look asks.
-func (s *scanner) object(look *lookup) bool {
+// object scans an object, and records in each of looks what it asks.
+func (s *scanner) object(looks []lookup) bool {
 	if s.depth++; s.depth > maxDepth {
 		return false
 	}
@@ -163,7 +179,8 @@ func (s *scanner) object(look *lookup) bool {
 		if !s.value() {
 			return false
 		}
-		if look != nil {
+		for l := range looks {
+			look := &looks[l]
 			switch exact, folded := keyMatches(key, look.name); {
 			case exact:
 				// encoding/json decodes a repeated member in turn into

@@ -139,13 +139,39 @@ func payloadOf(b []byte) (string, error) {
 // missing field counts as null.
 func PayloadFields(paths ...string) PayloadFunc {
 	split := make([][]string, len(paths))
+	topLevel := true
 	for i, path := range paths {
 		split[i] = splitPath(path)
+		topLevel = topLevel && len(split[i]) == 1
 	}
 	return func(msg *events.SQSMessage) (string, error) {
-		var out []byte
+		// Fields of the body itself, the usual case, are read in one
+		// pass over it, not one pass each.
+		var buf [8]lookup
+		var looks []lookup
+		if topLevel && len(paths) > 0 {
+			looks = buf[:0]
+			for _, p := range split {
+				looks = append(looks, lookup{name: p[0]})
+			}
+			if err := members(bytesOf(msg.Body), looks); err != nil {
+				return "", fmt.Errorf("%w: payload field %q: body is not a valid JSON object", ErrDecode, paths[0])
+			}
+		}
+		// Room for the fields and their names, which are at most the
+		// body (escapes aside): one buffer rather than one per growth.
+		out := make([]byte, 0, len(msg.Body)+8*len(paths))
 		for i, p := range split {
-			v, err := jsonField(bytesOf(msg.Body), p)
+			var v []byte
+			var err error
+			if looks != nil {
+				v, err = looks[i].result()
+				if err == nil && string(v) == "null" {
+					err = errNoField
+				}
+			} else {
+				v, err = jsonField(bytesOf(msg.Body), p)
+			}
 			switch {
 			case errors.Is(err, errInvalidJSON), errors.Is(err, errNotObject):
 				return "", fmt.Errorf("%w: payload field %q: body is not a valid JSON object", ErrDecode, paths[i])

@@ -613,3 +613,42 @@ func TestIdempotentNumericKeySpellingsAreOneKey(t *testing.T) {
 		t.Errorf("got %d records; want 1", len(recs))
 	}
 }
+
+// PayloadFields reads fields of the body itself in one pass over it, and
+// with a field of a nested object among them, each field in a pass of its
+// own: either way each field reads as it reads alone, errors included.
+func FuzzPayloadFieldsReadsEachFieldAsAlone(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	for _, s := range []string{`{"a":1,"b":2}`, `{"a":1,"A":2}`, `{"b":null,"a":"x","a":"y"}`, `[1]`, `{"a":1`, `{"x":{"y":3},"b":[1,{"a":2}]}`} {
+		f.Add(s)
+	}
+	alone := func(msg *events.SQSMessage, paths ...string) (string, error) {
+		var out string
+		for _, p := range paths {
+			got, err := lambdakit.PayloadFields(p)(msg)
+			if err != nil {
+				return "", err
+			}
+			out += got
+		}
+		return out, nil
+	}
+	same := func(t *testing.T, body, how string, got string, err error, want string, wantErr error) {
+		t.Helper()
+		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() || got != want {
+			t.Fatalf("body %q, %s: got %q, %v; want %q, %v, as each field alone", body, how, got, err, want, wantErr)
+		}
+	}
+	onePass, eachPass := lambdakit.PayloadFields("a", "b", "A"), lambdakit.PayloadFields("a", "b", "A", "x.y")
+	f.Fuzz(func(t *testing.T, body string) {
+		msg := lambdakittest.Message(body)
+		got, err := onePass(&msg)
+		want, wantErr := alone(&msg, "a", "b", "A")
+		same(t, body, "one pass", got, err, want, wantErr)
+		got, err = eachPass(&msg)
+		want, wantErr = alone(&msg, "a", "b", "A", "x.y")
+		same(t, body, "a pass each", got, err, want, wantErr)
+	})
+}
