@@ -395,9 +395,9 @@ func (s *Store) holder(id string, item map[string]types.AttributeValue) (lambdak
 //
 // Complete sends nothing and returns an error wrapping
 // lambdakit.ErrResultNotStorable when rec.Data is not valid UTF-8 or would
-// not fit in an item, or in a transaction with the staged writes, and one wrapping lambdakit.ErrStagingUnsupported when
-// a staged write is not a types.TransactWriteItem or there are more than a
-// transaction holds. A staged write that DynamoDB rejects makes the whole
+// not fit in an item, or in a transaction with the staged writes, and one
+// wrapping lambdakit.ErrStagingUnsupported when a staged write is not a
+// types.TransactWriteItem or there are more than a transaction holds. A staged write that DynamoDB rejects makes the whole
 // transaction fail with a *StagedWriteError.
 func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if err := s.checkItem(rec); err != nil {
