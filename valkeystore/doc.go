@@ -32,8 +32,9 @@
 // over (replication is asynchronous; MemoryDB's durable log is not), and
 // a server whose maxmemory-policy is not noeviction may evict records
 // (Check asks). Staged writes (lambdakit.Stage) cannot commit atomically
-// with a completion here: Complete refuses them with
-// lambdakit.ErrStagingUnsupported. See docs/valkey.md.
+// with a completion here: Stage refuses them (CheckStaging), before the
+// rest of the work, with lambdakit.ErrStagingUnsupported, and so does
+// Complete. See docs/valkey.md.
 //
 // IAMAuth authenticates to ElastiCache with IAM: a short-lived token,
 // signed with SigV4, as the password of each new connection.

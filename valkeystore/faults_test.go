@@ -251,6 +251,24 @@ func TestStagedWritesAreRefused(t *testing.T) {
 	}
 }
 
+// A staged write is refused when the handler stages it, before the rest
+// of the work, as permanent; Complete would refuse it only after.
+func TestStageIsRefusedBeforeTheWork(t *testing.T) {
+	e := lambdakit.NewOnce(standalone(t))
+	var stageErr error
+	after := false
+	_, err := e.Do(callCtx(t), "staged-before-the-work", nil, func(ctx context.Context) ([]byte, error) {
+		if stageErr = lambdakit.Stage(ctx, "a write"); stageErr != nil {
+			return nil, stageErr
+		}
+		after = true // the work goes on, to an effect perhaps
+		return []byte(`"done"`), nil
+	})
+	if !errors.Is(stageErr, lambdakit.ErrStagingUnsupported) || !lambdakit.IsPermanent(stageErr) || after {
+		t.Fatalf("Stage: %v, the work went on: %v; want ErrStagingUnsupported, permanent, the work stopped there (Do: %v)", stageErr, after, err)
+	}
+}
+
 // A cluster spreads records over its nodes; the read ahead finds them on
 // every node at once.
 func TestClusterSpreadsRecordsAndReadsThemBack(t *testing.T) {

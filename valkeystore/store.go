@@ -137,6 +137,26 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 	return existing, false, nil
 }
 
+var _ lambdakit.StagingChecker = (*Store)(nil)
+
+// CheckStaging implements lambdakit.StagingChecker: it refuses every
+// staged write, with an error wrapping lambdakit.ErrStagingUnsupported,
+// when lambdakit.Stage (or an outbox's Publish) stages it, before the
+// rest of the work: Complete could not commit it, and the work, its
+// effect perhaps done, would be completed with the failure instead.
+func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	if len(rec.Staged) > 0 {
+		return fmt.Errorf("valkeystore: %w", noStaging(len(rec.Staged)))
+	}
+	return nil
+}
+
+// noStaging is why the store refuses n staged writes.
+func noStaging(n int) error {
+	return fmt.Errorf("%d staged writes: Valkey and Redis cannot commit a handler's writes atomically with the completion (use dynamostore for single-phase mode): %w",
+		n, lambdakit.ErrStagingUnsupported)
+}
+
 // Complete marks the record completed with rec.Expiration, rec.Data and,
 // if set, rec.Validation, rec.Failure and rec.Effect, provided it still carries
 // rec.Lease, in one script; otherwise it returns an error wrapping
@@ -148,8 +168,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 // an error wrapping lambdakit.ErrStagingUnsupported.
 func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if len(rec.Staged) > 0 {
-		return fmt.Errorf("valkeystore: complete %s: %d staged writes: Valkey and Redis cannot commit a handler's writes atomically with the completion (use dynamostore for single-phase mode): %w",
-			rec.ID, len(rec.Staged), lambdakit.ErrStagingUnsupported)
+		return fmt.Errorf("valkeystore: complete %s: %w", rec.ID, noStaging(len(rec.Staged)))
 	}
 	rec = rec.Rounded()
 	hasData, data := "0", ""
