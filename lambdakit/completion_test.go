@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/dynamostore"
@@ -728,6 +729,31 @@ func TestEffectDoneOutsideARecordableRun(t *testing.T) {
 	}
 	if !recorded {
 		t.Error("in an idempotent handler: got false; want true")
+	}
+}
+
+// What EffectDone keeps is UTF-8 and at most MaxEffectBytes as it is sent:
+// a detail that is not UTF-8 would grow when the SDK sends each bad byte
+// as U+FFFD (three bytes), past the room the staging checks keep for it.
+func TestEffectDoneKeepsUTF8WithinItsBound(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	h := lambdakit.HandlerFunc(func(ctx context.Context, _ *events.SQSMessage) ([]byte, error) {
+		lambdakit.EffectDone(ctx, "charge "+strings.Repeat("\xff", 2*lambdakit.MaxEffectBytes))
+		lambdakit.EffectDone(ctx, "ok\xe2\x82") // a cut character at the end
+		return nil, errors.New("ledger down")
+	})
+	if _, err := handle(t, idempotent(store, h), lambdakittest.Message(paymentBody("p1", 1))); !errors.Is(err, lambdakit.ErrFailedAfterEffect) {
+		t.Fatalf("got %v; want ErrFailedAfterEffect", err)
+	}
+	recs := store.Records()
+	if len(recs) != 1 {
+		t.Fatalf("%d records; want 1", len(recs))
+	}
+	for _, rec := range recs {
+		if !utf8.ValidString(rec.Effect) || len(rec.Effect) > lambdakit.MaxEffectBytes || !strings.HasPrefix(rec.Effect, "charge \ufffd") {
+			t.Errorf("kept effect of %d bytes, UTF-8: %v, starting %.12q; want UTF-8, at most %d bytes, the bad bytes as U+FFFD",
+				len(rec.Effect), utf8.ValidString(rec.Effect), rec.Effect, lambdakit.MaxEffectBytes)
+		}
 	}
 }
 

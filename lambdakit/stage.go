@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -136,7 +137,8 @@ const MaxEffectBytes = 1024
 // idempotency key (a payment gateway's) is the defence.
 //
 // Called more than once, the details are kept in order, joined by "; ",
-// up to MaxEffectBytes. An empty detail is kept as "done". EffectDone reports
+// up to MaxEffectBytes. An empty detail is kept as "done", and bytes that
+// are not UTF-8 as U+FFFD, as the AWS SDK would send them. EffectDone reports
 // whether the point was recorded: false outside a handler run by
 // Idempotent or Once (and with idempotency disabled), after the handler
 // returned, and under Options.StagedOnly, whose handler by contract has no
@@ -157,6 +159,10 @@ func EffectDone(ctx context.Context, detail string) bool {
 	if detail == "" {
 		detail = "done"
 	}
+	// Kept as it is sent: the SDK sends each byte that is not UTF-8 as
+	// U+FFFD, three bytes, which would pass the room the store's staging
+	// check keeps for the effect (MaxEffectBytes).
+	detail = strings.ToValidUTF8(detail, "\uFFFD")
 	if s.effect != "" {
 		detail = s.effect + "; " + detail
 	}
