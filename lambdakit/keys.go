@@ -158,9 +158,17 @@ func PayloadFields(paths ...string) PayloadFunc {
 				return "", fmt.Errorf("%w: payload field %q: body is not a valid JSON object", ErrDecode, paths[0])
 			}
 		}
-		// Room for the fields and their names, which are at most the
-		// body (escapes aside): one buffer rather than one per growth.
-		out := make([]byte, 0, len(msg.Body)+8*len(paths))
+		// Room for the fields found and their names (escapes aside): one
+		// buffer rather than one per growth, and not the body's size,
+		// which may be mostly other fields.
+		var out []byte
+		if looks != nil {
+			n := 0
+			for i := range looks {
+				n += len(looks[i].found) + len(looks[i].name) + len(`"":`)
+			}
+			out = make([]byte, 0, n)
+		}
 		for i, p := range split {
 			var v []byte
 			var err error

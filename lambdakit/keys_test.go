@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -651,4 +652,23 @@ func FuzzPayloadFieldsReadsEachFieldAsAlone(f *testing.F) {
 		want, wantErr = alone(&msg, "a", "b", "A", "x.y")
 		same(t, body, "a pass each", got, err, want, wantErr)
 	})
+}
+
+// PayloadFields allocates for the fields it reads, not for the body: a
+// body may be mostly other fields (a document beside a payment's ID).
+func TestPayloadFieldsAllocatesForTheFieldsNotTheBody(t *testing.T) {
+	fn := lambdakit.PayloadFields("id", "amount")
+	msg := lambdakittest.Message(`{"id":"p-1","amount":100,"doc":"` + strings.Repeat("x", 200<<10) + `"}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const calls = 20
+	for range calls {
+		if _, err := fn(&msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / calls; per > 4<<10 {
+		t.Errorf("PayloadFields allocated %d bytes a call for a 200 KB body; want the fields' size, under 4 KB", per)
+	}
 }
