@@ -174,13 +174,13 @@ func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now
 	if err := s.checkItem(rec); err != nil {
 		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
 	}
-	rec = s.onRecord(rec)
-	if err := s.checkStorable(rec); err != nil {
+	rec, msgs := s.onRecord(rec)
+	if err := s.checkStorable(rec, msgs); err != nil {
 		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
 	}
 	rec = rec.Rounded()
 	rec.Status = lambdakit.StatusCompleted
-	put := s.creation(rec, now)
+	put := s.creation(rec, now, msgs)
 	if len(rec.Staged) > 0 {
 		failed, err := s.transact(ctx, rec, types.TransactWriteItem{Put: put})
 		if err != nil {

@@ -68,15 +68,13 @@ func stagedSize(staged []any) int {
 func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 	// What the completion writes (onRecord), without building its item:
 	// this runs at each SetItem, Stage and Publish.
-	msgs, writes := splitStaged(rec.Staged)
-	onItem := 0 // what the messages add to the record's item
+	rec, msgs := s.onRecord(rec)
 	if msgs != nil {
 		if err := checkAttribute(s.o.MessagesAttr, msgs); err != nil {
 			return fmt.Errorf("%w: messages on the record: %w", lambdakit.ErrInvalidItem, err)
 		}
-		onItem = textSize(s.o.MessagesAttr) + valueSize(msgs)
 	}
-	rec.Staged = writes
+	onItem := s.messagesSize(msgs) // what the messages add to the record's item
 	for i, op := range rec.Staged {
 		w, ok := op.(types.TransactWriteItem)
 		if !ok {

@@ -149,6 +149,15 @@ func (o Options) IDAttr() string {
 }
 
 // key is the primary key of the item of record id.
+// putKey sets the key attributes of the record id on item.
+func (o Options) putKey(item map[string]types.AttributeValue, id string) {
+	if o.SortKeyAttr == "" {
+		item[o.KeyAttr] = str(id)
+		return
+	}
+	item[o.KeyAttr], item[o.SortKeyAttr] = str(o.StaticPartitionKey), str(id)
+}
+
 func (o Options) key(id string) map[string]types.AttributeValue {
 	if o.SortKeyAttr == "" {
 		return map[string]types.AttributeValue{o.KeyAttr: str(id)}
@@ -170,6 +179,7 @@ const (
 	nLease      = "#lease"
 	nFailure    = "#failure"
 	nEffect     = "#effect"
+	nMessages   = "#messages"
 )
 
 // ErrInvalidConfig is what New and CreateTable return, wrapped with the
@@ -292,7 +302,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 	rec = rec.Rounded()
 	rec.Status = lambdakit.StatusInProgress
 	rec.Data, rec.Failure, rec.Effect, rec.Item = nil, "", "", nil
-	put := s.creation(rec, now)
+	put := s.creation(rec, now, nil)
 	_, err := s.client.PutItem(ctx, putInput(put))
 	if err == nil {
 		return lambdakit.IdempotencyRecord{}, true, nil
@@ -309,13 +319,14 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 }
 
 // creation is the conditional put that creates rec, with its item's
-// attributes, unless a live record holds its key: Acquire's lock, and
-// Commit's completed record.
-func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.Put {
+// attributes and msgs (the messages on the record, nil for none), unless a
+// live record holds its key: Acquire's lock, and Commit's completed
+// record.
+func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time, msgs *types.AttributeValueMemberL) *types.Put {
 	// Sized for what it will hold: no growing, on every record.
 	attrs, _ := rec.Item.(map[string]types.AttributeValue)
-	n := len(attrs) + 4 // the key (or two), status, lease
-	for _, set := range [...]bool{!rec.Expiration.IsZero(), !rec.InProgressExpiration.IsZero(), rec.Validation != "", len(rec.Data) > 0, rec.Failure != "", rec.Effect != ""} {
+	n := len(attrs) + 3 // the key, status, lease
+	for _, set := range [...]bool{s.o.SortKeyAttr != "", msgs != nil, !rec.Expiration.IsZero(), !rec.InProgressExpiration.IsZero(), rec.Validation != "", len(rec.Data) > 0, rec.Failure != "", rec.Effect != ""} {
 		if set {
 			n++
 		}
@@ -324,7 +335,10 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 	// The handler's attributes first, so that the record's own, which
 	// CheckItem keeps them from naming, could never be overwritten.
 	maps.Copy(item, attrs)
-	maps.Copy(item, s.key(rec.ID))
+	if msgs != nil {
+		item[s.o.MessagesAttr] = msgs
+	}
+	s.o.putKey(item, rec.ID)
 	item[s.o.StatusAttr] = str(string(rec.Status))
 	item[s.o.LeaseAttr] = str(rec.Lease)
 	if !rec.Expiration.IsZero() { // none: kept forever
@@ -403,12 +417,12 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	if err := s.checkItem(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
-	rec = s.onRecord(rec)
-	if err := s.checkStorable(rec); err != nil {
+	rec, msgs := s.onRecord(rec)
+	if err := s.checkStorable(rec, msgs); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
 	rec = rec.Rounded()
-	update := s.completion(rec)
+	update := s.completion(rec, msgs)
 	if len(rec.Staged) > 0 {
 		return s.completeStaged(ctx, rec, update)
 	}
@@ -447,9 +461,10 @@ func invalid(err error) bool {
 	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
-// completion is the fenced update that completes rec, in the form a
+// completion is the fenced update that completes rec, with msgs on its
+// item (the messages on the record, nil for none), in the form a
 // transaction takes; UpdateItem takes the same fields.
-func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
+func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) *types.Update {
 	attrs, _ := rec.Item.(map[string]types.AttributeValue)
 	// One builder and maps sized for what they will hold: the expression
 	// is built for every record.
@@ -463,8 +478,32 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		set.WriteString(value)
 	}
 	var remove []string
-	names := s.attrNames(len(attrs), nStatus, nExpiration, nLease, nValidation, nFailure, nEffect, nData)
-	values := make(map[string]types.AttributeValue, 7+len(attrs))
+	// The record's optional attributes: their names only when used
+	// (DynamoDB rejects a name the expressions do not use).
+	optional := [...]struct{ name, placeholder, value string }{
+		{nValidation, ":validation", rec.Validation}, {nFailure, ":failure", rec.Failure}, {nEffect, ":effect", rec.Effect},
+	}
+	used := 0
+	if msgs != nil {
+		used++
+	}
+	for _, a := range optional {
+		if a.value != "" {
+			used++
+		}
+	}
+	// Each map sized for exactly what it will hold: a map's table grows
+	// by doubling, and a size hint of one more than needed can double it
+	// (14 entries take 16 slots; 15 take 32, 1 KB more per map).
+	names := s.attrNames(used+len(attrs), nStatus, nExpiration, nLease, nData)
+	nValues := 2 + used + len(attrs) // :completed, :lease
+	if !rec.Expiration.IsZero() {
+		nValues++
+	}
+	if len(rec.Data) > 0 {
+		nValues++
+	}
+	values := make(map[string]types.AttributeValue, nValues)
 	values[":completed"] = str(string(lambdakit.StatusCompleted))
 	values[":lease"] = str(rec.Lease)
 	if rec.Expiration.IsZero() {
@@ -476,16 +515,12 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		clause(nExpiration, ":exp")
 		values[":exp"] = num(rec.Expiration.Unix())
 	}
-	// The record's optional attributes: their names only when used
-	// (DynamoDB rejects a name the expressions do not use).
-	for _, a := range [...]struct{ name, placeholder, value string }{
-		{nValidation, ":validation", rec.Validation}, {nFailure, ":failure", rec.Failure}, {nEffect, ":effect", rec.Effect},
-	} {
+	for _, a := range optional {
 		if a.value == "" {
-			delete(names, a.name)
 			continue
 		}
 		clause(a.name, a.placeholder)
+		names[a.name] = s.names[a.name]
 		values[a.placeholder] = str(a.value)
 	}
 	if len(rec.Data) > 0 {
@@ -511,6 +546,11 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		clause(n, v)
 		names[n] = name
 		values[v] = attrs[name]
+	}
+	if msgs != nil {
+		clause(nMessages, ":messages")
+		names[nMessages] = s.o.MessagesAttr
+		values[":messages"] = msgs
 	}
 	if len(remove) > 0 {
 		set.WriteString(" REMOVE " + strings.Join(remove, ", "))

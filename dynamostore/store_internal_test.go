@@ -46,7 +46,7 @@ func recordRequests(tb testing.TB) func(i int) {
 			InProgressExpiration: now.Add(time.Minute)}
 		lock := rec
 		lock.Status = lambdakit.StatusInProgress
-		_ = s.creation(lock.Rounded(), now)
+		_ = s.creation(lock.Rounded(), now, nil)
 		if err := s.CheckItem(item); err != nil {
 			tb.Fatal(err)
 		}
@@ -63,11 +63,11 @@ func recordRequests(tb testing.TB) func(i int) {
 		if err := s.checkItem(rec); err != nil {
 			tb.Fatal(err)
 		}
-		rec = s.onRecord(rec)
-		if err := s.checkStorable(rec); err != nil {
+		rec, msgs := s.onRecord(rec)
+		if err := s.checkStorable(rec, msgs); err != nil {
 			tb.Fatal(err)
 		}
-		_ = s.completion(rec.Rounded())
+		_ = s.completion(rec.Rounded(), msgs)
 	}
 }
 
@@ -111,7 +111,7 @@ func TestCompletionNamesEveryAttributeInSortedOrder(t *testing.T) {
 	}
 	names := slices.Sorted(maps.Keys(item))
 	rec := lambdakit.IdempotencyRecord{ID: "payment#1", Lease: "lease", Item: item}
-	first, again := s.completion(rec), s.completion(rec)
+	first, again := s.completion(rec, nil), s.completion(rec, nil)
 	if *first.UpdateExpression != *again.UpdateExpression || !maps.Equal(first.ExpressionAttributeNames, again.ExpressionAttributeNames) {
 		t.Fatalf("two completions of one record differ:\n%s\n%s", *first.UpdateExpression, *again.UpdateExpression)
 	}
