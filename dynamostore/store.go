@@ -201,6 +201,30 @@ type Store struct {
 	// creationNames are the names of creation's condition, the same for
 	// every put: one map, which no request writes to.
 	creationNames map[string]string
+	// tableName is table, as every request names it: one string, which no
+	// request writes to.
+	tableName *string
+}
+
+// The values and expressions every lock and completion sends, made once:
+// the SDK only reads a request, and nothing here writes to them.
+var (
+	inProgressValue     = str(string(lambdakit.StatusInProgress))
+	completedValue      = str(string(lambdakit.StatusCompleted))
+	acquireConditionExp = aws.String(acquireCondition)
+	leaseConditionExp   = aws.String(nLease + " = :lease")
+)
+
+// statusValue is status as an attribute value: a shared one for the two
+// statuses every record takes.
+func statusValue(status lambdakit.IdempotencyStatus) types.AttributeValue {
+	switch status {
+	case lambdakit.StatusInProgress:
+		return inProgressValue
+	case lambdakit.StatusCompleted:
+		return completedValue
+	}
+	return str(string(status))
 }
 
 // newStore is the Store of table through client with options o.
@@ -218,6 +242,7 @@ func newStore(client API, table string, o Options) *Store {
 		nEffect:     o.EffectAttr,
 	}}
 	s.creationNames = s.attrNames(0, nKey, nExpiration, nStatus, nInProgress, nEffect)
+	s.tableName = aws.String(table)
 	return s
 }
 
@@ -339,7 +364,7 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time, msgs *t
 		item[s.o.MessagesAttr] = msgs
 	}
 	s.o.putKey(item, rec.ID)
-	item[s.o.StatusAttr] = str(string(rec.Status))
+	item[s.o.StatusAttr] = statusValue(rec.Status)
 	item[s.o.LeaseAttr] = str(rec.Lease)
 	if !rec.Expiration.IsZero() { // none: kept forever
 		item[s.o.ExpirationAttr] = num(rec.Expiration.Unix())
@@ -360,15 +385,15 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time, msgs *t
 		item[s.o.EffectAttr] = str(rec.Effect)
 	}
 	return &types.Put{
-		TableName:                aws.String(s.table),
+		TableName:                s.tableName,
 		Item:                     item,
-		ConditionExpression:      aws.String(acquireCondition),
+		ConditionExpression:      acquireConditionExp,
 		ExpressionAttributeNames: s.creationNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now":        num(now.Unix()),
 			":now_ms":     num(now.UnixMilli()),
-			":inprogress": str(string(lambdakit.StatusInProgress)),
-			":completed":  str(string(lambdakit.StatusCompleted)),
+			":inprogress": inProgressValue,
+			":completed":  completedValue,
 		},
 		// The live record comes back with the failed condition: no
 		// read needed to tell a duplicate from work in progress.
@@ -401,8 +426,11 @@ func (s *Store) holder(id string, item map[string]types.AttributeValue) (lambdak
 	return existing, nil
 }
 
-// Complete marks the record completed with rec.Expiration, rec.Data and,
-// if set, rec.Validation, provided it still carries rec.Lease. A nil
+// Complete marks the record completed with rec.Expiration, rec.Data,
+// rec.Failure and rec.Effect, provided it still carries rec.Lease. It
+// leaves the payload hash as the lock wrote it: the lock put the whole
+// item under this lease, with rec.Validation, so writing it again would
+// only make every completion larger. A nil
 // rec.Data removes any cached result. It sends one UpdateItem, or, when rec
 // has staged writes (see Stage), one TransactWriteItems with the completion
 // first and the staged writes after it.
@@ -479,9 +507,10 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.Attribut
 	}
 	var remove []string
 	// The record's optional attributes: their names only when used
-	// (DynamoDB rejects a name the expressions do not use).
+	// (DynamoDB rejects a name the expressions do not use). Not the
+	// payload hash: the lock wrote it (see Complete).
 	optional := [...]struct{ name, placeholder, value string }{
-		{nValidation, ":validation", rec.Validation}, {nFailure, ":failure", rec.Failure}, {nEffect, ":effect", rec.Effect},
+		{nFailure, ":failure", rec.Failure}, {nEffect, ":effect", rec.Effect},
 	}
 	used := 0
 	if msgs != nil {
@@ -504,7 +533,7 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.Attribut
 		nValues++
 	}
 	values := make(map[string]types.AttributeValue, nValues)
-	values[":completed"] = str(string(lambdakit.StatusCompleted))
+	values[":completed"] = completedValue
 	values[":lease"] = str(rec.Lease)
 	if rec.Expiration.IsZero() {
 		// Kept forever: without its TTL attribute, DynamoDB never
@@ -556,10 +585,10 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.Attribut
 		set.WriteString(" REMOVE " + strings.Join(remove, ", "))
 	}
 	return &types.Update{
-		TableName:                 aws.String(s.table),
+		TableName:                 s.tableName,
 		Key:                       s.key(rec.ID),
 		UpdateExpression:          aws.String(set.String()),
-		ConditionExpression:       aws.String(nLease + " = :lease"),
+		ConditionExpression:       leaseConditionExp,
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	}
