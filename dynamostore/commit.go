@@ -132,13 +132,19 @@ func checkValue(v types.AttributeValue) error {
 			}
 		}
 	case *types.AttributeValueMemberM:
-		for k, e := range v.Value {
-			if !utf8.ValidString(k) {
-				return fmt.Errorf("key %q: %w", k, errNameNotUTF8)
-			}
-			if err := checkValue(e); err != nil {
-				return fmt.Errorf("key %q: %w", k, err)
-			}
+		return checkMap(v.Value)
+	}
+	return nil
+}
+
+// checkMap is checkValue of a map value.
+func checkMap(m map[string]types.AttributeValue) error {
+	for k, e := range m {
+		if !utf8.ValidString(k) {
+			return fmt.Errorf("key %q: %w", k, errNameNotUTF8)
+		}
+		if err := checkValue(e); err != nil {
+			return fmt.Errorf("key %q: %w", k, err)
 		}
 	}
 	return nil
@@ -192,10 +198,11 @@ func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now
 		return s.committed(rec.ID, failed.Item)
 	}
 	_, err := s.client.PutItem(ctx, putInput(put))
-	var failed *types.ConditionalCheckFailedException
-	switch {
-	case err == nil:
+	if err == nil {
 		return lambdakit.IdempotencyRecord{}, true, nil
+	}
+	var failed *types.ConditionalCheckFailedException // on the heap (errors.As): only for a failure
+	switch {
 	case errors.As(err, &failed):
 		return s.committed(rec.ID, failed.Item)
 	case invalid(err):

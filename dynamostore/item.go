@@ -80,6 +80,15 @@ func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	return n
 }
 
+// mapSize is valueSize of a map value.
+func mapSize(m map[string]types.AttributeValue) int {
+	n := 3
+	for name, e := range m {
+		n += 1 + textSize(name) + valueSize(e)
+	}
+	return n
+}
+
 // ItemSize is an upper bound on the size DynamoDB counts for item, the
 // size that bills its writes (one write unit per 1 KB started, of the
 // larger of the item before and after a write) and that may not pass
@@ -127,11 +136,7 @@ func valueSize(v types.AttributeValue) int {
 		}
 		return n
 	case *types.AttributeValueMemberM:
-		n := 3
-		for name, e := range v.Value {
-			n += 1 + textSize(name) + valueSize(e)
-		}
-		return n
+		return mapSize(v.Value)
 	default: // BOOL, NULL
 		return 1
 	}

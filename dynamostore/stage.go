@@ -68,13 +68,11 @@ func stagedSize(staged []any) int {
 func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 	// What the completion writes (onRecord), without building its item:
 	// this runs at each SetItem, Stage and Publish.
-	rec, msgs := s.onRecord(rec)
-	if msgs != nil {
-		if err := checkAttribute(s.o.MessagesAttr, msgs); err != nil {
-			return fmt.Errorf("%w: messages on the record: %w", lambdakit.ErrInvalidItem, err)
-		}
+	onItem, writes, err := s.stagedOnRecord(rec.Staged) // what the messages add to the record's item
+	if err != nil {
+		return fmt.Errorf("%w: messages on the record: %w", lambdakit.ErrInvalidItem, err)
 	}
-	onItem := s.messagesSize(msgs) // what the messages add to the record's item
+	rec.Staged = writes
 	for i, op := range rec.Staged {
 		w, ok := op.(types.TransactWriteItem)
 		if !ok {
@@ -92,6 +90,34 @@ func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 	rec.Effect = ""
 	onItem += len(s.o.EffectAttr) + lambdakit.MaxEffectBytes
 	return s.checkTransaction(rec, onItem)
+}
+
+// stagedOnRecord checks the messages staged on the record (RecordMessage)
+// as the attribute onRecord makes of them, and returns what that attribute
+// adds to the record's item (messagesSize), and the other staged writes,
+// without building it: this runs at each SetItem, Stage and Publish.
+func (s *Store) stagedOnRecord(staged []any) (onItem int, writes []any, err error) {
+	list, n := 3, 0 // valueSize of the list, and its elements
+	for _, op := range staged {
+		m, ok := op.(RecordMessage)
+		if !ok {
+			continue
+		}
+		if err := checkMap(m); err != nil {
+			return 0, nil, fmt.Errorf("attribute %q: element %d: %w", s.o.MessagesAttr, n, err)
+		}
+		list += 1 + mapSize(m)
+		n++
+	}
+	if n == 0 {
+		return 0, staged, nil
+	}
+	for _, op := range staged {
+		if _, ok := op.(RecordMessage); !ok {
+			writes = append(writes, op)
+		}
+	}
+	return textSize(s.o.MessagesAttr) + list, writes, nil
 }
 
 // checkWrite checks the attributes w sends, as CheckItem checks an

@@ -462,10 +462,11 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 		ExpressionAttributeNames:  update.ExpressionAttributeNames,
 		ExpressionAttributeValues: update.ExpressionAttributeValues,
 	})
-	var failed *types.ConditionalCheckFailedException
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
+	}
+	var failed *types.ConditionalCheckFailedException // on the heap (errors.As): only for a failure
+	switch {
 	case errors.As(err, &failed):
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	case invalid(err):
