@@ -188,7 +188,7 @@ func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now
 	rec.Status = lambdakit.StatusCompleted
 	put := s.creation(rec, now, msgs)
 	if len(rec.Staged) > 0 {
-		failed, err := s.transact(ctx, rec, types.TransactWriteItem{Put: put})
+		failed, err := s.transact(ctx, rec, msgs, types.TransactWriteItem{Put: put})
 		if err != nil {
 			return lambdakit.IdempotencyRecord{}, false, err
 		}

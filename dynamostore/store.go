@@ -452,7 +452,7 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	rec = rec.Rounded()
 	update := s.completion(rec, msgs)
 	if len(rec.Staged) > 0 {
-		return s.completeStaged(ctx, rec, update)
+		return s.completeStaged(ctx, rec, msgs, update)
 	}
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 update.TableName,
