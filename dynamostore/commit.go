@@ -73,7 +73,7 @@ func (s *Store) CheckItem(item any) error {
 // (Store.completion) for an item of n attributes: the record's own clauses
 // at their longest, then ", #iK = :iK" for each attribute.
 func completionExprLen(n int) int {
-	size := len("SET #status = :completed, #exp = :exp, #validation = :validation, #failure = :failure, #effect = :effect, #data = :data REMOVE #exp, #data")
+	size := len("SET #status = :completed, #exp = :exp, #failure = :failure, #effect = :effect, #data = :data, #messages = :messages REMOVE #exp, #data")
 	for i := range n {
 		digits := len(strconv.Itoa(i))
 		size += len(", #i = :i") + 2*digits
