@@ -131,3 +131,43 @@ func TestCompletionNamesEveryAttributeInSortedOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletionExprLenBoundsTheCompletion checks that completionExprLen,
+// which SetItem holds to DynamoDB's expression limit before the work, is
+// never shorter than the expression the completion writes, whichever of
+// the record's optional clauses it has.
+func TestCompletionExprLenBoundsTheCompletion(t *testing.T) {
+	s, err := New(dynamodb.New(dynamodb.Options{}), "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"body": str("b")}}}}
+	for _, n := range []int{0, 1, 9, 10, 11, 100, 101} {
+		item := map[string]types.AttributeValue{}
+		for i := range n {
+			item["a"+strconv.Itoa(i)] = str("v")
+		}
+		for mask := range 32 {
+			rec := lambdakit.IdempotencyRecord{ID: "payment#1", Lease: "lease", Validation: "v", Item: item}
+			if mask&1 != 0 {
+				rec.Expiration = time.Unix(1e9, 0)
+			}
+			if mask&2 != 0 {
+				rec.Data = []byte(`"r"`)
+			}
+			if mask&4 != 0 {
+				rec.Failure = "f"
+			}
+			if mask&8 != 0 {
+				rec.Effect = "e"
+			}
+			var m *types.AttributeValueMemberL
+			if mask&16 != 0 {
+				m = msgs
+			}
+			if got, bound := len(*s.completion(rec, m).UpdateExpression), completionExprLen(n); got > bound {
+				t.Fatalf("%d attributes, options %05b: the completion's expression is %d bytes; completionExprLen says at most %d", n, mask, got, bound)
+			}
+		}
+	}
+}
