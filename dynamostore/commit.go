@@ -73,7 +73,7 @@ func (s *Store) CheckItem(item any) error {
 // (Store.completion) for an item of n attributes: the record's own clauses
 // at their longest, then ", #iK = :iK" for each attribute.
 func completionExprLen(n int) int {
-	size := len("SET #status = :completed, #exp = :exp, #validation = :validation, #failure = :failure, #effect = :effect, #data = :data REMOVE #exp, #data")
+	size := len("SET #status = :completed, #exp = :exp, #failure = :failure, #effect = :effect, #data = :data, #messages = :messages REMOVE #exp, #data")
 	for i := range n {
 		digits := len(strconv.Itoa(i))
 		size += len(", #i = :i") + 2*digits
@@ -132,13 +132,19 @@ func checkValue(v types.AttributeValue) error {
 			}
 		}
 	case *types.AttributeValueMemberM:
-		for k, e := range v.Value {
-			if !utf8.ValidString(k) {
-				return fmt.Errorf("key %q: %w", k, errNameNotUTF8)
-			}
-			if err := checkValue(e); err != nil {
-				return fmt.Errorf("key %q: %w", k, err)
-			}
+		return checkMap(v.Value)
+	}
+	return nil
+}
+
+// checkMap is checkValue of a map value.
+func checkMap(m map[string]types.AttributeValue) error {
+	for k, e := range m {
+		if !utf8.ValidString(k) {
+			return fmt.Errorf("key %q: %w", k, errNameNotUTF8)
+		}
+		if err := checkValue(e); err != nil {
+			return fmt.Errorf("key %q: %w", k, err)
 		}
 	}
 	return nil
@@ -174,15 +180,15 @@ func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now
 	if err := s.checkItem(rec); err != nil {
 		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
 	}
-	rec = s.onRecord(rec)
-	if err := s.checkStorable(rec); err != nil {
+	rec, msgs := s.onRecord(rec)
+	if err := s.checkStorable(rec, msgs); err != nil {
 		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("dynamostore: commit %s: %w", rec.ID, err)
 	}
 	rec = rec.Rounded()
 	rec.Status = lambdakit.StatusCompleted
-	put := s.creation(rec, now)
+	put := s.creation(rec, now, msgs)
 	if len(rec.Staged) > 0 {
-		failed, err := s.transact(ctx, rec, types.TransactWriteItem{Put: put})
+		failed, err := s.transact(ctx, rec, msgs, types.TransactWriteItem{Put: put})
 		if err != nil {
 			return lambdakit.IdempotencyRecord{}, false, err
 		}
@@ -192,10 +198,11 @@ func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now
 		return s.committed(rec.ID, failed.Item)
 	}
 	_, err := s.client.PutItem(ctx, putInput(put))
-	var failed *types.ConditionalCheckFailedException
-	switch {
-	case err == nil:
+	if err == nil {
 		return lambdakit.IdempotencyRecord{}, true, nil
+	}
+	var failed *types.ConditionalCheckFailedException // on the heap (errors.As): only for a failure
+	switch {
 	case errors.As(err, &failed):
 		return s.committed(rec.ID, failed.Item)
 	case invalid(err):

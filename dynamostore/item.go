@@ -28,7 +28,7 @@ const maxNumberSize = 21
 // be kept: DynamoDB strings must be UTF-8, and an item, or a transaction
 // with staged writes, that is too large would fail the whole completion
 // rather than just its cached result.
-func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
+func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) error {
 	if len(rec.Data) == 0 {
 		// An item too large fails the completion all the same, as one
 		// no retry changes (ValidationException): only a result can be
@@ -38,7 +38,7 @@ func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord) error {
 	if !utf8.Valid(rec.Data) {
 		return fmt.Errorf("result is not UTF-8 text: %w", lambdakit.ErrResultNotStorable)
 	}
-	item := s.itemSize(rec)
+	item := s.itemSize(rec) + s.messagesSize(msgs)
 	if item > awsrules.MaxItemBytes {
 		return fmt.Errorf("result of %d bytes makes the record about %d bytes, over DynamoDB's %d-byte item limit: %w",
 			len(rec.Data), item, awsrules.MaxItemBytes, lambdakit.ErrResultNotStorable)
@@ -76,6 +76,15 @@ func (s *Store) itemSize(rec lambdakit.IdempotencyRecord) int {
 	}
 	if attrs, ok := rec.Item.(map[string]types.AttributeValue); ok {
 		n += ItemSize(attrs)
+	}
+	return n
+}
+
+// mapSize is valueSize of a map value.
+func mapSize(m map[string]types.AttributeValue) int {
+	n := 3
+	for name, e := range m {
+		n += 1 + textSize(name) + valueSize(e)
 	}
 	return n
 }
@@ -127,11 +136,7 @@ func valueSize(v types.AttributeValue) int {
 		}
 		return n
 	case *types.AttributeValueMemberM:
-		n := 3
-		for name, e := range v.Value {
-			n += 1 + textSize(name) + valueSize(e)
-		}
-		return n
+		return mapSize(v.Value)
 	default: // BOOL, NULL
 		return 1
 	}

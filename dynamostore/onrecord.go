@@ -1,8 +1,6 @@
 package dynamostore
 
 import (
-	"maps"
-
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -20,23 +18,27 @@ import (
 type RecordMessage map[string]types.AttributeValue
 
 // onRecord returns rec with the messages it stages (RecordMessage) taken
-// out of its staged writes and put on its item, as the list attribute
-// MessagesAttr: what the completion writes. A completion never appends
-// to messages already on the item: the record it completes was written
-// whole by the lock (Acquire's PutItem), without messages, or is written
-// whole by Commit's PutItem; so a record kept forever holds the messages
-// of its last completion only.
-func (s *Store) onRecord(rec lambdakit.IdempotencyRecord) lambdakit.IdempotencyRecord {
+// out of its staged writes, and those messages, as the list attribute
+// MessagesAttr that the completion writes on the record's item (nil when
+// there are none). They are kept apart from rec.Item, the handler's map,
+// rather than added to a copy of it: this runs for every record. A
+// completion never appends to messages already on the item: the record it
+// completes was written whole by the lock (Acquire's PutItem), without
+// messages, or is written whole by Commit's PutItem; so a record kept
+// forever holds the messages of its last completion only.
+func (s *Store) onRecord(rec lambdakit.IdempotencyRecord) (lambdakit.IdempotencyRecord, *types.AttributeValueMemberL) {
 	msgs, writes := splitStaged(rec.Staged)
+	rec.Staged = writes
+	return rec, msgs
+}
+
+// messagesSize is what msgs, the messages on the record (nil for none),
+// add to the record's item.
+func (s *Store) messagesSize(msgs *types.AttributeValueMemberL) int {
 	if msgs == nil {
-		return rec
+		return 0
 	}
-	attrs, _ := rec.Item.(map[string]types.AttributeValue)
-	item := make(map[string]types.AttributeValue, len(attrs)+1) // no growing, on every record
-	maps.Copy(item, attrs)
-	item[s.o.MessagesAttr] = msgs
-	rec.Item, rec.Staged = item, writes
-	return rec
+	return textSize(s.o.MessagesAttr) + valueSize(msgs)
 }
 
 // splitStaged parts staged into the messages staged on the record

@@ -68,13 +68,9 @@ func stagedSize(staged []any) int {
 func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 	// What the completion writes (onRecord), without building its item:
 	// this runs at each SetItem, Stage and Publish.
-	msgs, writes := splitStaged(rec.Staged)
-	onItem := 0 // what the messages add to the record's item
-	if msgs != nil {
-		if err := checkAttribute(s.o.MessagesAttr, msgs); err != nil {
-			return fmt.Errorf("%w: messages on the record: %w", lambdakit.ErrInvalidItem, err)
-		}
-		onItem = textSize(s.o.MessagesAttr) + valueSize(msgs)
+	onItem, writes, err := s.stagedOnRecord(rec.Staged) // what the messages add to the record's item
+	if err != nil {
+		return fmt.Errorf("%w: messages on the record: %w", lambdakit.ErrInvalidItem, err)
 	}
 	rec.Staged = writes
 	for i, op := range rec.Staged {
@@ -94,6 +90,34 @@ func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 	rec.Effect = ""
 	onItem += len(s.o.EffectAttr) + lambdakit.MaxEffectBytes
 	return s.checkTransaction(rec, onItem)
+}
+
+// stagedOnRecord checks the messages staged on the record (RecordMessage)
+// as the attribute onRecord makes of them, and returns what that attribute
+// adds to the record's item (messagesSize), and the other staged writes,
+// without building it: this runs at each SetItem, Stage and Publish.
+func (s *Store) stagedOnRecord(staged []any) (onItem int, writes []any, err error) {
+	list, n := 3, 0 // valueSize of the list, and its elements
+	for _, op := range staged {
+		m, ok := op.(RecordMessage)
+		if !ok {
+			continue
+		}
+		if err := checkMap(m); err != nil {
+			return 0, nil, fmt.Errorf("attribute %q: element %d: %w", s.o.MessagesAttr, n, err)
+		}
+		list += 1 + mapSize(m)
+		n++
+	}
+	if n == 0 {
+		return 0, staged, nil
+	}
+	for _, op := range staged {
+		if _, ok := op.(RecordMessage); !ok {
+			writes = append(writes, op)
+		}
+	}
+	return textSize(s.o.MessagesAttr) + list, writes, nil
 }
 
 // checkWrite checks the attributes w sends, as CheckItem checks an
@@ -122,8 +146,8 @@ func checkWrite(w types.TransactWriteItem) error {
 
 // checkTransaction is CheckStaging, and the check of the completion
 // itself, with its result: DynamoDB's transaction and item limits. onItem
-// is what rec's item holds besides rec.Item: the messages on the record,
-// when rec.Item does not hold them yet.
+// is what rec's item holds besides rec.Item: the messages on the record
+// (messagesSize), which rec.Item never holds.
 func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord, onItem int) error {
 	if n := 1 + len(rec.Staged); n > awsrules.MaxTransactionItems {
 		return fmt.Errorf("%w: %w: %d staged writes and the record exceed the %d writes of a DynamoDB transaction",
@@ -213,23 +237,25 @@ func permanentReason(code string) bool {
 	return false
 }
 
-func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRecord, update *types.Update) error {
-	failed, err := s.transact(ctx, rec, types.TransactWriteItem{Update: update})
+func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL, update *types.Update) error {
+	failed, err := s.transact(ctx, rec, msgs, types.TransactWriteItem{Update: update})
 	if failed != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	}
 	return err
 }
 
-// transact writes record, the write of rec's own item, and rec's staged
-// writes, in one TransactWriteItems. When DynamoDB cancels it for
+// transact writes record, the write of rec's own item with msgs on it (the
+// messages on the record, nil for none), and rec's staged writes, in one
+// TransactWriteItems. When DynamoDB cancels it for
 // record's condition, it returns that reason (with the item, when
 // record asked for it), and no error: what that means is the caller's
 // to say.
-func (s *Store) transact(ctx context.Context, rec lambdakit.IdempotencyRecord, record types.TransactWriteItem) (failed *types.CancellationReason, err error) {
+func (s *Store) transact(ctx context.Context, rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL, record types.TransactWriteItem) (failed *types.CancellationReason, err error) {
 	// Over DynamoDB's limits, the transaction would be refused as it is
-	// on every attempt: say so before sending it.
-	if err := s.checkTransaction(rec, 0); err != nil {
+	// on every attempt: say so before sending it. The messages are on
+	// the record's item, though not in rec.Item.
+	if err := s.checkTransaction(rec, s.messagesSize(msgs)); err != nil {
 		return nil, fmt.Errorf("dynamostore: complete %s: %w: %w", rec.ID, lambdakit.ErrCompletionRejected, err)
 	}
 	// The record goes first, so that its cancellation reason is always

@@ -36,24 +36,28 @@ func TestCheckStagingAgreesWithTheCompletion(t *testing.T) {
 	// Each case is a record whose padding (a string of the handler's
 	// item, or of the last message when there is no item) is chosen so
 	// that the completion's count is exactly at the limit it names.
+	// The record's item with the messages on it, as the completion counts it.
+	itemSize := func(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) int {
+		return s.itemSize(rec) + s.messagesSize(msgs)
+	}
 	cases := []struct {
 		name   string
 		item   bool
 		staged func(pad string) []any
 		limit  int
-		size   func(rec lambdakit.IdempotencyRecord) int // what the completion counts against limit
+		size   func(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) int // what the completion counts against limit
 	}{
-		{"item and messages", true, func(string) []any { return []any{message("a"), message("b")} }, awsrules.MaxItemBytes, s.itemSize},
-		{"messages and no item", false, func(pad string) []any { return []any{message("a"), message(pad)} }, awsrules.MaxItemBytes, s.itemSize},
-		{"item, writes and messages", true, func(string) []any { return []any{put("w0"), message("a"), put("w1")} }, awsrules.MaxItemBytes, s.itemSize},
+		{"item and messages", true, func(string) []any { return []any{message("a"), message("b")} }, awsrules.MaxItemBytes, itemSize},
+		{"messages and no item", false, func(pad string) []any { return []any{message("a"), message(pad)} }, awsrules.MaxItemBytes, itemSize},
+		{"item, writes and messages", true, func(string) []any { return []any{put("w0"), message("a"), put("w1")} }, awsrules.MaxItemBytes, itemSize},
 		{"messages and writes at the transaction's size", false, func(pad string) []any {
 			var ops []any
 			for range 10 {
 				ops = append(ops, put(strings.Repeat("w", 390<<10)))
 			}
 			return append(ops, message("a"), message(pad))
-		}, awsrules.MaxTransactionBytes, func(rec lambdakit.IdempotencyRecord) int {
-			n := s.itemSize(rec)
+		}, awsrules.MaxTransactionBytes, func(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) int {
+			n := itemSize(rec, msgs)
 			for _, op := range rec.Staged {
 				n += WriteSize(op.(types.TransactWriteItem))
 			}
@@ -77,14 +81,14 @@ func TestCheckStagingAgreesWithTheCompletion(t *testing.T) {
 		}
 		for _, over := range []int{0, 1} {
 			rec := build(pad + over)
-			completed := s.onRecord(rec)
-			if got := c.size(completed); got != c.limit+over {
+			completed, msgs := s.onRecord(rec)
+			if got := c.size(completed, msgs); got != c.limit+over {
 				t.Fatalf("%s: the completion counts %d bytes; want %d", c.name, got, c.limit+over)
 			}
 			declared := rec
 			declared.Effect = "charge ch_1" // so far
 			atPublish := s.CheckStaging(declared)
-			atCompletion := s.checkTransaction(completed, 0)
+			atCompletion := s.checkTransaction(completed, s.messagesSize(msgs))
 			if (atPublish == nil) != (atCompletion == nil) || (over == 1) != errors.Is(atPublish, lambdakit.ErrStagedTooLarge) {
 				t.Errorf("%s, %d byte(s) past the limit: CheckStaging says %v; the completion's check %v", c.name, over, atPublish, atCompletion)
 			}

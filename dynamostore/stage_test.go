@@ -81,6 +81,40 @@ func TestCompleteStaged(t *testing.T) {
 		}
 	})
 
+	// The messages staged on the record (RecordMessage) go on the record's
+	// own item: with them it passes DynamoDB's 400 KB, which it refuses on
+	// every attempt. The store counts them before sending the transaction,
+	// whoever called it (a store wrapper that hides CheckStaging leaves
+	// this the only check), for the completion and for StagedOnly's
+	// commit. No result, so that only the transaction's own check can
+	// tell.
+	for _, commit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("messages on the record over an item's 400 KB are rejected before any request/Commit=%v", commit), func(t *testing.T) {
+			f := setup(t)
+			t0 := now()
+			rec := record("fn#messages", t0)
+			if !commit {
+				f.mustAcquire(t, rec, t0)
+			}
+			f.calls.Reset()
+			rec.Staged = []any{
+				dynamostore.RecordMessage{"body": &types.AttributeValueMemberS{Value: strings.Repeat("m", 400<<10)}},
+				payment(f.table, "payment#with-messages"),
+			}
+			var err error
+			if commit {
+				rec.Status = lambdakit.StatusCompleted
+				_, _, err = f.store.Commit(t.Context(), rec, t0)
+			} else {
+				err = f.store.Complete(t.Context(), rec)
+			}
+			if !errors.Is(err, lambdakit.ErrCompletionRejected) || !errors.Is(err, lambdakit.ErrStagedTooLarge) {
+				t.Errorf("400 KiB of messages on the record: %v; want ErrCompletionRejected wrapping ErrStagedTooLarge", err)
+			}
+			f.checkCalls(t, map[string]int{})
+		})
+	}
+
 	t.Run("staged write whose condition fails commits nothing", func(t *testing.T) {
 		f := setup(t)
 		t0 := now()

@@ -149,6 +149,15 @@ func (o Options) IDAttr() string {
 }
 
 // key is the primary key of the item of record id.
+// putKey sets the key attributes of the record id on item.
+func (o Options) putKey(item map[string]types.AttributeValue, id string) {
+	if o.SortKeyAttr == "" {
+		item[o.KeyAttr] = str(id)
+		return
+	}
+	item[o.KeyAttr], item[o.SortKeyAttr] = str(o.StaticPartitionKey), str(id)
+}
+
 func (o Options) key(id string) map[string]types.AttributeValue {
 	if o.SortKeyAttr == "" {
 		return map[string]types.AttributeValue{o.KeyAttr: str(id)}
@@ -170,6 +179,7 @@ const (
 	nLease      = "#lease"
 	nFailure    = "#failure"
 	nEffect     = "#effect"
+	nMessages   = "#messages"
 )
 
 // ErrInvalidConfig is what New and CreateTable return, wrapped with the
@@ -191,6 +201,30 @@ type Store struct {
 	// creationNames are the names of creation's condition, the same for
 	// every put: one map, which no request writes to.
 	creationNames map[string]string
+	// tableName is table, as every request names it: one string, which no
+	// request writes to.
+	tableName *string
+}
+
+// The values and expressions every lock and completion sends, made once:
+// the SDK only reads a request, and nothing here writes to them.
+var (
+	inProgressValue     = str(string(lambdakit.StatusInProgress))
+	completedValue      = str(string(lambdakit.StatusCompleted))
+	acquireConditionExp = aws.String(acquireCondition)
+	leaseConditionExp   = aws.String(nLease + " = :lease")
+)
+
+// statusValue is status as an attribute value: a shared one for the two
+// statuses every record takes.
+func statusValue(status lambdakit.IdempotencyStatus) types.AttributeValue {
+	switch status {
+	case lambdakit.StatusInProgress:
+		return inProgressValue
+	case lambdakit.StatusCompleted:
+		return completedValue
+	}
+	return str(string(status))
 }
 
 // newStore is the Store of table through client with options o.
@@ -208,6 +242,7 @@ func newStore(client API, table string, o Options) *Store {
 		nEffect:     o.EffectAttr,
 	}}
 	s.creationNames = s.attrNames(0, nKey, nExpiration, nStatus, nInProgress, nEffect)
+	s.tableName = aws.String(table)
 	return s
 }
 
@@ -292,7 +327,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 	rec = rec.Rounded()
 	rec.Status = lambdakit.StatusInProgress
 	rec.Data, rec.Failure, rec.Effect, rec.Item = nil, "", "", nil
-	put := s.creation(rec, now)
+	put := s.creation(rec, now, nil)
 	_, err := s.client.PutItem(ctx, putInput(put))
 	if err == nil {
 		return lambdakit.IdempotencyRecord{}, true, nil
@@ -309,13 +344,14 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 }
 
 // creation is the conditional put that creates rec, with its item's
-// attributes, unless a live record holds its key: Acquire's lock, and
-// Commit's completed record.
-func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.Put {
+// attributes and msgs (the messages on the record, nil for none), unless a
+// live record holds its key: Acquire's lock, and Commit's completed
+// record.
+func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time, msgs *types.AttributeValueMemberL) *types.Put {
 	// Sized for what it will hold: no growing, on every record.
 	attrs, _ := rec.Item.(map[string]types.AttributeValue)
-	n := len(attrs) + 4 // the key (or two), status, lease
-	for _, set := range [...]bool{!rec.Expiration.IsZero(), !rec.InProgressExpiration.IsZero(), rec.Validation != "", len(rec.Data) > 0, rec.Failure != "", rec.Effect != ""} {
+	n := len(attrs) + 3 // the key, status, lease
+	for _, set := range [...]bool{s.o.SortKeyAttr != "", msgs != nil, !rec.Expiration.IsZero(), !rec.InProgressExpiration.IsZero(), rec.Validation != "", len(rec.Data) > 0, rec.Failure != "", rec.Effect != ""} {
 		if set {
 			n++
 		}
@@ -324,8 +360,11 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 	// The handler's attributes first, so that the record's own, which
 	// CheckItem keeps them from naming, could never be overwritten.
 	maps.Copy(item, attrs)
-	maps.Copy(item, s.key(rec.ID))
-	item[s.o.StatusAttr] = str(string(rec.Status))
+	if msgs != nil {
+		item[s.o.MessagesAttr] = msgs
+	}
+	s.o.putKey(item, rec.ID)
+	item[s.o.StatusAttr] = statusValue(rec.Status)
 	item[s.o.LeaseAttr] = str(rec.Lease)
 	if !rec.Expiration.IsZero() { // none: kept forever
 		item[s.o.ExpirationAttr] = num(rec.Expiration.Unix())
@@ -346,15 +385,15 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time) *types.
 		item[s.o.EffectAttr] = str(rec.Effect)
 	}
 	return &types.Put{
-		TableName:                aws.String(s.table),
+		TableName:                s.tableName,
 		Item:                     item,
-		ConditionExpression:      aws.String(acquireCondition),
+		ConditionExpression:      acquireConditionExp,
 		ExpressionAttributeNames: s.creationNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now":        num(now.Unix()),
 			":now_ms":     num(now.UnixMilli()),
-			":inprogress": str(string(lambdakit.StatusInProgress)),
-			":completed":  str(string(lambdakit.StatusCompleted)),
+			":inprogress": inProgressValue,
+			":completed":  completedValue,
 		},
 		// The live record comes back with the failed condition: no
 		// read needed to tell a duplicate from work in progress.
@@ -387,8 +426,11 @@ func (s *Store) holder(id string, item map[string]types.AttributeValue) (lambdak
 	return existing, nil
 }
 
-// Complete marks the record completed with rec.Expiration, rec.Data and,
-// if set, rec.Validation, provided it still carries rec.Lease. A nil
+// Complete marks the record completed with rec.Expiration, rec.Data,
+// rec.Failure and rec.Effect, provided it still carries rec.Lease. It
+// leaves the payload hash as the lock wrote it: the lock put the whole
+// item under this lease, with rec.Validation, so writing it again would
+// only make every completion larger. A nil
 // rec.Data removes any cached result. It sends one UpdateItem, or, when rec
 // has staged writes (see Stage), one TransactWriteItems with the completion
 // first and the staged writes after it.
@@ -403,14 +445,14 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	if err := s.checkItem(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
-	rec = s.onRecord(rec)
-	if err := s.checkStorable(rec); err != nil {
+	rec, msgs := s.onRecord(rec)
+	if err := s.checkStorable(rec, msgs); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
 	rec = rec.Rounded()
-	update := s.completion(rec)
+	update := s.completion(rec, msgs)
 	if len(rec.Staged) > 0 {
-		return s.completeStaged(ctx, rec, update)
+		return s.completeStaged(ctx, rec, msgs, update)
 	}
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 update.TableName,
@@ -420,10 +462,11 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 		ExpressionAttributeNames:  update.ExpressionAttributeNames,
 		ExpressionAttributeValues: update.ExpressionAttributeValues,
 	})
-	var failed *types.ConditionalCheckFailedException
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
+	}
+	var failed *types.ConditionalCheckFailedException // on the heap (errors.As): only for a failure
+	switch {
 	case errors.As(err, &failed):
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	case invalid(err):
@@ -447,9 +490,10 @@ func invalid(err error) bool {
 	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
-// completion is the fenced update that completes rec, in the form a
+// completion is the fenced update that completes rec, with msgs on its
+// item (the messages on the record, nil for none), in the form a
 // transaction takes; UpdateItem takes the same fields.
-func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
+func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) *types.Update {
 	attrs, _ := rec.Item.(map[string]types.AttributeValue)
 	// One builder and maps sized for what they will hold: the expression
 	// is built for every record.
@@ -463,9 +507,34 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		set.WriteString(value)
 	}
 	var remove []string
-	names := s.attrNames(len(attrs), nStatus, nExpiration, nLease, nValidation, nFailure, nEffect, nData)
-	values := make(map[string]types.AttributeValue, 7+len(attrs))
-	values[":completed"] = str(string(lambdakit.StatusCompleted))
+	// The record's optional attributes: their names only when used
+	// (DynamoDB rejects a name the expressions do not use). Not the
+	// payload hash: the lock wrote it (see Complete).
+	optional := [...]struct{ name, placeholder, value string }{
+		{nFailure, ":failure", rec.Failure}, {nEffect, ":effect", rec.Effect},
+	}
+	used := 0
+	if msgs != nil {
+		used++
+	}
+	for _, a := range optional {
+		if a.value != "" {
+			used++
+		}
+	}
+	// Each map sized for exactly what it will hold: a map's table grows
+	// by doubling, and a size hint of one more than needed can double it
+	// (14 entries take 16 slots; 15 take 32, 1 KB more per map).
+	names := s.attrNames(used+len(attrs), nStatus, nExpiration, nLease, nData)
+	nValues := 2 + used + len(attrs) // :completed, :lease
+	if !rec.Expiration.IsZero() {
+		nValues++
+	}
+	if len(rec.Data) > 0 {
+		nValues++
+	}
+	values := make(map[string]types.AttributeValue, nValues)
+	values[":completed"] = completedValue
 	values[":lease"] = str(rec.Lease)
 	if rec.Expiration.IsZero() {
 		// Kept forever: without its TTL attribute, DynamoDB never
@@ -476,16 +545,12 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		clause(nExpiration, ":exp")
 		values[":exp"] = num(rec.Expiration.Unix())
 	}
-	// The record's optional attributes: their names only when used
-	// (DynamoDB rejects a name the expressions do not use).
-	for _, a := range [...]struct{ name, placeholder, value string }{
-		{nValidation, ":validation", rec.Validation}, {nFailure, ":failure", rec.Failure}, {nEffect, ":effect", rec.Effect},
-	} {
+	for _, a := range optional {
 		if a.value == "" {
-			delete(names, a.name)
 			continue
 		}
 		clause(a.name, a.placeholder)
+		names[a.name] = s.names[a.name]
 		values[a.placeholder] = str(a.value)
 	}
 	if len(rec.Data) > 0 {
@@ -512,14 +577,19 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord) *types.Update {
 		names[n] = name
 		values[v] = attrs[name]
 	}
+	if msgs != nil {
+		clause(nMessages, ":messages")
+		names[nMessages] = s.o.MessagesAttr
+		values[":messages"] = msgs
+	}
 	if len(remove) > 0 {
 		set.WriteString(" REMOVE " + strings.Join(remove, ", "))
 	}
 	return &types.Update{
-		TableName:                 aws.String(s.table),
+		TableName:                 s.tableName,
 		Key:                       s.key(rec.ID),
 		UpdateExpression:          aws.String(set.String()),
-		ConditionExpression:       aws.String(nLease + " = :lease"),
+		ConditionExpression:       leaseConditionExp,
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	}

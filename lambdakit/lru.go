@@ -1,7 +1,6 @@
 package lambdakit
 
 import (
-	"bytes"
 	"container/list"
 	"sync"
 	"time"
@@ -44,12 +43,16 @@ func (c *lru) get(id string, now time.Time) (IdempotencyRecord, bool) {
 	return rec, true
 }
 
+// put caches rec if it is completed, as the most recently used record.
+// rec.Data is kept as it is, not copied: every caller passes a record
+// read from the store or one whose result it has copied from the
+// handler's buffer already (commit, runFirst), and nothing writes to a
+// cached result (replay hands out copies).
 func (c *lru) put(rec IdempotencyRecord) {
 	if c == nil || rec.Status != StatusCompleted {
 		return
 	}
 	rec.Staged = nil
-	rec.Data = bytes.Clone(rec.Data) // the cache's own copy; see replay
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.items[rec.ID]; ok {

@@ -37,14 +37,13 @@ import (
 func PublishOnRecord(ctx context.Context, msgs ...Message) error {
 	// Outside a handler's run StageFunc fails with lambdakit.ErrNotStaging.
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
-		seen := map[string]string{} // messageKey → the message's name, for this run
-		place := 0
+		var seen []sent // the messages an earlier call staged
 		for _, op := range staged {
 			if m, ok := op.(dynamostore.RecordMessage); ok {
-				seen[messageKey(stringOf(m["queueUrl"]), stringOf(m["name"]))] = "" // an earlier call's
-				place++
+				seen = append(seen, sent{queueURL: stringOf(m["queueUrl"]), name: stringOf(m["name"])})
 			}
 		}
+		place := len(seen)
 		names, err := checkAll(place, seen, msgs)
 		if err != nil {
 			return nil, err

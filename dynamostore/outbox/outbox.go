@@ -120,10 +120,10 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	}
 	now := o.opts.Now()
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
-		seen := map[string]string{} // messageKey → the message's name, for this run
+		var seen []sent // the messages an earlier call staged
 		for _, op := range staged {
 			if queueURL, name, ok := outboxMessage(recordID, op); ok {
-				seen[messageKey(queueURL, name)] = "" // an earlier call's
+				seen = append(seen, sent{queueURL: queueURL, name: name})
 			}
 		}
 		names, err := checkAll(len(staged), seen, msgs)
@@ -175,35 +175,39 @@ func refused(err error, n int) error {
 // the longest name its place among the run's writes can give it. What
 // Check cannot see is the run's other writes (see Publish).
 func Check(msgs ...Message) error {
-	_, err := checkAll(0, map[string]string{}, msgs)
+	_, err := checkAll(0, nil, msgs)
 	return err
 }
 
-// messageKey is what two messages of one record's run must not share: a
-// queue and a name, which make the ID of their item (ItemID) or of their
-// message on the record (RecordMessageID).
-func messageKey(queueURL, name string) string { return queueURL + "\x00" + name }
+// sent is a message of one record's run, by what two of them must not
+// share: a queue and a name, which make the ID of their item (ItemID) or
+// of their message on the record (RecordMessageID). by is the name the
+// message was given in the call that checks it ("" for a message an
+// earlier call staged). A run has a few messages: they are compared one
+// by one, without building a key or a map for each call.
+type sent struct{ queueURL, name, by string }
 
 // checkAll checks msgs, the run's writes from place on, against each
-// other and seen (messageKey → the name of the message of this run that
-// has it, "" for one an earlier call staged; which it extends), and
-// returns their names.
-func checkAll(place int, seen map[string]string, msgs []Message) ([]string, error) {
+// other and seen (the messages earlier calls staged), and returns their
+// names.
+func checkAll(place int, seen []sent, msgs []Message) ([]string, error) {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		name := placeName(m.Name, place+i)
 		if err := check(name, m); err != nil {
 			return nil, err
 		}
-		key := messageKey(m.QueueURL, name)
-		if prev, dup := seen[key]; dup {
+		for _, prev := range seen {
+			if prev.queueURL != m.QueueURL || prev.name != name {
+				continue
+			}
 			which := "an earlier one"
-			if prev != "" {
-				which = strconv.Quote(prev)
+			if prev.by != "" {
+				which = strconv.Quote(prev.by)
 			}
 			return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, which)
 		}
-		seen[key] = name
+		seen = append(seen, sent{queueURL: m.QueueURL, name: name, by: name})
 		out[i] = name
 	}
 	return out, nil

@@ -135,27 +135,28 @@ func parseDecimal(n string) (digits string, point int, ok bool) {
 	if i < len(n) && (n[i] == '+' || n[i] == '-') {
 		i++
 	}
-	buf := make([]byte, 0, len(n))
-	point = -1
-	for ; i < len(n); i++ {
-		c := n[i]
-		if c == '.' && point < 0 {
-			point = len(buf)
-			continue
-		}
-		if c < '0' || c > '9' {
-			break
-		}
-		buf = append(buf, c)
+	// An integer's digits are a part of n, taken as they are: most
+	// numbers are integers, checked on every record.
+	start := i
+	for i < len(n) && '0' <= n[i] && n[i] <= '9' {
+		i++
 	}
-	if len(buf) == 0 {
+	if i == len(n) || n[i] != '.' {
+		digits, point = n[start:i], i-start
+	} else {
+		buf := make([]byte, 0, len(n))
+		buf = append(buf, n[start:i]...)
+		point = len(buf)
+		for i++; i < len(n) && '0' <= n[i] && n[i] <= '9'; i++ {
+			buf = append(buf, n[i])
+		}
+		digits = string(buf)
+	}
+	if digits == "" {
 		return "", 0, false
 	}
-	if point < 0 {
-		point = len(buf)
-	}
 	if i == len(n) {
-		return string(buf), point, true
+		return digits, point, true
 	}
 	if n[i] != 'e' && n[i] != 'E' {
 		return "", 0, false
@@ -183,7 +184,7 @@ func parseDecimal(n string) (digits string, point int, ok bool) {
 			e = e*10 + int(c-'0')
 		}
 	}
-	return string(buf), point + sign*e, true
+	return digits, point + sign*e, true
 }
 
 // clip shortens a value quoted in an error.

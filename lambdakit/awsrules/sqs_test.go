@@ -1,9 +1,11 @@
 package awsrules_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -171,5 +173,44 @@ func TestCheckNumberAttributeFollowsSQSsNumberRule(t *testing.T) {
 		t.Run(c.clause, func(t *testing.T) {
 			verdict(t, fmt.Sprintf("CheckNumberAttribute(%q)", c.s), awsrules.CheckNumberAttribute(c.s), c.ok, awsrules.ErrNumberAttribute)
 		})
+	}
+}
+
+// FuzzCheckTextReadsEachCharacterByTheRule checks CheckText, which reads
+// ASCII a byte at a time, against the rule applied to each decoded
+// character: the same verdict, and the same offset of the first bad byte.
+func FuzzCheckTextReadsEachCharacterByTheRule(f *testing.F) {
+	for _, s := range []string{"", "plain ascii {\"a\":1}", "\t\n\r\x7f", "a\x01", "\x00", "é\ufffe", "ok\xff", "\xed\xa0\x80", "\U0010ffff\x1f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := -1 // offset of the first bad byte
+		for off := 0; off < len(s); {
+			r, n := utf8.DecodeRuneInString(s[off:])
+			if (r == utf8.RuneError && n == 1) || !(r == 0x9 || r == 0xA || r == 0xD || 0x20 <= r && r <= 0xD7FF || 0xE000 <= r && r <= 0xFFFD || 0x10000 <= r && r <= 0x10FFFF) {
+				want = off
+				break
+			}
+			off += n
+		}
+		err := awsrules.CheckText(s)
+		switch {
+		case want < 0 && err != nil:
+			t.Fatalf("CheckText(%q) = %v; want nil", s, err)
+		case want >= 0 && (!errors.Is(err, awsrules.ErrText) || !strings.Contains(err.Error(), fmt.Sprintf("byte %d ", want))):
+			t.Fatalf("CheckText(%q) = %v; want ErrText at byte %d", s, err, want)
+		}
+	})
+}
+
+// BenchmarkCheckText checks a payment.charged body, as an outbox does
+// twice for every message it publishes.
+func BenchmarkCheckText(b *testing.B) {
+	body := `{"type":"payment.charged","payment_id":"pay_000000000401","order_id":"ord_1","customer_id":"cus_1","amount":1250,"currency":"EUR","charge_id":"ch_411"}`
+	b.ReportAllocs()
+	for b.Loop() {
+		if awsrules.CheckText(body) != nil {
+			b.Fatal("refused")
+		}
 	}
 }
