@@ -1,11 +1,14 @@
 package awsrules
 
-import "testing"
+import (
+	"regexp"
+	"testing"
+)
 
 // FuzzParseDecimalAgreesWithTheDigitByDigitReading checks parseDecimal,
-// which takes an integer's digits as a part of n, against a reading that
-// copies every digit of the mantissa, skipping its point: the same digits,
-// point and verdict for any text.
+// which takes an integer's digits as a part of n, against the syntax it
+// reads as a regular expression: the same digits, point and verdict for
+// any text.
 func FuzzParseDecimalAgreesWithTheDigitByDigitReading(f *testing.F) {
 	for _, n := range []string{"0", "1250", "-1", "+7", "1.5", ".5", "5.", ".", "", "-", "1e5", "1.5E-3", "12.34.5", "1e", "1e+", "0012", "1x", "9" + "e1000000000"} {
 		f.Add(n)
@@ -19,57 +22,26 @@ func FuzzParseDecimalAgreesWithTheDigitByDigitReading(f *testing.F) {
 	})
 }
 
-// readDecimal is parseDecimal as a digit-by-digit copy.
+// decimal is the syntax parseDecimal reads: a sign, the mantissa's
+// integer and fraction digits, and an exponent.
+var decimal = regexp.MustCompile(`^[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?$`)
+
+// readDecimal is parseDecimal read off the regular expression: the
+// mantissa's digits without its point, and the point moved by the
+// exponent, which stops growing past a million as parseDecimal's does.
 func readDecimal(n string) (digits string, point int, ok bool) {
-	i := 0
-	if i < len(n) && (n[i] == '+' || n[i] == '-') {
-		i++
-	}
-	var buf []byte
-	point = -1
-	for ; i < len(n); i++ {
-		c := n[i]
-		if c == '.' && point < 0 {
-			point = len(buf)
-			continue
-		}
-		if c < '0' || c > '9' {
-			break
-		}
-		buf = append(buf, c)
-	}
-	if len(buf) == 0 {
-		return "", 0, false
-	}
-	if point < 0 {
-		point = len(buf)
-	}
-	if i == len(n) {
-		return string(buf), point, true
-	}
-	if n[i] != 'e' && n[i] != 'E' {
-		return "", 0, false
-	}
-	i++
-	sign := 1
-	if i < len(n) && (n[i] == '+' || n[i] == '-') {
-		if n[i] == '-' {
-			sign = -1
-		}
-		i++
-	}
-	if i == len(n) {
+	m := decimal.FindStringSubmatch(n)
+	if m == nil || m[1]+m[2] == "" {
 		return "", 0, false
 	}
 	e := 0
-	for ; i < len(n); i++ {
-		c := n[i]
-		if c < '0' || c > '9' {
-			return "", 0, false
-		}
+	for _, c := range m[4] {
 		if e < 1_000_000 {
 			e = e*10 + int(c-'0')
 		}
 	}
-	return string(buf), point + sign*e, true
+	if m[3] == "-" {
+		e = -e
+	}
+	return m[1] + m[2], len(m[1]) + e, true
 }
