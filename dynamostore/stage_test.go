@@ -427,3 +427,33 @@ func TestStageRefusesAnOpTheStoreCannotWrite(t *testing.T) {
 		t.Errorf("Stage: %v; want ErrStagingUnsupported, permanent", stageErr)
 	}
 }
+
+// An item the handler changes after SetItem so that no completion can
+// write it (here it names the record's own lease attribute, which
+// CheckItem refuses) fails for good, as when SetItem refuses it: the work
+// may have run, so the record is completed with the failure and the
+// handler does not run again on the next delivery. Released instead, the
+// key would let every delivery run the work again.
+func TestAnItemChangedAfterSetItemIsNotRunAgain(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	runs := 0
+	handler := func(ctx context.Context) ([]byte, error) {
+		runs++
+		item := map[string]types.AttributeValue{"note": &types.AttributeValueMemberS{Value: "n"}}
+		if err := dynamostore.SetItem(ctx, item); err != nil {
+			return nil, err
+		}
+		item["lease"] = &types.AttributeValueMemberS{Value: "mine"}
+		return nil, nil
+	}
+	for delivery := 1; delivery <= 2; delivery++ {
+		_, err := e.Do(testCtx(t), "pay_changed_item", []byte(`{"amount":1}`), handler)
+		if !lambdakit.IsPermanent(err) {
+			t.Errorf("delivery %d: %v; want a permanent failure", delivery, err)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the handler ran %d times; want once", runs)
+	}
+}
