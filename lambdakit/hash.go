@@ -48,10 +48,7 @@ func (e *Once) recordID(key string) (string, error) {
 		return RecordID(e.opts.Prefix, key), nil
 	}
 	id := e.opts.Prefix + "#" + key
-	limit := maxReadableID
-	if l, ok := e.store.(IDLimiter); ok {
-		limit = min(limit, l.MaxIDBytes())
-	}
+	limit := e.idLimit
 	switch {
 	case len(id) > limit:
 		return "", fmt.Errorf("%w: with ReadableIDs, the record ID of a key of %d bytes would be %d bytes, over the store's %d-byte key limit", ErrInvalidKey, len(key), len(id), limit)

@@ -145,6 +145,7 @@ type Once struct {
 	committer Committer      // nil when the store cannot commit in one request
 	marker    EffectMarker   // set with Options.StoreEffect only
 	checker   StagingChecker // nil when the store has no limit to check staging against
+	idLimit   int            // the longest record ID the store holds, for ReadableIDs
 	opts      Options
 	state     *idempotencyState
 	disabled  bool // by POWERTOOLS_IDEMPOTENCY_DISABLED, read by NewOnce
@@ -213,14 +214,19 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 			"idempotency: DISABLED by "+envDisabled+": every message runs its handler, duplicates included; unset it in a deployed function",
 			slog.String("prefix", o.Prefix), slog.String(envDisabled, os.Getenv(envDisabled)))
 	}
-	getter, _ := store.(BatchGetter)
-	items, _ := store.(ItemStore)
-	checker, _ := store.(StagingChecker)
-	committer, _ := store.(Committer)
+	// A wrapper (StoreWrapper) keeps the capabilities of what it wraps.
+	getter, _ := StoreAs[BatchGetter](store)
+	items, _ := StoreAs[ItemStore](store)
+	checker, _ := StoreAs[StagingChecker](store)
+	committer, _ := StoreAs[Committer](store)
+	idLimit := maxReadableID
+	if l, ok := StoreAs[IDLimiter](store); ok {
+		idLimit = min(idLimit, l.MaxIDBytes())
+	}
 	var marker EffectMarker
 	if o.StoreEffect && !o.StagedOnly {
 		var ok bool
-		if marker, ok = store.(EffectMarker); !ok {
+		if marker, ok = StoreAs[EffectMarker](store); !ok {
 			panic(fmt.Sprintf("lambdakit: Options.StoreEffect needs a store that implements lambdakit.EffectMarker; %T does not", store))
 		}
 	}
@@ -234,7 +240,7 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 		// starts, not on its first message.
 		panic(fmt.Sprintf("lambdakit: Options.StagedOnly needs a store that implements lambdakit.Committer; %T does not", store))
 	}
-	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, marker: marker, opts: o, disabled: disabled,
+	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, marker: marker, idLimit: idLimit, opts: o, disabled: disabled,
 		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 

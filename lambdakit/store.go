@@ -247,6 +247,42 @@ type Committer interface {
 	Commit(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, created bool, err error)
 }
 
+// StoreWrapper is a Store that wraps another one: to trace it, count its
+// requests or inject faults. NewOnce looks through Unwrap for each optional
+// capability (BatchGetter, ItemStore, StagingChecker, Committer,
+// EffectMarker, IDLimiter) the wrapper does not implement itself, so a
+// wrapper keeps every capability of the store it wraps without knowing of
+// it.
+//
+// To write one, implement Store's three methods and Unwrap, returning the
+// wrapped store. Implement an optional interface only to intercept it, and
+// then only when the wrapped store has it (find it with StoreAs): the
+// engine takes a method the wrapper has as the capability being there, and
+// would, say, run StagedOnly on a store that cannot commit.
+type StoreWrapper interface {
+	Store
+	// Unwrap returns the wrapped store.
+	Unwrap() Store
+}
+
+// StoreAs returns the first store that implements T in the chain from s
+// down through StoreWrapper.Unwrap, as NewOnce finds each optional
+// capability, and false when none does.
+func StoreAs[T any](s Store) (T, bool) {
+	for s != nil {
+		if c, ok := s.(T); ok {
+			return c, true
+		}
+		w, ok := s.(StoreWrapper)
+		if !ok {
+			break
+		}
+		s = w.Unwrap()
+	}
+	var none T
+	return none, false
+}
+
 // Errors that callers branch on with errors.Is.
 var (
 	// ErrNoKey means no idempotency key could be derived from a message.

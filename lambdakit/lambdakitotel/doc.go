@@ -24,11 +24,18 @@
 // the record spans (the same name and kind, as the OpenTelemetry
 // conventions for Lambda functions triggered by SQS have them), and each
 // record span the parent of its store spans ("lambdakit.store.acquire",
-// "…complete", "…release", "…get_records"). A record span carries the
-// idempotency outcome (OutcomeKey: processed, duplicate or failed, with
+// "…complete", "…release", "…get_records", and "…commit" and
+// "…mark_effect" under Options.StagedOnly and Options.StoreEffect). A
+// record span carries the idempotency outcome (OutcomeKey: processed, duplicate or failed, with
 // ReasonKey naming why it failed, in the words of the batch's log lines and
 // metrics); a store span carries the record's ID, which is the prefix and a
 // SHA-256 of the key, never the key itself.
+//
+// The store WrapStore returns is a lambdakit.StoreWrapper: everything the
+// wrapped store can do beyond lambdakit.Store (write the handler's item,
+// check what it stages against DynamoDB's limits before its work, commit
+// in one request, keep an effect, limit the length of a record ID) works
+// through it as on the store itself.
 //
 // Records the batch never ran (not started before the deadline, or skipped
 // after an earlier failure in their FIFO group) have no record span; the

@@ -59,13 +59,16 @@ const (
 	// ReceiveCountKey is how many times SQS has delivered the record
 	// (ApproximateReceiveCount).
 	ReceiveCountKey = attribute.Key("lambdakit.sqs.receive_count")
-	// StoreOperationKey is the store request: acquire, complete, release
-	// or get_records.
+	// StoreOperationKey is the store request: acquire, complete, release,
+	// get_records, commit (Options.StagedOnly) or mark_effect
+	// (Options.StoreEffect).
 	StoreOperationKey = attribute.Key("lambdakit.store.operation")
-	// AcquiredKey says whether an acquire took the lock.
+	// AcquiredKey says whether an acquire took the lock, or a commit
+	// created the record.
 	AcquiredKey = attribute.Key("lambdakit.store.acquired")
 	// ExistingStatusKey is the status of the live record that kept an
-	// acquire from taking the lock (COMPLETED or INPROGRESS).
+	// acquire from taking the lock, or a commit from creating the record
+	// (COMPLETED or INPROGRESS).
 	ExistingStatusKey = attribute.Key("lambdakit.store.existing_status")
 	// LeaseLostKey is true on a store span whose request found the lease
 	// taken over (lambdakit.ErrLeaseLost).

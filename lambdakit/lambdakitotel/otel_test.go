@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -17,6 +21,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/dynamostore/dynamostoretest"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakitotel"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -692,4 +698,127 @@ func TestSpanReasonIsTheLogLinesReason(t *testing.T) {
 		}
 	}
 	agreeWithLogs(t, logs, tr)
+}
+
+// storeSpanNames lists the names of the ended spans.
+func storeSpanNames(sr *tracetest.SpanRecorder) []string {
+	var names []string
+	for _, s := range sr.Ended() {
+		names = append(names, s.Name())
+	}
+	return names
+}
+
+// Through WrapStore, a dynamostore keeps what the engine finds on it
+// beyond the Store: the handler's item is written, what it stages is
+// checked against DynamoDB's limits before its work, and StagedOnly and
+// StoreEffect start, with their requests traced.
+func TestWrapStoreKeepsTheCapabilitiesOfADynamoStore(t *testing.T) {
+	ep := dynamostoretest.Start(t)
+	table := ep.NewTable(t)
+	ddb, err := dynamostore.New(ep.Client(), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// once is an engine on the traced ddb, with its spans in the returned
+	// recorder.
+	once := func(t *testing.T, optFns ...func(*lambdakit.Options)) (*lambdakit.Once, *tracetest.SpanRecorder) {
+		sr, tp := recorder(t)
+		optFns = append([]func(*lambdakit.Options){func(o *lambdakit.Options) {
+			o.Prefix, o.Logger = prefix, (&lambdakittest.LogBuffer{}).Logger()
+		}}, optFns...)
+		return lambdakit.NewOnce(lambdakitotel.WrapStore(ddb, withProvider(tp)), optFns...), sr
+	}
+
+	t.Run("SetItem", func(t *testing.T) {
+		e, _ := once(t)
+		if _, err := e.Do(t.Context(), "item-1", nil, func(ctx context.Context) ([]byte, error) {
+			return nil, dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "5"}})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := ep.Client().GetItem(t.Context(), &dynamodb.GetItemInput{
+			TableName:      aws.String(table),
+			Key:            map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: recordID("item-1")}},
+			ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := out.Item["amount"].(*types.AttributeValueMemberN); n == nil || n.Value != "5" {
+			t.Errorf("record's item %v; want the handler's amount 5 on it", out.Item)
+		}
+	})
+
+	t.Run("StagedTooLarge", func(t *testing.T) {
+		e, _ := once(t)
+		effects := 0
+		// With the record's own, one write more than a DynamoDB
+		// transaction holds.
+		var writes []types.TransactWriteItem
+		for i := range 100 {
+			writes = append(writes, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+				"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("row#%d", i)},
+			}}})
+		}
+		var stageErr error
+		_, err := e.Do(t.Context(), "staged-1", nil, func(ctx context.Context) ([]byte, error) {
+			if stageErr = dynamostore.Stage(ctx, writes...); stageErr != nil {
+				return nil, stageErr
+			}
+			effects++ // the charge, which must not happen when its write cannot land
+			return nil, nil
+		})
+		if !errors.Is(stageErr, lambdakit.ErrStagedTooLarge) {
+			t.Errorf("Stage: got %v; want ErrStagedTooLarge, before the work", stageErr)
+		}
+		if errors.Is(err, lambdakit.ErrCompletionRejected) || effects != 0 {
+			t.Errorf("Do: got %v after %d effects; want the record refused before its effect, not its completion after it", err, effects)
+		}
+		recs, err := ddb.GetRecords(t.Context(), []string{recordID("staged-1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, ok := recs[recordID("staged-1")]; ok {
+			t.Errorf("record left %s (failure %q); want it released", rec.Status, rec.Failure)
+		}
+	})
+
+	for _, mode := range []struct {
+		name, span string
+		opt        func(*lambdakit.Options)
+	}{
+		{"StagedOnly", "lambdakit.store.commit", func(o *lambdakit.Options) { o.StagedOnly = true }},
+		{"StoreEffect", "lambdakit.store.mark_effect", func(o *lambdakit.Options) { o.StoreEffect = true }},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			var e *lambdakit.Once
+			var sr *tracetest.SpanRecorder
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("NewOnce panicked: %v; want the wrapped store's capability found", r)
+					}
+				}()
+				e, sr = once(t, mode.opt)
+			}()
+			got, err := e.Do(t.Context(), "mode-"+mode.name, nil, func(ctx context.Context) ([]byte, error) {
+				lambdakit.EffectDone(ctx, "charged")
+				return []byte(`"done"`), nil
+			})
+			if err != nil || string(got) != `"done"` {
+				t.Fatalf("Do: got %s, %v", got, err)
+			}
+			recs, err := ddb.GetRecords(t.Context(), []string{recordID("mode-" + mode.name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec := recs[recordID("mode-"+mode.name)]; rec.Status != lambdakit.StatusCompleted {
+				t.Errorf("record %+v; want it completed", rec)
+			}
+			if names := storeSpanNames(sr); !slices.Contains(names, mode.span) {
+				t.Errorf("spans %v; want a %s span", names, mode.span)
+			}
+		})
+	}
 }

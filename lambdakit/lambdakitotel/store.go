@@ -19,23 +19,39 @@ const (
 	opComplete   = "complete"
 	opRelease    = "release"
 	opGetRecords = "get_records"
+	opCommit     = "commit"
+	opMarkEffect = "mark_effect"
 )
 
 // WrapStore returns store with a span around each request:
-// "lambdakit.store.<operation>" (acquire, complete, release, get_records),
-// kind INTERNAL (an instrumented AWS SDK client adds its own CLIENT span
-// below it), with StoreOperationKey and RecordIDKey (the record's ID, never
-// the raw key), AcquiredKey and ExistingStatusKey for an acquire, and for a
-// failure an Error status with error.type: LeaseLost (and LeaseLostKey
-// true), Throttled, ResultNotStorable, StagingUnsupported, or _OTHER.
+// "lambdakit.store.<operation>" (acquire, complete, release, get_records,
+// commit, mark_effect), kind INTERNAL (an instrumented AWS SDK client adds
+// its own CLIENT span below it), with StoreOperationKey and RecordIDKey
+// (the record's ID, never the raw key), AcquiredKey and ExistingStatusKey
+// for an acquire or a commit, and for a failure an Error status with
+// error.type: LeaseLost (and LeaseLostKey true), Throttled,
+// ResultNotStorable, StagingUnsupported, or _OTHER.
 //
-// The returned store implements lambdakit.BatchGetter exactly when store
-// does, so that the read ahead of re-driven batches keeps working through
-// it.
+// The returned store is a lambdakit.StoreWrapper: the engine finds
+// through it every optional capability of store (lambdakit.StoreAs), so
+// that SetItem, the checks of what a handler stages, Options.StagedOnly,
+// Options.StoreEffect and the key length limit of Options.ReadableIDs work
+// as they do on store itself. Those that send requests (Commit,
+// MarkEffect, GetRecords) are traced; the checks that send none are not.
+// It also implements lambdakit.BatchGetter itself exactly when store does.
 func WrapStore(store lambdakit.Store, optFns ...func(*Options)) lambdakit.Store {
 	o := newOptions(optFns)
-	s := &tracedStore{next: store, tracer: o.tracer()}
-	if g, ok := store.(lambdakit.BatchGetter); ok {
+	s := &tracedStore{next: store, tracer: o.tracer(), inner: store}
+	// What Unwrap returns: store, under a traced layer for each capability
+	// that sends requests, when store has it. A layer per capability keeps
+	// the engine from seeing one store lacks.
+	if m, ok := lambdakit.StoreAs[lambdakit.EffectMarker](store); ok {
+		s.inner = &tracedMarker{Store: s.inner, s: s, marker: m}
+	}
+	if c, ok := lambdakit.StoreAs[lambdakit.Committer](store); ok {
+		s.inner = &tracedCommitter{Store: s.inner, s: s, committer: c}
+	}
+	if g, ok := lambdakit.StoreAs[lambdakit.BatchGetter](store); ok {
 		return &tracedBatchStore{tracedStore: s, getter: g}
 	}
 	return s
@@ -44,6 +60,7 @@ func WrapStore(store lambdakit.Store, optFns ...func(*Options)) lambdakit.Store 
 type tracedStore struct {
 	next   lambdakit.Store
 	tracer trace.Tracer
+	inner  lambdakit.Store // what Unwrap returns: next, under the traced layers
 }
 
 // tracedBatchStore is a tracedStore over a store that can read ahead.
@@ -52,10 +69,39 @@ type tracedBatchStore struct {
 	getter lambdakit.BatchGetter
 }
 
+// tracedCommitter is the layer that traces a Committer's Commit. Its
+// Store methods are those of the layers below: the engine calls the
+// tracedStore's.
+type tracedCommitter struct {
+	lambdakit.Store
+	s         *tracedStore
+	committer lambdakit.Committer
+}
+
+// tracedMarker is the layer that traces an EffectMarker's MarkEffect.
+type tracedMarker struct {
+	lambdakit.Store
+	s      *tracedStore
+	marker lambdakit.EffectMarker
+}
+
 var (
-	_ lambdakit.Store       = (*tracedStore)(nil)
-	_ lambdakit.BatchGetter = (*tracedBatchStore)(nil)
+	_ lambdakit.StoreWrapper = (*tracedStore)(nil)
+	_ lambdakit.BatchGetter  = (*tracedBatchStore)(nil)
+	_ lambdakit.StoreWrapper = (*tracedCommitter)(nil)
+	_ lambdakit.Committer    = (*tracedCommitter)(nil)
+	_ lambdakit.StoreWrapper = (*tracedMarker)(nil)
+	_ lambdakit.EffectMarker = (*tracedMarker)(nil)
 )
+
+// Unwrap implements lambdakit.StoreWrapper.
+func (s *tracedStore) Unwrap() lambdakit.Store { return s.inner }
+
+// Unwrap implements lambdakit.StoreWrapper.
+func (l *tracedCommitter) Unwrap() lambdakit.Store { return l.Store }
+
+// Unwrap implements lambdakit.StoreWrapper.
+func (l *tracedMarker) Unwrap() lambdakit.Store { return l.Store }
 
 func (s *tracedStore) start(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	return s.tracer.Start(ctx, "lambdakit.store."+op, trace.WithSpanKind(trace.SpanKindInternal),
@@ -67,15 +113,8 @@ func (s *tracedStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyReco
 	ctx, span := s.start(ctx, opAcquire, RecordIDKey.String(rec.ID))
 	defer span.End()
 	existing, acquired, err := s.next.Acquire(ctx, rec, now)
-	if err != nil {
-		fail(span, err)
-		return existing, acquired, err
-	}
-	span.SetAttributes(AcquiredKey.Bool(acquired))
-	if !acquired && existing.Status != "" {
-		span.SetAttributes(ExistingStatusKey.String(string(existing.Status)))
-	}
-	return existing, acquired, nil
+	claimed(span, existing, acquired, err)
+	return existing, acquired, err
 }
 
 // Complete implements lambdakit.Store.
@@ -111,6 +150,39 @@ func (s *tracedBatchStore) GetRecords(ctx context.Context, ids []string) (map[st
 	}
 	span.SetAttributes(FoundKey.Int(len(recs)))
 	return recs, nil
+}
+
+// Commit implements lambdakit.Committer.
+func (l *tracedCommitter) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	ctx, span := l.s.start(ctx, opCommit, RecordIDKey.String(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
+	defer span.End()
+	existing, created, err := l.committer.Commit(ctx, rec, now)
+	claimed(span, existing, created, err)
+	return existing, created, err
+}
+
+// MarkEffect implements lambdakit.EffectMarker.
+func (l *tracedMarker) MarkEffect(ctx context.Context, id, lease, effect string) error {
+	ctx, span := l.s.start(ctx, opMarkEffect, RecordIDKey.String(id))
+	defer span.End()
+	err := l.marker.MarkEffect(ctx, id, lease, effect)
+	if err != nil {
+		fail(span, err)
+	}
+	return err
+}
+
+// claimed ends the span of an acquire or a commit: whether it took the
+// record, and if not, the status of the one that holds it.
+func claimed(span trace.Span, existing lambdakit.IdempotencyRecord, took bool, err error) {
+	if err != nil {
+		fail(span, err)
+		return
+	}
+	span.SetAttributes(AcquiredKey.Bool(took))
+	if !took && existing.Status != "" {
+		span.SetAttributes(ExistingStatusKey.String(string(existing.Status)))
+	}
 }
 
 // fail marks a store span failed. A lost lease is marked apart: it means

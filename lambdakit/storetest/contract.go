@@ -133,7 +133,7 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		if ok || old.Status != lambdakit.StatusCompleted || old.Failure != "staged write rejected" || old.Data != nil {
 			t.Errorf("got %+v, acquired=%v; want completed with the failure and no data", old, ok)
 		}
-		if getter, ok := s.(lambdakit.BatchGetter); ok {
+		if getter, ok := lambdakit.StoreAs[lambdakit.BatchGetter](s); ok {
 			got, err := getter.GetRecords(t.Context(), []string{rec.ID})
 			if err != nil {
 				t.Fatal(err)
@@ -148,7 +148,7 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 		// Options.StoreEffect: an owner that stopped after its effect
 		// leaves a record no other owner may run again, until it expires.
 		s := newStore(t)
-		m, ok := s.(lambdakit.EffectMarker)
+		m, ok := lambdakit.StoreAs[lambdakit.EffectMarker](s)
 		if !ok {
 			t.Skipf("%T does not implement lambdakit.EffectMarker", s)
 		}
@@ -190,7 +190,7 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 			if ok || old.Effect != rec.Effect || old.Failure != failure {
 				t.Errorf("%s: got %+v, acquired=%v; want effect %q and failure %q", name, old, ok, rec.Effect, failure)
 			}
-			if getter, ok := s.(lambdakit.BatchGetter); ok {
+			if getter, ok := lambdakit.StoreAs[lambdakit.BatchGetter](s); ok {
 				got, err := getter.GetRecords(t.Context(), []string{rec.ID})
 				if err != nil {
 					t.Fatal(err)
@@ -374,7 +374,7 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 
 	t.Run("GetRecords returns what is stored and leaves out what is not", func(t *testing.T) {
 		s := newStore(t)
-		getter, ok := s.(lambdakit.BatchGetter)
+		getter, ok := lambdakit.StoreAs[lambdakit.BatchGetter](s)
 		if !ok {
 			t.Skip("the store does not implement lambdakit.BatchGetter")
 		}
@@ -491,7 +491,7 @@ func RunUnknownStatusContract(t *testing.T, newStore func(t *testing.T) lambdaki
 				rec := item(fmt.Sprintf("unknown#%s#%d", t.Name(), contractSeq.Add(1)), status, expired)
 				put(t, s, rec)
 				unchanged(t, s, rec)
-				if c, ok := s.(lambdakit.Committer); ok {
+				if c, ok := lambdakit.StoreAs[lambdakit.Committer](s); ok {
 					done := lambdakit.IdempotencyRecord{ID: rec.ID, Status: lambdakit.StatusCompleted, Expiration: base.Add(time.Hour),
 						Lease: "committer", Data: []byte(`"ours"`)}
 					if _, created, err := c.Commit(t.Context(), done, base); err != nil || created {
@@ -503,7 +503,7 @@ func RunUnknownStatusContract(t *testing.T, newStore func(t *testing.T) lambdaki
 			t.Run(name+": the engine fails with NotARecordError and runs nothing", func(t *testing.T) {
 				s := newStore(t)
 				modes := map[string]func(*lambdakit.Options){"two-step": func(*lambdakit.Options) {}}
-				if _, ok := s.(lambdakit.Committer); ok {
+				if _, ok := lambdakit.StoreAs[lambdakit.Committer](s); ok {
 					modes["StagedOnly"] = func(o *lambdakit.Options) { o.StagedOnly = true }
 				}
 				for mode, opt := range modes {

@@ -23,7 +23,7 @@ func RunCommitContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store
 	committer := func(t *testing.T) (lambdakit.Store, lambdakit.Committer) {
 		t.Helper()
 		s := newStore(t)
-		c, ok := s.(lambdakit.Committer)
+		c, ok := lambdakit.StoreAs[lambdakit.Committer](s)
 		if !ok {
 			t.Fatalf("%T does not implement lambdakit.Committer", s)
 		}
@@ -201,7 +201,7 @@ func RunModeChecks(t *testing.T, newStore func(t *testing.T) lambdakit.Store, it
 						t.Fatalf("call %d: got %s, %v; want the first result", i+1, got, err)
 					}
 				}
-				if getter, ok := s.(lambdakit.BatchGetter); ok {
+				if getter, ok := lambdakit.StoreAs[lambdakit.BatchGetter](s); ok {
 					recs, err := getter.GetRecords(ctxFor(t), []string{"payment#" + k})
 					if err != nil {
 						t.Fatal(err)

@@ -1,0 +1,127 @@
+package lambdakit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+)
+
+// wrapper is a store wrapper of the simplest kind: the three Store methods
+// of what it wraps, and Unwrap.
+type wrapper struct{ lambdakit.Store }
+
+func (w wrapper) Unwrap() lambdakit.Store { return w.Store }
+
+// checkingStore is a MemoryStore with the two capabilities it lacks: an ID
+// limit, and a staging check that refuses an item with a "big" attribute.
+type checkingStore struct{ *lambdakittest.MemoryStore }
+
+func (checkingStore) MaxIDBytes() int { return 16 }
+
+func (checkingStore) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	if m, _ := rec.Item.(map[string]any); m["big"] != nil {
+		return fmt.Errorf("%w: the item's big attribute", lambdakit.ErrStagedTooLarge)
+	}
+	return nil
+}
+
+// storeAsFinds reports whether StoreAs finds a T in s.
+func storeAsFinds[T any](s lambdakit.Store) bool {
+	_, ok := lambdakit.StoreAs[T](s)
+	return ok
+}
+
+func TestStoreAsLooksThroughWrappers(t *testing.T) {
+	store := wrapper{wrapper{checkingStore{&lambdakittest.MemoryStore{}}}}
+	for name, found := range map[string]bool{
+		"BatchGetter":    storeAsFinds[lambdakit.BatchGetter](store),
+		"ItemStore":      storeAsFinds[lambdakit.ItemStore](store),
+		"StagingChecker": storeAsFinds[lambdakit.StagingChecker](store),
+		"Committer":      storeAsFinds[lambdakit.Committer](store),
+		"EffectMarker":   storeAsFinds[lambdakit.EffectMarker](store),
+		"IDLimiter":      storeAsFinds[lambdakit.IDLimiter](store),
+	} {
+		if !found {
+			t.Errorf("StoreAs[%s] of a wrapper of a wrapper found none; want the wrapped store's", name)
+		}
+	}
+	// Nothing is invented: plainStore is no wrapper, and hides the rest.
+	if storeAsFinds[lambdakit.Committer](wrapper{plainStore{&lambdakittest.MemoryStore{}}}) {
+		t.Error("StoreAs found a Committer below a store that hides it")
+	}
+}
+
+// The engine keeps every capability of a store under two wrappers: the
+// item is written, the staging check refuses before the work, the ID limit
+// holds, and the modes that need a capability start.
+func TestEngineUsesTheCapabilitiesOfAWrappedStore(t *testing.T) {
+	wrap := func(mem *lambdakittest.MemoryStore) lambdakit.Store { return wrapper{wrapper{checkingStore{mem}}} }
+	quietOpt := func(o *lambdakit.Options) { o.Logger = slog.New(slog.DiscardHandler) }
+
+	t.Run("SetItem", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		e := lambdakit.NewOnce(wrap(mem), quietOpt, func(o *lambdakit.Options) { o.Prefix = "p" })
+		if _, err := e.Do(t.Context(), "k", nil, func(ctx context.Context) ([]byte, error) {
+			return nil, lambdakit.SetItem(ctx, map[string]any{"amount": 5})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if item, ok := mem.Item(lambdakit.RecordID("p", "k")); !ok || item["amount"] != 5 {
+			t.Errorf("item %v, %v; want amount 5 written on the record", item, ok)
+		}
+	})
+
+	t.Run("CheckStaging", func(t *testing.T) {
+		e := lambdakit.NewOnce(wrap(&lambdakittest.MemoryStore{}), quietOpt)
+		var setErr error
+		_, _ = e.Do(t.Context(), "k", nil, func(ctx context.Context) ([]byte, error) {
+			setErr = lambdakit.SetItem(ctx, map[string]any{"big": 1})
+			return nil, setErr
+		})
+		if !errors.Is(setErr, lambdakit.ErrStagedTooLarge) {
+			t.Errorf("SetItem: got %v; want ErrStagedTooLarge from the wrapped store's check", setErr)
+		}
+	})
+
+	t.Run("IDLimiter", func(t *testing.T) {
+		e := lambdakit.NewOnce(wrap(&lambdakittest.MemoryStore{}), quietOpt, func(o *lambdakit.Options) { o.ReadableIDs, o.Prefix = true, "p" })
+		_, err := e.Do(t.Context(), strings.Repeat("k", 20), nil, func(context.Context) ([]byte, error) {
+			t.Error("the work ran; want the key refused before it")
+			return nil, nil
+		})
+		if !errors.Is(err, lambdakit.ErrInvalidKey) {
+			t.Errorf("got %v; want ErrInvalidKey for an ID over the wrapped store's 16 bytes", err)
+		}
+	})
+
+	t.Run("StagedOnly", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		e := lambdakit.NewOnce(wrap(mem), quietOpt, func(o *lambdakit.Options) { o.StagedOnly = true })
+		if _, err := e.Do(t.Context(), "k", nil, func(context.Context) ([]byte, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if c := mem.Calls(); c.Commit != 1 || c.Total() != 1 {
+			t.Errorf("calls %+v; want one Commit, through the wrappers", c)
+		}
+	})
+
+	t.Run("StoreEffect", func(t *testing.T) {
+		mem := &lambdakittest.MemoryStore{}
+		e := lambdakit.NewOnce(wrap(mem), quietOpt, func(o *lambdakit.Options) { o.StoreEffect, o.Prefix = true, "p" })
+		if _, err := e.Do(t.Context(), "k", nil, func(ctx context.Context) ([]byte, error) {
+			lambdakit.EffectDone(ctx, "charged")
+			if rec := mem.Records()[lambdakit.RecordID("p", "k")]; rec.Status != lambdakit.StatusInProgress || rec.Effect != "charged" {
+				t.Errorf("record after EffectDone: %s with effect %q; want INPROGRESS with the effect kept", rec.Status, rec.Effect)
+			}
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
