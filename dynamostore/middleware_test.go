@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -121,19 +122,24 @@ func (f *fixture) count(tb testing.TB) int {
 	return len(out.Items)
 }
 
-// A completion DynamoDB refuses for good (an item over 400 KB) after the
-// handler's work was done must not release
-// the key: every later delivery would run the work again. The record is
-// completed with the failure instead, and the message fails permanently.
+// A completion DynamoDB refuses for good after the handler's work was
+// done must not release the key: every later delivery would run the work
+// again. The record is completed with the failure instead, and the
+// message fails permanently. The refusal here is one no check before the
+// work can foresee: a staged update that takes an item the table already
+// holds past 400 KB.
 func TestIdempotentCompletionRejectedOnDynamoDB(t *testing.T) {
-	cases := map[string]func(f *fixture, msg *events.SQSMessage) types.TransactWriteItem{
-		"staged item over 400 KB": func(f *fixture, msg *events.SQSMessage) types.TransactWriteItem {
-			return types.TransactWriteItem{Put: &types.Put{
-				TableName: aws.String(f.table),
-				Item: map[string]types.AttributeValue{
-					"id":   &types.AttributeValueMemberS{Value: "row#" + msg.Body},
-					"note": &types.AttributeValueMemberS{Value: strings.Repeat("x", 410_000)},
-				},
+	cases := map[string]func(t *testing.T, f *fixture, msg *events.SQSMessage) types.TransactWriteItem{
+		"staged update past 400 KB": func(t *testing.T, f *fixture, msg *events.SQSMessage) types.TransactWriteItem {
+			key := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "row#" + msg.Body}}
+			row := map[string]types.AttributeValue{"note": &types.AttributeValueMemberS{Value: strings.Repeat("x", 300_000)}}
+			maps.Copy(row, key)
+			if _, err := f.db.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: row}); err != nil {
+				t.Error(err)
+			}
+			return types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(f.table), Key: key, UpdateExpression: aws.String("SET more = :more"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":more": &types.AttributeValueMemberS{Value: strings.Repeat("y", 200_000)}},
 			}}
 		},
 	}
@@ -145,7 +151,7 @@ func TestIdempotentCompletionRejectedOnDynamoDB(t *testing.T) {
 				o.Logger = discardLogger()
 			})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
 				charges++
-				if err := dynamostore.Stage(ctx, staged(f, msg)); err != nil {
+				if err := dynamostore.Stage(ctx, staged(t, f, msg)); err != nil {
 					return nil, err
 				}
 				return []byte(`"ch_1"`), nil
@@ -175,6 +181,39 @@ func TestIdempotentCompletionRejectedOnDynamoDB(t *testing.T) {
 				t.Errorf("data = %v; want none (the work's result was not committed)", item["data"])
 			}
 		})
+	}
+}
+
+// A staged put whose item passes DynamoDB's 400 KB is refused when staged,
+// before the work, permanently: DynamoDB would refuse the completion on
+// every try, after the work. The key is released, not completed with a
+// failure, since the work never ran.
+func TestIdempotentStagedPutOver400KBIsRefusedBeforeTheWork(t *testing.T) {
+	f := setup(t)
+	charges := 0
+	h := lambdakit.Idempotent(f.store, lambdakit.KeyFromField("id"), func(o *lambdakit.Options) {
+		o.Logger = discardLogger()
+	})(lambdakit.HandlerFunc(func(ctx context.Context, msg *events.SQSMessage) ([]byte, error) {
+		err := dynamostore.Stage(ctx, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+			"id":   &types.AttributeValueMemberS{Value: "row#big"},
+			"note": &types.AttributeValueMemberS{Value: strings.Repeat("x", 410_000)},
+		}}})
+		if err != nil {
+			return nil, err
+		}
+		charges++ // the card is charged
+		return []byte(`"ch_1"`), nil
+	}))
+	msg := lambdakittest.Message(`{"id":"order-big-put"}`)
+	_, err := h.Handle(t.Context(), &msg)
+	if !errors.Is(err, lambdakit.ErrPermanent) || !errors.Is(err, lambdakit.ErrStagedTooLarge) {
+		t.Errorf("got %v; want a permanent ErrStagedTooLarge", err)
+	}
+	if charges != 0 {
+		t.Errorf("got %d charges; want none", charges)
+	}
+	if item := f.record(t, "lambdakit#"+sha256Hex("order-big-put")); item != nil {
+		t.Errorf("record = %v; want none (released: the work never ran)", item)
 	}
 }
 

@@ -50,9 +50,9 @@ func stagedSize(staged []any) int {
 // error wrapping lambdakit.ErrStagedTooLarge, an item and staged writes
 // that would make rec's completion break one of DynamoDB's limits: 100
 // writes in a transaction (the completion among them; this also wraps
-// lambdakit.ErrStagingUnsupported), 4 MB in a transaction's items, and
-// 400 KB in the record's item with the handler's and the messages staged
-// on it (RecordMessage). The record's item is counted with the largest
+// lambdakit.ErrStagingUnsupported), 4 MB in a transaction's items, 400 KB
+// in the record's item with the handler's and the messages staged on it
+// (RecordMessage), and 400 KB in the item of a staged put. The record's item is counted with the largest
 // effect lambdakit.EffectDone keeps (lambdakit.MaxEffectBytes), which
 // the handler may declare after this check. The record's result is
 // not known yet and not counted: a result too large is dropped, not
@@ -152,6 +152,19 @@ func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord, onItem int) er
 	if n := 1 + len(rec.Staged); n > awsrules.MaxTransactionItems {
 		return fmt.Errorf("%w: %w: %d staged writes and the record exceed the %d writes of a DynamoDB transaction",
 			lambdakit.ErrStagedTooLarge, lambdakit.ErrStagingUnsupported, len(rec.Staged), awsrules.MaxTransactionItems)
+	}
+	for i, op := range rec.Staged {
+		// A put writes its item whole: one over DynamoDB's item limit
+		// fails the transaction on every try, so it is refused here,
+		// before the work, rather than by DynamoDB after it. (What an
+		// update makes of an item depends on what the table holds:
+		// DynamoDB alone can tell.)
+		if w, ok := op.(types.TransactWriteItem); ok && w.Put != nil {
+			if n := ItemSize(w.Put.Item); n > awsrules.MaxItemBytes {
+				return fmt.Errorf("%w: staged write %d (%s) puts an item of about %d bytes, over DynamoDB's %d-byte item limit",
+					lambdakit.ErrStagedTooLarge, i, describe(w), n, awsrules.MaxItemBytes)
+			}
+		}
 	}
 	item := s.itemSize(rec) + onItem
 	if (rec.Item != nil || onItem > 0) && item > awsrules.MaxItemBytes {
