@@ -50,6 +50,12 @@ func TestCheckStagingAgreesWithTheCompletion(t *testing.T) {
 		{"item and messages", true, func(string) []any { return []any{message("a"), message("b")} }, awsrules.MaxItemBytes, itemSize},
 		{"messages and no item", false, func(pad string) []any { return []any{message("a"), message(pad)} }, awsrules.MaxItemBytes, itemSize},
 		{"item, writes and messages", true, func(string) []any { return []any{put("w0"), message("a"), put("w1")} }, awsrules.MaxItemBytes, itemSize},
+		// A put writes its item whole, within the same 400 KB as the
+		// record's: at the limit it is staged, a byte past it refused.
+		{"a staged put at the item's size", false, func(pad string) []any { return []any{put(pad)} }, awsrules.MaxItemBytes,
+			func(rec lambdakit.IdempotencyRecord, _ *types.AttributeValueMemberL) int {
+				return ItemSize(rec.Staged[0].(types.TransactWriteItem).Put.Item)
+			}},
 		{"messages and writes at the transaction's size", false, func(pad string) []any {
 			var ops []any
 			for range 10 {

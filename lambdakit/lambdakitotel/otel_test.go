@@ -662,6 +662,16 @@ func TestWrappedStoreKeepsTheContract(t *testing.T) {
 	}
 }
 
+// The crash checks pass through the wrapped store as on the store itself:
+// lambdakittest.CrashStore over it finds the effect marker below the
+// wrapper, so a crash after EffectDone leaves a record kept for good.
+func TestWrappedStoreKeepsTheCrashChecks(t *testing.T) {
+	_, tp := recorder(t)
+	storetest.RunCrashChecks(t, func(*testing.T) lambdakit.Store {
+		return lambdakitotel.WrapStore(&lambdakittest.MemoryStore{}, withProvider(tp))
+	})
+}
+
 // The span's reason is the batch log line's, whatever the error: both take
 // it from lambdakit.ReasonOf. A permanent failure (without a dead-letter
 // sender, so it fails as usual) and a permanent failure joined with a lost

@@ -32,9 +32,12 @@ var ErrCrashed = errors.New("lambdakittest: the process crashed")
 // on a clock moved past the lease (Clock).
 //
 // It passes on the wrapped store's GetRecords (BatchGetter), CheckItem
-// (ItemStore) and CheckStaging (StagingChecker), and reads nothing ahead,
-// refuses every item, and checks no size where the wrapped store lacks
-// them. It is no Committer and no IDLimiter.
+// (ItemStore) and CheckStaging (StagingChecker), found as the engine finds
+// them (lambdakit.StoreAs: below a wrapper such as lambdakitotel.WrapStore
+// too), and reads nothing ahead, refuses every item, and checks no size
+// where the wrapped store lacks them. It is no Committer and no IDLimiter,
+// and no lambdakit.StoreWrapper: the engine would find a Commit below it,
+// which no crash stops.
 type CrashStore struct {
 	store   lambdakit.Store
 	crashed atomic.Bool
@@ -103,7 +106,7 @@ func (s *CrashStore) MarkEffect(ctx context.Context, id, lease, effect string) e
 	if s.Crashed() {
 		return nil
 	}
-	m, ok := s.store.(lambdakit.EffectMarker)
+	m, ok := lambdakit.StoreAs[lambdakit.EffectMarker](s.store)
 	if !ok {
 		return fmt.Errorf("lambdakittest: %T keeps no effect", s.store)
 	}
@@ -112,7 +115,7 @@ func (s *CrashStore) MarkEffect(ctx context.Context, id, lease, effect string) e
 
 // GetRecords implements lambdakit.BatchGetter.
 func (s *CrashStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
-	g, ok := s.store.(lambdakit.BatchGetter)
+	g, ok := lambdakit.StoreAs[lambdakit.BatchGetter](s.store)
 	if !ok {
 		return map[string]lambdakit.IdempotencyRecord{}, nil
 	}
@@ -121,7 +124,7 @@ func (s *CrashStore) GetRecords(ctx context.Context, ids []string) (map[string]l
 
 // CheckItem implements lambdakit.ItemStore.
 func (s *CrashStore) CheckItem(item any) error {
-	is, ok := s.store.(lambdakit.ItemStore)
+	is, ok := lambdakit.StoreAs[lambdakit.ItemStore](s.store)
 	if !ok {
 		return fmt.Errorf("%w: %T writes no item", lambdakit.ErrInvalidItem, s.store)
 	}
@@ -130,7 +133,7 @@ func (s *CrashStore) CheckItem(item any) error {
 
 // CheckStaging implements lambdakit.StagingChecker.
 func (s *CrashStore) CheckStaging(rec lambdakit.IdempotencyRecord) error {
-	if c, ok := s.store.(lambdakit.StagingChecker); ok {
+	if c, ok := lambdakit.StoreAs[lambdakit.StagingChecker](s.store); ok {
 		return c.CheckStaging(rec)
 	}
 	return nil

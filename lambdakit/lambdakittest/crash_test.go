@@ -45,6 +45,35 @@ func TestCrashStoreLosesEveryWriteAfterTheCrash(t *testing.T) {
 	}
 }
 
+// unwrapping is a store wrapper of the kind lambdakitotel.WrapStore
+// returns: Store's methods and Unwrap, the capabilities left below it.
+type unwrapping struct{ lambdakit.Store }
+
+func (w unwrapping) Unwrap() lambdakit.Store { return w.Store }
+
+// Over a wrapper (lambdakit.StoreWrapper), the crash store passes on what
+// the store below it can do, as the engine would find it.
+func TestCrashStorePassesOnTheCapabilitiesBelowAWrapper(t *testing.T) {
+	mem := &lambdakittest.MemoryStore{}
+	s := lambdakittest.NewCrashStore(unwrapping{mem})
+	now := time.Now()
+	rec := lambdakit.IdempotencyRecord{ID: "p#1", Status: lambdakit.StatusInProgress, Lease: "l1",
+		InProgressExpiration: now.Add(time.Minute), Expiration: now.Add(time.Hour)}
+	if _, ok, err := s.Acquire(t.Context(), rec, now); !ok || err != nil {
+		t.Fatalf("acquire: %v, %v", ok, err)
+	}
+	if err := s.MarkEffect(t.Context(), rec.ID, rec.Lease, "charge ch_1"); err != nil {
+		t.Errorf("mark effect: %v; want the memory store's mark", err)
+	}
+	if err := s.CheckItem(map[string]any{"amount": 1}); err != nil {
+		t.Errorf("check item: %v; want the memory store's item accepted", err)
+	}
+	got, err := s.GetRecords(t.Context(), []string{rec.ID})
+	if err != nil || got[rec.ID].Effect != "charge ch_1" {
+		t.Errorf("get records: %+v, %v; want the record with its effect", got, err)
+	}
+}
+
 func TestClockMovesOnlyWhenAdvanced(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c := lambdakittest.NewClock(start)
