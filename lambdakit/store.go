@@ -258,7 +258,11 @@ type Committer interface {
 // wrapped store. Implement an optional interface only to intercept it, and
 // then only when the wrapped store has it (find it with StoreAs): the
 // engine takes a method the wrapper has as the capability being there, and
-// would, say, run StagedOnly on a store that cannot commit.
+// would, say, run StagedOnly on a store that cannot commit. A capability
+// found below the wrapper is called on the wrapped store directly: a
+// wrapper that changes what it passes on (a record ID with a tenant's
+// prefix, say) must implement each capability the wrapped store has, or
+// hide it, rather than implement Unwrap.
 type StoreWrapper interface {
 	Store
 	// Unwrap returns the wrapped store.
