@@ -52,9 +52,10 @@ func stagedSize(staged []any) int {
 // writes in a transaction (the completion among them; this also wraps
 // lambdakit.ErrStagingUnsupported), 4 MB in a transaction's items, 400 KB
 // in the record's item with the handler's and the messages staged on it
-// (RecordMessage), and 400 KB in the item of a staged put. The record's item is counted with the largest
-// effect lambdakit.EffectDone keeps (lambdakit.MaxEffectBytes), which
-// the handler may declare after this check. The record's result is
+// (RecordMessage), and 400 KB in the item of a staged put. The record's
+// item is counted with the largest effect lambdakit.EffectDone keeps
+// (lambdakit.MaxEffectBytes), which the handler may declare after this
+// check. The record's result is
 // not known yet and not counted: a result too large is dropped, not
 // refused (see Complete).
 //
