@@ -55,9 +55,8 @@ func stagedSize(staged []any) int {
 // (RecordMessage), and 400 KB in the item of a staged put. The record's
 // item is counted with the largest effect lambdakit.EffectDone keeps
 // (lambdakit.MaxEffectBytes), which the handler may declare after this
-// check. The record's result is
-// not known yet and not counted: a result too large is dropped, not
-// refused (see Complete).
+// check. The record's result is not known yet and not counted: a result
+// too large is dropped, not refused (see Complete).
 //
 // It also refuses, with an error wrapping lambdakit.ErrInvalidItem, a
 // staged write whose values DynamoDB refuses, by the rules of SetItem
