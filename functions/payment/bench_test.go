@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
-	"github.com/lambdakit/lambdakit/tools/bench/bare/floor"
+	"github.com/lambdakit/lambdakit/internal/floor"
 )
 
 // BenchmarkWarmDuplicates is the sample's batch handler answering a
@@ -80,7 +80,7 @@ func BenchmarkWarmDuplicates(b *testing.B) {
 
 // BenchmarkNewPaymentsAgainstTheFloor runs batches of 10 new payments, with
 // payment.charged on the record, through the sample and through the
-// bench's floor (tools/bench/bare/floor) in this process, with the network
+// bench's floor (internal/floor) in this process, with the network
 // taken out: DynamoDB's answers come from answeringDB and the gateway's
 // from answeringGateway, at once. What is left is each function's own
 // code, the SDK's request building excepted, and its garbage collection:

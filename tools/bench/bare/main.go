@@ -21,7 +21,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/lambdakit/lambdakit/tools/bench/bare/floor"
+	"github.com/lambdakit/lambdakit/internal/floor"
 )
 
 func main() {
