@@ -16,9 +16,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/lambdakit/lambdakit/internal/floor"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
-	"github.com/lambdakit/lambdakit/internal/floor"
 )
 
 // BenchmarkWarmDuplicates is the sample's batch handler answering a
