@@ -49,12 +49,21 @@ func splitStaged(staged []any) (msgs *types.AttributeValueMemberL, writes []any)
 	for _, op := range staged {
 		if m, ok := op.(RecordMessage); ok {
 			list = append(list, &types.AttributeValueMemberM{Value: m})
-			continue
 		}
-		writes = append(writes, op)
 	}
 	if len(list) == 0 {
 		return nil, staged
 	}
-	return &types.AttributeValueMemberL{Value: list}, writes
+	return &types.AttributeValueMemberL{Value: list}, otherWrites(staged)
+}
+
+// otherWrites is staged without the messages staged on the record, in
+// order: the writes of the completion's transaction.
+func otherWrites(staged []any) (writes []any) {
+	for _, op := range staged {
+		if _, ok := op.(RecordMessage); !ok {
+			writes = append(writes, op)
+		}
+	}
+	return writes
 }

@@ -112,12 +112,7 @@ func (s *Store) stagedOnRecord(staged []any) (onItem int, writes []any, err erro
 	if n == 0 {
 		return 0, staged, nil
 	}
-	for _, op := range staged {
-		if _, ok := op.(RecordMessage); !ok {
-			writes = append(writes, op)
-		}
-	}
-	return textSize(s.o.MessagesAttr) + list, writes, nil
+	return textSize(s.o.MessagesAttr) + list, otherWrites(staged), nil
 }
 
 // checkWrite checks the attributes w sends, as CheckItem checks an
@@ -153,25 +148,30 @@ func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord, onItem int) er
 		return fmt.Errorf("%w: %w: %d staged writes and the record exceed the %d writes of a DynamoDB transaction",
 			lambdakit.ErrStagedTooLarge, lambdakit.ErrStagingUnsupported, len(rec.Staged), awsrules.MaxTransactionItems)
 	}
+	staged := 0 // what the staged writes add to the transaction (stagedSize)
 	for i, op := range rec.Staged {
+		w, ok := op.(types.TransactWriteItem)
+		if !ok {
+			continue
+		}
+		n := WriteSize(w) // for a put, its item's size
 		// A put writes its item whole: one over DynamoDB's item limit
 		// fails the transaction on every try, so it is refused here,
 		// before the work, rather than by DynamoDB after it. (What an
 		// update makes of an item depends on what the table holds:
 		// DynamoDB alone can tell.)
-		if w, ok := op.(types.TransactWriteItem); ok && w.Put != nil {
-			if n := ItemSize(w.Put.Item); n > awsrules.MaxItemBytes {
-				return fmt.Errorf("%w: staged write %d (%s) puts an item of about %d bytes, over DynamoDB's %d-byte item limit",
-					lambdakit.ErrStagedTooLarge, i, describe(w), n, awsrules.MaxItemBytes)
-			}
+		if w.Put != nil && n > awsrules.MaxItemBytes {
+			return fmt.Errorf("%w: staged write %d (%s) puts an item of about %d bytes, over DynamoDB's %d-byte item limit",
+				lambdakit.ErrStagedTooLarge, i, describe(w), n, awsrules.MaxItemBytes)
 		}
+		staged += n
 	}
 	item := s.itemSize(rec) + onItem
 	if (rec.Item != nil || onItem > 0) && item > awsrules.MaxItemBytes {
 		return fmt.Errorf("%w: the record's item with the handler's is about %d bytes, over DynamoDB's %d-byte item limit",
 			lambdakit.ErrStagedTooLarge, item, awsrules.MaxItemBytes)
 	}
-	if size := item + stagedSize(rec.Staged); size > awsrules.MaxTransactionBytes {
+	if size := item + staged; size > awsrules.MaxTransactionBytes {
 		return fmt.Errorf("%w: the record and %d staged writes make about %d bytes, over the %d of a DynamoDB transaction",
 			lambdakit.ErrStagedTooLarge, len(rec.Staged), size, awsrules.MaxTransactionBytes)
 	}
