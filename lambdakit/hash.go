@@ -32,7 +32,10 @@ func RecordID(prefix, key string) string {
 // payloads the same way, for validation.)
 func KeyHash(key string) string {
 	sum := sha256.Sum256(bytesOf(key))
-	return hex.EncodeToString(sum[:])
+	// Encoded on the stack: the string is the one allocation.
+	var buf [2 * sha256.Size]byte
+	hex.Encode(buf[:], sum[:])
+	return string(buf[:])
 }
 
 // maxReadableID is the longest ID ReadableIDs allows in any store:

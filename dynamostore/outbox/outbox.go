@@ -32,7 +32,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
@@ -307,27 +306,16 @@ func check(name string, m Message) error {
 	if len(m.Attributes)+1 > awsrules.MaxMessageAttributes {
 		return fmt.Errorf("%w %q: %w: %d attributes; at most %d beside the outbox's %s", ErrInvalidMessage, name, producer.ErrInvalidAttribute, len(m.Attributes), awsrules.MaxMessageAttributes-1, IDAttribute)
 	}
-	var attrs map[string]sqstypes.MessageAttributeValue
-	if len(m.Attributes) > 0 {
-		attrs = make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes))
-		for k, v := range m.Attributes {
-			attrs[k] = sqstypes.MessageAttributeValue{DataType: stringType, StringValue: &v}
-		}
-	}
-	idSize := len(IDAttribute) + len(*stringType) + itemIDLen
+	idSize := len(IDAttribute) + len("String") + itemIDLen
 	// The message is an item first: DynamoDB's 400 KB, less the item's
 	// other attributes, is its limit (below SQS's 1 MiB).
 	maxSize := awsrules.MaxItemBytes - itemOverhead - itemIDLen - nameLen - len(m.QueueURL) - len(m.GroupID) - idSize
-	r := producer.CheckWith(producer.Message{Body: m.Body, Attributes: attrs}, strings.HasSuffix(m.QueueURL, ".fifo"), m.GroupID, maxSize)
+	r := producer.CheckStrings(m.Body, m.Attributes, strings.HasSuffix(m.QueueURL, ".fifo"), m.GroupID, maxSize)
 	if r.Err != nil {
 		return fmt.Errorf("%w %q to %s: %w", ErrInvalidMessage, name, m.QueueURL, r.Err)
 	}
 	return nil
 }
-
-// stringType is the data type of the string attributes check builds,
-// shared: nothing writes through it.
-var stringType = aws.String("String")
 
 // item is the outbox item of m, checked, whose ID is id.
 func (o *Outbox) item(recordID, id, name string, m Message, now time.Time) map[string]types.AttributeValue {

@@ -260,7 +260,7 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	}
 	// On the batch's line for the record, beside its outcome: one line
 	// per payment, written once the payment is completed (or has failed).
-	attrs := []slog.Attr{slog.String("payment_id", p.PaymentID), slog.String("payment", strings.ToLower(out.Status))}
+	attrs := []slog.Attr{slog.String("payment_id", p.PaymentID), slog.String("payment", logStatus(out.Status))}
 	if out.ChargeID != "" {
 		attrs = append(attrs, slog.String("charge_id", out.ChargeID))
 	}
@@ -269,6 +269,18 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	}
 	lambdakit.AddLogAttrs(ctx, attrs...)
 	return json.Marshal(out)
+}
+
+// logStatus is an outcome's status as the record's log line gives it:
+// lower case, without a copy for the statuses the sample knows.
+func logStatus(status string) string {
+	switch status {
+	case StatusCharged:
+		return "charged"
+	case StatusDeclined:
+		return "declined"
+	}
+	return strings.ToLower(status)
 }
 
 // checkEvent fails a payment, permanently and before the charge, whose
@@ -281,20 +293,21 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 // their strings are any UTF-8 (DynamoDB takes them), the amount an int64
 // (a number DynamoDB holds), and their sizes are bounded as above.
 //
-// It returns the event's JSON with an empty charge_id (nil when the
+// It returns the event's JSON with an empty charge_id ("" when the
 // function publishes nothing), which withChargeID completes after the
 // charge: the event is encoded once per payment.
-func (s *payments) checkEvent(p Payment, amount int64) ([]byte, error) {
+func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if s.publish == nil {
-		return nil, nil
+		return "", nil
 	}
-	event, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+	js, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
 		CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency})
 	if err != nil {
-		return nil, err
+		return "", err
 	}
+	event := string(js)
 	if err := outbox.Check(s.chargedMessage(p, event)); err != nil {
-		return nil, lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
+		return "", lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
 	}
 	return event, nil
 }
@@ -306,11 +319,14 @@ const noChargeID = `""}`
 // withChargeID is event, the JSON of a chargedEvent without a charge ID
 // (checkEvent's), with chargeID as its charge_id, encoded as
 // encoding/json encodes the field.
-func withChargeID(event []byte, chargeID string) []byte {
+func withChargeID(event, chargeID string) string {
 	id, _ := json.Marshal(chargeID) // a string always encodes
-	out := make([]byte, 0, len(event)-len(noChargeID)+len(id)+1)
-	out = append(out, event[:len(event)-len(noChargeID)]...)
-	return append(append(out, id...), '}')
+	var out strings.Builder
+	out.Grow(len(event) - len(noChargeID) + len(id) + 1)
+	out.WriteString(event[:len(event)-len(noChargeID)])
+	out.Write(id)
+	out.WriteByte('}')
+	return out.String()
 }
 
 // chargedMessage is the payment.charged message of p whose body is event,
@@ -318,7 +334,7 @@ func withChargeID(event []byte, chargeID string) []byte {
 // SQS refuses escaped: the charge ID is the gateway's, known only after
 // the charge, and may hold one (U+FFFE, say, which encoding/json leaves as
 // it is).
-func (s *payments) chargedMessage(p Payment, event []byte) outbox.Message {
+func (s *payments) chargedMessage(p Payment, event string) outbox.Message {
 	return outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
 		Body: escapeForSQS(event), Attributes: chargedAttributes}
 }
@@ -333,13 +349,12 @@ var chargedAttributes = map[string]string{"type": "payment.charged"}
 // characters and makes its output UTF-8, so what is left (U+FFFE and
 // U+FFFF) can stand only inside strings, where the escape means the same
 // character.
-func escapeForSQS(js []byte) string {
-	body := string(js) // one copy, checked and returned
-	if awsrules.CheckText(body) == nil {
-		return body
+func escapeForSQS(js string) string {
+	if awsrules.CheckText(js) == nil {
+		return js // the usual case: no copy
 	}
 	var b strings.Builder
-	for _, r := range body {
+	for _, r := range js {
 		if awsrules.CheckText(string(r)) != nil {
 			fmt.Fprintf(&b, `\u%04x`, r)
 			continue

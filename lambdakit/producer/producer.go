@@ -343,8 +343,26 @@ func (p *Producer) Check(msg Message) Result {
 // outbox. maxSize is the largest Size taken (SQS's is
 // DefaultMaxMessageSize).
 func CheckWith(msg Message, fifo bool, group string, maxSize int) Result {
-	r := Result{Size: msg.Size()}
-	if r.Err = checkContent(msg); r.Err != nil {
+	return checkKnownGroup(Result{Size: msg.Size()}, checkContent(msg), fifo, group, maxSize)
+}
+
+// CheckStrings is CheckWith for a message whose attributes are all of
+// data type String, given as name → value, as an outbox keeps them. It
+// checks them where they are: building the SDK's attribute map for each
+// check would cost a map and a value for every attribute, on every
+// record.
+func CheckStrings(body string, attrs map[string]string, fifo bool, group string, maxSize int) Result {
+	size, err := checkStringAttributes(attrs)
+	if err == nil {
+		err = checkBody(body)
+	}
+	return checkKnownGroup(Result{Size: len(body) + size}, err, fifo, group, maxSize)
+}
+
+// checkKnownGroup is the rest of CheckWith and CheckStrings for r, whose
+// content check gave contentErr.
+func checkKnownGroup(r Result, contentErr error, fifo bool, group string, maxSize int) Result {
+	if r.Err = contentErr; r.Err != nil {
 		return r
 	}
 	if group != "" || fifo {
@@ -363,10 +381,15 @@ func checkContent(msg Message) error {
 	if err := checkAttributes(msg.Attributes); err != nil {
 		return err
 	}
-	if msg.Body == "" {
+	return checkBody(msg.Body)
+}
+
+// checkBody checks a message body as SQS does.
+func checkBody(body string) error {
+	if body == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidBody)
 	}
-	if err := awsrules.CheckText(msg.Body); err != nil {
+	if err := awsrules.CheckText(body); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidBody, err)
 	}
 	return nil
@@ -646,30 +669,59 @@ func checkAttributes(attrs map[string]types.MessageAttributeValue) error {
 		return fmt.Errorf("%w: %d attributes; at most %d", ErrInvalidAttribute, len(attrs), awsrules.MaxMessageAttributes)
 	}
 	for name, a := range attrs {
-		if err := awsrules.CheckAttributeName(name); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidAttribute, err)
+		if err := checkAttribute(name, aws.ToString(a.DataType), aws.ToString(a.StringValue), a.BinaryValue); err != nil {
+			return err
 		}
-		dt := aws.ToString(a.DataType)
-		base, _, _ := strings.Cut(dt, ".")
-		switch {
-		case base == "String" || base == "Number":
-			if aws.ToString(a.StringValue) == "" {
-				return fmt.Errorf("%w: %q of type %s has no StringValue", ErrInvalidAttribute, name, dt)
-			}
-			check := awsrules.CheckText
-			if base == "Number" {
-				check = awsrules.CheckNumberAttribute
-			}
-			if err := check(*a.StringValue); err != nil {
-				return fmt.Errorf("%w: %q: %w", ErrInvalidAttribute, name, err)
-			}
-		case base == "Binary":
-			if len(a.BinaryValue) == 0 {
-				return fmt.Errorf("%w: %q of type %s has no BinaryValue", ErrInvalidAttribute, name, dt)
-			}
-		default:
-			return fmt.Errorf("%w: %q has data type %q; want String, Number or Binary", ErrInvalidAttribute, name, dt)
+	}
+	return nil
+}
+
+// checkStringAttributes checks attributes of data type String, name →
+// value, as checkAttributes checks them, and returns their size as
+// Message.Size counts it, whether they pass or not.
+func checkStringAttributes(attrs map[string]string) (size int, err error) {
+	for name, v := range attrs {
+		size += len(name) + len(stringType) + len(v)
+	}
+	if len(attrs) > awsrules.MaxMessageAttributes {
+		return size, fmt.Errorf("%w: %d attributes; at most %d", ErrInvalidAttribute, len(attrs), awsrules.MaxMessageAttributes)
+	}
+	for name, v := range attrs {
+		if err := checkAttribute(name, stringType, v, nil); err != nil {
+			return size, err
 		}
+	}
+	return size, nil
+}
+
+// stringType is the data type of a String attribute.
+const stringType = "String"
+
+// checkAttribute checks the attribute name of data type dt, whose value
+// is str or bin.
+func checkAttribute(name, dt, str string, bin []byte) error {
+	if err := awsrules.CheckAttributeName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidAttribute, err)
+	}
+	base, _, _ := strings.Cut(dt, ".")
+	switch {
+	case base == "String" || base == "Number":
+		if str == "" {
+			return fmt.Errorf("%w: %q of type %s has no StringValue", ErrInvalidAttribute, name, dt)
+		}
+		check := awsrules.CheckText
+		if base == "Number" {
+			check = awsrules.CheckNumberAttribute
+		}
+		if err := check(str); err != nil {
+			return fmt.Errorf("%w: %q: %w", ErrInvalidAttribute, name, err)
+		}
+	case base == "Binary":
+		if len(bin) == 0 {
+			return fmt.Errorf("%w: %q of type %s has no BinaryValue", ErrInvalidAttribute, name, dt)
+		}
+	default:
+		return fmt.Errorf("%w: %q has data type %q; want String, Number or Binary", ErrInvalidAttribute, name, dt)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
@@ -723,6 +724,54 @@ func TestCheckWithAgreesWithCheck(t *testing.T) {
 		}
 		if got.Err != nil && want.Err != nil && got.Err.Error() != want.Err.Error() {
 			t.Errorf("%s: CheckWith's error %v; Check's %v", c.name, got.Err, want.Err)
+		}
+	}
+}
+
+// CheckStrings gives, for attributes of data type String given as name →
+// value, the Result CheckWith gives for the same attributes in the SDK's
+// map: the same size, group and error, for every rule an attribute, the
+// body, the group or the size can break.
+func TestCheckStringsAgreesWithCheckWith(t *testing.T) {
+	many := map[string]string{}
+	for i := range awsrules.MaxMessageAttributes + 1 {
+		many[fmt.Sprintf("a%d", i)] = "v"
+	}
+	for _, c := range []struct {
+		name        string
+		fifo        bool
+		group, body string
+		attrs       map[string]string
+	}{
+		{"no attributes", false, "", "{}", nil},
+		{"one attribute, FIFO", true, "cus_1", "{}", map[string]string{"type": "payment.charged"}},
+		{"a FIFO message without a group", true, "", "{}", map[string]string{"type": "x"}},
+		{"a group SQS refuses", true, "cus 1", "{}", nil},
+		{"an empty body", false, "", "", map[string]string{"type": "x"}},
+		{"a body SQS refuses", false, "", "a\x00", nil},
+		{"an attribute name SQS reserves", false, "", "{}", map[string]string{"AWS.x": "v"}},
+		{"an attribute name with a space", false, "", "{}", map[string]string{"a b": "v"}},
+		{"an empty attribute value", false, "", "{}", map[string]string{"type": ""}},
+		{"an attribute value SQS refuses", false, "", "{}", map[string]string{"type": "a\uffff"}},
+		{"too many attributes", false, "", "{}", many},
+		{"at the limit with its attributes", false, "", strings.Repeat("x", 100-len("type")-len("String")-1), map[string]string{"type": "x"}},
+		{"over the limit with its attributes", false, "", strings.Repeat("x", 100-len("type")-len("String")), map[string]string{"type": "x"}},
+	} {
+		var sdk map[string]types.MessageAttributeValue
+		if c.attrs != nil {
+			sdk = map[string]types.MessageAttributeValue{}
+			for k, v := range c.attrs {
+				sdk[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+			}
+		}
+		want := producer.CheckWith(producer.Message{Body: c.body, Attributes: sdk}, c.fifo, c.group, 100)
+		got := producer.CheckStrings(c.body, c.attrs, c.fifo, c.group, 100)
+		if got.Size != want.Size || got.GroupID != want.GroupID || (got.Err == nil) != (want.Err == nil) {
+			t.Errorf("%s: CheckStrings = %+v; CheckWith = %+v", c.name, got, want)
+			continue
+		}
+		if got.Err != nil && got.Err.Error() != want.Err.Error() {
+			t.Errorf("%s: CheckStrings' error %v; CheckWith's %v", c.name, got.Err, want.Err)
 		}
 	}
 }
