@@ -271,21 +271,36 @@ type StoreWrapper interface {
 
 // StoreAs returns the first store that implements T in the chain from s
 // down through StoreWrapper.Unwrap, as NewOnce finds each optional
-// capability, and false when none does.
+// capability, and false when none does. A chain of more than
+// maxStoreChain wrappers is taken for one that never ends (a wrapper
+// whose Unwrap returns itself, or one above it): StoreAs panics, as
+// NewOnce does for other configurations that cannot work, rather than
+// follow it for ever.
 func StoreAs[T any](s Store) (T, bool) {
-	for s != nil {
+	for range maxStoreChain {
+		if s == nil {
+			break
+		}
 		if c, ok := s.(T); ok {
 			return c, true
 		}
 		w, ok := s.(StoreWrapper)
 		if !ok {
-			break
+			var none T
+			return none, false
 		}
 		s = w.Unwrap()
+	}
+	if s != nil {
+		panic(fmt.Sprintf("lambdakit: the store wrappers' chain does not end: %d Unwraps down, it is still at a %T (does its Unwrap return itself?)", maxStoreChain, s))
 	}
 	var none T
 	return none, false
 }
+
+// maxStoreChain bounds the wrappers StoreAs looks through: far more than
+// any real stack of tracing, counting and fault-injecting wrappers.
+const maxStoreChain = 64
 
 // Errors that callers branch on with errors.Is.
 var (

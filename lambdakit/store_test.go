@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -54,6 +55,37 @@ func TestStoreAsLooksThroughWrappers(t *testing.T) {
 	// Nothing is invented: plainStore is no wrapper, and hides the rest.
 	if storeAsFinds[lambdakit.Committer](wrapper{plainStore{&lambdakittest.MemoryStore{}}}) {
 		t.Error("StoreAs found a Committer below a store that hides it")
+	}
+}
+
+// selfWrapper is a broken wrapper: its Unwrap returns itself, so the
+// chain below it never ends.
+type selfWrapper struct{ *lambdakittest.MemoryStore }
+
+func (w *selfWrapper) Unwrap() lambdakit.Store { return w }
+
+// A wrapper chain that never ends (a wrapper that unwraps to itself) is a
+// configuration error, told as the function starts: StoreAs and NewOnce
+// panic naming it, where they looped for ever.
+func TestStoreAsPanicsOnAChainThatNeverEnds(t *testing.T) {
+	store := wrapper{&selfWrapper{&lambdakittest.MemoryStore{}}}
+	for name, call := range map[string]func(){
+		"StoreAs": func() { lambdakit.StoreAs[lambdakit.IDLimiter](store) }, // MemoryStore has none
+		"NewOnce": func() { lambdakit.NewOnce(store) },
+	} {
+		got := make(chan any, 1)
+		go func() {
+			defer func() { got <- recover() }()
+			call()
+		}()
+		select {
+		case p := <-got:
+			if msg := fmt.Sprint(p); !strings.Contains(msg, "selfWrapper") {
+				t.Errorf("%s panicked with %q; want a panic naming the wrapper that does not end its chain", name, msg)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s still running after 5s: it follows the chain for ever", name)
+		}
 	}
 }
 
