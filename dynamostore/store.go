@@ -21,7 +21,12 @@ import (
 )
 
 // API is the part of the DynamoDB client that Store uses.
-// *dynamodb.Client satisfies it.
+// *dynamodb.Client satisfies it. An API of your own (a wrapper that
+// traces, counts or injects faults) must leave the requests it is given
+// as they are, as the SDK does: Store shares the constant parts of its
+// requests (the table name, the expressions, the status values) between
+// calls, so a change made through one request's pointers would change
+// every later request. To send something else, build a new input.
 type API interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
