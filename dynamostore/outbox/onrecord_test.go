@@ -63,6 +63,8 @@ type onRecordSetup struct {
 	view types.StreamViewType
 	// record names the store's attributes (nil: the defaults).
 	record func(*dynamostore.Options)
+	// queueAttrs are the queue's attributes besides its type.
+	queueAttrs map[string]string
 }
 
 // charge is the handler of the tests: the payment as the record's item,
@@ -113,7 +115,7 @@ func newOnRecord(t *testing.T, s onRecordSetup) *onRecord {
 	}
 	f.streamARN = aws.ToString(out.TableDescription.LatestStreamArn)
 	f.fifo = !s.standard
-	f.queue = testenv.Queue(t, f.sqs, f.fifo, nil)
+	f.queue = testenv.Queue(t, f.sqs, f.fifo, s.queueAttrs)
 	db := f.db
 	if s.storeDB != nil {
 		db = s.storeDB(f)
@@ -360,6 +362,55 @@ func TestPublishOnRecordRefusedBeforeTheWork(t *testing.T) {
 	// messages_first's large one.
 	if got := testenv.Drain(t, f.sqs, f.queue); len(got) != 2 {
 		t.Errorf("downstream holds %d messages; want 2", len(got))
+	}
+}
+
+// A message over its queue's MaximumMessageSize is one SQS refuses: told
+// the queue's limit (MaxMessageSize), PublishOnRecord refuses it before
+// the work, permanently, and nothing is written for it. Not told, the
+// outbox takes the queue for one of 1 MiB: the message is committed with
+// the work, and SQS refuses it when the relay sends it, the failure the
+// field exists to prevent. (moto counts the body alone against the
+// queue's limit; SQS counts the attributes too, as Check does.)
+func TestPublishOnRecordRefusesAMessageOverItsQueuesMaxMessageSize(t *testing.T) {
+	body := strings.Repeat("x", 1100)
+	var mu sync.Mutex
+	errs := map[string]error{}
+	f := newOnRecord(t, onRecordSetup{standard: true, queueAttrs: map[string]string{"MaximumMessageSize": "1024"},
+		handle: func(ctx context.Context, f *onRecord, p payment) error {
+			m := outbox.Message{QueueURL: f.queue, Name: "payment.charged", Body: body}
+			if p.ID == "told" {
+				m.MaxMessageSize = 1024
+			}
+			err := outbox.PublishOnRecord(ctx, m)
+			mu.Lock()
+			errs[p.ID] = err
+			mu.Unlock()
+			return err
+		}})
+	resp := f.deliver(pay("told", "c", 1))
+	if err := errs["told"]; !errors.Is(err, outbox.ErrInvalidMessage) || !lambdakit.IsPermanent(err) || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("told the queue's limit: %v, failures %v; want a permanent ErrInvalidMessage, the record failed", err, resp.BatchItemFailures)
+	}
+	if ev := f.stream(); len(ev.Records) > 0 {
+		for _, r := range ev.Records {
+			if _, ok := r.Change.NewImage[f.names.MessagesAttr]; ok {
+				t.Fatalf("a stream record carries the refused message: %v", kinds(ev))
+			}
+		}
+	}
+	f.deliver(pay("untold", "c", 1))
+	if err := errs["untold"]; err != nil {
+		t.Fatalf("not told the queue's limit: %v; want the message taken, as for a queue of 1 MiB", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	out, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })(ctx, f.stream())
+	if err == nil && len(out.BatchItemFailures) == 0 {
+		t.Fatal("the relay sent the untold message; want SQS to refuse it, as over the queue's MaximumMessageSize")
+	}
+	if got := testenv.Drain(t, f.sqs, f.queue); len(got) != 0 {
+		t.Errorf("the queue holds %d messages; want none", len(got))
 	}
 }
 

@@ -63,6 +63,16 @@ type Message struct {
 	// record, such as "payment.charged". Empty, the message is named by
 	// its place: how many writes the handler had staged before it.
 	Name string
+	// MaxMessageSize is the largest message QueueURL's queue takes: its
+	// MaximumMessageSize attribute, 1,024 to 1,048,576 bytes. 0 means
+	// 1 MiB, SQS's most and the default of queues made since SQS raised
+	// it in 2025. A queue set lower (one made before then has 256 KiB
+	// unless changed) needs it: a message over the queue's limit would be
+	// committed with the work and refused by SQS when the relay sends it
+	// (the relay then dead-letters it), where with it the message is
+	// refused before the work. The size is SQS's: the body, and each
+	// attribute's name, type and value, IDAttribute's included.
+	MaxMessageSize int
 }
 
 // Options configures an Outbox.
@@ -306,15 +316,28 @@ func check(name string, m Message) error {
 	if len(m.Attributes)+1 > awsrules.MaxMessageAttributes {
 		return fmt.Errorf("%w %q: %w: %d attributes; at most %d beside the outbox's %s", ErrInvalidMessage, name, producer.ErrInvalidAttribute, len(m.Attributes), awsrules.MaxMessageAttributes-1, IDAttribute)
 	}
+	if m.MaxMessageSize != 0 && (m.MaxMessageSize < awsrules.MinMaxMessageBytes || m.MaxMessageSize > awsrules.MaxMessageBytes) {
+		return fmt.Errorf("%w %q: MaxMessageSize %d is no queue's: SQS's MaximumMessageSize is %d to %d bytes", ErrInvalidMessage, name, m.MaxMessageSize, awsrules.MinMaxMessageBytes, awsrules.MaxMessageBytes)
+	}
 	idSize := len(IDAttribute) + len("String") + itemIDLen
 	// The message is an item first: DynamoDB's 400 KB, less the item's
-	// other attributes, is its limit (below SQS's 1 MiB).
+	// other attributes, is its limit (below SQS's 1 MiB)...
 	maxSize := awsrules.MaxItemBytes - itemOverhead - itemIDLen - nameLen - len(m.QueueURL) - len(m.GroupID) - idSize
+	// ... or what its queue takes, with the relay's ID attribute.
+	queueBound := m.MaxMessageSize != 0 && m.MaxMessageSize-idSize < maxSize
+	if queueBound {
+		maxSize = m.MaxMessageSize - idSize
+	}
 	r := producer.CheckStrings(m.Body, m.Attributes, strings.HasSuffix(m.QueueURL, ".fifo"), m.GroupID, maxSize)
-	if r.Err != nil {
+	switch {
+	case r.Err == nil:
+		return nil
+	case queueBound:
+		return fmt.Errorf("%w %q to %s (MaxMessageSize %d, less %d bytes of the relay's %s attribute): %w",
+			ErrInvalidMessage, name, m.QueueURL, m.MaxMessageSize, idSize, IDAttribute, r.Err)
+	default:
 		return fmt.Errorf("%w %q to %s: %w", ErrInvalidMessage, name, m.QueueURL, r.Err)
 	}
-	return nil
 }
 
 // item is the outbox item of m, checked, whose ID is id.

@@ -27,6 +27,7 @@ import (
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
+	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
 func inserts(ev events.DynamoDBEvent) int {
@@ -388,6 +389,45 @@ func TestCheckRefusesWhatPublishWouldRefuse(t *testing.T) {
 		if (err == nil) != c.ok || err != nil && !errors.Is(err, outbox.ErrInvalidMessage) {
 			t.Errorf("%s: Check = %v; want ok=%v, or ErrInvalidMessage", c.name, err, c.ok)
 		}
+	}
+}
+
+// A message to a queue whose MaximumMessageSize is below SQS's 1 MiB is
+// held to the queue's limit when MaxMessageSize says it, counted as SQS
+// counts: the body, each attribute's name, type and value, and the
+// relay's ID attribute (19 + 6 + 71 bytes). Left at 0 the limit is the
+// item's, as before; a MaxMessageSize no queue can have is refused.
+func TestCheckHoldsAMessageToItsQueuesMaxMessageSize(t *testing.T) {
+	const queue = "http://127.0.0.1:1/000000000000/events"
+	attrs := map[string]string{"type": "x"} // 4 + 6 + 1 bytes
+	id := len(outbox.IDAttribute) + len("String") + len("outbox#") + 64
+	fits := 2048 - id - 11
+	msg := func(body, max int) outbox.Message {
+		return outbox.Message{QueueURL: queue, Name: "e", Body: strings.Repeat("x", body), Attributes: attrs, MaxMessageSize: max}
+	}
+	for _, c := range []struct {
+		name string
+		msg  outbox.Message
+		ok   bool
+	}{
+		{"at the queue's limit", msg(fits, 2048), true},
+		{"a byte over the queue's limit", msg(fits+1, 2048), false},
+		{"the same without MaxMessageSize", msg(fits+1, 0), true},
+		{"300 KB to a 1 MiB queue", msg(300<<10, 1<<20), true},
+		{"300 KB to a 256 KiB queue", msg(300<<10, 256<<10), false},
+		{"the least MaxMessageSize", msg(1, 1024), true},
+		{"below the least", msg(1, 1023), false},
+		{"above SQS's most", msg(1, 1<<20+1), false},
+		{"negative", msg(1, -1), false},
+	} {
+		err := outbox.Check(c.msg)
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, outbox.ErrInvalidMessage) {
+			t.Errorf("%s: Check = %v; want ok=%v, or ErrInvalidMessage", c.name, err, c.ok)
+		}
+	}
+	var tooLarge *producer.TooLargeError
+	if err := outbox.Check(msg(fits+1, 2048)); !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "MaxMessageSize 2048") {
+		t.Errorf("over the queue's limit: %v; want a TooLargeError naming MaxMessageSize", err)
 	}
 }
 

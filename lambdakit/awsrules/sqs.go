@@ -15,6 +15,9 @@ const (
 	// together: 1 MiB since SQS raised it from 256 KiB in 2025, and the
 	// most a queue's MaximumMessageSize can be set to.
 	MaxMessageBytes = 1 << 20
+	// MinMaxMessageBytes is the least a queue's MaximumMessageSize can be
+	// set to.
+	MinMaxMessageBytes = 1024
 	// MaxMessageAttributes is how many attributes one message carries.
 	MaxMessageAttributes = 10
 	// MaxIDLength is the longest message group ID and deduplication ID.
