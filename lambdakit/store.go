@@ -277,7 +277,8 @@ type StoreWrapper interface {
 // NewOnce does for other configurations that cannot work, rather than
 // follow it for ever.
 func StoreAs[T any](s Store) (T, bool) {
-	for range maxStoreChain {
+	// maxStoreChain wrappers, and the store below the last of them.
+	for range maxStoreChain + 1 {
 		if s == nil {
 			break
 		}
@@ -292,7 +293,7 @@ func StoreAs[T any](s Store) (T, bool) {
 		s = w.Unwrap()
 	}
 	if s != nil {
-		panic(fmt.Sprintf("lambdakit: the store wrappers' chain does not end: %d Unwraps down, it is still at a %T (does its Unwrap return itself?)", maxStoreChain, s))
+		panic(fmt.Sprintf("lambdakit: the store wrappers' chain does not end: more than %d wrappers down, it is still at a %T (does its Unwrap return itself?)", maxStoreChain, s))
 	}
 	var none T
 	return none, false

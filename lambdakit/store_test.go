@@ -58,6 +58,32 @@ func TestStoreAsLooksThroughWrappers(t *testing.T) {
 	}
 }
 
+// A stack of 64 wrappers (the most StoreAs looks through) is a chain that
+// ends: StoreAs still reaches the store below the 64th, and NewOnce starts.
+func TestStoreAsLooksThroughSixtyFourWrappers(t *testing.T) {
+	var store lambdakit.Store = checkingStore{&lambdakittest.MemoryStore{}}
+	for range 64 {
+		store = wrapper{store}
+	}
+	var found bool
+	for name, call := range map[string]func(){
+		"StoreAs": func() { _, found = lambdakit.StoreAs[lambdakit.IDLimiter](store) },
+		"NewOnce": func() { lambdakit.NewOnce(store) },
+	} {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s below 64 wrappers panicked: %v; want a chain that ends", name, p)
+				}
+			}()
+			call()
+		}()
+	}
+	if !found {
+		t.Error("StoreAs[IDLimiter] below 64 wrappers found none; want the wrapped store's")
+	}
+}
+
 // selfWrapper is a broken wrapper: its Unwrap returns itself, so the
 // chain below it never ends.
 type selfWrapper struct{ *lambdakittest.MemoryStore }

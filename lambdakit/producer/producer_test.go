@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -737,6 +738,8 @@ func TestCheckStringsAgreesWithCheckWith(t *testing.T) {
 	for i := range awsrules.MaxMessageAttributes + 1 {
 		many[fmt.Sprintf("a%d", i)] = "v"
 	}
+	ten := maps.Clone(many)
+	delete(ten, "a0")
 	for _, c := range []struct {
 		name        string
 		fifo        bool
@@ -754,6 +757,10 @@ func TestCheckStringsAgreesWithCheckWith(t *testing.T) {
 		{"an empty attribute value", false, "", "{}", map[string]string{"type": ""}},
 		{"an attribute value SQS refuses", false, "", "{}", map[string]string{"type": "a\uffff"}},
 		{"too many attributes", false, "", "{}", many},
+		{"as many attributes as SQS takes", false, "", "{}", ten},
+		{"an attribute name that is not UTF-8", false, "", "{}", map[string]string{"a\xff": "v"}},
+		{"an attribute value that is not UTF-8", false, "", "{}", map[string]string{"type": "a\xff"}},
+		{"an attribute value with U+FFFE", false, "", "{}", map[string]string{"type": "a\ufffe"}},
 		{"at the limit with its attributes", false, "", strings.Repeat("x", 100-len("type")-len("String")-1), map[string]string{"type": "x"}},
 		{"over the limit with its attributes", false, "", strings.Repeat("x", 100-len("type")-len("String")), map[string]string{"type": "x"}},
 	} {
