@@ -126,8 +126,16 @@ func stringFunction(name string, f func(string) (any, error)) jmespath.FunctionE
 }
 
 // compile parses expr and checks every function it calls exists, so that a
-// misspelt name fails at start, not on the first message.
-func compile(expr string) (jmespath.JMESPath, error) {
+// misspelt name fails at start, not on the first message. An expression
+// the parser panics on, rather than refusing it (go-jmespath v1.1.1 does
+// on a character outside ASCII in an unquoted identifier, "a\u0080"), is
+// refused as invalid too.
+func compile(expr string) (jp jmespath.JMESPath, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			jp, err = nil, fmt.Errorf("%w: %q: the parser failed on it: %v", ErrExpression, expr, p)
+		}
+	}()
 	ast, err := parsing.NewParser().Parse(expr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", ErrExpression, expr, err)
@@ -162,7 +170,14 @@ func unknownFunction(n parsing.ASTNode) (string, bool) {
 	return "", true
 }
 
-func search(jp jmespath.JMESPath, msg *events.SQSMessage) (any, error) {
+func search(jp jmespath.JMESPath, msg *events.SQSMessage) (v any, err error) {
+	// A record the interpreter panics on cannot be evaluated either:
+	// an error the caller names, rather than a panic of the batch's.
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = nil, fmt.Errorf("the expression's evaluation failed: %v", p)
+		}
+	}()
 	b, err := json.Marshal(msg)
 	if err != nil {
 		return nil, err

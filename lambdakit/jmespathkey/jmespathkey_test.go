@@ -139,6 +139,20 @@ func TestPayloadFromJMESPathComparesTheSelection(t *testing.T) {
 	}
 }
 
+// An expression the parser panics on (go-jmespath v1.1.1: a character
+// outside ASCII in an unquoted identifier) is refused as invalid, as a
+// misspelt one is, when the function starts; it does not panic.
+func TestJMESPathRefusesAnExpressionTheParserPanicsOn(t *testing.T) {
+	for _, expr := range []string{"A\u0080", "body.é"} {
+		if _, err := jmespathkey.KeyFromJMESPath(expr); !errors.Is(err, jmespathkey.ErrExpression) {
+			t.Errorf("KeyFromJMESPath(%q): %v; want ErrExpression", expr, err)
+		}
+		if _, err := jmespathkey.PayloadFromJMESPath(expr); !errors.Is(err, jmespathkey.ErrExpression) {
+			t.Errorf("PayloadFromJMESPath(%q): %v; want ErrExpression", expr, err)
+		}
+	}
+}
+
 // No input makes a key or payload function panic.
 func FuzzJMESPathKey(f *testing.F) {
 	f.Add("powertools_json(body).[customer_id, order_id]", `{"customer_id":"c","order_id":1}`)
