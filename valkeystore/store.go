@@ -272,7 +272,10 @@ func decode(id string, vals []valkey.ValkeyMessage) (lambdakit.IdempotencyRecord
 }
 
 // integer parses a stored time. A fraction (not what this package writes)
-// rounds up, as the scripts' comparison counts it until the next unit.
+// rounds up, as the scripts' comparison counts it until the next unit. A
+// number past int64's range is refused: converted, it would be a time
+// nothing like the one the scripts compare (1e300 would read as long
+// expired, where the scripts keep the record for ever).
 func integer(s string) (int64, bool, error) {
 	if s == "" {
 		return 0, false, nil
@@ -281,7 +284,10 @@ func integer(s string) (int64, bool, error) {
 		return n, true, nil
 	}
 	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-		return int64(math.Ceil(f)), true, nil
+		// -2^63 and 2^63 are exact in a float64; int64 holds [-2^63, 2^63).
+		if c := math.Ceil(f); c >= math.MinInt64 && c < -math.MinInt64 {
+			return int64(c), true, nil
+		}
 	}
 	return 0, false, fmt.Errorf("%q is not a number", s)
 }
