@@ -3,13 +3,12 @@ package dynamostore
 import (
 	"bytes"
 	"fmt"
-	"math"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdakit/lambdakit/internal/storedtime"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
@@ -156,7 +155,7 @@ func (s *Store) decode(item map[string]types.AttributeValue) (lambdakit.Idempote
 		Effect:     d.str(s.o.EffectAttr),
 	}
 	if sec, ok := d.num(s.o.ExpirationAttr); ok {
-		rec.Expiration = time.Unix(sec, 0)
+		rec.Expiration = storedtime.Unix(sec)
 	}
 	if ms, ok := d.num(s.o.InProgressExpirationAttr); ok {
 		rec.InProgressExpiration = time.UnixMilli(ms)
@@ -208,14 +207,11 @@ func (d *decoder) num(name string) (int64, bool) {
 	case nil:
 		return 0, false
 	case *types.AttributeValueMemberN:
-		if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+		// Other runtimes might write a fraction, or a number past any
+		// date for "never": read as DynamoDB's condition compares them
+		// with a whole :now.
+		if n, ok := storedtime.Number(v.Value); ok {
 			return n, true
-		}
-		// Other runtimes might write a fraction. DynamoDB's condition
-		// compares it with a whole :now, so such a record counts until
-		// the next whole unit: round up, to agree with the condition.
-		if f, err := strconv.ParseFloat(v.Value, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-			return int64(math.Ceil(f)), true
 		}
 		d.fail(name, v, "an integer")
 		return 0, false

@@ -607,6 +607,29 @@ func TestCompositeKeyTable(t *testing.T) {
 		}
 	})
 
+	t.Run("a record another runtime keeps for ever is read as live", func(t *testing.T) {
+		// "Never" as another runtime may write it: Java's Long.MAX_VALUE
+		// (time.Unix gives a time before now for it), or a number past
+		// int64. DynamoDB's condition (#exp <= :now) keeps both live for
+		// ever; read back, they must be live too, not long expired.
+		t0 := now()
+		for _, exp := range []string{"9223372036854775807", "1E+30"} {
+			id := "orders#never-" + exp
+			item := key("idempotency#orders", id)
+			item["status"] = &types.AttributeValueMemberS{Value: "COMPLETED"}
+			item["expiration"] = &types.AttributeValueMemberN{Value: exp}
+			item["data"] = &types.AttributeValueMemberS{Value: `{"paid":true}`}
+			putRaw(t, f, item)
+			got, err := f.store.GetRecords(t.Context(), []string{id})
+			if rec, ok := got[id]; err != nil || !ok || !rec.Live(t0) {
+				t.Errorf("expiration %s: GetRecords = %+v, %v; want the record, live", exp, got, err)
+			}
+			if existing, acquired := f.acquire(t, record(id, t0), t0); acquired || !existing.Live(t0) {
+				t.Errorf("expiration %s: Acquire over it: acquired %t, holder live %t; want the live record back", exp, acquired, existing.Live(t0))
+			}
+		}
+	})
+
 	t.Run("another static partition key is another function's records", func(t *testing.T) {
 		billing := newStore(t, f.db, f.table, func(o *dynamostore.Options) {
 			o.SortKeyAttr, o.StaticPartitionKey = "sk", "idempotency#billing"

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/lambdakit/lambdakit/internal/storedtime"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -261,7 +261,7 @@ func decode(id string, vals []valkey.ValkeyMessage) (lambdakit.IdempotencyRecord
 	if sec, ok, err := integer(str(1)); err != nil {
 		return rec, fmt.Errorf("field %q: %w", fExpiration, err)
 	} else if ok {
-		rec.Expiration = time.Unix(sec, 0)
+		rec.Expiration = storedtime.Unix(sec)
 	}
 	if ms, ok, err := integer(str(2)); err != nil {
 		return rec, fmt.Errorf("field %q: %w", fInProgress, err)
@@ -271,23 +271,14 @@ func decode(id string, vals []valkey.ValkeyMessage) (lambdakit.IdempotencyRecord
 	return rec, nil
 }
 
-// integer parses a stored time. A fraction (not what this package writes)
-// rounds up, as the scripts' comparison counts it until the next unit. A
-// number past int64's range is refused: converted, it would be a time
-// nothing like the one the scripts compare (1e300 would read as long
-// expired, where the scripts keep the record for ever).
+// integer parses a stored time as the scripts compare it (see
+// storedtime.Number).
 func integer(s string) (int64, bool, error) {
 	if s == "" {
 		return 0, false, nil
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+	if n, ok := storedtime.Number(s); ok {
 		return n, true, nil
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-		// -2^63 and 2^63 are exact in a float64; int64 holds [-2^63, 2^63).
-		if c := math.Ceil(f); c >= math.MinInt64 && c < -math.MinInt64 {
-			return int64(c), true, nil
-		}
 	}
 	return 0, false, fmt.Errorf("%q is not a number", s)
 }

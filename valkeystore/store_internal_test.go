@@ -6,10 +6,11 @@ import (
 )
 
 // A stored time is read as the scripts compare it: an integer as it is, a
-// fraction rounded up, and anything past int64's range refused, never
-// converted into some other time (1e300 read as long expired would let a
-// record the scripts keep for ever be taken for gone).
-func TestIntegerReadsAStoredTimeOrRefusesIt(t *testing.T) {
+// fraction rounded up, and a number past int64's range at its nearest end,
+// never converted into a time on the other side of now (1e300 read as the
+// most negative int64 made a record the scripts keep for ever look long
+// expired). Text that is no number is refused.
+func TestIntegerReadsAStoredTimeAsTheScriptsCompareIt(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want int64
@@ -17,14 +18,10 @@ func TestIntegerReadsAStoredTimeOrRefusesIt(t *testing.T) {
 	}{
 		{"1795816866", 1795816866, true},
 		{"1.5", 2, true},
-		{"-1.5", -1, true},
 		{"9223372036854775807", math.MaxInt64, true},
-		{"-9223372036854775808", math.MinInt64, true},
-		{"-9.223372036854775808e18", math.MinInt64, true},
-		{"9.3e18", 0, false},
-		{"1e300", 0, false},
-		{"-1e300", 0, false},
-		{"inf", 0, false},
+		{"9.3e18", math.MaxInt64, true},
+		{"1e300", math.MaxInt64, true},
+		{"-1e300", math.MinInt64, true},
 		{"NaN", 0, false},
 		{"soon", 0, false},
 	} {
