@@ -1,6 +1,7 @@
 package eventfilter_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -181,4 +182,29 @@ func TestParseCriteriaReadsTheTemplatesShape(t *testing.T) {
 			t.Errorf("ParseCriteria(%s): got %v; want ErrInvalid", bad, err)
 		}
 	}
+}
+
+// No pattern New takes, matched against any record and payload, panics or
+// hangs: a filter runs on every record lambdakit run delivers.
+func FuzzMatch(f *testing.F) {
+	f.Add(`{"body":{"type":["charge"]}}`, `{"eventSource":"aws:sqs","body":"x"}`, `{"type":"charge"}`)
+	f.Add(`{"body":[{"prefix":"type="}]}`, `{"eventSource":"aws:sqs"}`, `type=charge`)
+	f.Add(`{"body":{"amount":[{"numeric":[">",0,"<=",5]}]}}`, `{"a":1}`, `{"amount":1e308}`)
+	f.Add(`{"dynamodb":{"NewImage":{"status":{"S":[{"anything-but":["x"]}]}}}}`, `{"dynamodb":{"NewImage":{"status":{"S":"y"}}}}`, ``)
+	f.Add(`{"body":{"a":[{"exists":false}],"b":[{"suffix":"z"}]}}`, `{}`, `{"a":null,"b":"xyz"}`)
+	f.Fuzz(func(t *testing.T, pattern, record, payload string) {
+		flt, err := eventfilter.New(pattern)
+		if err != nil {
+			return
+		}
+		var rec any
+		if json.Unmarshal([]byte(record), &rec) != nil {
+			return
+		}
+		m, err := eventfilter.Record(rec, "body", []byte(payload))
+		if err != nil {
+			return
+		}
+		flt.Match(m)
+	})
 }
