@@ -8,14 +8,17 @@ import (
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
-// A stored number reads as the stores' conditions compare it with a whole
-// now: integers as they are, fractions rounded up, numbers past int64 at
-// its nearest end; text that is no number, and NaN, are not read.
+// A number Valkey keeps reads as the scripts compare it with a whole now,
+// as a float64: integers as they are, fractions rounded up, numbers past
+// int64 at its nearest end; text that is no number, and NaN, are not read.
 func TestNumberReadsAStoredNumberAsAConditionComparesIt(t *testing.T) {
 	checkReads(t, "Number", Number, []reading{
 		{"1795816866", 1795816866, true},
 		{"1.5", 2, true},
 		{"-1.5", -1, true},
+		// Lua's tonumber rounds it onto the second, as Valkey's
+		// scripts compare it (Decimal does not).
+		{"1795816866.0000000000000000000001", 1795816866, true},
 		{"9223372036854775807", math.MaxInt64, true},
 		{"-9223372036854775808", math.MinInt64, true},
 		{"9.3e18", math.MaxInt64, true},
