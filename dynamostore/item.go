@@ -210,7 +210,7 @@ func (d *decoder) num(name string) (int64, bool) {
 		// Other runtimes might write a fraction, or a number past any
 		// date for "never": read as DynamoDB's condition compares them
 		// with a whole :now.
-		if n, ok := storedtime.Number(v.Value); ok {
+		if n, ok := storedtime.Decimal(v.Value); ok {
 			return n, true
 		}
 		d.fail(name, v, "an integer")

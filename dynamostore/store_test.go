@@ -630,6 +630,32 @@ func TestCompositeKeyTable(t *testing.T) {
 		}
 	})
 
+	t.Run("a stored expiration is read on the side of now DynamoDB's condition puts it", func(t *testing.T) {
+		// DynamoDB compares numbers as decimals (#exp <= :now, :now in
+		// whole seconds): a second and 1E-22 is after that second, where
+		// float64 rounds it onto it; -1E+30 is before every now, not the
+		// zero time, which reads as no expiration.
+		t0 := now()
+		for _, c := range []struct {
+			exp  string
+			live bool
+		}{
+			{strconv.FormatInt(t0.Unix(), 10) + ".0000000000000000000001", true},
+			{"-1E+30", false},
+			{"-9223372036854775808", false},
+		} {
+			id := "orders#edge" + c.exp
+			item := key("idempotency#orders", id)
+			item["status"] = &types.AttributeValueMemberS{Value: "COMPLETED"}
+			item["expiration"] = &types.AttributeValueMemberN{Value: c.exp}
+			putRaw(t, f, item)
+			got, err := f.store.GetRecords(t.Context(), []string{id})
+			if rec, ok := got[id]; err != nil || !ok || rec.Live(t0) != c.live {
+				t.Errorf("expiration %s: GetRecords = %+v, %v; want the record, live %t", c.exp, got, err, c.live)
+			}
+		}
+	})
+
 	t.Run("another static partition key is another function's records", func(t *testing.T) {
 		billing := newStore(t, f.db, f.table, func(o *dynamostore.Options) {
 			o.SortKeyAttr, o.StaticPartitionKey = "sk", "idempotency#billing"

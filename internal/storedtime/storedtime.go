@@ -9,15 +9,17 @@ package storedtime
 import (
 	"errors"
 	"math"
+	"math/big"
 	"strconv"
 	"time"
 )
 
-// Number parses s, a stored number, as a store's condition compares it
-// with a whole now: an integer as it is; a fraction rounded up, since it
-// counts until the next whole unit; and a number past int64's range as
-// the nearest end of that range, which is past every now on the same
-// side. ok is false for text that is not a finite number.
+// Number parses s, a number Valkey keeps as text, as the scripts' Lua
+// compares it with a whole now: as a float64 (tonumber), an integer as it
+// is; a fraction rounded up, since it counts until the next whole unit;
+// and a number past int64's range as the nearest end of that range, which
+// is past every now on the same side. ok is false for text that is not a
+// finite number.
 func Number(s string) (n int64, ok bool) {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, true
@@ -38,18 +40,44 @@ func Number(s string) (n int64, ok bool) {
 	}
 }
 
+// Decimal parses s, a DynamoDB number, as DynamoDB's condition compares
+// it with a whole now: exactly, as a decimal, not as a float64 would round
+// it ("1795816866.0000000000000000000001" is after 1795816866 there, so
+// it counts until the next second); otherwise as Number does. DynamoDB
+// keeps up to 38 significant digits: 256 bits hold every such number
+// apart from the integers next to it.
+func Decimal(s string) (n int64, ok bool) {
+	f, _, err := new(big.Float).SetPrec(256).Parse(s, 10)
+	if err != nil {
+		return 0, false
+	}
+	i, acc := f.Int(nil) // toward zero; nil for an infinity
+	if i != nil && acc == big.Below {
+		i.Add(i, big.NewInt(1)) // a positive fraction, rounded up
+	}
+	switch {
+	case i != nil && i.IsInt64():
+		return i.Int64(), true
+	case f.Sign() > 0:
+		return math.MaxInt64, true
+	default:
+		return math.MinInt64, true
+	}
+}
+
 // Unix is the time sec seconds after 1970-01-01 UTC. time.Time does not
 // hold every int64 of seconds (time.Unix(math.MaxInt64, 0) is before
 // now), so a time after the year 9999 is read as the last second of that
-// year, and one before the year 1 as its first: each on the same side of
-// every now as the number.
+// year, and one before the year 1 as 0001-01-01T00:00:01Z: each on the
+// same side of every now as the number. Not the zero time.Time, the year
+// 1's first second: IdempotencyRecord.Live reads that as no expiration.
 func Unix(sec int64) time.Time {
 	return time.Unix(min(max(sec, firstSecond), lastSecond), 0)
 }
 
-// firstSecond and lastSecond are 0001-01-01T00:00:00Z and
+// firstSecond and lastSecond are 0001-01-01T00:00:01Z and
 // 9999-12-31T23:59:59Z in Unix seconds.
 const (
-	firstSecond = -62135596800
+	firstSecond = -62135596800 + 1
 	lastSecond  = 253402300799
 )

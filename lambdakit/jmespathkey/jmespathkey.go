@@ -293,12 +293,39 @@ func exactFloat(n string) (any, error) {
 	if err != nil {
 		return nil, errInexact
 	}
-	mantissa, _, _ := strings.Cut(strings.ToLower(n), "e")
-	digits := strings.Trim(strings.NewReplacer("-", "", ".", "").Replace(mantissa), "0")
-	if len(digits) > 15 || (f == 0) != (digits == "") || (f != 0 && abs(f) < 0x1p-1022) {
+	digits := significantDigits(n)
+	if digits > 15 || (f == 0) != (digits == 0) || (f != 0 && abs(f) < 0x1p-1022) {
 		return nil, errInexact
 	}
 	return f, nil
+}
+
+// significantDigits counts the digits of a JSON number's mantissa from its
+// first one that is not 0 to its last. It runs on every number of a body,
+// so it allocates nothing: a strings.Replacer built per number made a body
+// of 2M numbers (4 MiB inflated by powertools_base64_gzip from 6 KB) take
+// seconds.
+func significantDigits(n string) int {
+	if e := strings.IndexAny(n, "eE"); e >= 0 {
+		n = n[:e]
+	}
+	first, last, i := -1, -1, 0
+	for _, c := range []byte(n) {
+		if c < '0' || c > '9' {
+			continue
+		}
+		if c != '0' {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+		i++
+	}
+	if first < 0 {
+		return 0
+	}
+	return last - first + 1
 }
 
 func abs(f float64) float64 {
