@@ -47,6 +47,9 @@ func Number(s string) (n int64, ok bool) {
 // keeps up to 38 significant digits: 256 bits hold every such number
 // apart from the integers next to it.
 func Decimal(s string) (n int64, ok bool) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, true // what lambdakit writes: no big.Float for it
+	}
 	f, _, err := new(big.Float).SetPrec(256).Parse(s, 10)
 	if err != nil {
 		return 0, false
