@@ -90,11 +90,21 @@ func checkAttribute(name string, v types.AttributeValue) error {
 	case !utf8.ValidString(name):
 		return fmt.Errorf("attribute %q: %w", name, errNameNotUTF8)
 	}
-	if err := checkValue(v); err != nil {
+	if err := checkValue(v, 1); err != nil {
 		return fmt.Errorf("attribute %q: %w", name, err)
 	}
 	return nil
 }
+
+// maxNesting is how deep DynamoDB nests values: 32 levels, the item's
+// attribute the first ("Nested attribute depth", DynamoDB's quotas). So
+// a list or map may stand at level 31 at most, with its elements at the
+// 32nd: 31 maps one inside the other around a string are taken, 32 are
+// refused ("Nesting Levels have exceeded supported limits").
+const maxNesting = 32
+
+// errTooDeep refuses a list or map at the 32nd level or below it.
+var errTooDeep = fmt.Errorf("a list or map nested past DynamoDB's %d levels (the attribute is the first)", maxNesting)
 
 // errNameNotUTF8 refuses a name that is not UTF-8: the SDK sends each
 // byte that is not as U+FFFD, so that two such names are one in DynamoDB,
@@ -104,10 +114,11 @@ var errNameNotUTF8 = errors.New("the name is not UTF-8")
 // checkValue refuses what DynamoDB refuses in an item, so that SetItem
 // says so before the work rather than the completion after it: no value
 // (here or nested), an empty or repeating set, a number DynamoDB cannot
-// hold (awsrules.CheckNumber).
+// hold (awsrules.CheckNumber), a list or map nested too deep (v stands at
+// level, the item's attribute being 1).
 // A string that is not UTF-8 is not refused: the SDK's JSON encoder sends
 // each invalid byte as U+FFFD, which DynamoDB takes.
-func checkValue(v types.AttributeValue) error {
+func checkValue(v types.AttributeValue, level int) error {
 	switch v := v.(type) {
 	case nil:
 		return errors.New("no value")
@@ -126,24 +137,30 @@ func checkValue(v types.AttributeValue) error {
 			return errors.New("a binary set that is empty or repeats a member")
 		}
 	case *types.AttributeValueMemberL:
+		if level >= maxNesting {
+			return errTooDeep
+		}
 		for i, e := range v.Value {
-			if err := checkValue(e); err != nil {
+			if err := checkValue(e, level+1); err != nil {
 				return fmt.Errorf("element %d: %w", i, err)
 			}
 		}
 	case *types.AttributeValueMemberM:
-		return checkMap(v.Value)
+		return checkMap(v.Value, level)
 	}
 	return nil
 }
 
-// checkMap is checkValue of a map value.
-func checkMap(m map[string]types.AttributeValue) error {
+// checkMap is checkValue of a map value at level.
+func checkMap(m map[string]types.AttributeValue, level int) error {
+	if level >= maxNesting {
+		return errTooDeep
+	}
 	for k, e := range m {
 		if !utf8.ValidString(k) {
 			return fmt.Errorf("key %q: %w", k, errNameNotUTF8)
 		}
-		if err := checkValue(e); err != nil {
+		if err := checkValue(e, level+1); err != nil {
 			return fmt.Errorf("key %q: %w", k, err)
 		}
 	}

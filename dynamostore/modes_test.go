@@ -491,6 +491,55 @@ func TestSetItemRefusesAnEmptySetBeforeTheWork(t *testing.T) {
 	}
 }
 
+// DynamoDB nests values 32 levels deep at most, the item's attribute the
+// first: a value of 31 maps (or lists) one inside the other around a
+// string is taken, one of 32 is refused, after the work if SetItem let it
+// through. moto takes any depth, so the refusal is SetItem's alone here;
+// the item of 31 levels is written and read back.
+func TestSetItemRefusesAValueNestedPastDynamoDBsLevels(t *testing.T) {
+	nested := func(levels int, list bool) types.AttributeValue {
+		var v types.AttributeValue = &types.AttributeValueMemberS{Value: "leaf"}
+		for range levels {
+			if list {
+				v = &types.AttributeValueMemberL{Value: []types.AttributeValue{v}}
+			} else {
+				v = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"n": v}}
+			}
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name   string
+		v      types.AttributeValue
+		refuse bool
+	}{
+		{"31 maps", nested(31, false), false},
+		{"32 maps", nested(32, false), true},
+		{"32 lists", nested(32, true), true},
+		{"31 lists in a map", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"l": nested(31, true)}}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := setup(t)
+			e := lambdakit.NewOnce(f.store, twoStepOnItem)
+			charged := false
+			var setErr error
+			_, err := e.Do(testCtx(t), "pay_deep", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+				if setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"doc": c.v}); setErr != nil {
+					return nil, setErr
+				}
+				charged = true // the charge, once the item is declared
+				return nil, nil
+			})
+			if refused := errors.Is(setErr, lambdakit.ErrInvalidItem); refused != c.refuse {
+				t.Fatalf("SetItem: %v (charged %v, Do: %v); want refused %v", setErr, charged, err, c.refuse)
+			}
+			if !c.refuse && (err != nil || f.record(t, "payment#pay_deep") == nil) {
+				t.Errorf("Do: %v; want the item of 31 levels completed and written", err)
+			}
+		})
+	}
+}
+
 // expressionSizes records the length of every UpdateItem's
 // UpdateExpression the client sends.
 type expressionSizes struct{ sizes []int }

@@ -103,7 +103,7 @@ func (s *Store) stagedOnRecord(staged []any) (onItem int, writes []any, err erro
 		if !ok {
 			continue
 		}
-		if err := checkMap(m); err != nil {
+		if err := checkMap(m, 2); err != nil { // an element of the list attribute
 			return 0, nil, fmt.Errorf("attribute %q: element %d: %w", s.o.MessagesAttr, n, err)
 		}
 		list += 1 + mapSize(m)
