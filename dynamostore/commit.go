@@ -113,9 +113,9 @@ var errNameNotUTF8 = errors.New("the name is not UTF-8")
 
 // checkValue refuses what DynamoDB refuses in an item, so that SetItem
 // says so before the work rather than the completion after it: no value
-// (here or nested), an empty or repeating set, a number DynamoDB cannot
-// hold (awsrules.CheckNumber), a list or map nested too deep (v stands at
-// level, the item's attribute being 1).
+// (here or nested), a NULL that is not true, an empty or repeating set, a
+// number DynamoDB cannot hold (awsrules.CheckNumber), a list or map nested
+// too deep (v stands at level, the item's attribute being 1).
 // A string that is not UTF-8 is not refused: the SDK's JSON encoder sends
 // each invalid byte as U+FFFD, which DynamoDB takes.
 func checkValue(v types.AttributeValue, level int) error {
@@ -124,6 +124,12 @@ func checkValue(v types.AttributeValue, level int) error {
 		return errors.New("no value")
 	case *types.AttributeValueMemberN:
 		return awsrules.CheckNumber(v.Value)
+	case *types.AttributeValueMemberNULL:
+		if !v.Value {
+			// The zero AttributeValueMemberNULL: DynamoDB takes a null
+			// only as NULL: true.
+			return errors.New("a NULL whose Value is false (a null is NULL: true)")
+		}
 	case *types.AttributeValueMemberSS:
 		return checkSet(v.Value)
 	case *types.AttributeValueMemberNS:

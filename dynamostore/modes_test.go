@@ -491,6 +491,38 @@ func TestSetItemRefusesAnEmptySetBeforeTheWork(t *testing.T) {
 	}
 }
 
+// DynamoDB takes a NULL value only as NULL: true ("Null attribute value
+// types must have the value of true"): the zero AttributeValueMemberNULL,
+// whose Value is false, is refused with the write. SetItem refuses it
+// before the work, here or nested, rather than leave the completion to be
+// refused after the charge. (moto refuses it in a PutItem's item, as
+// StagedOnly's commit sends it, but takes it among an UpdateItem's values,
+// as the two-step completion sends it.)
+func TestSetItemRefusesANullThatIsNotTrue(t *testing.T) {
+	for name, v := range map[string]types.AttributeValue{
+		"NULL false":        &types.AttributeValueMemberNULL{},
+		"nested NULL false": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberNULL{}}},
+		"NULL true":         &types.AttributeValueMemberNULL{Value: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := setup(t)
+			e := lambdakit.NewOnce(f.store, twoStepOnItem)
+			var setErr error
+			_, err := e.Do(testCtx(t), "pay_null", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+				setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "1"}, "note": v})
+				return nil, setErr
+			})
+			refuse := name != "NULL true"
+			if refused := errors.Is(setErr, lambdakit.ErrInvalidItem); refused != refuse {
+				t.Fatalf("SetItem: %v (Do: %v); want refused %v", setErr, err, refuse)
+			}
+			if !refuse && (err != nil || f.record(t, "payment#pay_null") == nil) {
+				t.Errorf("Do: %v; want the item with NULL: true completed and written", err)
+			}
+		})
+	}
+}
+
 // DynamoDB nests values 32 levels deep at most, the item's attribute the
 // first: a value of 31 maps (or lists) one inside the other around a
 // string is taken, one of 32 is refused, after the work if SetItem let it
