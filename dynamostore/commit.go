@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -119,9 +120,13 @@ var errNameNotUTF8 = errors.New("the name is not UTF-8")
 // A string that is not UTF-8 is not refused: the SDK's JSON encoder sends
 // each invalid byte as U+FFFD, which DynamoDB takes.
 func checkValue(v types.AttributeValue, level int) error {
-	switch v := v.(type) {
-	case nil:
+	if rv := reflect.ValueOf(v); v == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
+		// A nil member (a *types.AttributeValueMemberS that is nil,
+		// say) would panic in the SDK's encoder, after the work.
 		return errors.New("no value")
+	}
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS, *types.AttributeValueMemberB, *types.AttributeValueMemberBOOL:
 	case *types.AttributeValueMemberN:
 		return awsrules.CheckNumber(v.Value)
 	case *types.AttributeValueMemberNULL:
@@ -153,6 +158,10 @@ func checkValue(v types.AttributeValue, level int) error {
 		}
 	case *types.AttributeValueMemberM:
 		return checkMap(v.Value, level)
+	default:
+		// types.UnknownUnionMember, or a type of the caller's: nothing
+		// the SDK can send.
+		return fmt.Errorf("a %T, which is no DynamoDB value", v)
 	}
 	return nil
 }

@@ -491,6 +491,36 @@ func TestSetItemRefusesAnEmptySetBeforeTheWork(t *testing.T) {
 	}
 }
 
+// A value the SDK cannot send (a nil *AttributeValueMemberS, whose
+// encoding panics; a types.UnknownUnionMember, which has no encoding) is
+// refused by SetItem before the work, here or nested, not met by the
+// completion after the charge.
+func TestSetItemRefusesValuesTheSDKCannotSend(t *testing.T) {
+	var nilString *types.AttributeValueMemberS
+	for name, v := range map[string]types.AttributeValue{
+		"a nil string member":        nilString,
+		"a nil string member nested": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"x": nilString}},
+		"an unknown union member":    &types.UnknownUnionMember{Tag: "X", Value: []byte("1")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := setup(t)
+			e := lambdakit.NewOnce(f.store, twoStepOnItem)
+			charged := false
+			var setErr error
+			_, err := e.Do(testCtx(t), "pay_unsendable", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+				if setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "1"}, "v": v}); setErr != nil {
+					return nil, setErr
+				}
+				charged = true
+				return nil, nil
+			})
+			if !errors.Is(setErr, lambdakit.ErrInvalidItem) {
+				t.Errorf("SetItem: %v (charged %v, Do: %v); want ErrInvalidItem before the work", setErr, charged, err)
+			}
+		})
+	}
+}
+
 // DynamoDB takes a NULL value only as NULL: true ("Null attribute value
 // types must have the value of true"): the zero AttributeValueMemberNULL,
 // whose Value is false, is refused with the write. SetItem refuses it
