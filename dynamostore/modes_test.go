@@ -491,74 +491,21 @@ func TestSetItemRefusesAnEmptySetBeforeTheWork(t *testing.T) {
 	}
 }
 
-// A value the SDK cannot send (a nil *AttributeValueMemberS, whose
-// encoding panics; a types.UnknownUnionMember, which has no encoding) is
+// Values DynamoDB refuses with the write, or the SDK cannot send, are
 // refused by SetItem before the work, here or nested, not met by the
-// completion after the charge.
-func TestSetItemRefusesValuesTheSDKCannotSend(t *testing.T) {
-	var nilString *types.AttributeValueMemberS
-	for name, v := range map[string]types.AttributeValue{
-		"a nil string member":        nilString,
-		"a nil string member nested": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"x": nilString}},
-		"an unknown union member":    &types.UnknownUnionMember{Tag: "X", Value: []byte("1")},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := setup(t)
-			e := lambdakit.NewOnce(f.store, twoStepOnItem)
-			charged := false
-			var setErr error
-			_, err := e.Do(testCtx(t), "pay_unsendable", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
-				if setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "1"}, "v": v}); setErr != nil {
-					return nil, setErr
-				}
-				charged = true
-				return nil, nil
-			})
-			if !errors.Is(setErr, lambdakit.ErrInvalidItem) {
-				t.Errorf("SetItem: %v (charged %v, Do: %v); want ErrInvalidItem before the work", setErr, charged, err)
-			}
-		})
-	}
-}
-
-// DynamoDB takes a NULL value only as NULL: true ("Null attribute value
-// types must have the value of true"): the zero AttributeValueMemberNULL,
-// whose Value is false, is refused with the write. SetItem refuses it
-// before the work, here or nested, rather than leave the completion to be
-// refused after the charge. (moto refuses it in a PutItem's item, as
-// StagedOnly's commit sends it, but takes it among an UpdateItem's values,
-// as the two-step completion sends it.)
-func TestSetItemRefusesANullThatIsNotTrue(t *testing.T) {
-	for name, v := range map[string]types.AttributeValue{
-		"NULL false":        &types.AttributeValueMemberNULL{},
-		"nested NULL false": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberNULL{}}},
-		"NULL true":         &types.AttributeValueMemberNULL{Value: true},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := setup(t)
-			e := lambdakit.NewOnce(f.store, twoStepOnItem)
-			var setErr error
-			_, err := e.Do(testCtx(t), "pay_null", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
-				setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "1"}, "note": v})
-				return nil, setErr
-			})
-			refuse := name != "NULL true"
-			if refused := errors.Is(setErr, lambdakit.ErrInvalidItem); refused != refuse {
-				t.Fatalf("SetItem: %v (Do: %v); want refused %v", setErr, err, refuse)
-			}
-			if !refuse && (err != nil || f.record(t, "payment#pay_null") == nil) {
-				t.Errorf("Do: %v; want the item with NULL: true completed and written", err)
-			}
-		})
-	}
-}
-
-// DynamoDB nests values 32 levels deep at most, the item's attribute the
-// first: a value of 31 maps (or lists) one inside the other around a
-// string is taken, one of 32 is refused, after the work if SetItem let it
-// through. moto takes any depth, so the refusal is SetItem's alone here;
-// the item of 31 levels is written and read back.
-func TestSetItemRefusesAValueNestedPastDynamoDBsLevels(t *testing.T) {
+// completion after the charge (the item then never written):
+//   - a nil member (a nil *AttributeValueMemberS panics in the encoder)
+//     and a types.UnknownUnionMember (no encoding);
+//   - a NULL that is not true, the zero AttributeValueMemberNULL ("Null
+//     attribute value types must have the value of true"; moto refuses it
+//     in a PutItem's item, as StagedOnly's commit sends it, but takes it
+//     among an UpdateItem's values, as the two-step completion does);
+//   - a list or map nested past DynamoDB's 32 levels, the attribute the
+//     first: 31 maps one inside the other around a string are taken, 32
+//     refused (moto takes any depth: the limit is DynamoDB's quotas').
+//
+// What is taken is written.
+func TestSetItemRefusesValuesDynamoDBRefusesAfterTheWork(t *testing.T) {
 	nested := func(levels int, list bool) types.AttributeValue {
 		var v types.AttributeValue = &types.AttributeValueMemberS{Value: "leaf"}
 		for range levels {
@@ -570,11 +517,18 @@ func TestSetItemRefusesAValueNestedPastDynamoDBsLevels(t *testing.T) {
 		}
 		return v
 	}
+	var nilString *types.AttributeValueMemberS
 	for _, c := range []struct {
 		name   string
 		v      types.AttributeValue
 		refuse bool
 	}{
+		{"a nil string member", nilString, true},
+		{"a nil string member nested", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"x": nilString}}, true},
+		{"an unknown union member", &types.UnknownUnionMember{Tag: "X", Value: []byte("1")}, true},
+		{"NULL false", &types.AttributeValueMemberNULL{}, true},
+		{"NULL false nested", &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberNULL{}}}, true},
+		{"NULL true", &types.AttributeValueMemberNULL{Value: true}, false},
 		{"31 maps", nested(31, false), false},
 		{"32 maps", nested(32, false), true},
 		{"32 lists", nested(32, true), true},
@@ -585,8 +539,8 @@ func TestSetItemRefusesAValueNestedPastDynamoDBsLevels(t *testing.T) {
 			e := lambdakit.NewOnce(f.store, twoStepOnItem)
 			charged := false
 			var setErr error
-			_, err := e.Do(testCtx(t), "pay_deep", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
-				if setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"doc": c.v}); setErr != nil {
+			_, err := e.Do(testCtx(t), "pay_value", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+				if setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "1"}, "v": c.v}); setErr != nil {
 					return nil, setErr
 				}
 				charged = true // the charge, once the item is declared
@@ -595,8 +549,8 @@ func TestSetItemRefusesAValueNestedPastDynamoDBsLevels(t *testing.T) {
 			if refused := errors.Is(setErr, lambdakit.ErrInvalidItem); refused != c.refuse {
 				t.Fatalf("SetItem: %v (charged %v, Do: %v); want refused %v", setErr, charged, err, c.refuse)
 			}
-			if !c.refuse && (err != nil || f.record(t, "payment#pay_deep") == nil) {
-				t.Errorf("Do: %v; want the item of 31 levels completed and written", err)
+			if !c.refuse && (err != nil || f.record(t, "payment#pay_value") == nil) {
+				t.Errorf("Do: %v; want the item completed and written", err)
 			}
 		})
 	}
