@@ -502,7 +502,11 @@ func TestSetItemRefusesAnEmptySetBeforeTheWork(t *testing.T) {
 //     among an UpdateItem's values, as the two-step completion does);
 //   - a list or map nested past DynamoDB's 32 levels, the attribute the
 //     first: 31 maps one inside the other around a string are taken, 32
-//     refused (moto takes any depth: the limit is DynamoDB's quotas').
+//     refused (moto takes any depth: the limit is DynamoDB's quotas');
+//   - a binary whose Value is nil, alone or in a binary set: the SDK sends
+//     it as a JSON null, an AttributeValue with no type to DynamoDB
+//     ("Supplied AttributeValue is empty"; moto answers a 500, retried);
+//     an empty binary that is not nil is sent as "" and taken.
 //
 // What is taken is written.
 func TestSetItemRefusesValuesDynamoDBRefusesAfterTheWork(t *testing.T) {
@@ -533,6 +537,10 @@ func TestSetItemRefusesValuesDynamoDBRefusesAfterTheWork(t *testing.T) {
 		{"32 maps", nested(32, false), true},
 		{"32 lists", nested(32, true), true},
 		{"31 lists in a map", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"l": nested(31, true)}}, true},
+		{"a nil binary", &types.AttributeValueMemberB{}, true},
+		{"a nil binary in a set", &types.AttributeValueMemberBS{Value: [][]byte{[]byte("a"), nil}}, true},
+		{"empty binaries", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"b": &types.AttributeValueMemberB{Value: []byte{}}, "bs": &types.AttributeValueMemberBS{Value: [][]byte{{}}}}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := setup(t)
