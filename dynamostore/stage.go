@@ -129,8 +129,9 @@ func checkWrite(w types.TransactWriteItem) error {
 		actions int
 		table   *string
 		key     map[string]types.AttributeValue // none for a Put
-		attrs   []map[string]types.AttributeValue
-		missing string // the first field the SDK requires that is not set
+		item    map[string]types.AttributeValue // a Put's
+		values  map[string]types.AttributeValue // the expression's
+		missing string                          // the first field the SDK requires that is not set
 	)
 	need := func(field string, set bool) {
 		if !set && missing == "" {
@@ -139,21 +140,21 @@ func checkWrite(w types.TransactWriteItem) error {
 	}
 	if p := w.Put; p != nil {
 		actions++
-		table, attrs = p.TableName, []map[string]types.AttributeValue{p.Item, p.ExpressionAttributeValues}
+		table, item, values = p.TableName, p.Item, p.ExpressionAttributeValues
 		need("Item", p.Item != nil)
 	}
 	if u := w.Update; u != nil {
 		actions++
-		table, key, attrs = u.TableName, u.Key, []map[string]types.AttributeValue{u.ExpressionAttributeValues}
+		table, key, values = u.TableName, u.Key, u.ExpressionAttributeValues
 		need("UpdateExpression", u.UpdateExpression != nil)
 	}
 	if d := w.Delete; d != nil {
 		actions++
-		table, key, attrs = d.TableName, d.Key, []map[string]types.AttributeValue{d.ExpressionAttributeValues}
+		table, key, values = d.TableName, d.Key, d.ExpressionAttributeValues
 	}
 	if c := w.ConditionCheck; c != nil {
 		actions++
-		table, key, attrs = c.TableName, c.Key, []map[string]types.AttributeValue{c.ExpressionAttributeValues}
+		table, key, values = c.TableName, c.Key, c.ExpressionAttributeValues
 		need("ConditionExpression", c.ConditionExpression != nil)
 	}
 	if actions != 1 {
@@ -164,7 +165,7 @@ func checkWrite(w types.TransactWriteItem) error {
 	if missing != "" {
 		return fmt.Errorf("no %s, which the SDK requires", missing)
 	}
-	for _, m := range append(attrs, key) {
+	for _, m := range [...]map[string]types.AttributeValue{item, values, key} {
 		for name, v := range m {
 			if err := checkAttribute(name, v); err != nil {
 				return err
