@@ -82,12 +82,14 @@ func completionExprLen(n int) int {
 	return size
 }
 
-// checkAttribute refuses an attribute DynamoDB refuses: an empty name or
-// one that is not UTF-8, a value checkValue refuses.
+// checkAttribute refuses an attribute DynamoDB refuses: an empty name, one
+// of 64 KB or more, one that is not UTF-8, a value checkValue refuses.
 func checkAttribute(name string, v types.AttributeValue) error {
 	switch {
 	case name == "":
 		return errors.New("an attribute with an empty name")
+	case len(name) > awsrules.MaxAttributeNameBytes:
+		return fmt.Errorf("an attribute name of %d bytes, over DynamoDB's %d", len(name), awsrules.MaxAttributeNameBytes)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("attribute %q: %w", name, errNameNotUTF8)
 	}

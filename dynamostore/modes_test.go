@@ -401,6 +401,31 @@ func TestSetItemRefusesNamesThatAreNotUTF8(t *testing.T) {
 	}
 }
 
+// SetItem refuses an attribute name of 64 KB or more, which DynamoDB
+// refuses ("Attribute names must be at least one character long and less
+// than 64 KB"), and takes one a byte shorter. moto takes any length: the
+// test holds SetItem to the documented rule.
+func TestSetItemRefusesANameOf64KB(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, onItem(false))
+	for _, c := range []struct {
+		size   int
+		refuse bool
+	}{{64 * 1024, true}, {64*1024 - 1, false}} {
+		var setErr error
+		_, err := e.Do(testCtx(t), fmt.Sprint("pay_name_", c.size), []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{strings.Repeat("n", c.size): &types.AttributeValueMemberS{Value: "1"}})
+			return nil, setErr
+		})
+		if refused := errors.Is(setErr, lambdakit.ErrInvalidItem); refused != c.refuse {
+			t.Errorf("SetItem of a name of %d bytes: %v (Do: %v); want refused %v", c.size, setErr, err, c.refuse)
+		}
+		if !c.refuse && err != nil {
+			t.Errorf("Do with a name of %d bytes: %v; want it completed", c.size, err)
+		}
+	}
+}
+
 // SetItem refuses a number set that holds one value twice, spelled two
 // ways ("1" and "1.0"): DynamoDB compares a number set's members as
 // numbers and refuses the completion after the work. moto compares them
