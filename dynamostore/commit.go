@@ -82,12 +82,14 @@ func completionExprLen(n int) int {
 	return size
 }
 
-// checkAttribute refuses an attribute DynamoDB refuses: an empty name or
-// one that is not UTF-8, a value checkValue refuses.
+// checkAttribute refuses an attribute DynamoDB refuses: an empty name, one
+// of 64 KB or more, one that is not UTF-8, a value checkValue refuses.
 func checkAttribute(name string, v types.AttributeValue) error {
 	switch {
 	case name == "":
 		return errors.New("an attribute with an empty name")
+	case len(name) > awsrules.MaxAttributeNameBytes:
+		return fmt.Errorf("an attribute name of %d bytes, over DynamoDB's %d", len(name), awsrules.MaxAttributeNameBytes)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("attribute %q: %w", name, errNameNotUTF8)
 	}
@@ -107,6 +109,13 @@ const maxNesting = 32
 // errTooDeep refuses a list or map at the 32nd level or below it.
 var errTooDeep = fmt.Errorf("a list or map nested past DynamoDB's %d levels (the attribute is the first)", maxNesting)
 
+// errNilBinary refuses a binary that is nil, the zero
+// AttributeValueMemberB or a nil member of a binary set: the SDK sends it
+// as a JSON null, which DynamoDB reads as no value at all ("Supplied
+// AttributeValue is empty"), or as a null in a set, which holds none. An
+// empty binary that is not nil ([]byte{}) is sent as "" and taken.
+var errNilBinary = errors.New("a binary whose Value is nil (an empty one is []byte{})")
+
 // errNameNotUTF8 refuses a name that is not UTF-8: the SDK sends each
 // byte that is not as U+FFFD, so that two such names are one in DynamoDB,
 // and none is the name the handler gave.
@@ -114,9 +123,10 @@ var errNameNotUTF8 = errors.New("the name is not UTF-8")
 
 // checkValue refuses what DynamoDB refuses in an item, so that SetItem
 // says so before the work rather than the completion after it: no value
-// (here or nested), a NULL that is not true, an empty or repeating set, a
-// number DynamoDB cannot hold (awsrules.CheckNumber), a list or map nested
-// too deep (v stands at level, the item's attribute being 1).
+// (here or nested), a NULL that is not true, a nil binary (errNilBinary),
+// an empty or repeating set, a number DynamoDB cannot hold
+// (awsrules.CheckNumber), a list or map nested too deep (v stands at
+// level, the item's attribute being 1).
 // A string that is not UTF-8 is not refused: the SDK's JSON encoder sends
 // each invalid byte as U+FFFD, which DynamoDB takes.
 func checkValue(v types.AttributeValue, level int) error {
@@ -126,7 +136,11 @@ func checkValue(v types.AttributeValue, level int) error {
 		return errors.New("no value")
 	}
 	switch v := v.(type) {
-	case *types.AttributeValueMemberS, *types.AttributeValueMemberB, *types.AttributeValueMemberBOOL:
+	case *types.AttributeValueMemberS, *types.AttributeValueMemberBOOL:
+	case *types.AttributeValueMemberB:
+		if v.Value == nil {
+			return errNilBinary
+		}
 	case *types.AttributeValueMemberN:
 		return awsrules.CheckNumber(v.Value)
 	case *types.AttributeValueMemberNULL:
@@ -142,6 +156,9 @@ func checkValue(v types.AttributeValue, level int) error {
 	case *types.AttributeValueMemberBS:
 		seen := map[string]bool{}
 		for _, e := range v.Value {
+			if e == nil {
+				return fmt.Errorf("a binary set member: %w", errNilBinary)
+			}
 			seen[string(e)] = true
 		}
 		if len(v.Value) == 0 || len(seen) != len(v.Value) {

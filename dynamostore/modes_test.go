@@ -401,6 +401,31 @@ func TestSetItemRefusesNamesThatAreNotUTF8(t *testing.T) {
 	}
 }
 
+// SetItem refuses an attribute name of 64 KB or more, which DynamoDB
+// refuses ("Attribute names must be at least one character long and less
+// than 64 KB"), and takes one a byte shorter. moto takes any length: the
+// test holds SetItem to the documented rule.
+func TestSetItemRefusesANameOf64KB(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, onItem(false))
+	for _, c := range []struct {
+		size   int
+		refuse bool
+	}{{64 * 1024, true}, {64*1024 - 1, false}} {
+		var setErr error
+		_, err := e.Do(testCtx(t), fmt.Sprint("pay_name_", c.size), []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			setErr = dynamostore.SetItem(ctx, map[string]types.AttributeValue{strings.Repeat("n", c.size): &types.AttributeValueMemberS{Value: "1"}})
+			return nil, setErr
+		})
+		if refused := errors.Is(setErr, lambdakit.ErrInvalidItem); refused != c.refuse {
+			t.Errorf("SetItem of a name of %d bytes: %v (Do: %v); want refused %v", c.size, setErr, err, c.refuse)
+		}
+		if !c.refuse && err != nil {
+			t.Errorf("Do with a name of %d bytes: %v; want it completed", c.size, err)
+		}
+	}
+}
+
 // SetItem refuses a number set that holds one value twice, spelled two
 // ways ("1" and "1.0"): DynamoDB compares a number set's members as
 // numbers and refuses the completion after the work. moto compares them
@@ -502,7 +527,11 @@ func TestSetItemRefusesAnEmptySetBeforeTheWork(t *testing.T) {
 //     among an UpdateItem's values, as the two-step completion does);
 //   - a list or map nested past DynamoDB's 32 levels, the attribute the
 //     first: 31 maps one inside the other around a string are taken, 32
-//     refused (moto takes any depth: the limit is DynamoDB's quotas').
+//     refused (moto takes any depth: the limit is DynamoDB's quotas');
+//   - a binary whose Value is nil, alone or in a binary set: the SDK sends
+//     it as a JSON null, an AttributeValue with no type to DynamoDB
+//     ("Supplied AttributeValue is empty"; moto answers a 500, retried);
+//     an empty binary that is not nil is sent as "" and taken.
 //
 // What is taken is written.
 func TestSetItemRefusesValuesDynamoDBRefusesAfterTheWork(t *testing.T) {
@@ -533,6 +562,10 @@ func TestSetItemRefusesValuesDynamoDBRefusesAfterTheWork(t *testing.T) {
 		{"32 maps", nested(32, false), true},
 		{"32 lists", nested(32, true), true},
 		{"31 lists in a map", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"l": nested(31, true)}}, true},
+		{"a nil binary", &types.AttributeValueMemberB{}, true},
+		{"a nil binary in a set", &types.AttributeValueMemberBS{Value: [][]byte{[]byte("a"), nil}}, true},
+		{"empty binaries", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"b": &types.AttributeValueMemberB{Value: []byte{}}, "bs": &types.AttributeValueMemberBS{Value: [][]byte{{}}}}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := setup(t)

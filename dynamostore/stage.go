@@ -61,7 +61,11 @@ func stagedSize(staged []any) int {
 // It also refuses, with an error wrapping lambdakit.ErrInvalidItem, a
 // staged write whose values DynamoDB refuses, by the rules of SetItem
 // (see CheckItem): the values of a Put's item, an Update's expression
-// values, and the keys of each write; and, with one wrapping
+// values, and the keys of each write; a write that does not hold exactly
+// one action, or lacks a field the SDK requires of it (a TableName, an
+// Update's UpdateExpression, say); a key no table takes (not one or two
+// attributes, or a value that is not a string, number or binary of 1 to
+// 2048 bytes); and, with one wrapping
 // lambdakit.ErrStagingUnsupported, a staged op that is neither a
 // types.TransactWriteItem nor a RecordMessage, which the completion
 // cannot send.
@@ -115,25 +119,90 @@ func (s *Store) stagedOnRecord(staged []any) (onItem int, writes []any, err erro
 	return textSize(s.o.MessagesAttr) + list, otherWrites(staged), nil
 }
 
-// checkWrite checks the attributes w sends, as CheckItem checks an
-// item's.
+// checkWrite refuses a write the completion's TransactWriteItems cannot
+// carry: one without exactly one action (DynamoDB takes one of Put,
+// Update, Delete and ConditionCheck in each), one missing a field the SDK
+// requires of its action (it refuses the whole request, client-side), a
+// key checkKey refuses, or attributes CheckItem would refuse.
 func checkWrite(w types.TransactWriteItem) error {
-	var attrs []map[string]types.AttributeValue
-	switch {
-	case w.Put != nil:
-		attrs = append(attrs, w.Put.Item, w.Put.ExpressionAttributeValues)
-	case w.Update != nil:
-		attrs = append(attrs, w.Update.Key, w.Update.ExpressionAttributeValues)
-	case w.Delete != nil:
-		attrs = append(attrs, w.Delete.Key, w.Delete.ExpressionAttributeValues)
-	case w.ConditionCheck != nil:
-		attrs = append(attrs, w.ConditionCheck.Key, w.ConditionCheck.ExpressionAttributeValues)
+	var (
+		actions int
+		table   *string
+		key     map[string]types.AttributeValue // none for a Put
+		item    map[string]types.AttributeValue // a Put's
+		values  map[string]types.AttributeValue // the expression's
+		missing string                          // the first field the SDK requires that is not set
+	)
+	need := func(field string, set bool) {
+		if !set && missing == "" {
+			missing = field
+		}
 	}
-	for _, m := range attrs {
+	if p := w.Put; p != nil {
+		actions++
+		table, item, values = p.TableName, p.Item, p.ExpressionAttributeValues
+		need("Item", p.Item != nil)
+	}
+	if u := w.Update; u != nil {
+		actions++
+		table, key, values = u.TableName, u.Key, u.ExpressionAttributeValues
+		need("UpdateExpression", u.UpdateExpression != nil)
+	}
+	if d := w.Delete; d != nil {
+		actions++
+		table, key, values = d.TableName, d.Key, d.ExpressionAttributeValues
+	}
+	if c := w.ConditionCheck; c != nil {
+		actions++
+		table, key, values = c.TableName, c.Key, c.ExpressionAttributeValues
+		need("ConditionExpression", c.ConditionExpression != nil)
+	}
+	if actions != 1 {
+		return fmt.Errorf("%d actions; a write holds one Put, Update, Delete or ConditionCheck", actions)
+	}
+	need("TableName", table != nil)
+	need("Key", w.Put != nil || key != nil)
+	if missing != "" {
+		return fmt.Errorf("no %s, which the SDK requires", missing)
+	}
+	for _, m := range [...]map[string]types.AttributeValue{item, values, key} {
 		for name, v := range m {
 			if err := checkAttribute(name, v); err != nil {
 				return err
 			}
+		}
+	}
+	if w.Put == nil {
+		return checkWriteKey(key)
+	}
+	return nil
+}
+
+// checkWriteKey refuses a key DynamoDB refuses whatever the table's schema: one
+// of no attribute or more than two (a partition key, and a sort key or
+// none), a value that is not a string, number or binary (the types of key
+// attributes), an empty string or binary, or one longer than a partition
+// key's awsrules.MaxPartitionKeyBytes (which attribute is a sort key, of
+// at most awsrules.MaxSortKeyBytes, the table alone says). Its values are
+// otherwise checked as an item's are.
+func checkWriteKey(key map[string]types.AttributeValue) error {
+	if len(key) == 0 || len(key) > 2 {
+		return fmt.Errorf("a key of %d attributes; a key has one or two", len(key))
+	}
+	for name, v := range key {
+		n := 0
+		switch v := v.(type) {
+		case *types.AttributeValueMemberN:
+			continue
+		case *types.AttributeValueMemberS:
+			n = len(v.Value)
+		case *types.AttributeValueMemberB:
+			n = len(v.Value)
+		default:
+			return fmt.Errorf("key attribute %q is a %T; a key is a string, number or binary", name, v)
+		}
+		if n == 0 || n > awsrules.MaxPartitionKeyBytes {
+			return fmt.Errorf("key attribute %q is %d bytes long; a key value is from 1 to %d", name, n, awsrules.MaxPartitionKeyBytes)
 		}
 	}
 	return nil
@@ -187,8 +256,9 @@ func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord, onItem int) er
 //
 // A transaction holds at most 100 writes, the completion among them, and
 // 4 MB, and may not touch the same item twice: Stage refuses writes past
-// the first two limits, and writes whose values DynamoDB refuses (see
-// Store.CheckStaging), marked lambdakit.Permanent.
+// the first two limits, and writes the SDK or DynamoDB refuses for their
+// shape, keys or values (see Store.CheckStaging), marked
+// lambdakit.Permanent.
 func Stage(ctx context.Context, items ...types.TransactWriteItem) error {
 	ops := make([]any, len(items))
 	for i, it := range items {

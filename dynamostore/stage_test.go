@@ -14,6 +14,7 @@ import (
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // payment is a write a payment handler would stage: the payment item, put
@@ -308,6 +309,63 @@ func TestStageRefusesValuesDynamoDBRefuses(t *testing.T) {
 		if !errors.Is(stageErr, lambdakit.ErrInvalidItem) || !lambdakit.IsPermanent(stageErr) {
 			t.Errorf("value %d: Stage: %v; want ErrInvalidItem, permanent", i, stageErr)
 		}
+	}
+}
+
+// Stage refuses, before the work, a write the completion's
+// TransactWriteItems cannot carry, rather than leave the completion to
+// fail after it: one missing a field the SDK requires (it refuses the
+// whole request client-side: "missing required field"), one holding no
+// action or two (DynamoDB takes exactly one), one whose key DynamoDB
+// refuses (a key value is a non-empty string, number or binary of at most
+// 2048 bytes: "Supported data types and naming rules", "Partition key
+// value length"). Keys DynamoDB takes are staged.
+func TestStageRefusesAWriteTheCompletionCannotSend(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	key := func(v types.AttributeValue) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"id": v}
+	}
+	id := key(&types.AttributeValueMemberS{Value: "ledger#1"})
+	update := func(k map[string]types.AttributeValue) *types.Update {
+		return &types.Update{TableName: aws.String(f.table), Key: k, UpdateExpression: aws.String("SET amount = :a"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":a": &types.AttributeValueMemberN{Value: "1"}}}
+	}
+	for _, c := range []struct {
+		name string
+		w    types.TransactWriteItem
+	}{
+		{"an update without its expression", types.TransactWriteItem{Update: &types.Update{TableName: aws.String(f.table), Key: id}}},
+		{"a put without its table", types.TransactWriteItem{Put: &types.Put{Item: id}}},
+		{"a delete without its key", types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(f.table)}}},
+		{"a condition check without its condition", types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(f.table), Key: id}}},
+		{"no action", types.TransactWriteItem{}},
+		{"two actions", types.TransactWriteItem{Update: update(id), Delete: &types.Delete{TableName: aws.String(f.table), Key: id}}},
+		{"an empty key", types.TransactWriteItem{Update: update(key(&types.AttributeValueMemberS{}))}},
+		{"a key that is a map", types.TransactWriteItem{Update: update(key(&types.AttributeValueMemberM{Value: id}))}},
+		{"a key over 2048 bytes", types.TransactWriteItem{Update: update(key(&types.AttributeValueMemberB{Value: make([]byte, 2049)}))}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stageErr error
+			effects := 0
+			_, err := e.Do(testCtx(t), "pay_"+strings.ReplaceAll(c.name, " ", "_"), []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+				if stageErr = dynamostore.Stage(ctx, c.w); stageErr != nil {
+					return nil, stageErr
+				}
+				effects++ // the card is charged
+				return nil, nil
+			})
+			if !errors.Is(stageErr, lambdakit.ErrInvalidItem) || !lambdakit.IsPermanent(stageErr) {
+				t.Errorf("Stage: %v (charged %d; then Do: %v); want ErrInvalidItem, permanent, before the work", stageErr, effects, err)
+			}
+		})
+	}
+	longest := strings.Repeat("k", awsrules.MaxPartitionKeyBytes)
+	_, err := e.Do(testCtx(t), "pay_longest_key", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		return nil, dynamostore.Stage(ctx, types.TransactWriteItem{Update: update(key(&types.AttributeValueMemberS{Value: longest}))})
+	})
+	if err != nil || f.item(t, f.table, "id", longest) == nil {
+		t.Errorf("Do: %v; want the update with the longest key staged and committed", err)
 	}
 }
 

@@ -11,6 +11,10 @@ const (
 	// MaxItemBytes is the largest item: the UTF-8 lengths of its
 	// attribute names plus the sizes of their values ("Item size").
 	MaxItemBytes = 400 * 1024
+	// MaxAttributeNameBytes is the longest attribute name, in UTF-8:
+	// names are "less than 64 KB" ("Supported data types and naming
+	// rules", Naming rules).
+	MaxAttributeNameBytes = 64*1024 - 1
 	// MaxTransactionItems is how many actions one TransactWriteItems
 	// holds ("Transactions").
 	MaxTransactionItems = 100
