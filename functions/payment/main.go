@@ -241,7 +241,7 @@ func recordOnLedger(o *dynamostore.Options) {
 // function's own batch options (main sets the dead-letter queue there).
 func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, error) {
 	p := &payments{
-		gateway: &gatewayClient{base: c.GatewayURL, http: client},
+		gateway: &gatewayClient{base: c.GatewayURL, http: noRedirects(client)},
 		table:   c.PaymentsTable,
 		now:     time.Now,
 	}

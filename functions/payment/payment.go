@@ -452,6 +452,18 @@ type gatewayClient struct {
 	http *http.Client
 }
 
+// noRedirects is client, or a copy of it, that does not follow redirects:
+// the charge request, with the payment's fields and its Idempotency-Key,
+// goes to the configured gateway only. Followed, a 307 or 308 would send
+// the same POST to whatever host the answer names, and a 302 a GET whose
+// answer could pass for a charge. charge fails such an answer as
+// rejected instead (a configuration to mend, not to retry).
+func noRedirects(client *http.Client) *http.Client {
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
 func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Outcome, error) {
 	body, err := json.Marshal(chargeRequest{PaymentID: p.PaymentID, OrderID: p.OrderID, CustomerID: p.CustomerID,
 		Amount: amount, Currency: p.Currency})
@@ -486,6 +498,8 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 			return Outcome{}, fmt.Errorf("%w: %d answer without charge_id", ErrGatewayTransient, code)
 		}
 		return Outcome{Status: StatusCharged, ChargeID: parsed.ChargeID}, nil
+	case code >= 300 && code < 400:
+		return Outcome{}, fmt.Errorf("%w: HTTP %d, a redirect to %q, which is not followed: set PAYMENT_GATEWAY_URL to the gateway itself", ErrGatewayRejected, code, resp.Header.Get("Location"))
 	case code == http.StatusPaymentRequired:
 		return Outcome{Status: StatusDeclined, Reason: reason(parsed.Error, answer)}, nil
 	case code >= 500, code == http.StatusConflict, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,6 +130,41 @@ func TestPaymentTransientGatewayFailureIsRetried(t *testing.T) {
 	}
 	if n := len(f.gw.Charges()); n != 1 || attr(f.ledger(t, "pay_t"), "status") != StatusCharged {
 		t.Errorf("got %d charges; want 1 and a CHARGED row", n)
+	}
+}
+
+// A gateway that answers with a redirect is not followed: the charge
+// request, with the payment's fields and its Idempotency-Key, goes to the
+// configured URL only, never to a host the answer names (a 307 or 308
+// would send the same POST there; a 302 a GET whose answer could pass for
+// a charge). The payment fails as rejected, naming the redirect, and
+// nothing is charged or recorded.
+func TestPaymentGatewayRedirectIsNotFollowed(t *testing.T) {
+	for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			var elsewhere atomic.Int32
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				elsewhere.Add(1)
+				fmt.Fprint(w, `{"charge_id":"ch_elsewhere"}`)
+			}))
+			defer other.Close()
+			f := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, other.URL+"/charges", code)
+			}))
+			msg := lambdakittest.Message(body("pay_redirect", "cus_1", 100))
+			if failed := f.run(t, msg); !failed[msg.MessageId] {
+				t.Fatal("got success; want the record to fail")
+			}
+			if n := elsewhere.Load(); n != 0 {
+				t.Errorf("the host the redirect named got %d requests; want none", n)
+			}
+			if line := findLog(t, f.logs, "message failed"); !strings.Contains(line, ErrGatewayRejected.Error()) || !strings.Contains(line, "redirect") {
+				t.Errorf("got log %s; want the payment rejected, naming the redirect", line)
+			}
+			if row := f.ledger(t, "pay_redirect"); row != nil {
+				t.Errorf("got ledger row %v; want nothing recorded", row)
+			}
+		})
 	}
 }
 
