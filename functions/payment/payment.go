@@ -68,7 +68,7 @@ var ErrInvalidPayment = errors.New("invalid payment")
 // ledger fields are every field of the payment and one field chosen by
 // the gateway (charge_id or decline_reason, bounded by maxAnswer): the
 // fields of the body come to at most about 600 bytes, the gateway's to
-// about 3 × maxAnswer, 48 KiB. The record adds its status, lease, validation (a
+// about 3 × maxAnswer as DynamoDB receives them, 48 KiB. The record adds its status, lease, validation (a
 // SHA-256) and expiration, about 200 bytes, and its data: the Outcome as
 // JSON, whose only free text comes from the gateway, at most about
 // 6 × maxAnswer (JSON escapes), 96 KiB. So the row stays under about
@@ -90,14 +90,21 @@ const (
 	// by customer_id (producer.GroupFromField("customer_id")): a longer
 	// one could not have been sent in its customer's group.
 	maxCustomerID = awsrules.MaxIDLength
-	// maxAnswer bounds how much of a gateway's answer is read, and so
-	// the fields the gateway chooses that the ledger row and the Outcome
-	// store: charge_id and decline_reason. Decoding makes a value at most
-	// three times as long as the answer (an invalid byte becomes U+FFFD),
-	// encoding the Outcome at most six (a '<' becomes \u003c). Both are
-	// on the one row: 16 KiB gives at most about 48 + 96 KiB. A real
-	// gateway's answer is a few hundred bytes.
+	// maxAnswer bounds the fields the gateway chooses that the ledger row
+	// and the Outcome store, charge_id and decline_reason, in bytes: a
+	// charge_id past it is an answer the sample cannot record (and
+	// retries, as one without a charge_id); a decline_reason past it is
+	// cut. The SDK sends each byte of a field that is not UTF-8 as U+FFFD
+	// (three bytes), and encoding the Outcome makes a field at most six
+	// times as long (a '<' becomes \u003c): both are on the one row, so
+	// 16 KiB gives at most about 48 + 96 KiB.
 	maxAnswer = 16 << 10
+	// maxAnswerRead bounds how much of an answer is read and decoded to
+	// find those fields: a real gateway's charge object, its metadata
+	// included, is a few KB. (Read only up to maxAnswer, one whose
+	// charge_id came after 16 KiB of other fields was cut, and its charge
+	// never recorded.)
+	maxAnswerRead = 1 << 20
 )
 
 // validPaymentID reports whether id is 1 to maxPaymentID ASCII letters,
@@ -169,11 +176,14 @@ func parsePayment(body string) (Payment, int64, error) {
 const maxEcho = 32
 
 // clip cuts v to maxEcho bytes, at a character boundary, marking the cut.
-func clip(v string) string {
-	if len(v) <= maxEcho {
+func clip(v string) string { return clipTo(v, maxEcho) }
+
+// clipTo cuts v to n bytes, at a character boundary, marking the cut.
+func clipTo(v string, n int) string {
+	if len(v) <= n {
 		return v
 	}
-	cut := maxEcho
+	cut := n
 	for cut > 0 && !utf8.RuneStart(v[cut]) {
 		cut--
 	}
@@ -483,7 +493,7 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 		return Outcome{}, fmt.Errorf("%w: %v", ErrGatewayTransient, err)
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerRead))
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%w: reading answer: %v", ErrGatewayTransient, err)
 	}
@@ -497,6 +507,9 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 		if parsed.ChargeID == "" {
 			return Outcome{}, fmt.Errorf("%w: %d answer without charge_id", ErrGatewayTransient, code)
 		}
+		if len(parsed.ChargeID) > maxAnswer {
+			return Outcome{}, fmt.Errorf("%w: %d answer with a charge_id of %d bytes, over the %d the ledger keeps", ErrGatewayTransient, code, len(parsed.ChargeID), maxAnswer)
+		}
 		return Outcome{Status: StatusCharged, ChargeID: parsed.ChargeID}, nil
 	case code >= 300 && code < 400:
 		return Outcome{}, fmt.Errorf("%w: HTTP %d, a redirect to %q, which is not followed: set PAYMENT_GATEWAY_URL to the gateway itself", ErrGatewayRejected, code, resp.Header.Get("Location"))
@@ -509,9 +522,11 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 	}
 }
 
+// reason is the gateway's reason for an answer: its error field, or the
+// answer itself, cut to maxAnswer bytes (and the mark of the cut).
 func reason(parsed string, raw []byte) string {
-	if parsed != "" {
-		return parsed
+	if parsed == "" {
+		parsed = string(bytes.TrimSpace(raw))
 	}
-	return string(bytes.TrimSpace(raw))
+	return clipTo(parsed, maxAnswer)
 }

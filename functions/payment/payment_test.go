@@ -168,6 +168,38 @@ func TestPaymentGatewayRedirectIsNotFollowed(t *testing.T) {
 	}
 }
 
+// A gateway's charge object may be larger than the fields the ledger
+// keeps (metadata, say): the charge_id is found after 40 KiB of other
+// fields, and the charge recorded, not retried for ever as an answer
+// without one. A charge_id longer than the ledger keeps is not recorded,
+// and the lock is released, as for an answer without one.
+func TestPaymentGatewayAnswerLargerThanTheFieldsKept(t *testing.T) {
+	for _, c := range []struct {
+		name, chargeID string
+		charged        bool
+	}{
+		{"a charge_id after 40 KiB of metadata", "ch_big", true},
+		{"a charge_id over the ledger's bound", strings.Repeat("c", maxAnswer+1), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			answer := fmt.Sprintf(`{"metadata":%q,"charge_id":%q}`, strings.Repeat("m", 40<<10), c.chargeID)
+			f := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+				fmt.Fprint(w, answer)
+			}))
+			msg := lambdakittest.Message(body("pay_bigansw", "cus_1", 100))
+			failed := f.run(t, msg)
+			row := f.ledger(t, "pay_bigansw")
+			if c.charged && (len(failed) != 0 || attr(row, "charge_id") != c.chargeID) {
+				t.Fatalf("failures %v, ledger charge_id %q; want the charge recorded with %q", failed, attr(row, "charge_id"), c.chargeID)
+			}
+			if !c.charged && (!failed[msg.MessageId] || row != nil || f.idempotencyRecords(t) != 0) {
+				t.Errorf("failures %v, ledger row %v, %d records; want the record failed, nothing recorded, the lock released", failed, row != nil, f.idempotencyRecords(t))
+			}
+		})
+	}
+}
+
 func TestPaymentGatewayAnswers(t *testing.T) {
 	cases := []struct {
 		name   string

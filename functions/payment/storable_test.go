@@ -119,7 +119,7 @@ func TestLargestValidPaymentIsStored(t *testing.T) {
 		name   string
 		status int    // the gateway's answer: 0 for the sandbox gateway, else this status and
 		field  string // a JSON object of this field ("": no JSON at all)
-		filler string // filled with this up to maxAnswer bytes
+		filler string // filled with this up to maxAnswer bytes, as sent and as decoded
 		// decoded is one filler as the row stores it
 		decoded, outcome, attr string
 	}{
@@ -143,7 +143,9 @@ func TestLargestValidPaymentIsStored(t *testing.T) {
 				if c.field != "" {
 					prefix, suffix = `{"`+c.field+`":"`, `"}`
 				}
-				n := (maxAnswer - len(prefix) - len(suffix)) / len(c.filler)
+				// As many fillers as fit maxAnswer, both as sent and as
+				// decoded (an invalid byte decodes to 3).
+				n := min((maxAnswer-len(prefix)-len(suffix))/len(c.filler), maxAnswer/len(c.decoded))
 				answer := prefix + strings.Repeat(c.filler, n) + suffix
 				want = strings.Repeat(c.decoded, n)
 				gw = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
