@@ -92,9 +92,9 @@ const (
 	maxCustomerID = awsrules.MaxIDLength
 	// maxAnswer bounds the fields the gateway chooses that the ledger row
 	// and the Outcome store, charge_id and decline_reason, in bytes: a
-	// charge_id past it is an answer the sample cannot record (and
-	// retries, as one without a charge_id); a decline_reason past it is
-	// cut. The SDK sends each byte of a field that is not UTF-8 as U+FFFD
+	// charge_id past it is a charge the sample cannot record (it fails
+	// the payment after the charge, to reconcile); a decline_reason past
+	// it is cut. The SDK sends each byte of a field that is not UTF-8 as U+FFFD
 	// (three bytes), and encoding the Outcome makes a field at most six
 	// times as long (a '<' becomes \u003c): both are on the one row, so
 	// 16 KiB gives at most about 48 + 96 KiB.
@@ -103,7 +103,8 @@ const (
 	// find those fields: a real gateway's charge object, its metadata
 	// included, is a few KB. (Read only up to maxAnswer, one whose
 	// charge_id came after 16 KiB of other fields was cut, and its charge
-	// never recorded.)
+	// never recorded.) A 2xx answer longer than this is a charge the
+	// sample cannot record, failed after the charge, to reconcile.
 	maxAnswerRead = 1 << 20
 )
 
@@ -244,6 +245,13 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 		return nil, err
 	}
 	out, err := s.gateway.charge(ctx, p, amount)
+	if errors.Is(err, ErrChargeNotRecordable) {
+		// The gateway charged, and answers every retry alike (the same
+		// Idempotency-Key): released, the payment would be retried until
+		// dead-lettered with no trace of the charge. Past the recovery
+		// point instead, its record keeps the failure, to reconcile.
+		lambdakit.EffectDone(ctx, "charge not recorded: "+err.Error())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -444,6 +452,11 @@ func validate(next lambdakit.Handler) lambdakit.Handler {
 var (
 	ErrGatewayTransient = errors.New("payment gateway unavailable")
 	ErrGatewayRejected  = errors.New("payment gateway rejected the request")
+	// ErrChargeNotRecordable means the gateway charged (a 2xx) but its
+	// answer cannot be recorded: a charge_id over maxAnswer, or an answer
+	// over maxAnswerRead, cut before its end. Handle fails the payment
+	// after its charge, to reconcile.
+	ErrChargeNotRecordable = errors.New("payment gateway charged, but its answer cannot be recorded")
 )
 
 // chargeRequest is the body of POST {base}/charges: a struct, which
@@ -493,10 +506,13 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 		return Outcome{}, fmt.Errorf("%w: %v", ErrGatewayTransient, err)
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerRead))
+	// One byte more than is decoded, to tell an answer cut short.
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerRead+1))
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%w: reading answer: %v", ErrGatewayTransient, err)
 	}
+	cut := len(answer) > maxAnswerRead
+	answer = answer[:min(len(answer), maxAnswerRead)]
 	var parsed struct {
 		ChargeID string `json:"charge_id"`
 		Error    string `json:"error"`
@@ -504,11 +520,15 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 	_ = json.Unmarshal(answer, &parsed) // a body that is not JSON leaves the fields empty
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
+		if cut {
+			return Outcome{}, fmt.Errorf("%w: %d answer of more than %d bytes", ErrChargeNotRecordable, code, maxAnswerRead)
+		}
 		if parsed.ChargeID == "" {
 			return Outcome{}, fmt.Errorf("%w: %d answer without charge_id", ErrGatewayTransient, code)
 		}
 		if len(parsed.ChargeID) > maxAnswer {
-			return Outcome{}, fmt.Errorf("%w: %d answer with a charge_id of %d bytes, over the %d the ledger keeps", ErrGatewayTransient, code, len(parsed.ChargeID), maxAnswer)
+			return Outcome{}, fmt.Errorf("%w: %d answer with a charge_id of %d bytes (%s), over the %d the ledger keeps",
+				ErrChargeNotRecordable, code, len(parsed.ChargeID), clip(parsed.ChargeID), maxAnswer)
 		}
 		return Outcome{Status: StatusCharged, ChargeID: parsed.ChargeID}, nil
 	case code >= 300 && code < 400:

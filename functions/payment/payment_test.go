@@ -171,30 +171,46 @@ func TestPaymentGatewayRedirectIsNotFollowed(t *testing.T) {
 // A gateway's charge object may be larger than the fields the ledger
 // keeps (metadata, say): the charge_id is found after 40 KiB of other
 // fields, and the charge recorded, not retried for ever as an answer
-// without one. A charge_id longer than the ledger keeps is not recorded,
-// and the lock is released, as for an answer without one.
+// without one. A charge the ledger cannot keep, its charge_id over the
+// bound or its answer over what is read (the charge_id before the cut),
+// is failed after the charge, its record kept to reconcile: released, it
+// would be retried until dead-lettered with no trace of the charge, since
+// the gateway answers every retry alike (the same Idempotency-Key).
 func TestPaymentGatewayAnswerLargerThanTheFieldsKept(t *testing.T) {
+	metadata := func(n int) string { return fmt.Sprintf(`{"metadata":%q,"charge_id":"ch_big"}`, strings.Repeat("m", n)) }
 	for _, c := range []struct {
-		name, chargeID string
-		charged        bool
+		name, answer string
+		charged      bool
 	}{
-		{"a charge_id after 40 KiB of metadata", "ch_big", true},
-		{"a charge_id over the ledger's bound", strings.Repeat("c", maxAnswer+1), false},
+		{"a charge_id after 40 KiB of metadata", metadata(40 << 10), true},
+		{"a charge_id over the ledger's bound", fmt.Sprintf(`{"charge_id":%q}`, strings.Repeat("c", maxAnswer+1)), false},
+		{"a charge_id before the cut of an answer over the bytes read", `{"charge_id":"ch_big","metadata":"` + strings.Repeat("m", maxAnswerRead) + `"}`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			answer := fmt.Sprintf(`{"metadata":%q,"charge_id":%q}`, strings.Repeat("m", 40<<10), c.chargeID)
 			f := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(http.StatusCreated)
-				fmt.Fprint(w, answer)
+				fmt.Fprint(w, c.answer)
 			}))
+			f.handler = mustHandler(t, f.cfg, f.db, &http.Client{Timeout: 2 * time.Second}, f.logs.Logger()) // 1 MiB, under load
 			msg := lambdakittest.Message(body("pay_bigansw", "cus_1", 100))
 			failed := f.run(t, msg)
 			row := f.ledger(t, "pay_bigansw")
-			if c.charged && (len(failed) != 0 || attr(row, "charge_id") != c.chargeID) {
-				t.Fatalf("failures %v, ledger charge_id %q; want the charge recorded with %q", failed, attr(row, "charge_id"), c.chargeID)
+			if c.charged {
+				if len(failed) != 0 || attr(row, "charge_id") != "ch_big" {
+					t.Fatalf("failures %v, ledger charge_id %q; want the charge recorded with ch_big", failed, attr(row, "charge_id"))
+				}
+				return
 			}
-			if !c.charged && (!failed[msg.MessageId] || row != nil || f.idempotencyRecords(t) != 0) {
-				t.Errorf("failures %v, ledger row %v, %d records; want the record failed, nothing recorded, the lock released", failed, row != nil, f.idempotencyRecords(t))
+			recs := f.records(t)
+			if !failed[msg.MessageId] || row == nil || len(recs) != 1 || !strings.HasPrefix(attr(recs[0], "effect"), "charge not recorded: ") {
+				t.Fatalf("failures %v, %d records (effect %q); want the record failed after its charge, its effect the charge not recorded",
+					failed, len(recs), attr(row, "effect"))
+			}
+			if line := findLog(t, f.logs, "message failed"); !strings.Contains(line, ErrChargeNotRecordable.Error()) {
+				t.Errorf("got log %.400s; want the charge not recorded", line)
+			}
+			if attr(row, "status") == StatusCharged || attr(row, "charge_id") != "" {
+				t.Errorf("got ledger status %q; want no charge recorded as CHARGED", attr(row, "status"))
 			}
 		})
 	}
