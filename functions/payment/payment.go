@@ -452,10 +452,11 @@ func validate(next lambdakit.Handler) lambdakit.Handler {
 var (
 	ErrGatewayTransient = errors.New("payment gateway unavailable")
 	ErrGatewayRejected  = errors.New("payment gateway rejected the request")
-	// ErrChargeNotRecordable means the gateway charged (a 2xx) but its
-	// answer cannot be recorded: a charge_id over maxAnswer, or an answer
-	// over maxAnswerRead, cut before its end. Handle fails the payment
-	// after its charge, to reconcile.
+	// ErrChargeNotRecordable means the gateway charged (a 2xx, or a
+	// redirect whose answer carries a charge_id) but its answer cannot be
+	// recorded: a charge_id over maxAnswer, an answer over maxAnswerRead,
+	// cut before its end, or a redirect, which is not followed. Handle
+	// fails the payment after its charge, to reconcile.
 	ErrChargeNotRecordable = errors.New("payment gateway charged, but its answer cannot be recorded")
 )
 
@@ -531,6 +532,11 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 				ErrChargeNotRecordable, code, len(parsed.ChargeID), clip(parsed.ChargeID), maxAnswer)
 		}
 		return Outcome{Status: StatusCharged, ChargeID: parsed.ChargeID}, nil
+	case code >= 300 && code < 400 && parsed.ChargeID != "":
+		// A 303 after the charge, say: the gateway charged, and the
+		// redirect that would confirm it is not followed.
+		return Outcome{}, fmt.Errorf("%w: HTTP %d, a redirect to %q whose answer carries charge_id %s; redirects are not followed",
+			ErrChargeNotRecordable, code, resp.Header.Get("Location"), clip(parsed.ChargeID))
 	case code >= 300 && code < 400:
 		return Outcome{}, fmt.Errorf("%w: HTTP %d, a redirect to %q, which is not followed: set PAYMENT_GATEWAY_URL to the gateway itself", ErrGatewayRejected, code, resp.Header.Get("Location"))
 	case code == http.StatusPaymentRequired:

@@ -168,6 +168,28 @@ func TestPaymentGatewayRedirectIsNotFollowed(t *testing.T) {
 	}
 }
 
+// A redirect whose answer carries a charge_id (a 303 See Other after the
+// charge, as some APIs answer a POST) says the gateway charged: it is not
+// followed, so the charge cannot be confirmed and recorded, and the
+// payment fails after its charge, kept to reconcile, not released to be
+// retried until dead-lettered with no trace of the charge.
+func TestPaymentGatewayRedirectAfterAChargeIsKeptToReconcile(t *testing.T) {
+	f := setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/charges/ch_303")
+		w.WriteHeader(http.StatusSeeOther)
+		fmt.Fprint(w, `{"charge_id":"ch_303"}`)
+	}))
+	msg := lambdakittest.Message(body("pay_303", "cus_1", 100))
+	failed := f.run(t, msg)
+	recs := f.records(t)
+	if !failed[msg.MessageId] || len(recs) != 1 || !strings.HasPrefix(attr(recs[0], "effect"), "charge not recorded: ") {
+		t.Fatalf("failures %v, %d records; want the record failed after its charge, its effect the charge not recorded", failed, len(recs))
+	}
+	if row := f.ledger(t, "pay_303"); attr(row, "status") == StatusCharged {
+		t.Errorf("got ledger status %q; want no charge recorded as CHARGED", attr(row, "status"))
+	}
+}
+
 // A gateway's charge object may be larger than the fields the ledger
 // keeps (metadata, say): the charge_id is found after 40 KiB of other
 // fields, and the charge recorded, not retried for ever as an answer
