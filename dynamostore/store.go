@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -209,6 +210,8 @@ type Store struct {
 	// tableName is table, as every request names it: one string, which no
 	// request writes to.
 	tableName *string
+	// lastForm is the form of the last completion made (completionForm).
+	lastForm atomic.Pointer[completionForm]
 }
 
 // The values and expressions every lock and completion sends, made once:
@@ -500,8 +503,81 @@ func invalid(err error) bool {
 // transaction takes; UpdateItem takes the same fields.
 func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) *types.Update {
 	attrs, _ := rec.Item.(map[string]types.AttributeValue)
-	// One builder and maps sized for what they will hold: the expression
-	// is built for every record.
+	f := s.completionForm(rec, attrs, msgs)
+	values := make(map[string]types.AttributeValue, f.values)
+	values[":completed"] = completedValue
+	values[":lease"] = str(rec.Lease)
+	if f.expires {
+		values[":exp"] = num(rec.Expiration.Unix())
+	}
+	if f.failure {
+		values[":failure"] = str(rec.Failure)
+	}
+	if f.effect {
+		values[":effect"] = str(rec.Effect)
+	}
+	if f.data {
+		values[":data"] = str(string(rec.Data))
+	}
+	for i, name := range f.attrs {
+		_, v := itemPlaceholders(i)
+		values[v] = attrs[name]
+	}
+	if f.msgs {
+		values[":messages"] = msgs
+	}
+	return &types.Update{
+		TableName:                 s.tableName,
+		Key:                       s.key(rec.ID),
+		UpdateExpression:          f.expr,
+		ConditionExpression:       leaseConditionExp,
+		ExpressionAttributeNames:  f.names,
+		ExpressionAttributeValues: values,
+	}
+}
+
+// completionForm is what a completion's request takes from the shape of
+// its record, not from its values: which optional attributes it sets, the
+// names of the handler's item, and so its expression and name
+// placeholders. The records of one function mostly share one shape, so the
+// Store keeps the last form it made and builds a new one only when the
+// shape changes: the expression and the names map are then made once, not
+// for every record. A form is never changed once made; requests share its
+// expression and names map (see API).
+type completionForm struct {
+	expires, failure, effect, data, msgs bool
+	// attrs are the names of the handler's item, sorted: the i-th is set
+	// through the placeholders itemPlaceholders(i).
+	attrs  []string
+	expr   *string
+	names  map[string]string
+	values int // how many values the expression takes
+}
+
+// fits reports whether f is the form of a record with these optional
+// attributes and item.
+func (f *completionForm) fits(expires, failure, effect, data, msgs bool, attrs map[string]types.AttributeValue) bool {
+	if f.expires != expires || f.failure != failure || f.effect != effect || f.data != data || f.msgs != msgs || len(f.attrs) != len(attrs) {
+		return false
+	}
+	// As many names, all of f's among them: the same names.
+	for _, name := range f.attrs {
+		if _, ok := attrs[name]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// completionForm returns the form of rec's completion: the last one made,
+// when rec has its shape, or a new one, kept as the last.
+func (s *Store) completionForm(rec lambdakit.IdempotencyRecord, attrs map[string]types.AttributeValue, msgs *types.AttributeValueMemberL) *completionForm {
+	expires, failure, effect, data, hasMsgs := !rec.Expiration.IsZero(), rec.Failure != "", rec.Effect != "", len(rec.Data) > 0, msgs != nil
+	if f := s.lastForm.Load(); f != nil && f.fits(expires, failure, effect, data, hasMsgs, attrs) {
+		return f
+	}
+	f := &completionForm{expires: expires, failure: failure, effect: effect, data: data, msgs: hasMsgs,
+		attrs: slices.Sorted(maps.Keys(attrs))}
 	var set strings.Builder
 	set.Grow(160 + 16*len(attrs))
 	set.WriteString("SET " + nStatus + " = :completed")
@@ -515,52 +591,31 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.Attribut
 	// The record's optional attributes: their names only when used
 	// (DynamoDB rejects a name the expressions do not use). Not the
 	// payload hash: the lock wrote it (see Complete).
-	optional := [...]struct{ name, placeholder, value string }{
-		{nFailure, ":failure", rec.Failure}, {nEffect, ":effect", rec.Effect},
-	}
-	used := 0
-	if msgs != nil {
-		used++
-	}
-	for _, a := range optional {
-		if a.value != "" {
-			used++
-		}
-	}
-	// Each map sized for exactly what it will hold: a map's table grows
-	// by doubling, and a size hint of one more than needed can double it
-	// (14 entries take 16 slots; 15 take 32, 1 KB more per map).
-	names := s.attrNames(used+len(attrs), nStatus, nExpiration, nLease, nData)
-	nValues := 2 + used + len(attrs) // :completed, :lease
-	if !rec.Expiration.IsZero() {
-		nValues++
-	}
-	if len(rec.Data) > 0 {
-		nValues++
-	}
-	values := make(map[string]types.AttributeValue, nValues)
-	values[":completed"] = completedValue
-	values[":lease"] = str(rec.Lease)
-	if rec.Expiration.IsZero() {
+	optional := [...]struct {
+		name, placeholder string
+		set               bool
+	}{{nFailure, ":failure", failure}, {nEffect, ":effect", effect}}
+	names := s.attrNames(0, nStatus, nExpiration, nLease, nData)
+	f.values = 2 // :completed, :lease
+	if expires {
+		clause(nExpiration, ":exp")
+		f.values++
+	} else {
 		// Kept forever: without its TTL attribute, DynamoDB never
 		// deletes the item, and the acquire condition never finds it
 		// expired.
 		remove = append(remove, nExpiration)
-	} else {
-		clause(nExpiration, ":exp")
-		values[":exp"] = num(rec.Expiration.Unix())
 	}
 	for _, a := range optional {
-		if a.value == "" {
-			continue
+		if a.set {
+			clause(a.name, a.placeholder)
+			names[a.name] = s.names[a.name]
+			f.values++
 		}
-		clause(a.name, a.placeholder)
-		names[a.name] = s.names[a.name]
-		values[a.placeholder] = str(a.value)
 	}
-	if len(rec.Data) > 0 {
+	if data {
 		clause(nData, ":data")
-		values[":data"] = str(string(rec.Data))
+		f.values++
 	} else {
 		// A record completed again without a result must not keep
 		// replaying the previous one. An empty result is no result, as
@@ -569,35 +624,23 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.Attribut
 	}
 	// The handler's item, onto the record's: placeholders for every name,
 	// in a fixed order so that a retried request is the same request.
-	// Sorted in place on the stack for the usual few attributes.
-	var sorted [16]string
-	keys := sorted[:0]
-	for name := range attrs {
-		keys = append(keys, name)
-	}
-	slices.Sort(keys)
-	for i, name := range keys {
+	for i, name := range f.attrs {
 		n, v := itemPlaceholders(i)
 		clause(n, v)
 		names[n] = name
-		values[v] = attrs[name]
 	}
-	if msgs != nil {
+	f.values += len(f.attrs)
+	if hasMsgs {
 		clause(nMessages, ":messages")
 		names[nMessages] = s.o.MessagesAttr
-		values[":messages"] = msgs
+		f.values++
 	}
 	if len(remove) > 0 {
 		set.WriteString(" REMOVE " + strings.Join(remove, ", "))
 	}
-	return &types.Update{
-		TableName:                 s.tableName,
-		Key:                       s.key(rec.ID),
-		UpdateExpression:          aws.String(set.String()),
-		ConditionExpression:       leaseConditionExp,
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	}
+	f.expr, f.names = aws.String(set.String()), names
+	s.lastForm.Store(f)
+	return f
 }
 
 // itemPlaceholders are the name and value placeholders of the i-th

@@ -2,9 +2,12 @@ package dynamostore
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +132,100 @@ func TestCompletionNamesEveryAttributeInSortedOrder(t *testing.T) {
 		if !strings.Contains(*first.UpdateExpression, ", "+n+" = "+v) {
 			t.Errorf("the update expression does not set %s = %s: %s", n, v, *first.UpdateExpression)
 		}
+	}
+}
+
+// TestCompletionOfEachShapeIsBuiltForIt checks the completion's kept form
+// (completionForm) against records whose shapes follow one another: items
+// of the same size with other names, the same names with another optional
+// attribute set or unset, and back. Each completion, made one after the
+// other and from many goroutines at once, must be the request a Store
+// that never saw another record builds for it.
+func TestCompletionOfEachShapeIsBuiltForIt(t *testing.T) {
+	newS := func() *Store {
+		s, err := New(dynamodb.New(dynamodb.Options{}), "payments")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	msgs := &types.AttributeValueMemberL{Value: []types.AttributeValue{str("m")}}
+	base := lambdakit.IdempotencyRecord{ID: "payment#1", Lease: "lease"}
+	var recs []lambdakit.IdempotencyRecord
+	var withMsgs []bool
+	for _, item := range []map[string]types.AttributeValue{
+		nil,
+		{"amount": str("1"), "status": str("CHARGED")},
+		{"amount": str("2"), "currency": str("EUR")}, // as many names, one other
+		{"amount": str("3"), "status": str("CHARGED"), "currency": str("EUR")},
+	} {
+		for mask := range 32 {
+			r := base
+			r.Item = item
+			if mask&1 != 0 {
+				r.Expiration = time.Unix(1_900_000_000, 0)
+			}
+			if mask&2 != 0 {
+				r.Failure = "failed"
+			}
+			if mask&4 != 0 {
+				r.Effect = "charged"
+			}
+			if mask&8 != 0 {
+				r.Data = []byte(`{"ok":true}`)
+			}
+			recs, withMsgs = append(recs, r), append(withMsgs, mask&16 != 0)
+		}
+	}
+	msgsOf := func(i int) *types.AttributeValueMemberL {
+		if withMsgs[i] {
+			return msgs
+		}
+		return nil
+	}
+	want := make([]*types.Update, len(recs))
+	for i, r := range recs {
+		want[i] = newS().completion(r, msgsOf(i))
+	}
+	same := func(got, want *types.Update) bool {
+		return *got.UpdateExpression == *want.UpdateExpression &&
+			maps.Equal(got.ExpressionAttributeNames, want.ExpressionAttributeNames) &&
+			reflect.DeepEqual(got.ExpressionAttributeValues, want.ExpressionAttributeValues)
+	}
+	s := newS()
+	// In order, backwards, and every other one: each shape after others.
+	order := slices.Collect(func(yield func(int) bool) {
+		for i := range recs {
+			yield(i)
+		}
+		for i := len(recs) - 1; i >= 0; i-- {
+			yield(i)
+		}
+		for i := 0; i < len(recs); i += 2 {
+			yield(i)
+		}
+	})
+	for _, i := range order {
+		if got := s.completion(recs[i], msgsOf(i)); !same(got, want[i]) {
+			t.Fatalf("record %d: completion %s %v; want %s %v", i, *got.UpdateExpression, got.ExpressionAttributeNames,
+				*want[i].UpdateExpression, want[i].ExpressionAttributeNames)
+		}
+	}
+	var wg sync.WaitGroup
+	var wrong atomic.Int32
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 400 {
+				i := (g*131 + k*7) % len(recs)
+				if !same(s.completion(recs[i], msgsOf(i)), want[i]) {
+					wrong.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := wrong.Load(); n > 0 {
+		t.Errorf("%d of 3200 completions made at once were not their record's", n)
 	}
 }
 
