@@ -50,7 +50,7 @@ func PublishOnRecord(ctx context.Context, msgs ...Message) error {
 		}
 		ops := make([]any, len(msgs))
 		for i, m := range msgs {
-			ops[i] = dynamostore.RecordMessage(message(names[i], m))
+			ops[i] = dynamostore.RecordMessage(message(names[i], m, 0))
 		}
 		return ops, nil
 	})

@@ -3,9 +3,11 @@ package outbox
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 )
@@ -34,4 +36,44 @@ func FuzzRelayReadsAnyStreamRecord(f *testing.F) {
 		_, _ = sendInput(rec.Change.NewImage)
 		_, _ = deadLetterBody(&rec, errors.New("refused"))
 	})
+}
+
+// TestMessageAttributesFollowTheCallersMap checks the attributes value a
+// message shares with the one before it (attributesValue): the same
+// attributes give the same value, and attributes changed in the caller's
+// own map after a call, or different ones, give their own, while a
+// message made before keeps what it was given.
+func TestMessageAttributesFollowTheCallersMap(t *testing.T) {
+	attrsOf := func(item map[string]types.AttributeValue) map[string]string {
+		out := map[string]string{}
+		for k, v := range item["attributes"].(*types.AttributeValueMemberM).Value {
+			out[k] = v.(*types.AttributeValueMemberS).Value
+		}
+		return out
+	}
+	attrs := map[string]string{"type": "payment.charged"}
+	first := message("a", Message{QueueURL: "q", Body: "b", Attributes: attrs}, 0)
+	second := message("a", Message{QueueURL: "q", Body: "b", Attributes: map[string]string{"type": "payment.charged"}}, 0)
+	if first["attributes"] != second["attributes"] {
+		t.Errorf("two messages with the same attributes got two values; want one shared")
+	}
+	attrs["type"] = "payment.refunded" // the caller's map, changed after the call
+	third := message("a", Message{QueueURL: "q", Body: "b", Attributes: attrs}, 0)
+	fourth := message("a", Message{QueueURL: "q", Body: "b", Attributes: map[string]string{"type": "payment.charged", "v": "2"}}, 0)
+	for _, c := range []struct {
+		item map[string]types.AttributeValue
+		want map[string]string
+	}{
+		{first, map[string]string{"type": "payment.charged"}},
+		{second, map[string]string{"type": "payment.charged"}},
+		{third, map[string]string{"type": "payment.refunded"}},
+		{fourth, map[string]string{"type": "payment.charged", "v": "2"}},
+	} {
+		if got := attrsOf(c.item); !maps.Equal(got, c.want) {
+			t.Errorf("attributes %v; want %v", got, c.want)
+		}
+	}
+	if got := message("a", Message{QueueURL: "q", Body: "b"}, 0); got["attributes"] != nil {
+		t.Errorf("a message without attributes got %v", got["attributes"])
+	}
 }

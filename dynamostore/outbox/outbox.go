@@ -25,8 +25,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -342,7 +344,7 @@ func check(name string, m Message) error {
 
 // item is the outbox item of m, checked, whose ID is id.
 func (o *Outbox) item(recordID, id, name string, m Message, now time.Time) map[string]types.AttributeValue {
-	item := message(name, m)
+	item := message(name, m, 6)
 	item["pk"] = &types.AttributeValueMemberS{Value: PartitionKey(m.GroupID, id)}
 	item["id"] = &types.AttributeValueMemberS{Value: id}
 	item["recordId"] = &types.AttributeValueMemberS{Value: recordID}
@@ -354,22 +356,52 @@ func (o *Outbox) item(recordID, id, name string, m Message, now time.Time) map[s
 
 // message is what the relay sends of m, named name: its name, queue,
 // body, group and attributes, as attributes of an outbox item or of an
-// element of a record's messages.
-func message(name string, m Message) map[string]types.AttributeValue {
-	item := map[string]types.AttributeValue{
-		"name":     &types.AttributeValueMemberS{Value: name},
-		"queueUrl": &types.AttributeValueMemberS{Value: m.QueueURL},
-		"body":     &types.AttributeValueMemberS{Value: m.Body},
+// element of a record's messages, with room for extra more.
+func message(name string, m Message, extra int) map[string]types.AttributeValue {
+	n := 3 + extra
+	if m.GroupID != "" {
+		n++
 	}
+	if len(m.Attributes) > 0 {
+		n++
+	}
+	item := make(map[string]types.AttributeValue, n)
+	item["name"] = &types.AttributeValueMemberS{Value: name}
+	item["queueUrl"] = &types.AttributeValueMemberS{Value: m.QueueURL}
+	item["body"] = &types.AttributeValueMemberS{Value: m.Body}
 	if m.GroupID != "" {
 		item["groupId"] = &types.AttributeValueMemberS{Value: m.GroupID}
 	}
 	if len(m.Attributes) > 0 {
-		am := map[string]types.AttributeValue{}
-		for k, v := range m.Attributes {
-			am[k] = &types.AttributeValueMemberS{Value: v}
-		}
-		item["attributes"] = &types.AttributeValueMemberM{Value: am}
+		item["attributes"] = attributesValue(m.Attributes)
 	}
 	return item
 }
+
+// attributesValue is attrs as a map attribute. Most functions publish the
+// same attributes with every message (a "type", say): the last value made
+// is kept and given again while the attributes are the same, rather than
+// copied anew for each message. A value given out is never changed: the
+// requests and items that hold it only read it.
+func attributesValue(attrs map[string]string) types.AttributeValue {
+	if last := lastAttributes.Load(); last != nil && maps.Equal(last.attrs, attrs) {
+		return last.value
+	}
+	am := make(map[string]types.AttributeValue, len(attrs))
+	for k, v := range attrs {
+		am[k] = &types.AttributeValueMemberS{Value: v}
+	}
+	value := &types.AttributeValueMemberM{Value: am}
+	// A copy of the caller's map: it may change it after the call.
+	lastAttributes.Store(&keptAttributes{attrs: maps.Clone(attrs), value: value})
+	return value
+}
+
+// keptAttributes is the last attributes value made, with the attributes it
+// was made of.
+type keptAttributes struct {
+	attrs map[string]string
+	value types.AttributeValue
+}
+
+var lastAttributes atomic.Pointer[keptAttributes]
