@@ -1,25 +1,50 @@
 package lambdakit
 
 import (
-	"container/list"
 	"sync"
 	"time"
 )
 
 // lru keeps the most recently completed records of a warm container, so a
 // duplicate can be answered without a request. A nil *lru caches nothing.
+//
+// Its list is its own rather than container/list's: a record is kept in
+// its node by value, not boxed in an interface, and once the cache is full
+// the node of the record it drops takes the new one, so that a put, which
+// follows every completion, allocates nothing in a container that has run
+// a while.
 type lru struct {
 	mu    sync.Mutex
 	size  int
-	order *list.List // front: most recently used; values are IdempotencyRecord
-	items map[string]*list.Element
+	root  lruNode // root.next is the most recently used node, root.prev the least
+	items map[string]*lruNode
+}
+
+type lruNode struct {
+	rec        IdempotencyRecord
+	prev, next *lruNode
 }
 
 func newLRU(size int) *lru {
 	if size <= 0 {
 		return nil
 	}
-	return &lru{size: size, order: list.New(), items: make(map[string]*list.Element, size)}
+	c := &lru{size: size, items: make(map[string]*lruNode, size)}
+	c.root.next, c.root.prev = &c.root, &c.root
+	return c
+}
+
+// unlink takes n out of the list.
+func (c *lru) unlink(n *lruNode) {
+	n.prev.next, n.next.prev = n.next, n.prev
+	n.prev, n.next = nil, nil
+}
+
+// pushFront puts n, which is in no list, at the front.
+func (c *lru) pushFront(n *lruNode) {
+	n.prev, n.next = &c.root, c.root.next
+	c.root.next.prev = n
+	c.root.next = n
 }
 
 // get returns the completed record id if it is cached and has not expired.
@@ -29,18 +54,18 @@ func (c *lru) get(id string, now time.Time) (IdempotencyRecord, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.items[id]
+	n, ok := c.items[id]
 	if !ok {
 		return IdempotencyRecord{}, false
 	}
-	rec := e.Value.(IdempotencyRecord)
-	if !rec.Live(now) {
-		c.order.Remove(e)
+	if !n.rec.Live(now) {
+		c.unlink(n)
 		delete(c.items, id)
 		return IdempotencyRecord{}, false
 	}
-	c.order.MoveToFront(e)
-	return rec, true
+	c.unlink(n)
+	c.pushFront(n)
+	return n.rec, true
 }
 
 // put caches rec if it is completed, as the most recently used record.
@@ -55,15 +80,23 @@ func (c *lru) put(rec IdempotencyRecord) {
 	rec.Staged = nil
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[rec.ID]; ok {
-		e.Value = rec
-		c.order.MoveToFront(e)
+	if n, ok := c.items[rec.ID]; ok {
+		n.rec = rec
+		c.unlink(n)
+		c.pushFront(n)
 		return
 	}
-	c.items[rec.ID] = c.order.PushFront(rec)
-	if c.order.Len() > c.size {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.items, last.Value.(IdempotencyRecord).ID)
+	var n *lruNode
+	if len(c.items) < c.size {
+		n = &lruNode{}
+	} else {
+		// Full: the least recently used record makes room, and its
+		// node carries the new one.
+		n = c.root.prev
+		c.unlink(n)
+		delete(c.items, n.rec.ID)
 	}
+	n.rec = rec
+	c.pushFront(n)
+	c.items[rec.ID] = n
 }
