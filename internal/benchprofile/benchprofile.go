@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -83,7 +84,9 @@ func run(dir string, window time.Duration, hz int) {
 	}
 }
 
-// writeCounters writes the process's counters so far to path.
+// writeCounters writes the process's counters so far to path: the
+// runtime's (allocation, garbage collection, and its own estimate of the
+// CPU time each class of work took, runtime/metrics), and the kernel's.
 func writeCounters(path string) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
@@ -93,6 +96,23 @@ func writeCounters(path string) {
 		"user_cpu %v\nsystem_cpu %v\nminor_faults %d\nvoluntary_switches %d\ninvoluntary_switches %d\n",
 		m.TotalAlloc, m.Mallocs, m.NumGC, m.HeapAlloc, time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()),
 		ru.Minflt, ru.Nvcsw, ru.Nivcsw)
+	samples := []metrics.Sample{
+		{Name: "/cpu/classes/user:cpu-seconds"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+		{Name: "/cpu/classes/gc/mark/assist:cpu-seconds"},
+		{Name: "/cpu/classes/scavenge/total:cpu-seconds"},
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/sched/goroutines-created:goroutines"},
+	}
+	metrics.Read(samples)
+	for _, sm := range samples {
+		switch sm.Value.Kind() {
+		case metrics.KindFloat64:
+			s += fmt.Sprintf("%s %.3f\n", sm.Name, sm.Value.Float64())
+		case metrics.KindUint64:
+			s += fmt.Sprintf("%s %d\n", sm.Name, sm.Value.Uint64())
+		}
+	}
 	_ = os.WriteFile(path, []byte(s), 0o644)
 }
 
