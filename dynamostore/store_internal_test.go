@@ -1,8 +1,10 @@
 package dynamostore
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -266,5 +268,135 @@ func TestCompletionExprLenBoundsTheCompletion(t *testing.T) {
 				t.Fatalf("%d attributes, options %05b: the completion's expression is %d bytes; completionExprLen says at most %d", n, mask, got, bound)
 			}
 		}
+	}
+}
+
+// TestCompletionNamesExactlyThePlaceholdersItUses checks every
+// completion of records whose shapes follow one another, one after the
+// other and from goroutines at once, against DynamoDB's rules rather than
+// against another completion: its names and values are exactly the
+// placeholders its expressions use (DynamoDB refuses one they do not),
+// the i-th item placeholder names the i-th of the record's own item's
+// names in sorted order, and its value is that attribute's. The items
+// include some wider than the placeholders made ahead (itemPlaceholders),
+// and some of as many attributes under other names.
+func TestCompletionNamesExactlyThePlaceholdersItUses(t *testing.T) {
+	s, err := New(dynamodb.New(dynamodb.Options{}), "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := func(prefix string, n int) map[string]types.AttributeValue {
+		item := map[string]types.AttributeValue{}
+		for i := range n {
+			item[prefix+strconv.Itoa(i)] = str(prefix + "=" + strconv.Itoa(i))
+		}
+		return item
+	}
+	items := []map[string]types.AttributeValue{nil, wide("a", 2), wide("b", 2), wide("a", 40), wide("c", 40), wide("a", 41)}
+	msgs := &types.AttributeValueMemberL{Value: []types.AttributeValue{str("m")}}
+	type rec struct {
+		r    lambdakit.IdempotencyRecord
+		msgs *types.AttributeValueMemberL
+	}
+	var recs []rec
+	for _, item := range items {
+		for mask := range 32 {
+			r := lambdakit.IdempotencyRecord{ID: "payment#" + strconv.Itoa(len(recs)), Lease: "lease" + strconv.Itoa(len(recs)), Item: item}
+			if mask&1 != 0 {
+				r.Expiration = time.Unix(1_900_000_000+int64(len(recs)), 0)
+			}
+			if mask&2 != 0 {
+				r.Failure = "failed " + strconv.Itoa(len(recs))
+			}
+			if mask&4 != 0 {
+				r.Effect = "charged " + strconv.Itoa(len(recs))
+			}
+			if mask&8 != 0 {
+				r.Data = []byte(strconv.Itoa(len(recs)))
+			}
+			var m *types.AttributeValueMemberL
+			if mask&16 != 0 {
+				m = msgs
+			}
+			recs = append(recs, rec{r, m})
+		}
+	}
+	placeholder := regexp.MustCompile(`[#:][A-Za-z0-9_]+`)
+	check := func(c rec) string {
+		u := s.completion(c.r, c.msgs)
+		usedNames, usedValues := map[string]bool{}, map[string]bool{}
+		for _, p := range placeholder.FindAllString(*u.UpdateExpression+" "+*u.ConditionExpression, -1) {
+			if p[0] == '#' {
+				usedNames[p] = true
+			} else {
+				usedValues[p] = true
+			}
+		}
+		if !slices.Equal(slices.Sorted(maps.Keys(usedNames)), slices.Sorted(maps.Keys(u.ExpressionAttributeNames))) ||
+			!slices.Equal(slices.Sorted(maps.Keys(usedValues)), slices.Sorted(maps.Keys(u.ExpressionAttributeValues))) {
+			return fmt.Sprintf("%s uses %v and %v; the request names %v and %v", c.r.ID, slices.Sorted(maps.Keys(usedNames)), slices.Sorted(maps.Keys(usedValues)),
+				slices.Sorted(maps.Keys(u.ExpressionAttributeNames)), slices.Sorted(maps.Keys(u.ExpressionAttributeValues)))
+		}
+		attrs, _ := c.r.Item.(map[string]types.AttributeValue)
+		for i, name := range slices.Sorted(maps.Keys(attrs)) {
+			n, v := itemPlaceholders(i)
+			if u.ExpressionAttributeNames[n] != name || u.ExpressionAttributeValues[v] != attrs[name] {
+				return fmt.Sprintf("%s: %s names %q, %s is %v; want %q and its value", c.r.ID, n, u.ExpressionAttributeNames[n], v, u.ExpressionAttributeValues[v], name)
+			}
+		}
+		want := map[string]types.AttributeValue{":lease": str(c.r.Lease)}
+		if !c.r.Expiration.IsZero() {
+			want[":exp"] = num(c.r.Expiration.Unix())
+		}
+		if c.r.Failure != "" {
+			want[":failure"] = str(c.r.Failure)
+		}
+		if c.r.Effect != "" {
+			want[":effect"] = str(c.r.Effect)
+		}
+		if len(c.r.Data) > 0 {
+			want[":data"] = str(string(c.r.Data))
+		}
+		for k, v := range want {
+			if !reflect.DeepEqual(u.ExpressionAttributeValues[k], v) {
+				return fmt.Sprintf("%s: %s is %v; want %v", c.r.ID, k, u.ExpressionAttributeValues[k], v)
+			}
+		}
+		if c.msgs != nil && u.ExpressionAttributeValues[":messages"] != c.msgs {
+			return fmt.Sprintf("%s: :messages is not the record's messages", c.r.ID)
+		}
+		return ""
+	}
+	// Each shape after others: in turn, then each item after the
+	// others with the same optional attributes.
+	for k := range recs {
+		if bad := check(recs[k]); bad != "" {
+			t.Fatal(bad)
+		}
+	}
+	for mask := range 32 {
+		for i := range items {
+			if bad := check(recs[i*32+mask]); bad != "" {
+				t.Fatal(bad)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var wrong []string
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 200 {
+				if bad := check(recs[(g*61+k*13)%len(recs)]); bad != "" {
+					mu.Lock()
+					wrong = append(wrong, bad)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(wrong) > 0 {
+		t.Errorf("%d of 800 completions made at once were wrong; the first: %s", len(wrong), wrong[0])
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -84,5 +86,59 @@ func TestLRUPutAllocatesNothingOnceFull(t *testing.T) {
 		i++
 	}); n != 0 {
 		t.Errorf("a put into a full cache makes %v allocations; want 0", n)
+	}
+}
+
+// TestLRUAnswersEachKeyWithItsOwnRecord checks the cache where nodes are
+// reused: a record handed out by get keeps what it held after its node
+// carries another record, a put of a cached ID into a full cache drops
+// nothing, and gets and puts from goroutines at once (run with -race)
+// answer each ID with its own record only.
+func TestLRUAnswersEachKeyWithItsOwnRecord(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	rec := func(id string) IdempotencyRecord {
+		return IdempotencyRecord{ID: id, Status: StatusCompleted, Lease: "lease " + id, Data: []byte("result " + id), Effect: "effect " + id, Expiration: now.Add(time.Hour)}
+	}
+	c := newLRU(1)
+	c.put(rec("a"))
+	got, ok := c.get("a", now)
+	c.put(rec("b")) // takes a's node
+	if !ok || got.ID != "a" || got.Lease != "lease a" || string(got.Data) != "result a" || got.Effect != "effect a" {
+		t.Fatalf("the record get gave for a became %+v after its node took b", got)
+	}
+	if _, ok := c.get("a", now); ok {
+		t.Fatal("a is still cached in a cache of one after b")
+	}
+
+	c = newLRU(2)
+	c.put(rec("a"))
+	c.put(rec("b"))
+	c.put(rec("a")) // cached already: a is updated and most recent, b stays
+	for _, id := range []string{"a", "b"} {
+		if got, ok := c.get(id, now); !ok || got.ID != id {
+			t.Fatalf("get(%s) = %q, %v after a put of a cached ID into a full cache", id, got.ID, ok)
+		}
+	}
+
+	c = newLRU(4)
+	var wg sync.WaitGroup
+	var wrong atomic.Int32
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 500 {
+				id := strconv.Itoa((g*7 + k) % 9)
+				if k%2 == 0 {
+					c.put(rec(id))
+					continue
+				}
+				if got, ok := c.get(id, now); ok && (got.ID != id || string(got.Data) != "result "+id || got.Lease != "lease "+id) {
+					wrong.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := wrong.Load(); n > 0 {
+		t.Errorf("%d gets made at once answered another ID's record", n)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -75,5 +77,36 @@ func TestMessageAttributesFollowTheCallersMap(t *testing.T) {
 	}
 	if got := message("a", Message{QueueURL: "q", Body: "b"}, 0); got["attributes"] != nil {
 		t.Errorf("a message without attributes got %v", got["attributes"])
+	}
+}
+
+// TestMessageAttributesAreTheirOwnMadeAtOnce checks the shared attributes
+// value (attributesValue) when goroutines make messages with different
+// attributes at once (run with -race): each message carries its own
+// attributes, never those of a message made beside it.
+func TestMessageAttributesAreTheirOwnMadeAtOnce(t *testing.T) {
+	sets := []map[string]string{{"type": "payment.charged"}, {"type": "payment.refunded"}, {"type": "payment.charged", "v": "2"}}
+	var wg sync.WaitGroup
+	var wrong atomic.Int32
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 300 {
+				want := sets[(g+k)%len(sets)]
+				am := message("a", Message{QueueURL: "q", Body: "b", Attributes: want}, 0)["attributes"].(*types.AttributeValueMemberM).Value
+				if len(am) != len(want) {
+					wrong.Add(1)
+					continue
+				}
+				for name, v := range want {
+					if s, ok := am[name].(*types.AttributeValueMemberS); !ok || s.Value != v {
+						wrong.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := wrong.Load(); n > 0 {
+		t.Errorf("%d messages made at once carried attributes not their own", n)
 	}
 }
