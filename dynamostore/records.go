@@ -141,7 +141,7 @@ func (r *Records) Delete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 		TableName:                           aws.String(r.table),
 		Key:                                 r.o.key(rec.ID),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            r.codec.attrNames(0, nKey, nStatus, nLease),
+		ExpressionAttributeNames:            r.codec.attrNames(nKey, nStatus, nLease),
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -250,7 +250,7 @@ func (r *Records) pages(f ScanFilter) pageFunc {
 		in := &dynamodb.ScanInput{
 			TableName:                 aws.String(r.table),
 			FilterExpression:          aws.String(strings.Join(conds, " AND ")),
-			ExpressionAttributeNames:  r.codec.attrNames(0, names...),
+			ExpressionAttributeNames:  r.codec.attrNames(names...),
 			ExpressionAttributeValues: values,
 		}
 		return func(ctx context.Context, start map[string]types.AttributeValue) ([]map[string]types.AttributeValue, map[string]types.AttributeValue, error) {
@@ -269,7 +269,7 @@ func (r *Records) pages(f ScanFilter) pageFunc {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(r.table),
 		KeyConditionExpression:    aws.String(nKey + " = :pk AND begins_with(" + nSortKey + ", :prefix)"),
-		ExpressionAttributeNames:  r.codec.attrNames(0, names...),
+		ExpressionAttributeNames:  r.codec.attrNames(names...),
 		ExpressionAttributeValues: values,
 	}
 	if len(conds) > 0 {

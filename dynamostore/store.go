@@ -249,7 +249,7 @@ func newStore(client API, table string, o Options) *Store {
 		nFailure:    o.FailureAttr,
 		nEffect:     o.EffectAttr,
 	}}
-	s.creationNames = s.attrNames(0, nKey, nExpiration, nStatus, nInProgress, nEffect)
+	s.creationNames = s.attrNames(nKey, nExpiration, nStatus, nInProgress, nEffect)
 	s.tableName = aws.String(table)
 	return s
 }
@@ -293,12 +293,10 @@ func New(client API, table string, optFns ...func(*Options)) (*Store, error) {
 	return newStore(boundary{client}, table, o), nil
 }
 
-// attrNames maps placeholders to the record's attribute names, with room
-// for extra more (the completion's item attributes), so that adding them
-// does not grow the map.
-func (s *Store) attrNames(extra int, placeholders ...string) map[string]string {
+// attrNames maps placeholders to the record's attribute names.
+func (s *Store) attrNames(placeholders ...string) map[string]string {
 	// DynamoDB rejects names that the expressions do not use.
-	m := make(map[string]string, len(placeholders)+extra)
+	m := make(map[string]string, len(placeholders))
 	for _, p := range placeholders {
 		m[p] = s.names[p]
 	}
@@ -595,7 +593,7 @@ func (s *Store) completionForm(rec lambdakit.IdempotencyRecord, attrs map[string
 		name, placeholder string
 		set               bool
 	}{{nFailure, ":failure", failure}, {nEffect, ":effect", effect}}
-	names := s.attrNames(0, nStatus, nExpiration, nLease, nData)
+	names := s.attrNames(nStatus, nExpiration, nLease, nData)
 	f.values = 2 // :completed, :lease
 	if expires {
 		clause(nExpiration, ":exp")
@@ -670,7 +668,7 @@ func (s *Store) Release(ctx context.Context, id, lease string) error {
 		TableName:                aws.String(s.table),
 		Key:                      s.key(id),
 		ConditionExpression:      aws.String("attribute_not_exists(" + nKey + ") OR (" + nLease + " = :lease AND " + nStatus + " = :inprogress)"),
-		ExpressionAttributeNames: s.attrNames(0, nKey, nLease, nStatus),
+		ExpressionAttributeNames: s.attrNames(nKey, nLease, nStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":lease":      str(lease),
 			":inprogress": str(string(lambdakit.StatusInProgress)),
@@ -705,7 +703,7 @@ func (s *Store) MarkEffect(ctx context.Context, id, lease, effect string) error 
 		Key:                      s.key(id),
 		UpdateExpression:         aws.String("SET " + nEffect + " = :effect"),
 		ConditionExpression:      aws.String(nLease + " = :lease AND " + nStatus + " = :inprogress"),
-		ExpressionAttributeNames: s.attrNames(0, nEffect, nLease, nStatus),
+		ExpressionAttributeNames: s.attrNames(nEffect, nLease, nStatus),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":effect":     str(effect),
 			":lease":      str(lease),
