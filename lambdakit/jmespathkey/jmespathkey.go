@@ -13,6 +13,31 @@
 // inside it needs powertools_json(body). Powertools' functions
 // powertools_json, powertools_base64 and powertools_base64_gzip are
 // registered beside JMESPath's own.
+//
+// # What one message may cost
+//
+// The expression is yours but the record is whoever sent it, and keying
+// runs again on every delivery, before the handler can refuse anything. So
+// the work one record can cause is bounded, on the order of what decoding
+// a 1 MiB JSON body with encoding/json costs:
+//
+//   - powertools_base64_gzip inflates at most MaxGunzipBytes;
+//   - powertools_json decodes at most MaxJSONValues values for one record,
+//     all its calls together (a small gzip body can inflate to millions of
+//     tiny values, each of which costs more than the byte it came from);
+//   - the functions build at most MaxFunctionBytes for one record, all their
+//     calls together, and pad_left, pad_right, replace, join and split are
+//     refused before they run when what they would build is past what is
+//     left (a width or a replacement taken from the record could otherwise
+//     ask for gigabytes).
+//
+// A record past a bound is refused with ErrTooCostly, wrapped in
+// lambdakit.ErrInvalidKey by KeyFromJMESPath and in lambdakit.ErrDecode by
+// PayloadFromJMESPath: the record is the same on every delivery, so the
+// batch treats it as poison rather than retrying it. Expressions that
+// refer to the record again inside itself ($, let and its variables, which
+// Powertools' JMESPath does not have) are refused when compiled: a
+// projection over them repeats the whole record once per element.
 package jmespathkey
 
 import (
@@ -30,18 +55,43 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	jmespath "github.com/jmespath-community/go-jmespath"
 	jpfunctions "github.com/jmespath-community/go-jmespath/pkg/functions"
+	"github.com/jmespath-community/go-jmespath/pkg/interpreter"
 	"github.com/jmespath-community/go-jmespath/pkg/parsing"
 
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
 // ErrExpression is returned by KeyFromJMESPath and PayloadFromJMESPath for
-// an expression that does not compile or calls an unknown function.
+// an expression that does not compile, calls an unknown function, or
+// refers back to the record with $ or let.
 var ErrExpression = errors.New("jmespathkey: invalid expression")
 
-// MaxGunzipBytes bounds what powertools_base64_gzip inflates, so that a
-// small message cannot expand into gigabytes in the function's memory.
-const MaxGunzipBytes = 4 << 20
+// ErrTooCostly is the error of a record whose key or payload would cost
+// more than the bounds the package documents.
+var ErrTooCostly = errors.New("jmespathkey: the record costs too much to evaluate the expression on")
+
+const (
+	// MaxGunzipBytes bounds what powertools_base64_gzip inflates, so that
+	// a small message cannot expand into gigabytes in the function's
+	// memory.
+	MaxGunzipBytes = 4 << 20
+
+	// MaxJSONValues bounds the values (objects, arrays, members' values,
+	// elements, scalars) powertools_json decodes for one record. A 1 MiB
+	// body of realistic records holds about 80,000; 4 MiB of "0," inflated
+	// from a 5 KB gzip body holds 2 million, which took 1.2 s to decode.
+	MaxJSONValues = 1 << 17
+
+	// MaxFunctionBytes bounds what the expression's functions build for
+	// one record: a string counts its bytes, a list or an object 16 bytes
+	// for each element or member. It leaves room for a body inflated to
+	// MaxGunzipBytes and as much again for the functions applied to it.
+	MaxFunctionBytes = 2 * MaxGunzipBytes
+
+	// elementBytes is what a list's element or an object's member is
+	// counted for: the interface value that holds it.
+	elementBytes = 16
+)
 
 // maxDepth bounds the nesting powertools_json decodes, as encoding/json does.
 const maxDepth = 10000
@@ -61,12 +111,12 @@ const maxDepth = 10000
 // evaluated on (powertools_json over text that is not JSON, a function
 // given the wrong type) is lambdakit.ErrInvalidKey.
 func KeyFromJMESPath(expr string) (lambdakit.KeyFunc, error) {
-	jp, err := compile(expr)
+	ast, err := compile(expr)
 	if err != nil {
 		return nil, err
 	}
 	return func(msg *events.SQSMessage) (string, error) {
-		v, err := search(jp, msg)
+		v, err := search(ast, msg)
 		if err != nil {
 			return "", fmt.Errorf("%w: %q: %w", lambdakit.ErrInvalidKey, expr, err)
 		}
@@ -90,12 +140,12 @@ func KeyFromJMESPath(expr string) (lambdakit.KeyFunc, error) {
 // Powertools' payload_validation_jmespath selects it. A record the
 // expression cannot be evaluated on is lambdakit.ErrDecode.
 func PayloadFromJMESPath(expr string) (lambdakit.PayloadFunc, error) {
-	jp, err := compile(expr)
+	ast, err := compile(expr)
 	if err != nil {
 		return nil, err
 	}
 	return func(msg *events.SQSMessage) (string, error) {
-		v, err := search(jp, msg)
+		v, err := search(ast, msg)
 		if err == nil {
 			var b []byte
 			if b, err = json.Marshal(v); err == nil {
@@ -106,14 +156,20 @@ func PayloadFromJMESPath(expr string) (lambdakit.PayloadFunc, error) {
 	}, nil
 }
 
+// functions are Powertools' functions. powertools_json's handler only
+// checks its argument's type, as the interpreter does for every function;
+// the meter decodes the text, within the record's bound.
 var functions = []jmespath.FunctionEntry{
-	stringFunction("powertools_json", powertoolsJSON),
+	stringFunction("powertools_json", func(s string) (any, error) { return jsonText(s), nil }),
 	stringFunction("powertools_base64", func(s string) (any, error) {
 		b, err := base64.StdEncoding.DecodeString(s)
 		return string(b), err
 	}),
 	stringFunction("powertools_base64_gzip", powertoolsBase64Gzip),
 }
+
+// jsonText is powertools_json's argument on its way to the meter.
+type jsonText string
 
 func stringFunction(name string, f func(string) (any, error)) jmespath.FunctionEntry {
 	return jmespath.FunctionEntry{
@@ -125,52 +181,64 @@ func stringFunction(name string, f func(string) (any, error)) jmespath.FunctionE
 	}
 }
 
+var allFunctions = append(jpfunctions.GetDefaultFunctions(), functions...)
+
+// caller runs every function, JMESPath's and Powertools'; a meter of each
+// evaluation calls it.
+var caller = interpreter.NewFunctionCaller(allFunctions...)
+
 // compile parses expr and checks every function it calls exists, so that a
 // misspelt name fails at start, not on the first message. An expression
 // the parser panics on, rather than refusing it (go-jmespath v1.1.1 does
 // on a character outside ASCII in an unquoted identifier, "a\u0080"), is
 // refused as invalid too.
-func compile(expr string) (jp jmespath.JMESPath, err error) {
+func compile(expr string) (ast parsing.ASTNode, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			jp, err = nil, fmt.Errorf("%w: %q: the parser failed on it: %v", ErrExpression, expr, p)
+			err = fmt.Errorf("%w: %q: the parser failed on it: %v", ErrExpression, expr, p)
 		}
 	}()
-	ast, err := parsing.NewParser().Parse(expr)
+	ast, err = parsing.NewParser().Parse(expr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrExpression, expr, err)
+		return ast, fmt.Errorf("%w: %q: %w", ErrExpression, expr, err)
 	}
-	if name, ok := unknownFunction(ast); !ok {
-		return nil, fmt.Errorf("%w: %q: unknown function %s()", ErrExpression, expr, name)
+	if err := refused(ast); err != nil {
+		return ast, fmt.Errorf("%w: %q: %s", ErrExpression, expr, err)
 	}
-	return jmespath.Compile(expr, functions...)
+	return ast, nil
 }
 
 // known names every function an expression may call.
 var known = func() map[string]bool {
 	m := map[string]bool{}
-	for _, f := range append(jpfunctions.GetDefaultFunctions(), functions...) {
+	for _, f := range allFunctions {
 		m[f.Name] = true
 	}
 	return m
 }()
 
-func unknownFunction(n parsing.ASTNode) (string, bool) {
-	if n.NodeType == parsing.ASTFunctionExpression {
-		name, _ := n.Value.(string)
-		if !known[name] {
-			return name, false
+// refused names what compile refuses in n: a function that does not
+// exist, or a reference back to the record ($, let and its variables),
+// which would let a projection repeat the whole record once per element
+// and make the key's JSON text the square of the record's size.
+func refused(n parsing.ASTNode) error {
+	switch n.NodeType {
+	case parsing.ASTFunctionExpression:
+		if name, _ := n.Value.(string); !known[name] {
+			return fmt.Errorf("unknown function %s()", name)
 		}
+	case parsing.ASTRootNode, parsing.ASTLetExpression, parsing.ASTVariable:
+		return errors.New("$ and let are not supported: they refer to the record again inside the expression")
 	}
 	for _, c := range n.Children {
-		if name, ok := unknownFunction(c); !ok {
-			return name, false
+		if err := refused(c); err != nil {
+			return err
 		}
 	}
-	return "", true
+	return nil
 }
 
-func search(jp jmespath.JMESPath, msg *events.SQSMessage) (v any, err error) {
+func search(ast parsing.ASTNode, msg *events.SQSMessage) (v any, err error) {
 	// A record the interpreter panics on cannot be evaluated either:
 	// an error the caller names, rather than a panic of the batch's.
 	defer func() {
@@ -186,7 +254,96 @@ func search(jp jmespath.JMESPath, msg *events.SQSMessage) (v any, err error) {
 	if err := json.Unmarshal(b, &record); err != nil {
 		return nil, err
 	}
-	return jp.Search(record)
+	return interpreter.NewInterpreter(record, &meter{}, nil).Execute(ast, record)
+}
+
+// meter calls the functions of one evaluation and keeps what they cost
+// within MaxJSONValues and MaxFunctionBytes.
+type meter struct {
+	values int // decoded by powertools_json
+	built  int // bytes the functions built, as MaxFunctionBytes counts them
+}
+
+// CallFunction implements interpreter.FunctionCaller.
+func (m *meter) CallFunction(name string, args []any) (any, error) {
+	if n := predicted(name, args); n > MaxFunctionBytes-m.built {
+		return nil, fmt.Errorf("%w: %s() would build %d bytes, over what is left of %d", ErrTooCostly, name, n, MaxFunctionBytes)
+	}
+	v, err := caller.CallFunction(name, args)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := v.(jsonText); ok {
+		return m.powertoolsJSON(string(s))
+	}
+	switch v := v.(type) {
+	case string:
+		m.built += len(v)
+	case []any:
+		m.built += elementBytes * len(v)
+	case map[string]any:
+		m.built += elementBytes * len(v)
+	}
+	if m.built > MaxFunctionBytes {
+		return nil, fmt.Errorf("%w: the functions built more than %d bytes", ErrTooCostly, MaxFunctionBytes)
+	}
+	return v, nil
+}
+
+// predicted is what the functions whose output the record can make
+// arbitrarily larger than their input would build, computed from their
+// arguments before they run; 0 for every other function, whose output is
+// at most a small multiple of what it was given, and is counted after.
+// Arguments of the wrong type count 0: the function refuses them.
+func predicted(name string, args []any) int {
+	arg := func(i int) any {
+		if i < len(args) {
+			return args[i]
+		}
+		return nil
+	}
+	str := func(i int) string {
+		s, _ := arg(i).(string)
+		return s
+	}
+	// count is a width or count argument, at most one past the bound so
+	// that sums cannot overflow; -1 if absent or not a number.
+	count := func(i int) int {
+		f, ok := arg(i).(float64)
+		if !ok {
+			return -1
+		}
+		return int(min(max(f, 0), MaxFunctionBytes+1))
+	}
+	switch name {
+	case "pad_left", "pad_right":
+		return max(count(1), len(str(0)))
+	case "replace":
+		s, old, repl := str(0), str(1), str(2)
+		if len(repl) <= len(old) {
+			return 0
+		}
+		n := strings.Count(s, old)
+		if c := count(3); c >= 0 {
+			n = min(n, c)
+		}
+		return len(s) + n*(len(repl)-len(old))
+	case "join":
+		list, _ := arg(1).([]any)
+		n := len(str(0)) * len(list)
+		for _, e := range list {
+			s, _ := e.(string)
+			n += len(s)
+		}
+		return n
+	case "split":
+		n := strings.Count(str(0), str(1)) + 1
+		if c := count(2); c >= 0 {
+			n = min(n, c+1)
+		}
+		return elementBytes * n
+	}
+	return 0
 }
 
 // missing reports whether v is no key, as Powertools decides it.
@@ -210,11 +367,12 @@ func missing(v any) bool {
 }
 
 var (
-	errNotJSON      = errors.New("powertools_json: not one JSON value")
-	errAmbiguous    = errors.New("powertools_json: a member named twice, or again in other case")
-	errInexact      = errors.New("powertools_json: a number float64 cannot hold exactly")
-	errTooDeep      = errors.New("powertools_json: nested too deep")
-	errGunzipTooBig = fmt.Errorf("powertools_base64_gzip: more than %d bytes inflated", MaxGunzipBytes)
+	errNotJSON       = errors.New("powertools_json: not one JSON value")
+	errAmbiguous     = errors.New("powertools_json: a member named twice, or again in other case")
+	errInexact       = errors.New("powertools_json: a number float64 cannot hold exactly")
+	errTooDeep       = errors.New("powertools_json: nested too deep")
+	errGunzipTooBig  = fmt.Errorf("%w: powertools_base64_gzip: more than %d bytes inflated", ErrTooCostly, MaxGunzipBytes)
+	errTooManyValues = fmt.Errorf("%w: powertools_json: more than %d values decoded", ErrTooCostly, MaxJSONValues)
 )
 
 // powertoolsJSON decodes s as JMESPath sees JSON (numbers as float64). It
@@ -222,10 +380,11 @@ var (
 // a member named twice or again in other case (encoding/json decodes every
 // repeat into a struct field, matching names without regard to case), and
 // a number that float64 would round into another (an ID beyond 2^53).
-func powertoolsJSON(s string) (any, error) {
+// It stops at the record's MaxJSONValues-th value.
+func (m *meter) powertoolsJSON(s string) (any, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
+	v, err := m.decodeValue(dec, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -235,9 +394,12 @@ func powertoolsJSON(s string) (any, error) {
 	return v, nil
 }
 
-func decodeValue(dec *json.Decoder, depth int) (any, error) {
+func (m *meter) decodeValue(dec *json.Decoder, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, errTooDeep
+	}
+	if m.values++; m.values > MaxJSONValues {
+		return nil, errTooManyValues
 	}
 	t, err := dec.Token()
 	if err != nil {
@@ -249,7 +411,7 @@ func decodeValue(dec *json.Decoder, depth int) (any, error) {
 		case '[':
 			arr := []any{}
 			for dec.More() {
-				e, err := decodeValue(dec, depth+1)
+				e, err := m.decodeValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -271,7 +433,7 @@ func decodeValue(dec *json.Decoder, depth int) (any, error) {
 					return nil, errAmbiguous
 				}
 				folded[f] = true
-				if obj[name], err = decodeValue(dec, depth+1); err != nil {
+				if obj[name], err = m.decodeValue(dec, depth+1); err != nil {
 					return nil, err
 				}
 			}

@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -169,6 +171,99 @@ func TestPowertoolsJSONReadsEachNumberCheaply(t *testing.T) {
 	const n = 1000
 	if per := (allocs(n) - allocs(0)) / n; per >= 10 {
 		t.Errorf("%.1f allocations a number; want fewer than 10", per)
+	}
+}
+
+// A record of 1 MiB, SQS's largest, of realistic order lines decodes within
+// MaxJSONValues: the bound refuses bodies of tiny values, not large ones.
+func TestKeyFromJMESPathKeysA1MiBBody(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"order_id":"o-1","lines":[`)
+	for i := 0; b.Len() < 1<<20-200; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"sku":"sku-%06d","name":"Widget number %d","qty":%d,"price":12.5,"gift":false}`, i, i, i%7)
+	}
+	b.WriteString("]}")
+	key, err := jmespathkey.KeyFromJMESPath("powertools_json(body).order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := key(&events.SQSMessage{Body: b.String()}); err != nil || got != "o-1" {
+		t.Fatalf("got %q, %v; want o-1", got, err)
+	}
+}
+
+// A gzip body of 5 KB inflates to 4 MiB of "0,": 2 million values, which
+// took 1.2 s and 12.6 million allocations to decode. Decoding stops at
+// MaxJSONValues, refusing the record for good.
+func TestPowertoolsJSONStopsAtMaxJSONValues(t *testing.T) {
+	key, err := jmespathkey.KeyFromJMESPath("powertools_json(powertools_base64_gzip(body)).order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := events.SQSMessage{Body: gzipBase64(t, "["+strings.Repeat("0,", jmespathkey.MaxGunzipBytes/2-2)+"0]")}
+	var keyErr error
+	allocs, _ := allocated(func() { _, keyErr = key(&msg) })
+	if !errors.Is(keyErr, lambdakit.ErrInvalidKey) || !errors.Is(keyErr, jmespathkey.ErrTooCostly) {
+		t.Errorf("got %v; want ErrInvalidKey and ErrTooCostly", keyErr)
+	}
+	// About 6 allocations a value decoded; 10 leaves a margin.
+	if limit := uint64(10 * jmespathkey.MaxJSONValues); allocs > limit {
+		t.Errorf("%d allocations; want at most %d", allocs, limit)
+	}
+}
+
+// allocated runs f once and returns the allocations and bytes allocated
+// meanwhile (no test of the package runs in parallel).
+func allocated(f func()) (allocs, bytes uint64) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs, after.TotalAlloc - before.TotalAlloc
+}
+
+// The functions whose output a record can make far larger than itself (a
+// width taken from the body, a replacement or separator repeated for every
+// character) are refused before they build it: each of these asked for
+// 64 MiB or more.
+func TestFunctionsCannotBuildPastMaxFunctionBytes(t *testing.T) {
+	big := strings.Repeat("a", 8<<10)
+	tests := []struct{ name, expr, body string }{
+		{"pad_left width", "pad_left('x', powertools_json(body).w)", `{"w":134217728}`},
+		{"pad_right width", "pad_right('x', powertools_json(body).w)", `{"w":134217728}`},
+		{"replace every character", "replace(body, '', body)", big},
+		{"join separator", "join(body, split(body, ''))", big},
+		{"split into characters", "split(body, '')", strings.Repeat("a", 1<<20)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, err := jmespathkey.KeyFromJMESPath(tt.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := events.SQSMessage{Body: tt.body}
+			_, bytes := allocated(func() { _, err = key(&msg) })
+			if !errors.Is(err, lambdakit.ErrInvalidKey) || !errors.Is(err, jmespathkey.ErrTooCostly) {
+				t.Errorf("got %v; want ErrInvalidKey and ErrTooCostly", err)
+			}
+			if n := bytes; n > 16<<20 {
+				t.Errorf("allocated %d MiB; want at most 16", n>>20)
+			}
+		})
+	}
+}
+
+// $ and let make a projection repeat the whole record once per element,
+// so that the key's JSON text is the square of the record's size;
+// Powertools' JMESPath has neither, and they are refused at start.
+func TestKeyFromJMESPathRefusesReferencesBackToTheRecord(t *testing.T) {
+	for _, expr := range []string{"powertools_json(body)[*].[$]", "let $r = @ in powertools_json(body)[*].[$r]"} {
+		if _, err := jmespathkey.KeyFromJMESPath(expr); !errors.Is(err, jmespathkey.ErrExpression) {
+			t.Errorf("%q: got %v, want ErrExpression", expr, err)
+		}
 	}
 }
 
