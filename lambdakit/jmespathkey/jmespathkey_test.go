@@ -284,3 +284,50 @@ func FuzzJMESPathKey(f *testing.F) {
 		_, _ = payload(&msg)
 	})
 }
+
+// Keys of expressions as Powertools users write them are the same bytes as
+// before the per-record bounds (5114e89): a changed key would charge every
+// message in flight across a deploy twice. The wants were printed by the
+// code of 5114e89.
+func TestKeyFromJMESPathKeysAreStable(t *testing.T) {
+	order := `{"order_id":"ordre-é-42","customer_id":"客户-7","amount":12.50,"total":1.0,"neg":-0,"big":1e2,"tiny":0.1,` +
+		`"emoji":"\ud83d\ude00","lone":"\ud800x","ctl":"a\u0000b<>&",` +
+		`"lines":[{"sku":"b-2","qty":3},{"sku":"a-1","qty":1},{"sku":"c-3","qty":2}],"meta":{"z":1,"a":[1,2,{"b":"x"}],"Ü":"u"}}`
+	tests := []struct{ expr, body, want string }{
+		{"messageId", order, "m-1"},
+		{"powertools_json(body).order_id", order, "ordre-é-42"},
+		{"powertools_json(body).[customer_id, order_id]", order, `["客户-7","ordre-é-42"]`},
+		{"powertools_json(body).{c: customer_id, o: order_id}", order, `{"c":"客户-7","o":"ordre-é-42"}`},
+		{`messageAttributes."idempotency-key".stringValue`, order, "k-9"},
+		{"messageAttributes.x.stringValue", order, "clé ✓"},
+		{"powertools_json(powertools_base64(body)).order_id", base64.StdEncoding.EncodeToString([]byte(order)), "ordre-é-42"},
+		{"powertools_json(powertools_base64_gzip(body)).[customer_id, order_id]", gzipBase64(t, order), `["客户-7","ordre-é-42"]`},
+		{"powertools_json(body).[amount, total, neg, big, tiny]", order, "[12.5,1,-0,100,0.1]"},
+		{"powertools_json(body).[emoji, lone, ctl]", order, `["😀","` + "\uFFFD" + `x","a\u0000b\u003c\u003e\u0026"]`},
+		{"powertools_json(body).order_id", "{\"order_id\":\"o-\xff\xfe\"}", "o-\uFFFD\uFFFD"},
+		{"[messageId, attributes.MessageGroupId, attributes.SentTimestamp]", order, `["m-1","g-1","1700000000000"]`},
+		{"powertools_json(body).lines[?qty > `1`].sku", order, `["b-2","c-3"]`},
+		{"sort_by(powertools_json(body).lines, &sku)[0].sku", order, "a-1"},
+		{"join(',', sort(powertools_json(body).lines[*].sku))", order, "a-1,b-2,c-3"},
+		{"to_string(powertools_json(body).meta)", order, `{"a":[1,2,{"b":"x"}],"z":1,"Ü":"u"}`},
+		{"powertools_json(body).meta.a[]", order, `[1,2,{"b":"x"}]`},
+	}
+	for _, tt := range tests {
+		key, err := jmespathkey.KeyFromJMESPath(tt.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := events.SQSMessage{
+			MessageId:  "m-1",
+			Body:       tt.body,
+			Attributes: map[string]string{"MessageGroupId": "g-1", "SentTimestamp": "1700000000000"},
+			MessageAttributes: map[string]events.SQSMessageAttribute{
+				"idempotency-key": {DataType: "String", StringValue: ptr("k-9")},
+				"x":               {DataType: "String", StringValue: ptr("clé ✓")},
+			},
+		}
+		if got, err := key(&msg); err != nil || got != tt.want {
+			t.Errorf("%s: got %q, %v; want %q", tt.expr, got, err, tt.want)
+		}
+	}
+}
