@@ -69,13 +69,7 @@ func TestKeyFromJMESPathPowertoolsExpressions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			msg := events.SQSMessage{
-				MessageId: "m-1",
-				Body:      tt.body,
-				MessageAttributes: map[string]events.SQSMessageAttribute{
-					"idempotency-key": {DataType: "String", StringValue: ptr("k-9")},
-				},
-			}
+			msg := sqsRecord(tt.body)
 			got, err := key(&msg)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
@@ -91,6 +85,19 @@ func TestKeyFromJMESPathPowertoolsExpressions(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// sqsRecord is a record of a batch with body, as Lambda gives it.
+func sqsRecord(body string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId:  "m-1",
+		Body:       body,
+		Attributes: map[string]string{"MessageGroupId": "g-1", "SentTimestamp": "1700000000000"},
+		MessageAttributes: map[string]events.SQSMessageAttribute{
+			"idempotency-key": {DataType: "String", StringValue: ptr("k-9")},
+			"x":               {DataType: "String", StringValue: ptr("clé ✓")},
+		},
+	}
+}
 
 func TestKeyFromJMESPathRefusesABadExpressionAtStart(t *testing.T) {
 	for _, expr := range []string{"powertools_json(body", "powertools_jsn(body).id", "[?"} {
@@ -317,15 +324,7 @@ func TestKeyFromJMESPathKeysAreStable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg := events.SQSMessage{
-			MessageId:  "m-1",
-			Body:       tt.body,
-			Attributes: map[string]string{"MessageGroupId": "g-1", "SentTimestamp": "1700000000000"},
-			MessageAttributes: map[string]events.SQSMessageAttribute{
-				"idempotency-key": {DataType: "String", StringValue: ptr("k-9")},
-				"x":               {DataType: "String", StringValue: ptr("clé ✓")},
-			},
-		}
+		msg := sqsRecord(tt.body)
 		if got, err := key(&msg); err != nil || got != tt.want {
 			t.Errorf("%s: got %q, %v; want %q", tt.expr, got, err, tt.want)
 		}
