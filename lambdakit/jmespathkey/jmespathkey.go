@@ -77,10 +77,13 @@ const (
 	MaxGunzipBytes = 4 << 20
 
 	// MaxJSONValues bounds the values (objects, arrays, members' values,
-	// elements, scalars) powertools_json decodes for one record. A 1 MiB
-	// body of realistic records holds about 80,000; 4 MiB of "0," inflated
-	// from a 5 KB gzip body holds 2 million, which took 1.2 s to decode.
-	MaxJSONValues = 1 << 17
+	// elements, scalars) powertools_json decodes for one record. It is
+	// what the densest body SQS can carry holds: every value takes at
+	// least 2 bytes with its comma, so 1 MiB holds at most 2^19 ("[0,0,
+	// ...,0]"), and no body a queue accepts is refused. 4 MiB of "0,"
+	// inflated from a 5 KB gzip body holds 2 million, which took 1.2 s
+	// to decode; it stops at the quarter.
+	MaxJSONValues = 1 << 19
 
 	// MaxFunctionBytes bounds what the expression's functions build for
 	// one record: a string counts its bytes, a list or an object 16 bytes

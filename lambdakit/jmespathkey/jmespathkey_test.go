@@ -182,7 +182,7 @@ func TestPowertoolsJSONReadsEachNumberCheaply(t *testing.T) {
 }
 
 // A record of 1 MiB, SQS's largest, of realistic order lines decodes within
-// MaxJSONValues: the bound refuses bodies of tiny values, not large ones.
+// MaxJSONValues: the bound refuses inflated bodies of tiny values, not large ones.
 func TestKeyFromJMESPathKeysA1MiBBody(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`{"order_id":"o-1","lines":[`)
@@ -328,5 +328,21 @@ func TestKeyFromJMESPathKeysAreStable(t *testing.T) {
 		if got, err := key(&msg); err != nil || got != tt.want {
 			t.Errorf("%s: got %q, %v; want %q", tt.expr, got, err, tt.want)
 		}
+	}
+}
+
+// Every body SQS can carry (1 MiB at most) decodes within MaxJSONValues,
+// even the densest: a list of one-digit readings holds a value every 2
+// bytes. Such a body was keyed before the bound and must not become
+// poison, sent to the DLQ on its first delivery.
+func TestKeyFromJMESPathKeysA1MiBBodyOfSmallValues(t *testing.T) {
+	const prefix, suffix = `{"order_id":"o-1","readings":[`, "0]}"
+	body := prefix + strings.Repeat("0,", (1<<20-len(prefix)-len(suffix))/2) + suffix
+	key, err := jmespathkey.KeyFromJMESPath("powertools_json(body).order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := key(&events.SQSMessage{Body: body}); err != nil || got != "o-1" {
+		t.Fatalf("%d bytes: got %q, %v; want o-1", len(body), got, err)
 	}
 }
