@@ -346,3 +346,27 @@ func TestKeyFromJMESPathKeysA1MiBBodyOfSmallValues(t *testing.T) {
 		t.Fatalf("%d bytes: got %q, %v; want o-1", len(body), got, err)
 	}
 }
+
+// The interpreter drops an error on the left of a filter, a flatten or a
+// value projection and goes on with null, so a record past a bound there
+// was no key (ErrNoKey: with ProcessWithoutKey the handler ran without
+// idempotency) and a null payload. It is ErrTooCostly, as everywhere else.
+func TestKeyFromJMESPathReportsTooCostlyUnderProjections(t *testing.T) {
+	msg := events.SQSMessage{Body: strings.Repeat(",", 1<<19)} // split would build past 8 MiB
+	for _, expr := range []string{"split(body, ',')[?@ != '']", "split(body, ',')[]", "split(body, ',').*"} {
+		key, err := jmespathkey.KeyFromJMESPath(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := key(&msg); !errors.Is(err, lambdakit.ErrInvalidKey) || !errors.Is(err, jmespathkey.ErrTooCostly) {
+			t.Errorf("key %s: got %v; want ErrInvalidKey and ErrTooCostly", expr, err)
+		}
+		payload, err := jmespathkey.PayloadFromJMESPath(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := payload(&msg); !errors.Is(err, lambdakit.ErrDecode) || !errors.Is(err, jmespathkey.ErrTooCostly) {
+			t.Errorf("payload %s: got %q, %v; want ErrDecode and ErrTooCostly", expr, p, err)
+		}
+	}
+}
