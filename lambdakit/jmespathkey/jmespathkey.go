@@ -77,10 +77,13 @@ const (
 	MaxGunzipBytes = 4 << 20
 
 	// MaxJSONValues bounds the values (objects, arrays, members' values,
-	// elements, scalars) powertools_json decodes for one record. A 1 MiB
-	// body of realistic records holds about 80,000; 4 MiB of "0," inflated
-	// from a 5 KB gzip body holds 2 million, which took 1.2 s to decode.
-	MaxJSONValues = 1 << 17
+	// elements, scalars) powertools_json decodes for one record. It is
+	// what the densest body SQS can carry holds: every value takes at
+	// least 2 bytes with its comma, so 1 MiB holds at most 2^19 ("[0,0,
+	// ...,0]"), and no body a queue accepts is refused. 4 MiB of "0,"
+	// inflated from a 5 KB gzip body holds 2 million, which took 1.2 s
+	// to decode; it stops at the quarter.
+	MaxJSONValues = 1 << 19
 
 	// MaxFunctionBytes bounds what the expression's functions build for
 	// one record: a string counts its bytes, a list or an object 16 bytes
@@ -254,18 +257,35 @@ func search(ast parsing.ASTNode, msg *events.SQSMessage) (v any, err error) {
 	if err := json.Unmarshal(b, &record); err != nil {
 		return nil, err
 	}
-	return interpreter.NewInterpreter(record, &meter{}, nil).Execute(ast, record)
+	m := &meter{}
+	v, err = interpreter.NewInterpreter(record, m, nil).Execute(ast, record)
+	if m.tooCostly != nil {
+		// The interpreter drops errors on the left of a filter, a
+		// flatten or a value projection; a record past a bound is
+		// refused wherever it was found.
+		return nil, m.tooCostly
+	}
+	return v, err
 }
 
 // meter calls the functions of one evaluation and keeps what they cost
 // within MaxJSONValues and MaxFunctionBytes.
 type meter struct {
-	values int // decoded by powertools_json
-	built  int // bytes the functions built, as MaxFunctionBytes counts them
+	values    int   // decoded by powertools_json
+	built     int   // bytes the functions built, as MaxFunctionBytes counts them
+	tooCostly error // the first ErrTooCostly, kept since the interpreter may drop it
 }
 
 // CallFunction implements interpreter.FunctionCaller.
 func (m *meter) CallFunction(name string, args []any) (any, error) {
+	v, err := m.call(name, args)
+	if errors.Is(err, ErrTooCostly) && m.tooCostly == nil {
+		m.tooCostly = err
+	}
+	return v, err
+}
+
+func (m *meter) call(name string, args []any) (any, error) {
 	if n := predicted(name, args); n > MaxFunctionBytes-m.built {
 		return nil, fmt.Errorf("%w: %s() would build %d bytes, over what is left of %d", ErrTooCostly, name, n, MaxFunctionBytes)
 	}

@@ -69,13 +69,7 @@ func TestKeyFromJMESPathPowertoolsExpressions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			msg := events.SQSMessage{
-				MessageId: "m-1",
-				Body:      tt.body,
-				MessageAttributes: map[string]events.SQSMessageAttribute{
-					"idempotency-key": {DataType: "String", StringValue: ptr("k-9")},
-				},
-			}
+			msg := sqsRecord(tt.body)
 			got, err := key(&msg)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
@@ -91,6 +85,19 @@ func TestKeyFromJMESPathPowertoolsExpressions(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// sqsRecord is a record of a batch with body, as Lambda gives it.
+func sqsRecord(body string) events.SQSMessage {
+	return events.SQSMessage{
+		MessageId:  "m-1",
+		Body:       body,
+		Attributes: map[string]string{"MessageGroupId": "g-1", "SentTimestamp": "1700000000000"},
+		MessageAttributes: map[string]events.SQSMessageAttribute{
+			"idempotency-key": {DataType: "String", StringValue: ptr("k-9")},
+			"x":               {DataType: "String", StringValue: ptr("clé ✓")},
+		},
+	}
+}
 
 func TestKeyFromJMESPathRefusesABadExpressionAtStart(t *testing.T) {
 	for _, expr := range []string{"powertools_json(body", "powertools_jsn(body).id", "[?"} {
@@ -175,7 +182,7 @@ func TestPowertoolsJSONReadsEachNumberCheaply(t *testing.T) {
 }
 
 // A record of 1 MiB, SQS's largest, of realistic order lines decodes within
-// MaxJSONValues: the bound refuses bodies of tiny values, not large ones.
+// MaxJSONValues: the bound refuses inflated bodies of tiny values, not large ones.
 func TestKeyFromJMESPathKeysA1MiBBody(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`{"order_id":"o-1","lines":[`)
@@ -283,4 +290,83 @@ func FuzzJMESPathKey(f *testing.F) {
 		_, _ = key(&msg)
 		_, _ = payload(&msg)
 	})
+}
+
+// Keys of expressions as Powertools users write them are the same bytes as
+// before the per-record bounds (5114e89): a changed key would charge every
+// message in flight across a deploy twice. The wants were printed by the
+// code of 5114e89.
+func TestKeyFromJMESPathKeysAreStable(t *testing.T) {
+	order := `{"order_id":"ordre-é-42","customer_id":"客户-7","amount":12.50,"total":1.0,"neg":-0,"big":1e2,"tiny":0.1,` +
+		`"emoji":"\ud83d\ude00","lone":"\ud800x","ctl":"a\u0000b<>&",` +
+		`"lines":[{"sku":"b-2","qty":3},{"sku":"a-1","qty":1},{"sku":"c-3","qty":2}],"meta":{"z":1,"a":[1,2,{"b":"x"}],"Ü":"u"}}`
+	tests := []struct{ expr, body, want string }{
+		{"messageId", order, "m-1"},
+		{"powertools_json(body).order_id", order, "ordre-é-42"},
+		{"powertools_json(body).[customer_id, order_id]", order, `["客户-7","ordre-é-42"]`},
+		{"powertools_json(body).{c: customer_id, o: order_id}", order, `{"c":"客户-7","o":"ordre-é-42"}`},
+		{`messageAttributes."idempotency-key".stringValue`, order, "k-9"},
+		{"messageAttributes.x.stringValue", order, "clé ✓"},
+		{"powertools_json(powertools_base64(body)).order_id", base64.StdEncoding.EncodeToString([]byte(order)), "ordre-é-42"},
+		{"powertools_json(powertools_base64_gzip(body)).[customer_id, order_id]", gzipBase64(t, order), `["客户-7","ordre-é-42"]`},
+		{"powertools_json(body).[amount, total, neg, big, tiny]", order, "[12.5,1,-0,100,0.1]"},
+		{"powertools_json(body).[emoji, lone, ctl]", order, `["😀","` + "\uFFFD" + `x","a\u0000b\u003c\u003e\u0026"]`},
+		{"powertools_json(body).order_id", "{\"order_id\":\"o-\xff\xfe\"}", "o-\uFFFD\uFFFD"},
+		{"[messageId, attributes.MessageGroupId, attributes.SentTimestamp]", order, `["m-1","g-1","1700000000000"]`},
+		{"powertools_json(body).lines[?qty > `1`].sku", order, `["b-2","c-3"]`},
+		{"sort_by(powertools_json(body).lines, &sku)[0].sku", order, "a-1"},
+		{"join(',', sort(powertools_json(body).lines[*].sku))", order, "a-1,b-2,c-3"},
+		{"to_string(powertools_json(body).meta)", order, `{"a":[1,2,{"b":"x"}],"z":1,"Ü":"u"}`},
+		{"powertools_json(body).meta.a[]", order, `[1,2,{"b":"x"}]`},
+	}
+	for _, tt := range tests {
+		key, err := jmespathkey.KeyFromJMESPath(tt.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := sqsRecord(tt.body)
+		if got, err := key(&msg); err != nil || got != tt.want {
+			t.Errorf("%s: got %q, %v; want %q", tt.expr, got, err, tt.want)
+		}
+	}
+}
+
+// Every body SQS can carry (1 MiB at most) decodes within MaxJSONValues,
+// even the densest: a list of one-digit readings holds a value every 2
+// bytes. Such a body was keyed before the bound and must not become
+// poison, sent to the DLQ on its first delivery.
+func TestKeyFromJMESPathKeysA1MiBBodyOfSmallValues(t *testing.T) {
+	const prefix, suffix = `{"order_id":"o-1","readings":[`, "0]}"
+	body := prefix + strings.Repeat("0,", (1<<20-len(prefix)-len(suffix))/2) + suffix
+	key, err := jmespathkey.KeyFromJMESPath("powertools_json(body).order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := key(&events.SQSMessage{Body: body}); err != nil || got != "o-1" {
+		t.Fatalf("%d bytes: got %q, %v; want o-1", len(body), got, err)
+	}
+}
+
+// The interpreter drops an error on the left of a filter, a flatten or a
+// value projection and goes on with null, so a record past a bound there
+// was no key (ErrNoKey: with ProcessWithoutKey the handler ran without
+// idempotency) and a null payload. It is ErrTooCostly, as everywhere else.
+func TestKeyFromJMESPathReportsTooCostlyUnderProjections(t *testing.T) {
+	msg := events.SQSMessage{Body: strings.Repeat(",", 1<<19)} // split would build past 8 MiB
+	for _, expr := range []string{"split(body, ',')[?@ != '']", "split(body, ',')[]", "split(body, ',').*"} {
+		key, err := jmespathkey.KeyFromJMESPath(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := key(&msg); !errors.Is(err, lambdakit.ErrInvalidKey) || !errors.Is(err, jmespathkey.ErrTooCostly) {
+			t.Errorf("key %s: got %v; want ErrInvalidKey and ErrTooCostly", expr, err)
+		}
+		payload, err := jmespathkey.PayloadFromJMESPath(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := payload(&msg); !errors.Is(err, lambdakit.ErrDecode) || !errors.Is(err, jmespathkey.ErrTooCostly) {
+			t.Errorf("payload %s: got %q, %v; want ErrDecode and ErrTooCostly", expr, p, err)
+		}
+	}
 }
