@@ -14,6 +14,17 @@
 // powertools_json, powertools_base64 and powertools_base64_gzip are
 // registered beside JMESPath's own.
 //
+// # One record, one key
+//
+// A key and a payload are a pure function of the record's bytes. JMESPath
+// leaves the order of an object's members to the implementation where it
+// enumerates them (the value projection ".*", keys(), values(), items());
+// this package gives them in name order, by bytes as encoding/json sorts
+// them, so that a redelivered record gets the key it had. (Powertools for
+// Python gives them in the JSON text's order; lambdakit's keys are not
+// Powertools' anyway: lambdakit hashes them with SHA-256, Powertools with
+// MD5.)
+//
 // # What one message may cost
 //
 // The expression is yours but the record is whoever sent it, and keying
@@ -48,6 +59,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -184,7 +197,39 @@ func stringFunction(name string, f func(string) (any, error)) jmespath.FunctionE
 	}
 }
 
-var allFunctions = append(jpfunctions.GetDefaultFunctions(), functions...)
+// sortedObjectFunctions replace JMESPath's keys, values and items, which
+// range over the Go map that holds the object, in a random order: the same
+// record gave another key on its redelivery. The caller keeps the last
+// entry of a name. (merge, from_items and group_by range over maps too,
+// but what they build does not depend on the order.)
+var sortedObjectFunctions = []jmespath.FunctionEntry{
+	objectFunction("keys", func(_ map[string]any, name string) any { return name }),
+	objectFunction("values", memberValue),
+	objectFunction("items", func(obj map[string]any, name string) any { return []any{name, obj[name]} }),
+}
+
+func objectFunction(name string, member func(obj map[string]any, name string) any) jmespath.FunctionEntry {
+	return jmespath.FunctionEntry{
+		Name:      name,
+		Arguments: []jmespath.ArgSpec{{Types: []jmespath.JpType{jmespath.JpObject}}},
+		Handler: func(args []any) (any, error) {
+			return members(args[0].(map[string]any), member), nil
+		},
+	}
+}
+
+// members lists member(obj, name) for each of obj's members in name order.
+func members(obj map[string]any, member func(obj map[string]any, name string) any) []any {
+	out := make([]any, 0, len(obj))
+	for _, name := range slices.Sorted(maps.Keys(obj)) {
+		out = append(out, member(obj, name))
+	}
+	return out
+}
+
+func memberValue(obj map[string]any, name string) any { return obj[name] }
+
+var allFunctions = slices.Concat(jpfunctions.GetDefaultFunctions(), functions, sortedObjectFunctions)
 
 // caller runs every function, JMESPath's and Powertools'; a meter of each
 // evaluation calls it.
@@ -208,7 +253,50 @@ func compile(expr string) (ast parsing.ASTNode, err error) {
 	if err := refused(ast); err != nil {
 		return ast, fmt.Errorf("%w: %q: %s", ErrExpression, expr, err)
 	}
-	return ast, nil
+	return sortValueProjections(ast), nil
+}
+
+// sortedValuesFunc is the function a value projection is rewritten to
+// call. No expression can call it: compile refuses a name no function has
+// before it rewrites.
+const sortedValuesFunc = "values of a value projection"
+
+// sortValueProjections rewrites every value projection L.*R in n into a
+// projection of R over the values of L's members in name order: the
+// interpreter's own ranges over the Go map that holds L, in a random
+// order. L is passed by reference, and evaluated by sortedValuesFunc, so
+// that an error of L's is null, as the interpreter makes it there.
+func sortValueProjections(n parsing.ASTNode) parsing.ASTNode {
+	children := make([]parsing.ASTNode, len(n.Children))
+	for i, c := range n.Children {
+		children[i] = sortValueProjections(c)
+	}
+	n.Children = children
+	if n.NodeType != parsing.ASTValueProjection {
+		return n
+	}
+	values := parsing.ASTNode{
+		NodeType: parsing.ASTFunctionExpression,
+		Value:    sortedValuesFunc,
+		Children: []parsing.ASTNode{
+			{NodeType: parsing.ASTExpRef, Children: children[:1]},
+			{NodeType: parsing.ASTCurrentNode},
+		},
+	}
+	return parsing.ASTNode{NodeType: parsing.ASTProjection, Children: []parsing.ASTNode{values, children[1]}}
+}
+
+// sortedValues is sortedValuesFunc: the values of the members of the
+// object its reference gives on the current node, in name order; null if
+// that fails or is no object, as the interpreter's value projection has it.
+func sortedValues(args []any) any {
+	left, current := args[0].(jmespath.ExpRef), args[1]
+	v, err := left(current)
+	obj, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return nil
+	}
+	return members(obj, memberValue)
 }
 
 // known names every function an expression may call.
@@ -278,6 +366,11 @@ type meter struct {
 
 // CallFunction implements interpreter.FunctionCaller.
 func (m *meter) CallFunction(name string, args []any) (any, error) {
+	if name == sortedValuesFunc {
+		// Not counted: the interpreter's value projection did not
+		// count the values it ranged over either.
+		return sortedValues(args), nil
+	}
 	v, err := m.call(name, args)
 	if errors.Is(err, ErrTooCostly) && m.tooCostly == nil {
 		m.tooCostly = err

@@ -62,6 +62,7 @@ func TestKeyFromJMESPathPowertoolsExpressions(t *testing.T) {
 		{name: "id beyond float64", expr: "powertools_json(body).id", body: `{"id":9007199254740993}`, err: lambdakit.ErrInvalidKey},
 		{name: "bad base64", expr: "powertools_base64(body)", body: "%%%", err: lambdakit.ErrInvalidKey},
 		{name: "wrong type", expr: "powertools_json(attributes)", err: lambdakit.ErrInvalidKey},
+		{name: "members of text that is not JSON", expr: "powertools_json(messageId).*", err: lambdakit.ErrNoKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -318,6 +319,14 @@ func TestKeyFromJMESPathKeysAreStable(t *testing.T) {
 		{"join(',', sort(powertools_json(body).lines[*].sku))", order, "a-1,b-2,c-3"},
 		{"to_string(powertools_json(body).meta)", order, `{"a":[1,2,{"b":"x"}],"z":1,"Ü":"u"}`},
 		{"powertools_json(body).meta.a[]", order, `[1,2,{"b":"x"}]`},
+		// Where JMESPath enumerates an object's members the key depended
+		// on Go's map order before; members now come in name order.
+		{"powertools_json(body).meta.*", order, `[[1,2,{"b":"x"}],1,"u"]`},
+		{"keys(powertools_json(body).meta)", order, `["a","z","Ü"]`},
+		{"values(powertools_json(body).meta)", order, `[[1,2,{"b":"x"}],1,"u"]`},
+		{"items(powertools_json(body).meta)", order, `[["a",[1,2,{"b":"x"}]],["z",1],["Ü","u"]]`},
+		{"messageAttributes.*.stringValue", order, `["k-9","clé ✓"]`},
+		{"powertools_json(body).meta.*[0]", order, "[1]"},
 	}
 	for _, tt := range tests {
 		key, err := jmespathkey.KeyFromJMESPath(tt.expr)
@@ -367,6 +376,48 @@ func TestKeyFromJMESPathReportsTooCostlyUnderProjections(t *testing.T) {
 		}
 		if p, err := payload(&msg); !errors.Is(err, lambdakit.ErrDecode) || !errors.Is(err, jmespathkey.ErrTooCostly) {
 			t.Errorf("payload %s: got %q, %v; want ErrDecode and ErrTooCostly", expr, p, err)
+		}
+	}
+}
+
+// Go ranges over a map in a random order, and JMESPath's .*, keys(),
+// values() and items() enumerate an object's members: the same record gave
+// another key on a redelivery (its duplicate handled twice) and another
+// payload (a false ErrPayloadMismatch). Each must give one result.
+func TestKeyFromJMESPathEnumeratesMembersInOneOrder(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 12 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"m%02d":%d`, (i*5)%12, i) // written out of name order
+	}
+	b.WriteString("}")
+	msg := events.SQSMessage{Body: b.String()}
+	for _, expr := range []string{"powertools_json(body).*", "keys(powertools_json(body))", "values(powertools_json(body))", "items(powertools_json(body))"} {
+		key, err := jmespathkey.KeyFromJMESPath(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload, err := jmespathkey.PayloadFromJMESPath(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, payloads := map[string]bool{}, map[string]bool{}
+		for range 50 {
+			k, err := key(&msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := payload(&msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys[k], payloads[p] = true, true
+		}
+		if len(keys) != 1 || len(payloads) != 1 {
+			t.Errorf("%s: %d keys and %d payloads from one record; want 1 each", expr, len(keys), len(payloads))
 		}
 	}
 }
