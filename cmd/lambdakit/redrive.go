@@ -27,8 +27,9 @@ accepted it. FIFO groups keep their order (after a failed send, the rest of
 the group is held back), and each FIFO message gets a new deduplication ID,
 its old one + "~" + 26 random characters, since SQS would drop a resend with
 the old one for 5 minutes. -dry-run lists what would move and touches
-nothing. Both queues are FIFO or both standard, on one endpoint; a queue on
-AWS needs -live. More: the "Dead-letter queue and redrive" section of
+nothing. Both queues are FIFO or both standard, on one endpoint, and two
+queues (their ARNs differ, whatever the URLs' spelling); a queue on AWS needs
+-live. More: the "Dead-letter queue and redrive" section of
 docs/operations.md.
 
 Flags:
@@ -39,8 +40,8 @@ Exit status:
   0    every message received was moved (or, with -dry-run, listed)
   1    a message failed to send, was held back, or was sent but could not be
        deleted from -from (it will be sent again by the next run)
-  2    usage error (queue URLs that the endpoint configured contradicts, or
-       on two endpoints, included)
+  2    usage error (queue URLs that the endpoint configured contradicts, on
+       two endpoints, or naming one queue, included)
   3    a queue does not exist or cannot be read, as in every lambdakit
        command: a missing queue or table is 3
   130  interrupted (the message in flight is finished or left in -from)
@@ -123,10 +124,18 @@ func (r *redriveCommand) Run(ctx context.Context, args []string) error {
 	r.seen, r.blocked = map[string]bool{}, map[string]bool{}
 	// Both queues are read first, so that a wrong URL stops the command
 	// before any message is touched.
-	for _, q := range []string{r.from, r.to} {
-		if err := r.checkQueue(ctx, q); err != nil {
+	var arns [2]string
+	for i, q := range []string{r.from, r.to} {
+		if arns[i], err = r.checkQueue(ctx, q); err != nil {
 			return r.stop(ctx, err)
 		}
+	}
+	if arns[0] == arns[1] {
+		// Two spellings of one queue's URL (the regional and legacy hosts
+		// of a region, a host or scheme in capitals): each message would
+		// be sent back to the DLQ under a new ID, counted moved, and
+		// received again, without end.
+		return r.flags.UsageError("-from and -to are the same queue, %s", arns[0])
 	}
 	for ctx.Err() == nil {
 		more, err := r.round(ctx)
@@ -141,18 +150,24 @@ func (r *redriveCommand) Run(ctx context.Context, args []string) error {
 }
 
 // checkQueue reads a queue's FifoQueue attribute, which also tells that it
-// exists and can be read.
-func (r *redriveCommand) checkQueue(ctx context.Context, queueURL string) error {
+// exists and can be read, and returns its ARN, which names it whatever
+// the spelling of its URL.
+func (r *redriveCommand) checkQueue(ctx context.Context, queueURL string) (arn string, err error) {
 	out, err := r.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(queueURL), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue},
+		QueueUrl:       aws.String(queueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue, types.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
-		return queueReadError(queueURL, err)
+		return "", queueReadError(queueURL, err)
 	}
 	if fifo := out.Attributes[string(types.QueueAttributeNameFifoQueue)] == "true"; fifo != r.fifo {
-		return fmt.Errorf("the queue %s says FifoQueue=%v, but its URL says otherwise", queueURL, fifo)
+		return "", fmt.Errorf("the queue %s says FifoQueue=%v, but its URL says otherwise", queueURL, fifo)
 	}
-	return nil
+	arn = out.Attributes[string(types.QueueAttributeNameQueueArn)]
+	if arn == "" {
+		return "", fmt.Errorf("the queue %s did not give its QueueArn", queueURL)
+	}
+	return arn, nil
 }
 
 // round receives one batch from -from and handles it. It reports whether

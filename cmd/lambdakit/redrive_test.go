@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -268,6 +270,31 @@ func TestRedrive(t *testing.T) {
 		}
 	})
 
+	t.Run("the same queue under another spelling of its URL: exit 2, nothing sent", func(t *testing.T) {
+		dlq, _ := standardPair(t)
+		sent, err := client.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(dlq.url), MessageBody: aws.String("only")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One queue, two URLs, as AWS's regional and legacy hosts of a
+		// region (sqs.us-east-1.amazonaws.com, us-east-1.queue.amazonaws.com)
+		// are; here, a scheme in capitals. Redriven into itself, a message
+		// would go round under a new ID each round, counted moved, never
+		// leaving the DLQ; -max bounds the rounds should the command not
+		// see it.
+		proxy := newSchemeProxy(t, srv.URL)
+		from := at(proxy, dlq.url)
+		to := "HTTP" + strings.TrimPrefix(from, "http")
+		r := cli(t, redriveEnv(proxy), "", "redrive", "-max", "3", "-from", from, "-to", to)
+		if r.code != 2 || !strings.Contains(r.stderr, "the same queue") {
+			t.Errorf("exit status %d; want 2 and the same queue named\n%s", r.code, r.stderr)
+		}
+		got := dlq.drain(t)
+		if len(got) != 1 || aws.ToString(got[0].MessageId) != aws.ToString(sent.MessageId) {
+			t.Errorf("the DLQ holds %d messages; want 1, the one sent (%s), untouched", len(got), aws.ToString(sent.MessageId))
+		}
+	})
+
 	t.Run("usage errors exit 2", func(t *testing.T) {
 		dlq, target := fifoPair(t)
 		std, _ := standardPair(t)
@@ -309,6 +336,32 @@ func TestRedrive(t *testing.T) {
 			}
 		}
 	})
+}
+
+// newSchemeProxy starts a real HTTP server in front of moto_server that
+// finds a queue whatever the case of its URL's scheme, as AWS finds one by
+// the account and name its URL gives: moto 5.2 takes a QueueUrl for a URL
+// only when it starts with a lower-case "http://" (else it reads the whole
+// string as a queue name), so the proxy lowers the scheme of the QueueUrl
+// before moto reads it. It returns the server's URL.
+func newSchemeProxy(t *testing.T, target string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(u)
+		body, err := io.ReadAll(pr.In.Body)
+		if err != nil {
+			body = nil // moto answers the empty request with an error
+		}
+		body = bytes.ReplaceAll(body, []byte(`"QueueUrl":"HTTP://`), []byte(`"QueueUrl":"http://`))
+		pr.Out.Body, pr.Out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	}}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // dedupProxy is a real HTTP server in front of moto_server that answers
