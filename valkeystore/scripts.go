@@ -37,8 +37,13 @@ const (
 // nil when it created the record. The rule is dynamostore's condition
 // word for word: a record is absent when its expiration (seconds) is at or
 // before now in whole seconds, or it is in progress, with no effect kept
-// (MarkEffect), and its lease end (ms) is at or before now in ms. A field that is missing does not end the
-// record, as a missing attribute fails DynamoDB's comparison. Only a
+// (MarkEffect), and its lease end (ms) is at or before now in ms. A field
+// that is missing does not end the record, as a missing attribute fails
+// DynamoDB's comparison; nor does one that is no decimal number (time_of,
+// which reads what storedtime.Number reads, but for "inf" and hexadecimal
+// floats): tonumber alone reads " 5 ", "0x10" or "5\x00x" as times long
+// past, and took over a record that decode refuses and that DynamoDB,
+// where such a value is no number, never replaces. Only a
 // record with a record status (INPROGRESS, COMPLETED) ever ends: a hash
 // with another status, or none, is returned as it is, never replaced.
 //
@@ -46,10 +51,21 @@ const (
 // for none), lease end (ms), validation ("" for none), key expiry (epoch
 // ms; "" for none).
 var acquireScript = valkey.NewLuaScriptRetryable(`
+local function time_of(s)
+  if not s then
+    return nil
+  end
+  local m, e = string.match(s, '^([%+%-]?[%d%.]+)(.*)$')
+  if not m or not string.find(m, '%d') or string.find(m, '%..*%.')
+    or (e ~= '' and not string.find(e, '^[eE][%+%-]?%d+$')) then
+    return nil
+  end
+  return tonumber(s)
+end
 local f = redis.call('HMGET', KEYS[1], 'status', 'expiration', 'in_progress_expiration', 'validation', 'data', 'lease', 'failure', 'effect')
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local exp = tonumber(f[2])
-  local lease_end = tonumber(f[3])
+  local exp = time_of(f[2])
+  local lease_end = time_of(f[3])
   local known = f[1] == 'INPROGRESS' or f[1] == 'COMPLETED'
   local expired = known and ((exp ~= nil and exp <= tonumber(ARGV[1]))
     or (f[1] == 'INPROGRESS' and lease_end ~= nil and lease_end <= tonumber(ARGV[2]) and not f[8]))

@@ -2,6 +2,8 @@ package valkeystore_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -53,5 +55,67 @@ func TestNeverExpireWorkRunsOnce(t *testing.T) {
 	got, err := lambdakit.NewOnce(s, opts).Do(callCtx(t), "pay-1", []byte(`{"n":1}`), fn)
 	if err != nil || string(got) != `"charged"` || runs != 1 {
 		t.Errorf("duplicate with NeverExpire: got %s, %v after %d runs; want the first result and 1 run", got, err, runs)
+	}
+}
+
+// A stored time that is no number as lambdakit reads one (padded with
+// white space, hexadecimal, cut by a NUL byte) fails closed: the record is
+// never taken over, as on DynamoDB, where such a value is no number and
+// its comparison with now is false. Lua's tonumber reads each of them as
+// a number long past, and the acquire script took the record over: the
+// work ran again, over a completion or a live lease. Each row keeps every
+// other field valid and live.
+func TestAcquireNeverTakesOverARecordWhoseTimeIsNoNumber(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	s := newStore(t, newClient(t, srv.Addr))
+	now := time.Now()
+	exp := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)
+	leaseEnd := strconv.FormatInt(now.Add(time.Minute).UnixMilli(), 10)
+	for i, bad := range []string{" 5 ", "\t1\n", "0x10", "5\x00x"} {
+		for _, row := range []struct {
+			status, field string
+		}{
+			{"COMPLETED", "expiration"},
+			{"INPROGRESS", "expiration"},
+			{"INPROGRESS", "in_progress_expiration"},
+		} {
+			id := fmt.Sprintf("no-number-%d-%s-%s", i, row.status, row.field)
+			fields := map[string]string{"status": row.status, "lease": "first", "expiration": exp, "in_progress_expiration": leaseEnd, "data": `"charged"`}
+			fields[row.field] = bad
+			args := []string{"HSET", s.Key(id)}
+			for name, v := range fields {
+				args = append(args, name, v)
+			}
+			if _, err := srv.Do(args...); err != nil {
+				t.Fatal(err)
+			}
+			rec := lambdakit.IdempotencyRecord{ID: id, Status: lambdakit.StatusInProgress,
+				Expiration: now.Add(time.Hour), InProgressExpiration: now.Add(time.Minute), Lease: "second"}
+			old, ok, err := s.Acquire(callCtx(t), rec, now)
+			if ok || err == nil {
+				t.Errorf("%s %s %q: Acquire = %+v, acquired=%v, %v; want an error, the record left as it is", row.status, row.field, bad, old, ok, err)
+			}
+			if lease, err := srv.Do("HGET", s.Key(id), "lease"); err != nil || lease != "first" {
+				t.Errorf("%s %s %q: lease after the Acquire = %q, %v; want first", row.status, row.field, bad, lease, err)
+			}
+		}
+	}
+}
+
+// The same through the engine: a payment completed under a record whose
+// expiration another writer padded with a space is not charged again.
+func TestWorkDoesNotRunOverACompletionWhoseTimeIsNoNumber(t *testing.T) {
+	srv := redisserver.ForTest(t)
+	s := newStore(t, newClient(t, srv.Addr))
+	id := lambdakit.RecordID("pay", "pay-1")
+	if _, err := srv.Do("HSET", s.Key(id), "status", "COMPLETED", "lease", "first", "data", `"charged"`,
+		"expiration", " "+strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	_, err := lambdakit.NewOnce(s, quiet, func(o *lambdakit.Options) { o.Prefix = "pay" }).Do(callCtx(t), "pay-1", nil,
+		func(context.Context) ([]byte, error) { runs++; return []byte(`"charged again"`), nil })
+	if err == nil || runs != 0 {
+		t.Errorf("Do over the completion: %v after %d runs; want an error and no run", err, runs)
 	}
 }
