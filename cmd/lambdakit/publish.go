@@ -348,7 +348,7 @@ func (pub *publisher) add(ctx context.Context, n int, text string) {
 				return
 			}
 			pub.duplicates++
-			fmt.Fprintf(pub.std.stderr, "lambdakit publish: line %d: duplicate of line %d (key %q): sent once\n", n, first.line, r.Key)
+			fmt.Fprintf(pub.std.stderr, "lambdakit publish: line %d: duplicate of line %d (key %q): not sent again\n", n, first.line, r.Key)
 			return
 		}
 		pub.seen[k] = seenLine{line: n, body: body}

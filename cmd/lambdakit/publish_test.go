@@ -174,7 +174,7 @@ func TestPublish(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit status %d; want 0\n%s", r.code, r.stderr)
 		}
-		if !strings.Contains(r.stderr, `lambdakit publish: line 3: duplicate of line 1 (key "pay_1"): sent once`) {
+		if !strings.Contains(r.stderr, `lambdakit publish: line 3: duplicate of line 1 (key "pay_1"): not sent again`) {
 			t.Errorf("stderr does not report line 3 as a duplicate of line 1:\n%s", r.stderr)
 		}
 		wantSummary(t, r, 3, 2, 1, 0)
