@@ -21,7 +21,10 @@
 //     in batchItemFailures stay in the queue, the others are deleted with
 //     DeleteMessageBatch; a response that breaks the rules (see
 //     FailedRecords), a function error, an init error, a crash or a timeout
-//     leave the whole batch.
+//     leave the whole batch. On a FIFO queue, as on Lambda, a record not
+//     named is deleted even when an earlier record of its group was named:
+//     keeping the group's order is the function's part (it names every
+//     record after its first failure).
 //   - Filtering (FilterCriteria, see package eventfilter): a record that
 //     matches no pattern is deleted without an invocation; on a stream, it
 //     is passed over and the checkpoint moves past it.

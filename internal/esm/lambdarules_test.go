@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,6 +178,43 @@ func TestMappingFollowsLambda(t *testing.T) {
 		}
 		if n := w.containing("batchItemFailures"); n != 0 {
 			t.Errorf("warned of ignored batchItemFailures with ReportBatchItemFailures on: %v", w.msgs)
+		}
+	})
+
+	// "Handling errors for an SQS event source" (Implementing partial batch
+	// responses): on a FIFO queue the function itself should name every
+	// record after its first failure; Lambda deletes every record not named,
+	// even a later one of the failed record's group, and the group's order
+	// is then lost on AWS. The mapping must do the same, so that a function
+	// that names only the failed record loses order locally too, rather
+	// than passing here and reordering on AWS.
+	t.Run("FIFO: a later record of a failed record's group is deleted unless named", func(t *testing.T) {
+		url, _ := h.queue(true, map[string]string{"VisibilityTimeout": "1"})
+		for _, b := range []string{"g1", "g2", "g3"} {
+			h.sendFIFO(url, "g", b)
+		}
+		var mu sync.Mutex
+		var order []string
+		inv := &funcInvoker{fn: func(ev events.SQSEvent) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			var failed []events.SQSBatchItemFailure
+			for _, r := range ev.Records {
+				order = append(order, r.Body)
+				if r.Body == "g2" && r.Attributes["ApproximateReceiveCount"] == "1" {
+					failed = append(failed, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+				}
+			}
+			return json.Marshal(events.SQSEventResponse{BatchItemFailures: failed})
+		}}
+		s, err := runUntilEmpty(t, client, url, inv, &warnings{}, func(o *esm.Options) { o.ReportBatchItemFailures = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"g1", "g2", "g3", "g2"}; !slices.Equal(order, want) || s.ItemFailures != 1 || s.Deleted != 3 {
+			t.Errorf("deliveries %q, summary %+v; want %q: g3 deleted in the first batch, g2 alone delivered again", order, s, want)
 		}
 	})
 
