@@ -13,8 +13,16 @@
 // empty string), and the objects equals-ignore-case, prefix, suffix,
 // anything-but (a string, a number, or a list of them), numeric (=, or a
 // range of one lower and one upper bound) and exists. "$or" takes a list of
-// patterns, any one of which must match. A field whose value is an array
-// matches when any of its elements does.
+// patterns, any one of which must match.
+//
+// Records are matched as Lambda's engine, AWS's event-ruler, matches them:
+// a record is the values at its leaves (strings, numbers, booleans,
+// nulls), each at the path of names that leads to it; arrays, nested or
+// not, add no name, so a field matches when any of its elements does, and
+// the fields of one pattern matched inside an array of objects must all
+// come from the same element. exists looks at leaves only: a field that
+// is an object or an empty array does not exist. anything-but matches any
+// leaf it does not list, null and booleans included.
 //
 // A record's payload (an SQS message's body, a Kinesis record's decoded
 // data) is given as a Payload: a pattern that is an object at its key

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -53,7 +55,8 @@ type Payload string
 // Filter is a mapping's FilterCriteria. The zero Filter and a nil *Filter
 // have no pattern, and let every record through.
 type Filter struct {
-	patterns []map[string]any
+	// patterns holds each pattern as its alternatives.
+	patterns [][][]condition
 }
 
 // New returns the Filter of patterns, each a JSON object as a Filter's
@@ -77,7 +80,12 @@ func New(patterns ...string) (*Filter, error) {
 			err.Pattern = p
 			return nil, err
 		}
-		f.patterns = append(f.patterns, obj)
+		alts, err := alternatives(obj, "")
+		if err != nil {
+			err.(*PatternError).Pattern = p
+			return nil, err
+		}
+		f.patterns = append(f.patterns, alts)
 	}
 	return f, nil
 }
@@ -121,9 +129,28 @@ func (f *Filter) Match(record map[string]any) bool {
 	if f.Len() == 0 {
 		return true
 	}
+	// A record is flattened once for each way a pattern reads its payloads.
+	flat := map[string]*matcher{}
 	for _, p := range f.patterns {
-		if matchObject(p, record) {
-			return true
+		for _, conds := range p {
+			json := payloadsAsJSON(record, conds)
+			key := fmt.Sprint(json)
+			m, ok := flat[key]
+			if !ok {
+				fl := &flattener{leaves: map[string][]leaf{}, json: json}
+				fl.walk(record, "", nil)
+				if fl.notObject {
+					// A pattern on a payload's fields drops a payload that is
+					// not a JSON object.
+					fl.leaves = nil
+				}
+				m = &matcher{leaves: fl.leaves, failed: map[string]bool{}}
+				flat[key] = m
+			}
+			clear(m.failed) // what failed is known for one list of conditions
+			if m.leaves != nil && m.match(conds, nil) {
+				return true
+			}
 		}
 	}
 	return false
@@ -236,12 +263,20 @@ func checkRule(r any) *PatternError {
 			if len(list) == 0 {
 				return &PatternError{Reason: "anything-but takes a value or a list of values", Err: ErrInvalid}
 			}
+			kinds := map[string]bool{}
 			for _, v := range list {
 				switch v.(type) {
-				case string, json.Number:
+				case string:
+					kinds["string"] = true
+				case json.Number:
+					kinds["number"] = true
 				default:
 					return &PatternError{Reason: "anything-but is implemented for strings and numbers only", Err: ErrUnsupported}
 				}
+			}
+			if len(kinds) > 1 {
+				// JsonRuleCompiler refuses a list of both.
+				return &PatternError{Reason: "anything-but takes strings or numbers, not both", Err: ErrInvalid}
 			}
 		case "numeric":
 			if _, err := numericBounds(arg); err != nil {
@@ -294,99 +329,227 @@ func numericBounds(arg any) ([]bound, error) {
 	return bs, nil
 }
 
-// matchObject reports whether the event object matches the pattern
-// object: every field, and every "$or", matches.
-func matchObject(pattern, event map[string]any) bool {
-	for k, p := range pattern {
-		if k == "$or" {
-			if !matchAny(p.([]any), event) {
-				return false
+// maxAlternatives bounds how many lists of conditions a pattern's "$or"s
+// expand to: each "$or" multiplies them, and a 4096-character pattern
+// could otherwise ask for more than any machine holds.
+const maxAlternatives = 1024
+
+// condition is one field of a pattern as event-ruler compiles it: the
+// path to a leaf of the record (the names on the way joined by dots) and
+// the rules, one of which a leaf at that path must match.
+type condition struct {
+	path  string
+	rules []any
+}
+
+// alternatives returns the pattern obj, whose fields are under prefix, as
+// lists of conditions sorted by path, any one list of which must hold:
+// one list, unless "$or" makes more (event-ruler's JsonRuleCompiler turns
+// each choice of an "$or" into a rule of its own).
+func alternatives(obj map[string]any, prefix string) ([][]condition, error) {
+	alts := [][]condition{nil}
+	for k, v := range obj {
+		var sub [][]condition
+		switch v := v.(type) {
+		case map[string]any:
+			nested, err := alternatives(v, prefix+k+".")
+			if err != nil {
+				return nil, err
 			}
-			continue
+			sub = nested
+		case []any:
+			if k != "$or" {
+				sub = [][]condition{{{path: prefix + k, rules: v}}}
+				break
+			}
+			for _, o := range v {
+				nested, err := alternatives(o.(map[string]any), prefix)
+				if err != nil {
+					return nil, err
+				}
+				sub = append(sub, nested...)
+			}
 		}
-		v, present := event[k]
-		if !matchField(p, v, present) {
-			return false
+		if len(alts)*len(sub) > maxAlternatives {
+			return nil, &PatternError{Reason: fmt.Sprintf(`its "$or"s make more than %d alternatives`, maxAlternatives), Err: ErrUnsupported}
 		}
+		var product [][]condition
+		for _, a := range alts {
+			for _, b := range sub {
+				product = append(product, append(slices.Clip(a), b...))
+			}
+		}
+		alts = product
 	}
-	return true
-}
-
-// matchAny reports whether one of the patterns alts matches event.
-func matchAny(alts []any, event map[string]any) bool {
 	for _, a := range alts {
-		if matchObject(a.(map[string]any), event) {
-			return true
-		}
+		slices.SortStableFunc(a, func(x, y condition) int { return strings.Compare(x.path, y.path) })
 	}
-	return false
+	return alts, nil
 }
 
-// matchField matches one field of the pattern, p, with the event's value
-// v (present reports whether the event has the field).
-func matchField(p, v any, present bool) bool {
-	if nested, ok := p.(map[string]any); ok {
-		return matchNested(nested, v, present)
-	}
-	rules := p.([]any)
-	if s, ok := v.(Payload); ok {
-		v = string(s)
-	}
-	for _, r := range rules {
-		if matchRule(r, v, present) {
-			return true
-		}
-	}
-	return false
+// leaf is one value of a record that is not an object or an array, with
+// the element it is in of each array on its path (keyed by the array's
+// number in the record), as event-ruler's Event flattens an event.
+type leaf struct {
+	value any
+	in    map[int]int
 }
 
-// matchNested matches a nested pattern with the event's value: an object,
-// a payload that is a JSON object, or an array one of whose elements
-// matches.
-func matchNested(p map[string]any, v any, present bool) bool {
-	if !present {
-		// Only rules that ask for absence can match a missing object.
-		return matchObject(p, map[string]any{})
-	}
+// flattener flattens a record into its leaves by path. A Payload whose
+// path is in json is decoded as a JSON object, else it is a string leaf.
+type flattener struct {
+	leaves map[string][]leaf
+	arrays int
+	json   map[string]bool
+	// notObject is set if a payload in json is not a JSON object.
+	notObject bool
+}
+
+func (fl *flattener) walk(v any, path string, in map[int]int) {
 	switch v := v.(type) {
 	case map[string]any:
-		return matchObject(p, v)
+		for k, e := range v {
+			if path != "" {
+				k = path + "." + k
+			}
+			fl.walk(e, k, in)
+		}
+	case []any:
+		// An array is crushed into its parent: its elements are values of
+		// the array's path. Only objects and arrays in it record their
+		// element, as in event-ruler's Event.traverseArray.
+		id := fl.arrays
+		fl.arrays++
+		for i, e := range v {
+			switch e.(type) {
+			case map[string]any, []any:
+				within := maps.Clone(in)
+				if within == nil {
+					within = map[int]int{}
+				}
+				within[id] = i
+				fl.walk(e, path, within)
+			default:
+				fl.walk(e, path, in)
+			}
+		}
 	case Payload:
+		if !fl.json[path] {
+			fl.leaves[path] = append(fl.leaves[path], leaf{string(v), in})
+			return
+		}
 		decoded, err := decode([]byte(v))
 		obj, ok := decoded.(map[string]any)
-		return err == nil && ok && matchObject(p, obj)
-	case []any:
-		for _, e := range v {
-			if o, ok := e.(map[string]any); ok && matchObject(p, o) {
-				return true
+		if err != nil || !ok {
+			fl.notObject = true
+			return
+		}
+		fl.walk(obj, path, in)
+	default:
+		fl.leaves[path] = append(fl.leaves[path], leaf{v, in})
+	}
+}
+
+// payloadsAsJSON returns the top-level keys of record that hold a Payload
+// which conds reach into (a path under the key): those the pattern wants
+// as a JSON object.
+func payloadsAsJSON(record map[string]any, conds []condition) map[string]bool {
+	var json map[string]bool
+	for k, v := range record {
+		if _, ok := v.(Payload); !ok {
+			continue
+		}
+		for _, c := range conds {
+			if strings.HasPrefix(c.path, k+".") {
+				if json == nil {
+					json = map[string]bool{}
+				}
+				json[k] = true
 			}
+		}
+	}
+	return json
+}
+
+// matcher matches lists of conditions with the leaves of one record.
+type matcher struct {
+	leaves map[string][]leaf
+	// failed holds the searches known to fail: conditions left and the
+	// array elements chosen so far.
+	failed map[string]bool
+}
+
+// match reports whether conds, in order, can each be met by a leaf
+// consistent with the array elements in chosen so far and with the leaves
+// met before it: every leaf of a match in an array's element must be in
+// the same one (event-ruler's array consistency, ArrayMembership and
+// ACFinder).
+func (m *matcher) match(conds []condition, in map[int]int) bool {
+	if len(conds) == 0 {
+		return true
+	}
+	key := fmt.Sprint(len(conds), in)
+	if m.failed[key] {
+		return false
+	}
+	c, rest := conds[0], conds[1:]
+	for _, r := range c.rules {
+		// exists false: no leaf at the path that could join this match
+		// (NameState.getNameTransitions), so a field that is an object or
+		// an empty array does not exist either.
+		if obj, ok := r.(map[string]any); ok && obj["exists"] == false && !m.anyConsistent(c.path, in) && m.match(rest, in) {
+			return true
+		}
+	}
+	for _, l := range m.leaves[c.path] {
+		joined, ok := consistent(in, l.in)
+		if !ok || !slices.ContainsFunc(c.rules, func(r any) bool { return matchValue(r, l.value) }) {
+			continue
+		}
+		if m.match(rest, joined) {
+			return true
+		}
+	}
+	m.failed[key] = true
+	return false
+}
+
+// anyConsistent reports whether a leaf at path can join in.
+func (m *matcher) anyConsistent(path string, in map[int]int) bool {
+	for _, l := range m.leaves[path] {
+		if _, ok := consistent(in, l.in); ok {
+			return true
 		}
 	}
 	return false
 }
 
-// matchRule matches one rule with the event's value.
-func matchRule(r, v any, present bool) bool {
-	if obj, ok := r.(map[string]any); ok {
-		if e, ok := obj["exists"]; ok {
-			return e.(bool) == present
+// consistent returns the array elements of in and of a leaf's, if no
+// array has a different element in each.
+func consistent(in, leafIn map[int]int) (map[int]int, bool) {
+	var joined map[int]int
+	for id, i := range leafIn {
+		j, ok := in[id]
+		if ok && i != j {
+			return nil, false
 		}
-	}
-	if !present {
-		return false
-	}
-	if list, ok := v.([]any); ok {
-		for _, e := range list {
-			if matchValue(r, e) {
-				return true
+		if !ok {
+			if joined == nil {
+				joined = maps.Clone(in)
+				if joined == nil {
+					joined = map[int]int{}
+				}
 			}
+			joined[id] = i
 		}
-		return false
 	}
-	return matchValue(r, v)
+	if joined == nil {
+		return in, true
+	}
+	return joined, true
 }
 
-// matchValue matches a rule, not exists, with one value of the event.
+// matchValue matches a rule with one leaf of the record.
 func matchValue(r, v any) bool {
 	switch r := r.(type) {
 	case nil:
@@ -398,11 +561,15 @@ func matchValue(r, v any) bool {
 		s, ok := v.(string)
 		return ok && s == r
 	case json.Number:
-		return equalNumbers(r, v)
+		// As a number, or as the same text for a number no float64 holds
+		// (JsonRuleCompiler adds both matches).
+		return equalNumbers(r, v) || v == r
 	}
 	for op, arg := range r.(map[string]any) {
 		s, isString := v.(string)
 		switch op {
+		case "exists":
+			return arg == true
 		case "prefix":
 			return isString && strings.HasPrefix(s, arg.(string))
 		case "suffix":
@@ -418,13 +585,10 @@ func matchValue(r, v any) bool {
 	return false
 }
 
-// anythingBut matches a string or a number that is none of arg's values.
+// anythingBut matches a value that is none of arg's: any leaf, null and
+// booleans too (event-ruler's ByteMachine matches an anything-but on every
+// value it does not list).
 func anythingBut(arg, v any) bool {
-	switch v.(type) {
-	case string, json.Number:
-	default:
-		return false
-	}
 	list, ok := arg.([]any)
 	if !ok {
 		list = []any{arg}

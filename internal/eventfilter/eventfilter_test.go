@@ -3,6 +3,8 @@ package eventfilter_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/lambdakit/lambdakit/internal/eventfilter"
@@ -14,7 +16,8 @@ import (
 // Kinesis records; each case names the clause it checks.
 func TestMatchFollowsLambdaFilterRules(t *testing.T) {
 	const record = `{"eventName":"INSERT","n":12,"price":10.5,"name":"Alice","empty":"","nothing":null,
-		"ok":true,"tags":["red","blue"],"file":"photo.png","region":"us-east-1",
+		"ok":true,"tags":["red","blue"],"file":"photo.png","region":"us-east-1","none":[],"grid":[["x","y"],[{"cell":"z"}]],
+		"items":[{"sku":"a","qty":1},{"sku":"b","qty":2,"wrap":true}],
 		"dynamodb":{"NewImage":{"status":{"S":"completed"},"amount":{"N":"42"}}}}`
 	cases := []struct {
 		clause  string
@@ -58,6 +61,27 @@ func TestMatchFollowsLambdaFilterRules(t *testing.T) {
 		{"DynamoDB: N values are strings in the stream record", `{"dynamodb":{"NewImage":{"amount":{"N":["42"]}}}}`, true},
 		{"DynamoDB: another value", `{"dynamodb":{"NewImage":{"status":{"S":["in_progress"]}}}}`, false},
 		{"A nested pattern on a field that is not an object", `{"name":{"first":["Alice"]}}`, false},
+		// event-ruler's README, "Exists matching": exists looks at leaves
+		// only, so an object, or an array with no element, does not exist.
+		{"Exists: an object is no leaf", `{"dynamodb":[{"exists":true}]}`, false},
+		{"Does not exist: an object is no leaf", `{"dynamodb":[{"exists":false}]}`, true},
+		{"Exists: an empty array has no leaf", `{"none":[{"exists":true}]}`, false},
+		{"Does not exist: an empty array has no leaf", `{"none":[{"exists":false}]}`, true},
+		// event-ruler's NameState.getNameTransitions: a field is absent only
+		// if no array element consistent with the fields matched before it
+		// (by path, in sorted order) has it, not if some element lacks it.
+		{"Does not exist: one array element has the field", `{"items":{"wrap":[{"exists":false}]}}`, false},
+		{"Does not exist: in the element the other fields matched", `{"items":{"sku":["a"],"wrap":[{"exists":false}]}}`, true},
+		{"Does not exist: the element the other fields matched has it", `{"items":{"sku":["b"],"wrap":[{"exists":false}]}}`, false},
+		{"Array consistency: fields from one element", `{"items":{"sku":["a"],"qty":[2]}}`, false},
+		// ByteMachine.doTransitionOn: anything-but matches every leaf value
+		// it does not list, null and booleans too.
+		{"Not: anything-but matches null", `{"nothing":[{"anything-but":["x"]}]}`, true},
+		{"Not: anything-but matches a boolean", `{"ok":[{"anything-but":[1]}]}`, true},
+		// event-ruler's README, "JSON Array Matching": arrays inside arrays
+		// are flattened as one.
+		{"An array inside an array: its strings", `{"grid":["y"]}`, true},
+		{"An array inside an array: its objects", `{"grid":{"cell":["z"]}}`, true},
 	}
 	for _, c := range cases {
 		t.Run(c.clause, func(t *testing.T) {
@@ -154,6 +178,7 @@ func TestNewRefusesWhatItDoesNotImplement(t *testing.T) {
 		{"wildcard", []string{`{"a":[{"wildcard":"*.png"}]}`}, eventfilter.ErrUnsupported},
 		{"cidr", []string{`{"a":[{"cidr":"10.0.0.0/24"}]}`}, eventfilter.ErrUnsupported},
 		{"prefix with equals-ignore-case", []string{`{"a":[{"prefix":{"equals-ignore-case":"x"}}]}`}, eventfilter.ErrUnsupported},
+		{"anything-but strings and numbers mixed", []string{`{"a":[{"anything-but":["x",1]}]}`}, eventfilter.ErrInvalid},
 		{"anything-but a prefix", []string{`{"a":[{"anything-but":{"prefix":"x"}}]}`}, eventfilter.ErrUnsupported},
 		{"numeric with an unknown operator", []string{`{"a":[{"numeric":["!=",1]}]}`}, eventfilter.ErrInvalid},
 		{"numeric range upside down", []string{`{"a":[{"numeric":["<",1,">",0]}]}`}, eventfilter.ErrInvalid},
@@ -207,4 +232,53 @@ func FuzzMatch(f *testing.F) {
 		}
 		flt.Match(m)
 	})
+}
+
+// The relay's filter in template.yaml, on each kind of stream record the
+// payments table produces, as Lambda would match it: only a completed
+// record with at least one message that has a queue passes.
+func TestMatchTemplateRelayFilter(t *testing.T) {
+	tmpl, err := os.ReadFile("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, line := range strings.Split(string(tmpl), "\n") {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "- Pattern: '"); ok {
+			patterns = append(patterns, strings.TrimSuffix(p, "'"))
+		}
+	}
+	f, err := eventfilter.New(patterns...)
+	if err != nil || f.Len() != 1 {
+		t.Fatalf("the template's patterns %q: %v; want the relay's one", patterns, err)
+	}
+	const msg = `{"M":{"name":{"S":"payment.charged"},"queueUrl":{"S":"https://sqs.us-east-1.amazonaws.com/123456789012/events"},"body":{"S":"{}"}}}`
+	const noQueue = `{"M":{"name":{"S":"payment.charged"},"body":{"S":"{}"}}}`
+	image := func(status, messages string) string {
+		img := `{"payment_id":{"S":"p1"},"record_status":{"S":"` + status + `"}`
+		if messages != "" {
+			img += `,"messages":` + messages
+		}
+		return img + `}`
+	}
+	cases := []struct {
+		kind   string
+		record string
+		want   bool
+	}{
+		{"completion with several messages", `{"eventName":"INSERT","dynamodb":{"NewImage":` + image("COMPLETED", `{"L":[`+msg+`,`+msg+`]}`) + `}}`, true},
+		{"completion where only some messages have a queue", `{"eventName":"MODIFY","dynamodb":{"NewImage":` + image("COMPLETED", `{"L":[`+noQueue+`,`+msg+`]}`) + `}}`, true},
+		{"completion where no message has a queue", `{"eventName":"MODIFY","dynamodb":{"NewImage":` + image("COMPLETED", `{"L":[`+noQueue+`]}`) + `}}`, false},
+		{"completion with an empty list", `{"eventName":"MODIFY","dynamodb":{"NewImage":` + image("COMPLETED", `{"L":[]}`) + `}}`, false},
+		{"completion without messages", `{"eventName":"MODIFY","dynamodb":{"NewImage":` + image("COMPLETED", "") + `}}`, false},
+		{"a queue that is NULL", `{"eventName":"MODIFY","dynamodb":{"NewImage":` + image("COMPLETED", `{"L":[{"M":{"queueUrl":{"NULL":true}}}]}`) + `}}`, false},
+		{"lock (in progress)", `{"eventName":"INSERT","dynamodb":{"NewImage":` + image("INPROGRESS", `{"L":[`+msg+`]}`) + `}}`, false},
+		{"MODIFY of an already completed record", `{"eventName":"MODIFY","dynamodb":{"OldImage":` + image("COMPLETED", `{"L":[`+msg+`]}`) + `,"NewImage":` + image("COMPLETED", `{"L":[`+msg+`]}`) + `}}`, true},
+		{"TTL REMOVE", `{"eventName":"REMOVE","userIdentity":{"type":"Service","principalId":"dynamodb.amazonaws.com"},"dynamodb":{"OldImage":` + image("COMPLETED", `{"L":[`+msg+`]}`) + `}}`, false},
+	}
+	for _, c := range cases {
+		if got := f.Match(decodeRecord(t, c.record, "", "")); got != c.want {
+			t.Errorf("%s: got %v; want %v", c.kind, got, c.want)
+		}
+	}
 }
