@@ -30,6 +30,17 @@ var ErrInvalidResponse = errors.New("esm: the response fails the whole batch")
 // not an object ("ok", 42, [...]) does; it is taken as invalid here, so that
 // a doubt keeps messages rather than deleting them.
 func FailedRecords(response []byte, records []events.SQSMessage) ([]string, error) {
+	inBatch := make(map[string]bool, len(records))
+	for _, r := range records {
+		inBatch[r.MessageId] = true
+	}
+	return itemFailures(response, func(id string) bool { return inBatch[id] })
+}
+
+// itemFailures reads a partial batch response, SQS's or a stream's alike
+// (their rules are the same), and returns the identifiers it names, in its
+// order; inBatch says whether an identifier names a record of the batch.
+func itemFailures(response []byte, inBatch func(id string) bool) ([]string, error) {
 	response = bytes.TrimSpace(response)
 	if len(response) == 0 {
 		return nil, nil
@@ -57,10 +68,6 @@ func FailedRecords(response []byte, records []events.SQSMessage) ([]string, erro
 	if err := json.Unmarshal(list, &items); err != nil {
 		return nil, fmt.Errorf("%w: batchItemFailures is not a list", ErrInvalidResponse)
 	}
-	inBatch := make(map[string]bool, len(records))
-	for _, r := range records {
-		inBatch[r.MessageId] = true
-	}
 	var failed []string
 	for i, raw := range items {
 		var item map[string]json.RawMessage
@@ -80,8 +87,8 @@ func FailedRecords(response []byte, records []events.SQSMessage) ([]string, erro
 			return nil, fmt.Errorf("%w: batchItemFailures[%d].itemIdentifier is null", ErrInvalidResponse, i)
 		case *id == "":
 			return nil, fmt.Errorf("%w: batchItemFailures[%d].itemIdentifier is empty", ErrInvalidResponse, i)
-		case !inBatch[*id]:
-			return nil, fmt.Errorf("%w: batchItemFailures[%d].itemIdentifier %q is not a message of the batch", ErrInvalidResponse, i, *id)
+		case !inBatch(*id):
+			return nil, fmt.Errorf("%w: batchItemFailures[%d].itemIdentifier %q is not a record of the batch", ErrInvalidResponse, i, *id)
 		}
 		failed = append(failed, *id)
 	}

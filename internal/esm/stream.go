@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/lambdakit/lambdakit/internal/ddbstream"
 	"github.com/lambdakit/lambdakit/internal/eventfilter"
@@ -479,6 +478,8 @@ func (m *StreamMapping) deliver(ctx context.Context, sh *shardState, recs []Stre
 
 // failedFrom returns the index of the first record to retry, -1 when the
 // batch succeeded, and why the batch failed as a whole (index 0) if it did.
+// The response is read as for SQS (itemFailures): Lambda's success and
+// failure conditions are the same for streams, keys matched in their case.
 func (m *StreamMapping) failedFrom(res runtimeapi.Result, recs []StreamRecord) (int, error) {
 	if res.Outcome != runtimeapi.OutcomeSuccess {
 		return 0, fmt.Errorf("%w: %s", ErrInvocationFailed, res.Outcome)
@@ -486,26 +487,20 @@ func (m *StreamMapping) failedFrom(res runtimeapi.Result, recs []StreamRecord) (
 	if !m.opts.ReportBatchItemFailures {
 		return -1, nil
 	}
-	var resp struct {
-		BatchItemFailures []struct {
-			ItemIdentifier *string `json:"itemIdentifier"`
-		} `json:"batchItemFailures"`
+	index := make(map[string]int, len(recs))
+	for i, r := range recs {
+		index[r.SequenceNumber()] = i
 	}
-	if len(res.Payload) == 0 || string(res.Payload) == "null" {
-		return -1, nil
+	failed, err := itemFailures(res.Payload, func(id string) bool { _, ok := index[id]; return ok })
+	if err != nil {
+		return 0, err
 	}
-	if err := json.Unmarshal(res.Payload, &resp); err != nil {
-		return 0, fmt.Errorf("%w: the answer is not a partial batch response: %v", ErrInvocationFailed, err)
-	}
+	// The lowest sequence number named is the checkpoint: in a shard's
+	// batch, the first in the batch's order.
 	first := -1
-	for _, f := range resp.BatchItemFailures {
-		id := aws.ToString(f.ItemIdentifier)
-		i := slices.IndexFunc(recs, func(r StreamRecord) bool { return r.SequenceNumber() == id })
-		if id == "" || i < 0 {
-			return 0, fmt.Errorf("%w: itemIdentifier %q is not a sequence number of the batch", ErrInvocationFailed, id)
-		}
-		if first < 0 || i < first {
-			first = i
+	for _, id := range failed {
+		if first < 0 || index[id] < first {
+			first = index[id]
 		}
 	}
 	return first, nil

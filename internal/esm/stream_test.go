@@ -208,8 +208,13 @@ func testStreamRules(t *testing.T, newHarness func(t *testing.T) *streamHarness)
 		}
 	})
 
-	t.Run("a function error, a crash or an unknown identifier retries the whole batch", func(t *testing.T) {
-		for _, cmd := range []string{"error@1", "crash@1", "badid@1"} {
+	// "Success and failure conditions" of "Configuring partial batch
+	// response with Kinesis Data Streams and Lambda" (and its DynamoDB
+	// twin): an itemIdentifier with a bad key name, as an unknown one,
+	// fails the batch whole; keys are matched in their case
+	// ("ItemIdentifier" is a bad key name), as FailedRecords does for SQS.
+	t.Run("a function error, a crash, an unknown identifier or a bad key name retries the whole batch", func(t *testing.T) {
+		for _, cmd := range []string{"error@1", "crash@1", "badid@1", "badkey@1"} {
 			h := newHarness(t)
 			h.put("ok", cmd, "ok")
 			sum, batches := h.run(func(o *esm.StreamOptions) { o.ReportBatchItemFailures = true })
@@ -217,6 +222,21 @@ func testStreamRules(t *testing.T, newHarness func(t *testing.T) *streamHarness)
 			if sum.Retries != 1 || len(seqs) != 3 || times[seqs[0]] != 2 || batches[0].Err == nil || batches[0].RetryFrom != seqs[0] {
 				t.Errorf("%s: summary %+v, deliveries %v, first batch %v retried from %q; want the whole batch again from its first record", cmd, sum, times, batches[0].Err, batches[0].RetryFrom)
 			}
+		}
+	})
+
+	// The same section: a null batchItemFailures list, or an empty
+	// response, is a complete success. A response whose list is under
+	// "BatchItemFailures" has no batchItemFailures list: AWS does not name
+	// this case, it follows from the rule for a null list (and is what
+	// FailedRecords does for SQS). A local run must not retry a record that
+	// Lambda would let go.
+	t.Run("a list under a key in other case is not read: the named record is lost, as on Lambda", func(t *testing.T) {
+		h := newHarness(t)
+		h.put("ok", "badlist@1", "ok")
+		sum, batches := h.run(func(o *esm.StreamOptions) { o.ReportBatchItemFailures = true })
+		if sum.Retries != 0 || sum.Invocations != 1 || batches[0].Err != nil {
+			t.Errorf("summary %+v, first batch %v; want one invocation, no retry: Lambda finds no batchItemFailures", sum, batches[0].Err)
 		}
 	})
 

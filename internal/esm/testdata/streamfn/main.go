@@ -7,6 +7,10 @@
 //	fail@N   name the record in batchItemFailures on its first N deliveries
 //	error@N  fail the invocation with a function error on its first N deliveries
 //	badid@N  name an identifier that is not in the batch, on its first N
+//	badkey@N name the record under "ItemIdentifier" (a key in other case),
+//	         on its first N deliveries
+//	badlist@N name the record in "BatchItemFailures" (a list in other case),
+//	         on its first N deliveries
 //	crash@N  exit with status 2 on its first N deliveries
 //
 // A record's deliveries are counted in files under STREAMFN_DIR, one per
@@ -73,7 +77,9 @@ func appendLine(path string, line []byte) error {
 	return err
 }
 
-func handle(ctx context.Context, raw json.RawMessage) (response, error) {
+// handle answers a response, or raw JSON for the answers a response
+// cannot spell.
+func handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	dir := os.Getenv("STREAMFN_DIR")
 	resp := response{BatchItemFailures: []events.KinesisBatchItemFailure{}}
 	if err := appendLine(filepath.Join(dir, "events"), raw); err != nil {
@@ -100,6 +106,10 @@ func handle(ctx context.Context, raw json.RawMessage) (response, error) {
 		case "badid":
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.KinesisBatchItemFailure{ItemIdentifier: "no-such-record"})
 			return resp, nil
+		case "badkey":
+			return json.RawMessage(fmt.Sprintf(`{"batchItemFailures":[{"ItemIdentifier":%q}]}`, seq)), nil
+		case "badlist":
+			return json.RawMessage(fmt.Sprintf(`{"BatchItemFailures":[{"itemIdentifier":%q}]}`, seq)), nil
 		case "error":
 			return resp, errors.New("streamfn: error asked by " + rec.EventID)
 		case "crash":
