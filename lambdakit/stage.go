@@ -55,6 +55,20 @@ func StagingRecord(ctx context.Context) (id string, ok bool) {
 	return s.lock.ID, true
 }
 
+// StagingLease returns the lease of the run StagingRecord names, which
+// its completion is written under, and false outside a handler run by
+// Idempotent or Once. The record ID and the lease name one completion: a
+// write that must be the same item for every retry of that completion,
+// yet another item for a new completion of the record (once it expired),
+// such as an outbox message, derives its key from both.
+func StagingLease(ctx context.Context) (lease string, ok bool) {
+	s, ok := ctx.Value(stageKey{}).(*stage)
+	if !ok {
+		return "", false
+	}
+	return s.lock.Lease, true
+}
+
 // StageFunc stages, in one step, the writes build returns when given the
 // writes the handler has staged so far (read-only; build must not call
 // Stage): writes staged from several goroutines see each other, so that a

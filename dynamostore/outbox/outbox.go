@@ -9,9 +9,11 @@
 // function on the outbox table's DynamoDB stream, sends each new item to
 // its queue.
 //
-// An item's ID comes from the idempotency record and the message's name
-// (or its place among the writes the handler stages), so a handler run
-// again for the same record writes the same item, never a second one. The
+// An item's ID comes from the idempotency record's completion (its ID and
+// lease) and the message's queue and name (or its place among the writes
+// the handler stages), so a completion retried writes the same item, never
+// a second one, and a new completion of the record (once it expired) a
+// new item, with a message of its own. The
 // SQS deduplication ID comes from the item's ID, so a relay that sends an
 // item twice (it crashed after the send, before it answered) has the copy
 // dropped by a FIFO queue within SQS's 5-minute window; the message
@@ -129,11 +131,12 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	if !ok {
 		return fmt.Errorf("outbox: %w", lambdakit.ErrNotStaging)
 	}
+	lease, _ := lambdakit.StagingLease(ctx)
 	now := o.opts.Now()
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
 		var seen []sent // the messages an earlier call staged
 		for _, op := range staged {
-			if queueURL, name, ok := outboxMessage(recordID, op); ok {
+			if queueURL, name, ok := outboxMessage(recordID, lease, op); ok {
 				seen = append(seen, sent{queueURL: queueURL, name: name})
 			}
 		}
@@ -145,7 +148,7 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 		for i, m := range msgs {
 			items = append(items, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(o.table),
-				Item:      o.item(recordID, ItemID(recordID, m.QueueURL, names[i]), names[i], m, now),
+				Item:      o.item(recordID, ItemID(recordID, lease, m.QueueURL, names[i]), names[i], m, now),
 				// A retried completion writes the same item, which must
 				// not be an item of another record.
 				ConditionExpression:       aws.String("attribute_not_exists(id) OR recordId = :rid"),
@@ -234,18 +237,19 @@ func placeName(name string, place int) string {
 }
 
 // outboxMessage is the queue and name of the message op writes, if op is
-// the Put of an outbox item of the record recordID: of this outbox's table
+// the Put of an outbox item of the record recordID's completion under
+// lease: of this outbox's table
 // or another's, since an item's ID (ItemID), which the relay sends, is the
 // same in every table; and not a Put of another item, whatever its
 // attributes.
-func outboxMessage(recordID string, op any) (queueURL, name string, ok bool) {
+func outboxMessage(recordID, lease string, op any) (queueURL, name string, ok bool) {
 	w, ok := op.(types.TransactWriteItem)
 	if !ok || w.Put == nil {
 		return "", "", false
 	}
 	id := stringOf(w.Put.Item["id"])
 	queueURL, name = stringOf(w.Put.Item["queueUrl"]), stringOf(w.Put.Item["name"])
-	if !strings.HasPrefix(id, "outbox#") || id != ItemID(recordID, queueURL, name) {
+	if !strings.HasPrefix(id, "outbox#") || id != ItemID(recordID, lease, queueURL, name) {
 		return "", "", false
 	}
 	return queueURL, name, true
@@ -263,10 +267,14 @@ const itemOverhead = 1024 + awsrules.MaxPartitionKeyBytes
 const maxPlaceNameLen = len("#") + 2
 
 // ItemID is the ID of the outbox item for the message named name, to the
-// queue queueURL, of the record recordID: stable across runs, relays and
-// retries.
-func ItemID(recordID, queueURL, name string) string {
-	return "outbox#" + lambdakit.KeyHash(recordID+"\x00"+queueURL+"\x00"+name)
+// queue queueURL, of the completion of the record recordID under the
+// lease lease (lambdakit.StagingLease): the same for every retry of that
+// completion and every relay of its item, and another for a new
+// completion of the record once it expired, whose message is new work's.
+// (Its fields are hashed in another order than RecordMessageID's, so
+// that a message on the record and an outbox item never share an ID.)
+func ItemID(recordID, lease, queueURL, name string) string {
+	return "outbox#" + lambdakit.KeyHash(recordID+"\x00"+queueURL+"\x00"+name+"\x00"+lease)
 }
 
 // DedupID is the SQS deduplication ID of the item itemID: 64 hex

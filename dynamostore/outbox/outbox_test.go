@@ -39,6 +39,7 @@ type fixture struct {
 	streams   *dynamodbstreams.Client
 	sqs       *sqs.Client
 	region    string
+	idem      string // the idempotency table
 	outbox    string // the table
 	streamARN string
 	queue     string // the downstream queue's URL
@@ -87,6 +88,7 @@ type setup struct {
 	fifo    bool
 	handle  func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error
 	obOpts  func(*outbox.Options)
+	opts    func(*lambdakit.Options)          // the consumer's, after the fixture's logger
 	storeDB func(f *fixture) *dynamodb.Client // nil: f.db
 }
 
@@ -98,6 +100,7 @@ func newFixtureWith(t *testing.T, s setup) *fixture {
 	ctx := t.Context()
 	f := &fixture{t: t, db: dynamodb.NewFromConfig(cfg), streams: dynamodbstreams.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg), region: cfg.Region}
 	idem := testenv.Name(t) + "-idem"
+	f.idem = idem
 	if err := dynamostore.CreateTable(ctx, f.db, idem); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +123,11 @@ func newFixtureWith(t *testing.T, s setup) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) { o.Logger = lambdakittest.Logger(t) })(
+	opts := []func(*lambdakit.Options){func(o *lambdakit.Options) { o.Logger = lambdakittest.Logger(t) }}
+	if s.opts != nil {
+		opts = append(opts, s.opts)
+	}
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), opts...)(
 		lambdakit.Typed(func(ctx context.Context, p payment) error {
 			f.runs.Add(1)
 			return s.handle(ctx, ob, f, p)
@@ -144,6 +151,20 @@ func deliver(t *testing.T, batch lambdakit.BatchFunc, msgs ...events.SQSMessage)
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// lease is the lease of the record recordID in the idempotency table.
+func (f *fixture) lease(recordID string) string {
+	f.t.Helper()
+	out, err := f.db.GetItem(f.t.Context(), &dynamodb.GetItemInput{TableName: aws.String(f.idem), Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: recordID}}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	lease, _ := out.Item["lease"].(*types.AttributeValueMemberS)
+	if lease == nil {
+		f.t.Fatalf("record %s has no lease: %v", recordID, out.Item)
+	}
+	return lease.Value
 }
 
 // stream is the outbox table's stream as Lambda would deliver it.
@@ -209,7 +230,7 @@ func TestOneCommitOneMessage(t *testing.T) {
 		t.Fatalf("downstream holds %d messages; want 1", len(got))
 	}
 	img := ev.Records[0].Change.NewImage
-	id := outbox.ItemID(img["recordId"].String(), f.queue, "payment.charged")
+	id := outbox.ItemID(img["recordId"].String(), f.lease(img["recordId"].String()), f.queue, "payment.charged")
 	if img["id"].String() != id || img["pk"].String() != "group#cus_A" || !strings.HasSuffix(img["recordId"].String(), lambdakit.KeyHash("pay_1")) {
 		t.Errorf("item %s of record %s; want the ID derived from pay_1's record and the name", img["id"].String(), img["recordId"].String())
 	}
@@ -225,6 +246,41 @@ func TestOneCommitOneMessage(t *testing.T) {
 	}
 	if n := f.runs.Load(); n != 1 {
 		t.Errorf("the handler ran %d times; want 1", n)
+	}
+}
+
+// A record that expired is new work when its key comes again: the
+// handler runs again and its completion, under a new lease, publishes a
+// message of its own, with an item and an ID of their own, as a message
+// on the record does (TestPublishOnRecordStagedOnlyAndAfterExpiry). The
+// first completion's item is still in the table (it outlives the record's
+// TTL): written over, it would be a MODIFY the relay skips, and with the
+// first one's deduplication ID a FIFO queue would drop it anyway.
+func TestPublishAfterTheRecordExpiredSendsTheNewCompletionsMessage(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	f := newFixtureWith(t, setup{fifo: true, handle: func(ctx context.Context, ob *outbox.Outbox, f *fixture, p payment) error {
+		return ob.Publish(ctx, outbox.Message{QueueURL: f.queue, GroupID: p.Customer, Name: "payment.charged", Body: p.ID})
+	}, opts: func(o *lambdakit.Options) {
+		o.TTL = time.Minute
+		o.Now = func() time.Time { return time.UnixMilli(now.Load()) }
+	}})
+	m := pay("pay_e", "cus_E", 1)
+	f.deliver(m)
+	now.Add((2 * time.Minute).Milliseconds())
+	f.deliver(lambdakittest.Redelivery(m))
+	if n := f.runs.Load(); n != 2 {
+		t.Fatalf("the handler ran %d times; want 2, the record having expired", n)
+	}
+	ev := f.stream()
+	f.relay(ev)
+	f.relay(ev) // the relay crashed after its sends: the copies are dropped
+	got := f.downstream()
+	if len(got) != 2 {
+		t.Fatalf("downstream holds %d messages (stream %s); want 2, one per completion", len(got), strings.Join(kinds(ev), " "))
+	}
+	if a, b := aws.ToString(got[0].MessageAttributes[outbox.IDAttribute].StringValue), aws.ToString(got[1].MessageAttributes[outbox.IDAttribute].StringValue); a == b {
+		t.Errorf("both messages carry the ID %s; want one per completion", a)
 	}
 }
 
