@@ -321,12 +321,28 @@ func permanentReason(code string) bool {
 }
 
 func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL, update *types.Update) error {
-	failed, err := s.transact(ctx, rec, msgs, types.TransactWriteItem{Update: update})
+	// Fenced on the record being in progress too: a completion sent
+	// again after one that landed but whose answer was lost is a new
+	// transaction (a new ClientRequestToken), and must not commit the
+	// staged writes a second time. The update is this call's own; only
+	// its values map is written to, which completion made for it.
+	fencedUpdate := *update
+	fencedUpdate.ConditionExpression = stagedConditionExp
+	fencedUpdate.ExpressionAttributeValues[":inprogress"] = inProgressValue
+	fencedUpdate.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	failed, err := s.transact(ctx, rec, msgs, types.TransactWriteItem{Update: &fencedUpdate})
 	if failed != nil {
+		if held, derr := s.decode(failed.Item); derr == nil && held.Status == lambdakit.StatusCompleted && held.Lease == rec.Lease {
+			return nil // this completion landed earlier; its writes are committed
+		}
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	}
 	return err
 }
+
+// stagedConditionExp fences a completion with staged writes on the lease
+// and on the record still being in progress.
+var stagedConditionExp = aws.String(nLease + " = :lease AND " + nStatus + " = :inprogress")
 
 // transact writes record, the write of rec's own item with msgs on it (the
 // messages on the record, nil for none), and rec's staged writes, in one

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -513,5 +516,55 @@ func TestAnItemChangedAfterSetItemIsNotRunAgain(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Errorf("the handler ran %d times; want once", runs)
+	}
+}
+
+// A completion after the recovery point (EffectDone) that fails is sent
+// again until the lease ends. When the first transaction landed and only
+// its answer was lost, the second must not commit the staged writes a
+// second time: the SDK's own retries reuse the transaction's
+// ClientRequestToken, but each completion the engine sends again is a
+// new request, with a new token, which DynamoDB applies anew.
+func TestStagedWritesOfACompletionSentAgainAfterALostAnswerApplyOnce(t *testing.T) {
+	f := setup(t)
+	var lost atomic.Bool
+	loseFirst := middleware.FinalizeMiddlewareFunc("loseFirstTransactionAnswer",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleFinalize(ctx, in)
+			if err != nil || middleware.GetOperationName(ctx) != "TransactWriteItems" || !lost.CompareAndSwap(false, true) {
+				return out, md, err
+			}
+			// The transaction landed; its answer never comes back,
+			// and the SDK gives up on it (an error it does not retry,
+			// as when its attempts time out).
+			return middleware.FinalizeOutput{}, md, errors.New("answer lost")
+		})
+	client := local(t).Client(func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Finalize.Insert(loseFirst, "Retry", middleware.After)
+		})
+	})
+	e := lambdakit.NewOnce(newStore(t, client, f.table), func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	credit := types.TransactWriteItem{Update: &types.Update{
+		TableName:                 aws.String(f.table),
+		Key:                       map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "balance#1"}},
+		UpdateExpression:          aws.String("ADD amount :n"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "42"}},
+	}}
+	out, err := e.Do(testCtx(t), "pay-1", nil, func(ctx context.Context) ([]byte, error) {
+		lambdakit.EffectDone(ctx, "charge ch_1")
+		return []byte(`"ch_1"`), dynamostore.Stage(ctx, credit)
+	})
+	if !lost.Load() {
+		t.Fatal("no transaction answer was lost; the test checks nothing")
+	}
+	if err != nil || string(out) != `"ch_1"` {
+		t.Errorf("Do = %s, %v; want the result: the completion landed", out, err)
+	}
+	if got := num(t, f.record(t, "balance#1"), "amount"); got != "42" {
+		t.Errorf("amount = %s; want 42: the staged credit committed once", got)
+	}
+	if got := str(t, f.record(t, "lambdakit#"+sha256Hex("pay-1")), "status"); got != "COMPLETED" {
+		t.Errorf("status = %s; want COMPLETED", got)
 	}
 }

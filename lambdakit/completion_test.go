@@ -1025,3 +1025,38 @@ func TestStoreEffectCostsOneWrite(t *testing.T) {
 	}()
 	lambdakit.NewOnce(struct{ lambdakit.Store }{&lambdakittest.MemoryStore{}}, func(o *lambdakit.Options) { o.StoreEffect = true })
 }
+
+// losesFirstCompletionAnswer completes the first record it is asked to,
+// and then reports a failure: the answer of a request that landed, lost.
+type losesFirstCompletionAnswer struct {
+	*lambdakittest.MemoryStore
+	lost atomic.Bool
+}
+
+func (s *losesFirstCompletionAnswer) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
+	if err := s.MemoryStore.Complete(ctx, rec); err != nil || !s.lost.CompareAndSwap(false, true) {
+		return err
+	}
+	return errors.New("answer lost")
+}
+
+// After the recovery point, a completion that failed is sent again; when
+// the first one landed, its staged writes must not commit twice.
+func TestStagedWritesOfACompletionSentAgainAfterALostAnswerCommitOnce(t *testing.T) {
+	store := &losesFirstCompletionAnswer{MemoryStore: &lambdakittest.MemoryStore{}}
+	e := lambdakit.NewOnce(store, func(o *lambdakit.Options) { o.Logger = silentLogger() })
+	var credits atomic.Int32
+	out, err := e.Do(t.Context(), "pay-1", nil, func(ctx context.Context) ([]byte, error) {
+		lambdakit.EffectDone(ctx, "charge ch_1")
+		return []byte(`"ch_1"`), lambdakit.Stage(ctx, func() { credits.Add(1) })
+	})
+	if !store.lost.Load() {
+		t.Fatal("no completion answer was lost; the test checks nothing")
+	}
+	if err != nil || string(out) != `"ch_1"` {
+		t.Errorf("Do = %s, %v; want the result: the completion landed", out, err)
+	}
+	if n := credits.Load(); n != 1 {
+		t.Errorf("the staged write committed %d times; want once", n)
+	}
+}

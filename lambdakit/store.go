@@ -157,7 +157,10 @@ type Store interface {
 	// Effect to rec.Effect, and
 	// commits rec.Staged with it, if and only if the stored record still
 	// carries rec.Lease. Otherwise it returns ErrLeaseLost and changes
-	// nothing. When the completion can never succeed as asked, whatever
+	// nothing. A record already completed under rec.Lease is this
+	// owner's earlier completion, sent again after its answer was lost:
+	// rec.Staged must not be committed a second time (it returns nil).
+	// When the completion can never succeed as asked, whatever
 	// the retries (staged writes it cannot commit, an item over the
 	// backend's size limit, a staged write the backend finds invalid; not
 	// a staged condition that fails, which the handler may pass when it

@@ -213,6 +213,9 @@ func (s *MemoryStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 	if !ok || old.Lease != rec.Lease {
 		return fmt.Errorf("complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	}
+	if old.Status == lambdakit.StatusCompleted && len(ops) > 0 {
+		return nil // completed earlier by this lease: its writes are committed
+	}
 	old.Status = lambdakit.StatusCompleted
 	old.Expiration = rec.Rounded().Expiration
 	old.Validation = rec.Validation
