@@ -58,13 +58,16 @@ type Backoff struct {
 	// receive after it. Default Floor.
 	Base time.Duration
 	// Cap is the longest wait, floor included. Default and most
-	// 12 hours minus BatchingWindow and FunctionTimeout: SQS counts the
-	// 12 hours from the receipt, which the event does not carry.
+	// 12 hours minus FunctionTimeout and the longer of BatchingWindow and
+	// Floor: SQS counts the 12 hours from the receipt, which the event
+	// does not carry, and refuses a change past them; Lambda may start a
+	// batch up to the queue's visibility timeout after the receipt when it
+	// retries a throttled invocation.
 	Cap time.Duration
 	// BatchingWindow is the event source mapping's
 	// MaximumBatchingWindowInSeconds, and FunctionTimeout the function's
-	// timeout (default 15 minutes, Lambda's most): together, how long
-	// before the batch runs a message may have been received. A
+	// timeout (default 15 minutes, Lambda's most): with Floor, they bound
+	// how long before the change a message may have been received. A
 	// negative window counts as 0.
 	BatchingWindow, FunctionTimeout time.Duration
 	// MaxReceiveCount, Retention and RecordTTL, when set, let Batch warn
@@ -119,7 +122,10 @@ func (bo Backoff) withDefaults() Backoff {
 	}
 	// A negative window would lift the cap past SQS's 12 hours.
 	bo.BatchingWindow = max(bo.BatchingWindow, 0)
-	most := MaxVisibility - bo.BatchingWindow - bo.FunctionTimeout
+	// Lambda retries a throttled invocation until the queue's visibility
+	// timeout (Floor) has run out since the receipt, so a batch may start
+	// up to the longer of the window and the floor after it.
+	most := MaxVisibility - max(bo.BatchingWindow, bo.Floor) - bo.FunctionTimeout
 	if bo.Cap <= 0 || bo.Cap > most {
 		bo.Cap = most
 	}

@@ -77,8 +77,11 @@ func withBackoff(c *changes, bo lambdakit.Backoff) func(*lambdakit.BatchOptions)
 	}
 }
 
+// received sets the message's ApproximateReceiveCount, a system attribute
+// (Attributes), where SQS puts it; a message attribute of that name is
+// the sender's, and the batch ignores it.
 func received(count int) func(*events.SQSMessage) {
-	return lambdakittest.WithAttribute("ApproximateReceiveCount", strconv.Itoa(count))
+	return func(m *events.SQSMessage) { m.Attributes["ApproximateReceiveCount"] = strconv.Itoa(count) }
 }
 
 func TestBackoffDelayHonoursFloorJitterAndCap(t *testing.T) {
@@ -407,6 +410,36 @@ func TestBackoffNoDelayPastTwelveHours(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A throttled invocation is retried by Lambda until the messages' visibility
+// timeout (the queue's, Floor) runs out, so a batch may start up to Floor
+// after the receipt, not only BatchingWindow after it. SQS refuses a change
+// that ends more than 12 hours after the receipt, and a refused message comes
+// back after Floor alone: the change must fit even then. Past a refusal,
+// every receive of an outage counts at the floor's pace toward the DLQ.
+func TestBackoffNoDelayPastTwelveHoursAfterThrottledRetries(t *testing.T) {
+	bo := lambdakit.Backoff{Floor: 2 * time.Hour, FunctionTimeout: 15 * time.Minute, BatchingWindow: time.Minute,
+		Rand: rand.New(rand.NewPCG(5, 6))}
+	c := &changes{}
+	b, _ := newBatch(outage, withBackoff(c, bo))
+	var msgs []events.SQSMessage
+	for range 20 {
+		msgs = append(msgs, lambdakittest.Message("fail", received(30)))
+	}
+	if _, err := b(batchCtx(t), lambdakittest.Event(msgs...)); err != nil {
+		t.Fatal(err)
+	}
+	most := lambdakit.MaxVisibility - bo.Floor - bo.FunctionTimeout
+	got := c.byHandle()
+	if len(got) != len(msgs) {
+		t.Fatalf("%d messages delayed; want %d", len(got), len(msgs))
+	}
+	for h, d := range got {
+		if d > most {
+			t.Errorf("%s: delay %v; want at most %v (12 h less the floor and the function's timeout)", h, d, most)
+		}
 	}
 }
 
