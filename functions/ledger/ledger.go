@@ -12,6 +12,7 @@ import (
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
 // charged is the payment.charged event functions/payment publishes
@@ -73,9 +74,12 @@ func (l ledger) record(ctx context.Context, e charged) error {
 		if err != nil {
 			return err
 		}
-		// Grouped by customer on a FIFO queue, as the payment's event.
+		// Grouped by customer on a FIFO queue, as the payment's event. The
+		// charge ID is the gateway's and may hold a character SQS refuses
+		// in a body (U+FFFE, which encoding/json leaves as it is): escaped,
+		// or the outbox would refuse the message and the entry with it.
 		if err := outbox.PublishOnRecord(ctx, outbox.Message{QueueURL: l.eventsQueue, GroupID: e.CustomerID,
-			Name: "ledger.recorded", Body: string(body), Attributes: map[string]string{"type": "ledger.recorded"}}); err != nil {
+			Name: "ledger.recorded", Body: awsrules.EscapeJSON(string(body)), Attributes: map[string]string{"type": "ledger.recorded"}}); err != nil {
 			return err
 		}
 	}

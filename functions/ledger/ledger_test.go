@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/dynamostoretest"
@@ -24,6 +25,7 @@ import (
 	"github.com/lambdakit/lambdakit/internal/ddbstream"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
@@ -164,11 +166,10 @@ func TestAnotherEventFailsPermanentlyWithoutARequest(t *testing.T) {
 	}
 }
 
-// With LEDGER_EVENTS_QUEUE_URL, each new entry publishes ledger.recorded
-// on its own item: still one PutItem per event, the item under 1 KB (one
-// write unit), none more for a duplicate, and the relay on the table's
-// stream sends it once to its customer's group.
-func TestEntryPublishesItsEventOnItsItem(t *testing.T) {
+// publishing is a fixture whose entries publish ledger.recorded to a FIFO
+// queue, on a ledger table with a stream of new and old images.
+func publishing(t *testing.T) (*fixture, *sqs.Client, string) {
+	t.Helper()
 	local := dynamostoretest.Start(t)
 	f := &fixture{table: testenv.Name(t) + "-ledger", calls: new(testenv.Counter), db: local.Client()}
 	out, err := f.db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
@@ -186,7 +187,34 @@ func TestEntryPublishesItsEventOnItsItem(t *testing.T) {
 	}
 	sqsc := sqs.NewFromConfig(local.Config())
 	f.eventsQueue = testenv.Queue(t, sqsc, true, nil)
+	return f, sqsc, aws.ToString(out.TableDescription.LatestStreamArn)
+}
 
+// relayed runs the relay over the ledger table's whole stream, twice (a
+// stream read again: the same deduplication IDs), and returns what reached
+// the events queue.
+func relayed(t *testing.T, sqsc *sqs.Client, f *fixture, streamARN string) []sqstypes.Message {
+	t.Helper()
+	local := dynamostoretest.Start(t)
+	recs, err := ddbstream.Read(t.Context(), dynamodbstreams.NewFromConfig(local.Config()), streamARN, dynamostoretest.Region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := outbox.Relay(sqsc, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })
+	for range 2 {
+		if resp, err := relay(t.Context(), events.DynamoDBEvent{Records: recs}); err != nil || len(resp.BatchItemFailures) > 0 {
+			t.Fatalf("relay: %v, %+v", err, resp.BatchItemFailures)
+		}
+	}
+	return testenv.Drain(t, sqsc, f.eventsQueue)
+}
+
+// With LEDGER_EVENTS_QUEUE_URL, each new entry publishes ledger.recorded
+// on its own item: still one PutItem per event, the item under 1 KB (one
+// write unit), none more for a duplicate, and the relay on the table's
+// stream sends it once to its customer's group.
+func TestEntryPublishesItsEventOnItsItem(t *testing.T) {
+	f, sqsc, streamARN := publishing(t)
 	if resp := f.run(t, f.container(), event("pay_5"), event("pay_6")); len(resp.BatchItemFailures) > 0 {
 		t.Fatalf("failures: %+v", resp.BatchItemFailures)
 	}
@@ -200,19 +228,8 @@ func TestEntryPublishesItsEventOnItsItem(t *testing.T) {
 		}
 	}
 
-	recs, err := ddbstream.Read(t.Context(), dynamodbstreams.NewFromConfig(local.Config()), aws.ToString(out.TableDescription.LatestStreamArn), dynamostoretest.Region)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay := outbox.Relay(sqsc, func(o *outbox.RelayOptions) { o.Stream.Logger = lambdakittest.Logger(t) })
-	for range 2 { // a stream read again: the same deduplication IDs
-		if resp, err := relay(t.Context(), events.DynamoDBEvent{Records: recs}); err != nil || len(resp.BatchItemFailures) > 0 {
-			t.Fatalf("relay: %v, %+v", err, resp.BatchItemFailures)
-		}
-	}
-	got := testenv.Drain(t, sqsc, f.eventsQueue)
 	var ids []string
-	for _, m := range got {
+	for _, m := range relayed(t, sqsc, f, streamARN) {
 		var ev recorded
 		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &ev); err != nil {
 			t.Fatal(err)
@@ -224,5 +241,38 @@ func TestEntryPublishesItsEventOnItsItem(t *testing.T) {
 	}
 	if slices.Sort(ids); !slices.Equal(ids, []string{"pay_5", "pay_6"}) {
 		t.Errorf("events for %v; want one per entry, pay_5 and pay_6", ids)
+	}
+}
+
+// A charge ID holding a character SQS refuses in a message body (U+FFFE:
+// the gateway chooses charge IDs, and functions/payment sends it escaped
+// in its JSON) still makes its entry, and its ledger.recorded reaches the
+// queue with the same charge ID. SQS refuses U+FFFE and U+FFFF in a body
+// ("Message content" in the SQS quotas), and so does the outbox's check
+// of a message it stages.
+func TestChargeIDWithACharacterSQSRefusesIsRecordedAndPublished(t *testing.T) {
+	f, sqsc, streamARN := publishing(t)
+	// The body as functions/payment sends it: U+FFFE and U+FFFF as JSON
+	// escapes.
+	msg := lambdakittest.Message(`{"type":"payment.charged","payment_id":"pay_8","order_id":"ord_1","customer_id":"cus_7","amount":1299,"currency":"EUR","charge_id":"ch_\ufffe\uffff_9"}`)
+	if resp := f.run(t, f.container(), msg); len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("failures: %+v; want the charge recorded", resp.BatchItemFailures)
+	}
+	const want = "ch_\ufffe\uffff_9"
+	if got := attr(f.entry(t, "pay_8"), "charge_id"); got != want {
+		t.Errorf("entry's charge_id = %q; want %q", got, want)
+	}
+	got := relayed(t, sqsc, f, streamARN)
+	if len(got) != 1 {
+		t.Fatalf("%d events; want one", len(got))
+	}
+	// moto 5.2.1 takes any body: the body is checked here as SQS would.
+	body := aws.ToString(got[0].Body)
+	if err := awsrules.CheckText(body); err != nil {
+		t.Errorf("SQS would refuse the event: %v", err)
+	}
+	var ev recorded
+	if err := json.Unmarshal([]byte(body), &ev); err != nil || ev.ChargeID != want {
+		t.Errorf("event %+v (%v); want charge_id %q", ev, err, want)
 	}
 }

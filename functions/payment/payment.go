@@ -354,33 +354,13 @@ func withChargeID(event, chargeID string) string {
 // it is).
 func (s *payments) chargedMessage(p Payment, event string) outbox.Message {
 	return outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
-		Body: escapeForSQS(event), Attributes: chargedAttributes}
+		Body: awsrules.EscapeJSON(event), Attributes: chargedAttributes}
 }
 
 // chargedAttributes are the attributes of every payment.charged message:
 // one map for all, which nothing writes to (the outbox copies what it
 // keeps), rather than one per payment.
 var chargedAttributes = map[string]string{"type": "payment.charged"}
-
-// escapeForSQS returns the JSON js with each character SQS refuses in a
-// message body written as a JSON escape. encoding/json escapes control
-// characters and makes its output UTF-8, so what is left (U+FFFE and
-// U+FFFF) can stand only inside strings, where the escape means the same
-// character.
-func escapeForSQS(js string) string {
-	if awsrules.CheckText(js) == nil {
-		return js // the usual case: no copy
-	}
-	var b strings.Builder
-	for _, r := range js {
-		if awsrules.CheckText(string(r)) != nil {
-			fmt.Fprintf(&b, `\u%04x`, r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
 
 // record writes the payment's ledger fields. On DynamoDB they go onto
 // the row that is the payment's idempotency record, written by the update

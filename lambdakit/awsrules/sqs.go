@@ -159,3 +159,24 @@ func CheckText(s string) error {
 	}
 	return nil
 }
+
+// EscapeJSON returns the JSON js with each character SQS refuses in a
+// message body (see CheckText) written as a JSON escape, so that a JSON
+// body SQS would refuse carries the same values and is sent. It is meant
+// for the output of encoding/json, which escapes control characters and
+// makes its output UTF-8: what is left (U+FFFE and U+FFFF) can stand only
+// inside strings, where the escape means the same character.
+func EscapeJSON(js string) string {
+	if CheckText(js) == nil {
+		return js // the usual case: no copy
+	}
+	var b strings.Builder
+	for _, r := range js {
+		if CheckText(string(r)) != nil {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

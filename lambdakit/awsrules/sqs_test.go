@@ -1,6 +1,7 @@
 package awsrules_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,6 +127,22 @@ func TestCheckTextFollowsSQSsCharacterRule(t *testing.T) {
 		t.Run(c.clause, func(t *testing.T) {
 			verdict(t, fmt.Sprintf("CheckText(%q)", c.s), awsrules.CheckText(c.s), c.ok, awsrules.ErrText)
 		})
+	}
+}
+
+// EscapeJSON makes a JSON body SQS would refuse into one it takes, with
+// the same values, and leaves any other as it is.
+func TestEscapeJSONKeepsTheValuesSQSWouldRefuse(t *testing.T) {
+	for _, v := range []string{"ch_1", "ch_\ufffe\uffff", "ch_\ufffe<\u2028\U0001F600\x01"} {
+		js, _ := json.Marshal(map[string]string{"charge_id": v})
+		got := awsrules.EscapeJSON(string(js))
+		var back map[string]string
+		if err := awsrules.CheckText(got); err != nil || json.Unmarshal([]byte(got), &back) != nil || back["charge_id"] != v {
+			t.Errorf("EscapeJSON(%s) = %s (%v); want a body SQS takes, with charge_id %q", js, got, err, v)
+		}
+		if awsrules.CheckText(string(js)) == nil && got != string(js) {
+			t.Errorf("EscapeJSON(%s) = %s; want it unchanged", js, got)
+		}
 	}
 }
 
