@@ -1093,3 +1093,55 @@ func TestTemplateBackoffMatchesPaymentQueue(t *testing.T) {
 		}
 	}
 }
+
+// Every stream mapping gives a failing record up while the stream still
+// holds it. AWS ("Retaining discarded records for a DynamoDB event source
+// in Lambda", services-dynamodb-errors): a batch Lambda cannot invoke the
+// function with (throttling and the like) is retried until its records
+// expire or pass MaximumRecordAgeInSeconds, whatever
+// MaximumRetryAttempts says; the default age, -1, means until they expire
+// ("Lambda parameters for Amazon DynamoDB event source mappings",
+// services-ddb-params), and DynamoDB Streams keeps a record 24 hours. So
+// without an age a throttled relay holds its shard back for a day, and
+// what it then gives up on is being trimmed: the on-failure message has
+// only shard and sequence numbers, and the records they name, the only
+// way to tell which payments' events were never sent, are gone. The age
+// leaves at least half the retention to read them after the alarm.
+func TestTemplateStreamMappingsGiveUpWhileRecordsAreReadable(t *testing.T) {
+	const streamRetention = 24 * time.Hour // DynamoDB Streams' data retention
+	tpl := loadTemplate(t)
+	mappings := 0
+	for _, fn := range tpl.resourcesOf("AWS::Serverless::Function") {
+		for name, e := range mapping(t, mapping(t, tpl.resources[fn].props)["Events"]) {
+			ev := mapping(t, e)
+			if ev["Type"].Value != "DynamoDB" {
+				continue
+			}
+			mappings++
+			p := mapping(t, ev["Properties"])
+			number := func(key string) (int, bool) {
+				if p[key] == nil {
+					return 0, false
+				}
+				n, err := strconv.Atoi(p[key].Value)
+				if err != nil {
+					t.Fatalf("%s's event %s: %s %q: want a literal number", fn, name, key, p[key].Value)
+				}
+				return n, true
+			}
+			if age, ok := number("MaximumRecordAgeInSeconds"); !ok || age < 60 || time.Duration(age)*time.Second > streamRetention/2 {
+				t.Errorf("%s's event %s: MaximumRecordAgeInSeconds %v (set %v); want 60 to %d s, so that a throttled batch is given up while its records are still in the stream",
+					fn, name, age, ok, int(streamRetention/2/time.Second))
+			}
+			if retries, ok := number("MaximumRetryAttempts"); !ok || retries < 0 {
+				t.Errorf("%s's event %s: MaximumRetryAttempts %v (set %v); want a bound, not -1", fn, name, retries, ok)
+			}
+			if p["DestinationConfig"] == nil {
+				t.Errorf("%s's event %s has no DestinationConfig; want an on-failure queue for what it gives up", fn, name)
+			}
+		}
+	}
+	if mappings == 0 {
+		t.Error("no DynamoDB event in the template; want the relay's")
+	}
+}

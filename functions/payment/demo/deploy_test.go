@@ -591,9 +591,11 @@ func checkRelay(ctx context.Context, t *testing.T, lm *lambda.Client, d stackSta
 	}
 	reports := slices.Contains(m.FunctionResponseTypes, lambdatypes.FunctionResponseTypeReportBatchItemFailures)
 	if m.StartingPosition != lambdatypes.EventSourcePositionTrimHorizon || aws.ToInt32(m.BatchSize) != 10 || !reports ||
-		!aws.ToBool(m.BisectBatchOnFunctionError) || aws.ToInt32(m.MaximumRetryAttempts) != 10 || dest != queueAttrs["RelayFailureQueue"]["QueueArn"] {
-		t.Errorf("relay mapping: start %s, batch %d, ReportBatchItemFailures %v, bisect %v, retries %d, on failure %q; want TRIM_HORIZON, 10, true, true, 10, %s",
-			m.StartingPosition, aws.ToInt32(m.BatchSize), reports, aws.ToBool(m.BisectBatchOnFunctionError), aws.ToInt32(m.MaximumRetryAttempts), dest, queueAttrs["RelayFailureQueue"]["QueueArn"])
+		!aws.ToBool(m.BisectBatchOnFunctionError) || aws.ToInt32(m.MaximumRetryAttempts) != 10 || aws.ToInt32(m.MaximumRecordAgeInSeconds) != 21600 ||
+		dest != queueAttrs["RelayFailureQueue"]["QueueArn"] {
+		t.Errorf("relay mapping: start %s, batch %d, ReportBatchItemFailures %v, bisect %v, retries %d, max record age %d s, on failure %q; want TRIM_HORIZON, 10, true, true, 10, 21600, %s",
+			m.StartingPosition, aws.ToInt32(m.BatchSize), reports, aws.ToBool(m.BisectBatchOnFunctionError), aws.ToInt32(m.MaximumRetryAttempts),
+			aws.ToInt32(m.MaximumRecordAgeInSeconds), dest, queueAttrs["RelayFailureQueue"]["QueueArn"])
 	}
 	var patterns []string
 	if m.FilterCriteria != nil {
