@@ -28,9 +28,15 @@ const unprocessedRounds = 5
 // per record. Keys DynamoDB leaves unprocessed are asked again, a bounded
 // number of times with backoff; those still unprocessed after that are left
 // out of the result, as if they had no record: their records then take the
-// lock as usual, which is always correct, only dearer.
+// lock as usual, which is always correct, only dearer. So are items it
+// cannot read as records (an attribute of another type, as a business item
+// under lambdakit.Options.ReadableIDs may have): one such item must not
+// cost the read of all the others, and the lock reports it for its own
+// record. An ID given more than once is asked for once, since DynamoDB
+// refuses a request that names a key twice.
 func (s *Store) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
 	out := make(map[string]lambdakit.IdempotencyRecord, len(ids))
+	ids = distinct(ids)
 	for start := 0; start < len(ids); start += maxBatchGetKeys {
 		chunk := ids[start:min(start+maxBatchGetKeys, len(ids))]
 		keys := make([]map[string]types.AttributeValue, len(chunk))
@@ -64,13 +70,24 @@ func (s *Store) getChunk(ctx context.Context, keys []map[string]types.AttributeV
 			return fmt.Errorf("dynamostore: get %d records: %w", len(keys), err)
 		}
 		for _, item := range resp.Responses[s.table] {
-			rec, err := s.decode(item)
-			if err != nil {
-				return fmt.Errorf("dynamostore: get records: %w", err)
+			if rec, err := s.decode(item); err == nil {
+				out[rec.ID] = rec
 			}
-			out[rec.ID] = rec
 		}
 		keys = resp.UnprocessedKeys[s.table].Keys
 	}
 	return nil
+}
+
+// distinct returns ids without repeats, in their order.
+func distinct(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
