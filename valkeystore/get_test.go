@@ -15,11 +15,8 @@ func TestGetRecordsLeavesOutKeysItCannotRead(t *testing.T) {
 	srv := redisserver.ForTest(t)
 	s := newStore(t, newClient(t, srv.Addr))
 	now := time.Now()
-	rec := lambdakit.IdempotencyRecord{ID: "orders#o-1", Status: lambdakit.StatusInProgress,
-		Expiration: now.Add(time.Hour), InProgressExpiration: now.Add(time.Minute), Lease: "l"}
-	if _, ok, err := s.Acquire(callCtx(t), rec, now); err != nil || !ok {
-		t.Fatalf("Acquire: %v, %v", ok, err)
-	}
+	mustAcquire(t, s, lambdakit.IdempotencyRecord{ID: "orders#o-1", Status: lambdakit.StatusInProgress,
+		Expiration: now.Add(time.Hour), InProgressExpiration: now.Add(time.Minute), Lease: "l"}, now)
 	if _, err := srv.Do("SET", s.Key("orders#o-2"), `{"status":"COMPLETED"}`); err != nil {
 		t.Fatal(err)
 	}
