@@ -3,12 +3,15 @@ package dynamostore_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
@@ -121,4 +124,43 @@ func TestGetRecordsLeavesOutAnItemItCannotRead(t *testing.T) {
 		t.Errorf("got %v; want the two completed records", got)
 	}
 	f.checkCalls(t, map[string]int{"BatchGetItem": 1})
+}
+
+// A read of more than 100 IDs sends its requests at once: one after the
+// other, a batch of thousands of redelivered records would wait for tens of
+// round trips before any record ran. moto answers on 127.0.0.1 in about a
+// millisecond, so each BatchGetItem is held 30 ms, as a round trip to
+// DynamoDB may take, for the requests to overlap if they are sent at once.
+func TestGetRecordsSendsItsRequestsAtOnce(t *testing.T) {
+	db := local(t)
+	table := db.NewTable(t)
+	var (
+		mu             sync.Mutex
+		inFlight, most int
+	)
+	slow := func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("slowBatchGet",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				mu.Lock()
+				inFlight++
+				most = max(most, inFlight)
+				mu.Unlock()
+				defer func() { mu.Lock(); inFlight--; mu.Unlock() }()
+				time.Sleep(30 * time.Millisecond)
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	}
+	store := newStore(t, db.Client(func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, slow) }), table)
+	ids := make([]string, 300)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("fn#at-once-%d", i)
+	}
+	began := time.Now()
+	if _, err := store.GetRecords(t.Context(), ids); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("3 requests in %v", time.Since(began))
+	if n := most; n != 3 {
+		t.Errorf("at most %d BatchGetItem requests in flight; want 3, all at once", n)
+	}
 }
