@@ -16,6 +16,12 @@ import (
 // cluster, one pipeline per node, sent at once), so the read costs one
 // round trip however many records it asks for. Reads go to primaries only,
 // so they see every acknowledged write.
+//
+// A key it cannot read as a record (a key of another type, or a hash whose
+// fields are not what this package writes, which another program may have
+// put under the record's key) is left out, as if it held no record: one
+// such key must not cost the read of all the others, and the lock reports
+// it for its own record. A failed connection fails the read.
 func (s *Store) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
 	out := make(map[string]lambdakit.IdempotencyRecord, len(ids))
 	if len(ids) == 0 {
@@ -27,17 +33,18 @@ func (s *Store) GetRecords(ctx context.Context, ids []string) (map[string]lambda
 	}
 	for i, res := range s.client.DoMulti(ctx, cmds...) {
 		vals, err := res.ToArray()
+		if _, refused := valkey.IsValkeyErr(err); refused {
+			continue // the server's answer for this key alone (WRONGTYPE)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("valkeystore: get %d records: %s: %w", len(ids), ids[i], err)
 		}
 		if vals[0].IsNil() { // no status: no record
 			continue
 		}
-		rec, err := decode(ids[i], vals)
-		if err != nil {
-			return nil, fmt.Errorf("valkeystore: get records: %s: %w", ids[i], err)
+		if rec, err := decode(ids[i], vals); err == nil {
+			out[rec.ID] = rec
 		}
-		out[rec.ID] = rec
 	}
 	return out, nil
 }

@@ -2,10 +2,12 @@ package valkeystore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/lambdakit/lambdakit/internal/redisserver"
+	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/valkeystore"
 )
 
@@ -41,4 +43,12 @@ func cluster(t testing.TB) (*valkeystore.Store, valkey.Client) {
 	t.Helper()
 	c := newClient(t, redisserver.ClusterForTest(t).Addrs()...)
 	return newStore(t, c), c
+}
+
+// mustAcquire takes rec at now, which must be free.
+func mustAcquire(t *testing.T, s *valkeystore.Store, rec lambdakit.IdempotencyRecord, now time.Time) {
+	t.Helper()
+	if _, ok, err := s.Acquire(callCtx(t), rec, now); err != nil || !ok {
+		t.Fatalf("Acquire(%s): %v, %v; want acquired", rec.ID, ok, err)
+	}
 }
