@@ -29,7 +29,9 @@
 // record span carries the idempotency outcome (OutcomeKey: processed, duplicate or failed, with
 // ReasonKey naming why it failed, in the words of the batch's log lines and
 // metrics); a store span carries the record's ID, which is the prefix and a
-// SHA-256 of the key, never the key itself.
+// SHA-256 of the key, never the key itself: under lambdakit's
+// Options.ReadableIDs, whose IDs hold the key, the span carries the ID
+// the record would have without them.
 //
 // The store WrapStore returns is a lambdakit.StoreWrapper: everything the
 // wrapped store can do beyond lambdakit.Store (write the handler's item,

@@ -47,7 +47,9 @@ const (
 	// HandlerError, Deadline, LeaseLost or StoreError.
 	ReasonKey = attribute.Key("lambdakit.idempotency.reason")
 	// RecordIDKey is the idempotency record's ID: the prefix and a
-	// SHA-256 of the key, never the key.
+	// SHA-256 of the key, never the key. With Options.ReadableIDs, whose
+	// record IDs hold the key, it is the ID the record would have
+	// without them (lambdakit.RecordID), so the key stays out of traces.
 	RecordIDKey = attribute.Key("lambdakit.idempotency.record_id")
 	// QueueARNKey is the ARN of the queue the records came from, when they
 	// all came from one.

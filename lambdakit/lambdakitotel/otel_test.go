@@ -832,3 +832,38 @@ func TestWrapStoreKeepsTheCapabilitiesOfADynamoStore(t *testing.T) {
 		})
 	}
 }
+
+// With ReadableIDs the record's ID holds the key itself (an email, a
+// customer's name): the store spans still name the record by the prefix
+// and a SHA-256 of the key, the ID it would have without ReadableIDs, so
+// that no key reaches the traces, and the store gets the readable ID.
+func TestStoreSpansNeverCarryAReadableKey(t *testing.T) {
+	const key = "alice@example.com"
+	sr, tp := recorder(t)
+	mem := &lambdakittest.MemoryStore{}
+	e := lambdakit.NewOnce(lambdakitotel.WrapStore(mem, withProvider(tp)), func(o *lambdakit.Options) {
+		o.Prefix, o.ReadableIDs, o.Logger = prefix, true, (&lambdakittest.LogBuffer{}).Logger()
+	})
+	for range 2 { // the first runs the work, the second is a duplicate
+		if _, err := e.Do(t.Context(), key, nil, func(context.Context) ([]byte, error) { return []byte(`"done"`), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := mem.Records()[prefix+"#"+key]; !ok {
+		t.Fatalf("no record under the readable ID %q", prefix+"#"+key)
+	}
+	spans := sr.Ended()
+	if len(spans) == 0 {
+		t.Fatal("no store spans")
+	}
+	for _, s := range spans {
+		for _, kv := range s.Attributes() {
+			if strings.Contains(kv.Value.Emit(), key) {
+				t.Errorf("%s span: attribute %s=%q carries the key", s.Name(), kv.Key, kv.Value.Emit())
+			}
+		}
+		if got := attrString(s, lambdakitotel.RecordIDKey); got != recordID(key) {
+			t.Errorf("%s span: record ID %q; want %q", s.Name(), got, recordID(key))
+		}
+	}
+}

@@ -2,7 +2,9 @@ package lambdakitotel
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,7 +29,8 @@ const (
 // "lambdakit.store.<operation>" (acquire, complete, release, get_records,
 // commit, mark_effect), kind INTERNAL (an instrumented AWS SDK client adds
 // its own CLIENT span below it), with StoreOperationKey and RecordIDKey
-// (the record's ID, never the raw key), AcquiredKey and ExistingStatusKey
+// (the record's hashed ID, never the raw key, with lambdakit's
+// Options.ReadableIDs too), AcquiredKey and ExistingStatusKey
 // for an acquire or a commit, and for a failure an Error status with
 // error.type: LeaseLost (and LeaseLostKey true), Throttled,
 // ResultNotStorable, StagingUnsupported, or _OTHER.
@@ -110,7 +113,7 @@ func (s *tracedStore) start(ctx context.Context, op string, attrs ...attribute.K
 
 // Acquire implements lambdakit.Store.
 func (s *tracedStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
-	ctx, span := s.start(ctx, opAcquire, RecordIDKey.String(rec.ID))
+	ctx, span := s.start(ctx, opAcquire, recordIDAttr(rec.ID))
 	defer span.End()
 	existing, acquired, err := s.next.Acquire(ctx, rec, now)
 	claimed(span, existing, acquired, err)
@@ -119,7 +122,7 @@ func (s *tracedStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyReco
 
 // Complete implements lambdakit.Store.
 func (s *tracedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
-	ctx, span := s.start(ctx, opComplete, RecordIDKey.String(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
+	ctx, span := s.start(ctx, opComplete, recordIDAttr(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
 	defer span.End()
 	err := s.next.Complete(ctx, rec)
 	if err != nil {
@@ -130,7 +133,7 @@ func (s *tracedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 
 // Release implements lambdakit.Store.
 func (s *tracedStore) Release(ctx context.Context, id, lease string) error {
-	ctx, span := s.start(ctx, opRelease, RecordIDKey.String(id))
+	ctx, span := s.start(ctx, opRelease, recordIDAttr(id))
 	defer span.End()
 	err := s.next.Release(ctx, id, lease)
 	if err != nil {
@@ -154,7 +157,7 @@ func (s *tracedBatchStore) GetRecords(ctx context.Context, ids []string) (map[st
 
 // Commit implements lambdakit.Committer.
 func (l *tracedCommitter) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
-	ctx, span := l.s.start(ctx, opCommit, RecordIDKey.String(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
+	ctx, span := l.s.start(ctx, opCommit, recordIDAttr(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
 	defer span.End()
 	existing, created, err := l.committer.Commit(ctx, rec, now)
 	claimed(span, existing, created, err)
@@ -163,13 +166,42 @@ func (l *tracedCommitter) Commit(ctx context.Context, rec lambdakit.IdempotencyR
 
 // MarkEffect implements lambdakit.EffectMarker.
 func (l *tracedMarker) MarkEffect(ctx context.Context, id, lease, effect string) error {
-	ctx, span := l.s.start(ctx, opMarkEffect, RecordIDKey.String(id))
+	ctx, span := l.s.start(ctx, opMarkEffect, recordIDAttr(id))
 	defer span.End()
 	err := l.marker.MarkEffect(ctx, id, lease, effect)
 	if err != nil {
 		fail(span, err)
 	}
 	return err
+}
+
+// recordIDAttr is RecordIDKey for the record id: the prefix and a SHA-256
+// of the key, never the key. A hashed ID is that already; a readable one
+// (Options.ReadableIDs: "<Prefix>#<key>", a Prefix without '#') gets its
+// key hashed, giving the ID the record would have without ReadableIDs.
+func recordIDAttr(id string) attribute.KeyValue {
+	if i := strings.LastIndexByte(id, '#'); i >= 0 && isKeyHash(id[i+1:]) {
+		return RecordIDKey.String(id)
+	}
+	prefix, key, ok := strings.Cut(id, "#")
+	if !ok { // no ID the engine makes: hash it whole
+		return RecordIDKey.String(lambdakit.KeyHash(id))
+	}
+	return RecordIDKey.String(lambdakit.RecordID(prefix, key))
+}
+
+// isKeyHash reports whether s is a lambdakit.KeyHash: 64 lowercase hex
+// digits.
+func isKeyHash(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // claimed ends the span of an acquire or a commit: whether it took the
