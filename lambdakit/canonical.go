@@ -44,20 +44,27 @@ import (
 var errNumberRange = errors.New("number's exponent is out of range")
 
 // canonicalizer parses one JSON value; b must be valid JSON (the scanner in
-// jsonfield.go checks that first).
+// jsonfield.go checks that first). It makes two passes: plan orders the
+// members of every object, then value writes the form, each object's
+// members in that order. Writing each value once, where it belongs, keeps
+// the cost linear: ordering an object by moving what was written of it
+// would copy a body of objects nested n deep n times.
 type canonicalizer struct {
 	b   []byte
 	i   int
 	out []byte
-	// members is scratch space shared by nested objects: each object
-	// orders its own members at the end of it, then truncates it.
+	// members is scratch space shared by nested objects while plan
+	// orders them: each object orders its own members at the end of it,
+	// then truncates it.
 	members []objMember
+	// objects holds every object by where it opens, in that order, and
+	// ordered its members, each object's in a run of its own.
+	objects []objPlan
+	ordered []objMember
 }
 
 // canonicalJSON returns the canonical form of body, or ok=false when body
-// is not one valid JSON value. Ordering an object copies its members once
-// behind their unordered values, so the form may need twice the body's size
-// while it is made.
+// is not one valid JSON value.
 func canonicalJSON(body []byte) (canon []byte, ok bool, err error) {
 	return appendCanonicalJSON(make([]byte, 0, 2*len(body)+16), body)
 }
@@ -73,9 +80,11 @@ func appendCanonicalJSON(dst, body []byte) (out []byte, ok bool, err error) {
 	if s.i != len(body) {
 		return dst, false, nil
 	}
-	// members is made for the first object: a scalar (a payload field is
-	// often one) allocates nothing.
+	// The scratch slices are made for the first object: a scalar (a
+	// payload field is often one) allocates nothing.
 	c := canonicalizer{b: body, out: dst}
+	c.plan()
+	c.i = 0
 	if err := c.value(); err != nil {
 		return dst, true, err
 	}
@@ -135,62 +144,125 @@ func (c *canonicalizer) value() error {
 }
 
 // objMember is one object member while its object is being ordered: its
-// decoded name, its position, and where its canonical value lies in out.
+// decoded name, its position, and where its value starts in b.
 type objMember struct {
-	name       []byte
-	pos        int
-	start, end int
+	name  []byte
+	pos   int
+	value int
 }
 
-func (c *canonicalizer) object() error {
+// objPlan is one object of b: where it opens and ends, and its members'
+// run in ordered.
+type objPlan struct {
+	at, end     int
+	first, last int
+}
+
+// plan scans one value and orders the members of the objects in it.
+func (c *canonicalizer) plan() {
+	c.space()
+	switch ch := c.b[c.i]; {
+	case ch == '{':
+		c.planObject()
+	case ch == '[':
+		c.i++
+		c.space()
+		if c.b[c.i] == ']' {
+			c.i++
+			return
+		}
+		for {
+			c.plan()
+			c.space()
+			ch := c.b[c.i]
+			c.i++
+			if ch == ']' {
+				return
+			}
+		}
+	case ch == '"':
+		c.skipStr()
+	case ch == 'n', ch == 't':
+		c.i += 4
+	case ch == 'f':
+		c.i += 5
+	default:
+		c.number()
+	}
+}
+
+func (c *canonicalizer) planObject() {
+	if c.objects == nil {
+		c.objects = make([]objPlan, 0, 8)
+		c.members = make([]objMember, 0, 16)
+		c.ordered = make([]objMember, 0, 16)
+	}
+	k := len(c.objects)
+	c.objects = append(c.objects, objPlan{at: c.i})
 	c.i++ // '{'
 	c.space()
+	first := len(c.members)
 	if c.b[c.i] == '}' {
 		c.i++
-		c.out = append(c.out, '{', '}')
-		return nil
-	}
-	// Values are written to out as they are parsed, then the members are
-	// copied behind them in order and the unordered part is cut away.
-	if c.members == nil {
-		c.members = make([]objMember, 0, 16)
-	}
-	base := len(c.out)
-	first := len(c.members)
-	for pos := 0; ; pos++ {
-		c.space()
-		name := c.str()
-		c.space()
-		c.i++ // ':'
-		start := len(c.out)
-		if err := c.value(); err != nil {
-			return err
-		}
-		c.members = append(c.members, objMember{name: name, pos: pos, start: start, end: len(c.out)})
-		c.space()
-		ch := c.b[c.i]
-		c.i++
-		if ch == '}' {
-			break
+	} else {
+		for pos := 0; ; pos++ {
+			c.space()
+			name := c.str()
+			c.space()
+			c.i++ // ':'
+			c.space()
+			c.members = append(c.members, objMember{name: name, pos: pos, value: c.i})
+			c.plan()
+			c.space()
+			ch := c.b[c.i]
+			c.i++
+			if ch == '}' {
+				break
+			}
 		}
 	}
 	members := c.members[first:]
-	c.members = c.members[:first] // the region stays readable until the next append
 	slices.SortFunc(members, func(a, b objMember) int {
 		if d := compareFolded(a.name, b.name); d != 0 {
 			return d
 		}
 		return cmp.Compare(a.pos, b.pos)
 	})
-	end := len(c.out)
+	p := &c.objects[k]
+	p.end = c.i
+	p.first = len(c.ordered)
+	c.ordered = append(c.ordered, members...)
+	p.last = len(c.ordered)
+	c.members = c.members[:first]
+}
+
+// object writes the object at i, its members in the order plan gave them.
+func (c *canonicalizer) object() error {
+	k, _ := slices.BinarySearchFunc(c.objects, c.i, func(p objPlan, at int) int { return cmp.Compare(p.at, at) })
+	p := c.objects[k]
 	c.out = append(c.out, '{')
-	for _, m := range members {
+	for _, m := range c.ordered[p.first:p.last] {
 		c.out = appendString(c.out, m.name)
-		c.out = append(c.out, c.out[m.start:m.end]...)
+		c.i = m.value
+		if err := c.value(); err != nil {
+			return err
+		}
 	}
 	c.out = append(c.out, '}')
-	c.out = append(c.out[:base], c.out[end:]...)
+	c.i = p.end
 	return nil
+}
+
+// skipStr passes over a string token, escapes and all.
+func (c *canonicalizer) skipStr() {
+	c.i++ // '"'
+	for c.b[c.i] != '"' {
+		if c.b[c.i] == '\\' {
+			c.i++
+		}
+		c.i++
+	}
+	c.i++
 }
 
 // str reads a string token and returns its value as encoding/json decodes
