@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -45,7 +46,14 @@ func KeyFromField(path string) KeyFunc {
 // several body fields with ':', as in "Order:<aggregate_id>:<message_id>".
 // Every field must be present and non-empty. A ':' or '\' inside a value is
 // escaped with '\', so different field values never join to the same key.
+//
+// It panics when given no path: every message would have the key prefix,
+// and each after the first would be answered as a duplicate of it, never
+// run. A misconfigured function should fail when it starts.
 func KeyFromFields(prefix string, paths ...string) KeyFunc {
+	if len(paths) == 0 {
+		panic("lambdakit: KeyFromFields(" + strconv.Quote(prefix) + ") has no field path: every message would have one key")
+	}
 	split := make([][]string, len(paths))
 	for i, path := range paths {
 		split[i] = splitPath(path)

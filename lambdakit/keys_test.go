@@ -142,6 +142,23 @@ func TestKeyFromFieldReportsInvalidKey(t *testing.T) {
 	}
 }
 
+// TestKeyFromFieldsPanicsWithoutAPath checks that KeyFromFields refuses,
+// when the function is built, to give every message the same key: with no
+// path, each message after the first would be answered as its duplicate
+// and never run.
+func TestKeyFromFieldsPanicsWithoutAPath(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("KeyFromFields(\"Order\") with no path did not panic")
+		}
+	}()
+	key := lambdakit.KeyFromFields("Order")
+	m1, m2 := lambdakittest.Message(`{"id":"o-1"}`), lambdakittest.Message(`{"id":"o-2"}`)
+	a, errA := key(&m1)
+	b, errB := key(&m2)
+	t.Logf("two orders keyed %q (%v) and %q (%v)", a, errA, b, errB)
+}
+
 func TestKeyFromFieldsJoinsPrefixAndValues(t *testing.T) {
 	fn := lambdakit.KeyFromFields("Order", "aggregate_id", "meta.message_id")
 
