@@ -31,13 +31,49 @@ type charged struct {
 
 // errNotCharged is the failure of an event that is not a payment.charged
 // this function can record: no redelivery mends it.
-var errNotCharged = errors.New("ledger: not a payment.charged event with a customer and a charge")
+var errNotCharged = errors.New("ledger: not a payment.charged event the ledger can record")
+
+// check names the first rule e breaks, or returns nil. An event that
+// breaks one is refused before its entry exists: recorded, it would hold
+// its payment's entry for good (an amount of 0, say), and the real event
+// would then be refused as another payload for that payment. The values
+// are not repeated, only the type, so that a body stays out of the logs.
+// (A non-integer amount never gets here: Typed refuses to decode it.)
+func check(e charged) error {
+	var rule string
+	switch {
+	case e.Type != "payment.charged":
+		rule = fmt.Sprintf("type is %q", e.Type)
+	case e.OrderID == "":
+		rule = "no order_id"
+	case e.CustomerID == "":
+		rule = "no customer_id"
+	case e.Amount <= 0:
+		rule = "amount must be a positive integer in minor units"
+	case e.Currency == "":
+		rule = "no currency"
+	case e.ChargeID == "":
+		rule = "no charge_id"
+	default:
+		return nil
+	}
+	return lambdakit.Permanent(fmt.Errorf("%w: %s (payment %q)", errNotCharged, rule, e.PaymentID))
+}
 
 // options make each entry one request: the entry is its idempotency
 // record's own item, "entry#<payment_id>", created completed by one
 // conditional PutItem, and kept forever (a ledger forgets nothing).
+//
+// The entry keeps the hash of its whole event (PayloadBody, compared as
+// JSON values), so that another payment.charged for a recorded payment
+// (another charge or amount) fails with ErrPayloadMismatch, poison,
+// instead of passing as a duplicate. Not PayloadFields: its hash of the
+// same event differs, and every entry written so far would refuse a
+// redelivery of its own event. The producer sends each event once, with
+// one body, so the whole body is what defines it.
 func options(o *lambdakit.Options) {
 	o.Prefix, o.ReadableIDs, o.TTL, o.StagedOnly = "entry", true, lambdakit.NeverExpire, true
+	o.Payload = lambdakit.PayloadBody
 }
 
 // recorded is the body of a ledger.recorded message, the downstream
@@ -65,8 +101,8 @@ type ledger struct {
 // 1 write unit while the item stays under 1 KB; the relay sends it from
 // the table's stream.
 func (l ledger) record(ctx context.Context, e charged) error {
-	if e.Type != "payment.charged" || e.CustomerID == "" || e.ChargeID == "" || e.Currency == "" {
-		return lambdakit.Permanent(fmt.Errorf("%w (type %q, payment %q)", errNotCharged, e.Type, e.PaymentID))
+	if err := check(e); err != nil {
+		return err
 	}
 	if l.eventsQueue != "" {
 		body, err := json.Marshal(recorded{Type: "ledger.recorded", PaymentID: e.PaymentID, CustomerID: e.CustomerID,
@@ -97,6 +133,11 @@ func (l ledger) record(ctx context.Context, e charged) error {
 // event's key is its payment_id: the relay and SQS may both deliver one
 // event more than once.
 func newHandler(store *dynamostore.Store, eventsQueue string, optFns ...func(*lambdakit.Options)) lambdakit.BatchFunc {
+	return lambdakit.Batch(handler(store, eventsQueue, optFns...))
+}
+
+// handler is newHandler's record handler, before the batch.
+func handler(store *dynamostore.Store, eventsQueue string, optFns ...func(*lambdakit.Options)) lambdakit.Handler {
 	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), append([]func(*lambdakit.Options){options}, optFns...)...)
-	return lambdakit.Batch(h(lambdakit.Typed(ledger{eventsQueue: eventsQueue}.record)))
+	return h(lambdakit.Typed(ledger{eventsQueue: eventsQueue}.record))
 }

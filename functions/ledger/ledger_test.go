@@ -276,3 +276,165 @@ func TestChargeIDWithACharacterSQSRefusesIsRecordedAndPublished(t *testing.T) {
 		t.Errorf("event %+v (%v); want charge_id %q", ev, err, want)
 	}
 }
+
+// deadLetters keeps the reason of each message the batch sends to the
+// dead-letter queue, by message ID.
+type deadLetters struct {
+	mu      sync.Mutex
+	reasons map[string]error
+}
+
+func (d *deadLetters) SendDeadLetter(_ context.Context, msg *events.SQSMessage, reason error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reasons[msg.MessageId] = reason
+	return nil
+}
+
+// withDeadLetters is a fresh container of the function whose batch sends
+// the messages that fail permanently to dl, as the batch's default
+// IsPermanent decides (Permanent, and lambdakit's poison).
+func (f *fixture) withDeadLetters(dl *deadLetters) lambdakit.BatchFunc {
+	return lambdakit.Batch(handler(f.store, f.eventsQueue, func(o *lambdakit.Options) { o.Logger = slog.New(slog.DiscardHandler); o.CacheSize = 100 }),
+		func(o *lambdakit.BatchOptions) { o.DeadLetters = dl; o.Logger = slog.New(slog.DiscardHandler) })
+}
+
+// charge is the payment.charged body of paymentID with its fields
+// replaced: a nil value leaves the field out.
+func charge(paymentID string, fields map[string]any) events.SQSMessage {
+	e := map[string]any{"type": "payment.charged", "payment_id": paymentID, "order_id": "ord_1", "customer_id": "cus_7",
+		"amount": 1299, "currency": "EUR", "charge_id": "ch_" + paymentID}
+	for k, v := range fields {
+		if v == nil {
+			delete(e, k)
+		} else {
+			e[k] = v
+		}
+	}
+	body, _ := json.Marshal(e) // maps of strings and numbers always encode
+	return lambdakittest.Message(string(body))
+}
+
+// An event the ledger can never record goes to the dead-letter queue at
+// once, permanent, and writes nothing: its payment's entry stays free for
+// the real event, which is then recorded.
+func TestAnInvalidChargeIsDeadLetteredAndLeavesItsPaymentFree(t *testing.T) {
+	f := setup(t)
+	for i, c := range []struct {
+		name   string
+		fields map[string]any
+	}{
+		{"no amount", map[string]any{"amount": nil}},
+		{"zero amount", map[string]any{"amount": 0}},
+		{"negative amount", map[string]any{"amount": -1299}},
+		{"fractional amount", map[string]any{"amount": 12.99}},
+		{"amount as a string", map[string]any{"amount": "1299"}},
+		{"no charge_id", map[string]any{"charge_id": nil}},
+		{"no order_id", map[string]any{"order_id": nil}},
+		{"no customer_id", map[string]any{"customer_id": nil}},
+		{"no currency", map[string]any{"currency": nil}},
+		{"unknown type", map[string]any{"type": "payment.recharged"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("pay_%d", 20+i)
+			dl := &deadLetters{reasons: map[string]error{}}
+			msg := charge(id, c.fields)
+			if resp := f.run(t, f.withDeadLetters(dl), msg); len(resp.BatchItemFailures) > 0 {
+				t.Fatalf("failures %+v; want the event dead-lettered", resp.BatchItemFailures)
+			}
+			if reason := dl.reasons[msg.MessageId]; !lambdakit.IsPermanent(reason) && !lambdakit.IsPoison(reason) {
+				t.Errorf("dead-letter reason %v; want a permanent failure", reason)
+			}
+			if e := f.entry(t, id); e != nil {
+				t.Errorf("entry written for an invalid event: amount %q, charge_id %q, order_id %q", attr(e, "amount"), attr(e, "charge_id"), attr(e, "order_id"))
+			}
+			real := charge(id, nil)
+			if resp := f.run(t, f.withDeadLetters(dl), real); len(resp.BatchItemFailures) > 0 || dl.reasons[real.MessageId] != nil {
+				t.Fatalf("the real event: failures %+v, dead-lettered with %v; want it recorded", resp.BatchItemFailures, dl.reasons[real.MessageId])
+			}
+			if e := f.entry(t, id); attr(e, "amount") != "1299" || attr(e, "charge_id") != "ch_"+id {
+				t.Errorf("entry amount %q, charge_id %q; want the real charge", attr(e, "amount"), attr(e, "charge_id"))
+			}
+		})
+	}
+}
+
+// Another payment.charged for a recorded payment (another charge or
+// amount) is never taken for a duplicate: wherever it is found (the warm
+// cache, the read ahead, the failed PutItem of a fresh container), it is
+// ErrPayloadMismatch, poison, sent to the dead-letter queue, and the entry
+// stays as it was.
+func TestAnotherChargeForARecordedPaymentIsDeadLettered(t *testing.T) {
+	f := setup(t)
+	dl := &deadLetters{reasons: map[string]error{}}
+	warm := f.withDeadLetters(dl)
+	if resp := f.run(t, warm, charge("pay_9", nil)); len(resp.BatchItemFailures) > 0 || len(dl.reasons) > 0 {
+		t.Fatalf("failures %+v, dead letters %v", resp.BatchItemFailures, dl.reasons)
+	}
+	others := map[string]map[string]any{"another charge": {"charge_id": "ch_other"}, "another amount": {"amount": 1300}}
+	for name, fields := range others {
+		for where, deliver := range map[string]func() events.SQSEventResponse{
+			"warm container":  func() events.SQSEventResponse { return f.run(t, warm, charge("pay_9", fields)) },
+			"fresh container": func() events.SQSEventResponse { return f.run(t, f.withDeadLetters(dl), charge("pay_9", fields)) },
+			"redelivered, read ahead": func() events.SQSEventResponse {
+				return f.run(t, f.withDeadLetters(dl), lambdakittest.Redelivery(charge("pay_9", fields)))
+			},
+		} {
+			t.Run(name+" in a "+where, func(t *testing.T) {
+				clear(dl.reasons)
+				if resp := deliver(); len(resp.BatchItemFailures) > 0 {
+					t.Fatalf("failures %+v; want the event dead-lettered", resp.BatchItemFailures)
+				}
+				if len(dl.reasons) != 1 {
+					t.Fatalf("dead letters %v; want the event", dl.reasons)
+				}
+				for _, reason := range dl.reasons {
+					if !errors.Is(reason, lambdakit.ErrPayloadMismatch) || !lambdakit.IsPoison(reason) {
+						t.Errorf("reason %v; want ErrPayloadMismatch, poison", reason)
+					}
+				}
+			})
+		}
+	}
+	if e := f.entry(t, "pay_9"); attr(e, "amount") != "1299" || attr(e, "charge_id") != "ch_pay_9" {
+		t.Errorf("entry %v; want the first charge", e)
+	}
+}
+
+// Entries written before payload validation covered every field keep
+// matching redeliveries of their own events: an entry holds the hash of
+// its whole event (PayloadBody), which a switch to PayloadFields would
+// change, and an entry without a hash at all (written with validation
+// off) takes any event for its payment as a duplicate.
+func TestEntriesMatchRedeliveriesOfTheirOwnEvents(t *testing.T) {
+	f := setup(t)
+	msg := charge("pay_9", nil)
+	if resp := f.run(t, f.container(), msg); len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("failures %+v", resp.BatchItemFailures)
+	}
+	payload, err := lambdakit.PayloadBody(&msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := attr(f.entry(t, "pay_9"), "validation"); got != lambdakit.KeyHash(payload) {
+		t.Errorf("entry's validation %q; want the whole event's hash %q, as every entry so far holds", got, lambdakit.KeyHash(payload))
+	}
+	// The same event encoded otherwise (member order, spacing) is the
+	// same event.
+	reencoded := lambdakittest.Message(`{ "charge_id":"ch_pay_9","currency":"EUR","amount":1299,"customer_id":"cus_7","order_id":"ord_1","payment_id":"pay_9","type":"payment.charged" }`)
+	if resp := f.run(t, f.container(), lambdakittest.Redelivery(reencoded)); len(resp.BatchItemFailures) > 0 {
+		t.Errorf("re-encoded redelivery failed: %+v", resp.BatchItemFailures)
+	}
+
+	if _, err := f.db.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{TableName: aws.String(f.table), UpdateExpression: aws.String("REMOVE validation"),
+		Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "entry#pay_9"}}}); err != nil {
+		t.Fatal(err)
+	}
+	f.calls.Reset()
+	if resp := f.run(t, f.container(), lambdakittest.Redelivery(msg)); len(resp.BatchItemFailures) > 0 {
+		t.Errorf("redelivery to an entry without a hash failed: %+v", resp.BatchItemFailures)
+	}
+	if f.calls.Count("PutItem") != 0 || attr(f.entry(t, "pay_9"), "charge_id") != "ch_pay_9" {
+		t.Errorf("requests %v; want the duplicate answered by the read ahead, the entry unchanged", f.calls.Counts())
+	}
+}

@@ -6,6 +6,20 @@
 // (lambdakit.Options.StagedOnly with dynamostore.SetItem). A duplicate
 // costs one failed conditional write, or nothing in a warm container.
 //
+// What it records: an event of type "payment.charged" with an order_id, a
+// customer_id, a currency, a charge_id and an amount that is a positive
+// integer (minor units). Any other event fails permanently before its
+// entry exists (lambdakit.Permanent, or lambdakit's poison for a body that
+// does not decode), so that it never takes its payment's entry from the
+// real event. Each entry keeps the hash of its whole event: a redelivery
+// of that event (however its JSON is spelled) is a duplicate, answered
+// with no write; another payment.charged for the same payment (another
+// charge_id or amount) fails with lambdakit.ErrPayloadMismatch, poison.
+// Both failures are logged at ERROR with their reason code (Permanent,
+// PayloadMismatch), are never retried into an entry, and reach the events
+// queue's dead-letter queue through its redrive policy; the entry stays
+// as it was.
+//
 // Environment:
 //
 //	LEDGER_TABLE  the ledger's DynamoDB table (required): partition key
