@@ -27,3 +27,15 @@ func Signal(cmd *exec.Cmd, kill bool) {
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, sig)
 }
+
+// Freeze stops the child's process group with SIGSTOP, or resumes it with
+// SIGCONT when frozen is false, as Lambda freezes an execution environment
+// between invocations. SIGKILL still ends a stopped group; SIGTERM waits
+// for SIGCONT.
+func Freeze(cmd *exec.Cmd, frozen bool) {
+	sig := syscall.SIGCONT
+	if frozen {
+		sig = syscall.SIGSTOP
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+}

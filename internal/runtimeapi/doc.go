@@ -14,7 +14,11 @@
 // Lambda sets, keeps it warm across invocations, and handles what a Server
 // alone cannot see. A process that exits during an invocation is reported as
 // a crash; one that runs past the timeout is killed; either way the next
-// invocation gets a fresh process (a cold start), as on Lambda.
+// invocation gets a fresh process (a cold start), as on Lambda. Between
+// invocations the process is frozen (SIGSTOP to its process group, on unix)
+// and thawed for the next event, as Lambda freezes an idle environment, so
+// that work a handler leaves running does not finish locally while it
+// would wait on Lambda.
 //
 // Outcomes of the function itself, including its failures, are reported in a
 // Result; an error return means the invocation could not be run or observed

@@ -68,7 +68,8 @@ const shutdownGrace = 500 * time.Millisecond
 // environment. The process starts on the first Invoke (a cold start) and
 // again after it crashed, timed out or failed its init. Invocations are
 // served one at a time, or MaxConcurrency at a time in one process; further
-// calls to Invoke wait their turn. Close stops the process.
+// calls to Invoke wait their turn. Served one at a time, the process is
+// frozen while it waits for an event, as on Lambda. Close stops the process.
 type Runner struct {
 	path string
 	opts RunnerOptions
@@ -226,6 +227,8 @@ func (r *Runner) invokeAlone(ctx context.Context, event []byte, optFns ...func(*
 	}
 
 	env := r.env
+	// The process is idle, so frozen: thaw it for the event, as Lambda does.
+	childproc.Freeze(env.cmd, false)
 	res, err := env.srv.invoke(ctx, event, env.exited, optFns...)
 	res.InitDuration = initDur
 	switch {
@@ -376,6 +379,11 @@ func (r *Runner) startEnv(ctx context.Context) (Result, error) {
 	}()
 	r.env = env
 	r.live.Store(env)
+	if r.opts.MaxConcurrency == 1 {
+		// Lambda freezes an idle environment; Managed Instances, which run
+		// several invocations at once, do not.
+		srv.setFreeze(func() { childproc.Freeze(cmd, true) })
+	}
 
 	id := newRequestID()
 	timer := time.NewTimer(r.opts.InitTimeout)
@@ -426,6 +434,9 @@ func (r *Runner) stopEnv(graceful bool) {
 	r.env = nil
 	r.live.Store(nil)
 	if graceful && env.srv.hasExtensions() {
+		// Lambda thaws the environment to shut it down; a frozen process
+		// would not see SIGTERM or the SHUTDOWN event.
+		childproc.Freeze(env.cmd, false)
 		env.srv.shutdownExtensions(time.Now().Add(shutdownGrace))
 		childproc.Signal(env.cmd, false)
 		select {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdakit/lambdakit/internal/childproc"
 	"github.com/lambdakit/lambdakit/internal/logline"
 	"github.com/lambdakit/lambdakit/internal/runtimeapi"
 	"github.com/lambdakit/lambdakit/internal/testenv"
@@ -291,6 +292,42 @@ func TestRunnerTimeout(t *testing.T) {
 	if after.PID == before.PID || res.InitDuration == 0 {
 		t.Errorf("after a timeout: pid %d (was %d), InitDuration %v; want a cold start", after.PID, before.PID, res.InitDuration)
 	}
+}
+
+// Lambda freezes the execution environment once the runtime asks for the
+// next event and none is pending ("Understanding the Lambda execution
+// environment lifecycle", the Invoke phase): work a handler left running
+// stops until the next invocation thaws it. A local run must not finish
+// that work while the function is idle, or a test would pass that counts on
+// it.
+func TestRunnerFreezesIdleProcess(t *testing.T) {
+	r, _ := newRunner(t)
+	done := filepath.Join(t.TempDir(), "done")
+	res := invoke(t, r, `{"action":"background","value":`+strconv.Quote(done)+`,"ms":100}`)
+	var e echo
+	if err := json.Unmarshal(res.Payload, &e); res.Outcome != runtimeapi.OutcomeSuccess || err != nil {
+		t.Fatalf("background: outcome %v (%v), payload %s; want success", res.Outcome, res.Error, res.Payload)
+	}
+	// Four times the work's delay, with nothing invoked meanwhile.
+	for range 40 {
+		if _, err := os.Stat(done); err == nil {
+			t.Fatalf("the idle function finished its background work; Lambda would have frozen it")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f := childproc.Stat(e.PID); runtime.GOOS == "linux" && (len(f) == 0 || f[0] != "T") {
+		t.Errorf("idle function's /proc stat %q; want state T (stopped)", f)
+	}
+
+	// The next invocation thaws it, and the work resumes, as on Lambda.
+	invokeEcho(t, r, `1`)
+	for range 200 {
+		if _, err := os.Stat(done); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("the background work did not resume within 2s of the next invocation")
 }
 
 func TestRunnerCrash(t *testing.T) {

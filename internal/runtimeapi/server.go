@@ -152,6 +152,9 @@ type Server struct {
 	initErrType  string
 	extensions   map[string][]string // extension ID → events it registered for
 	shutdownAtMs int64
+	// freeze, if set, is called when the runtime waits for an event and
+	// none is queued or in flight: Lambda freezes the environment then.
+	freeze func()
 }
 
 // invocation is one event on its way through the Server.
@@ -373,6 +376,13 @@ func (s *Server) initFailureLocked(id string) Result {
 	return Result{RequestID: id, Outcome: OutcomeInitError, Payload: s.initErr, Error: fe}
 }
 
+// setFreeze sets the function that freezes the runtime while it is idle.
+func (s *Server) setFreeze(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.freeze = fn
+}
+
 // hasExtensions reports whether an extension registered, which is what makes
 // Lambda send SIGTERM before SIGKILL at shutdown.
 func (s *Server) hasExtensions() bool {
@@ -399,6 +409,11 @@ func (s *Server) handleNext(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.initDone = true
 	s.waiting++
+	if s.freeze != nil && !s.closed && len(s.queue) == 0 && len(s.inflight) == 0 {
+		// Under the lock, so that whoever sees the runtime idle (state)
+		// knows it is frozen, and thaws it before queuing an event.
+		s.freeze()
+	}
 	s.broadcastLocked()
 	for s.closed || len(s.queue) == 0 {
 		if s.closed {

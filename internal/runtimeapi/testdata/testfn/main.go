@@ -83,6 +83,13 @@ func handle(ctx context.Context, ev event) (any, error) {
 		os.Exit(ev.Code)
 	case "badreader":
 		return &failingReader{}, nil
+	case "background":
+		// Work left running after the answer: it writes the file named by
+		// value ms milliseconds later, if the process runs that long.
+		go func() {
+			time.Sleep(time.Duration(ev.MS) * time.Millisecond)
+			_ = os.WriteFile(fmt.Sprint(ev.Value), []byte("done"), 0o644)
+		}()
 	}
 	deadline, _ := ctx.Deadline()
 	dir, _ := os.Getwd()
