@@ -430,6 +430,12 @@ func main() {
 		logger.Error("payment: AWS configuration", "error", err.Error())
 		os.Exit(1)
 	}
+	if awsCfg.Region == "" {
+		// Every DynamoDB call would fail; with the records on Valkey the
+		// ledger row is written after the charge, so refuse now.
+		logger.Error("payment: AWS configuration", "error", "no AWS region: set AWS_REGION (Lambda sets it)")
+		os.Exit(1)
+	}
 	// 5 s per gateway call: a FIFO batch of 10 runs them one after another
 	// within the function's 60 s timeout.
 	// Idle connections kept for as many charges as a batch runs at once

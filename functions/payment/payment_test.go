@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
@@ -646,5 +648,23 @@ func TestConfigRefusesSettingsThatFailOnlyAfterTheCharge(t *testing.T) {
 		if _, err := configFromEnv(env(map[string]string{"PAYMENTS_TABLE": table, "EVENTS_QUEUE_URL": queue})); err != nil {
 			t.Errorf("PAYMENTS_TABLE %q: got %v; want it accepted", table, err)
 		}
+	}
+}
+
+// Without a region every AWS call fails, and with the records on Valkey
+// the first DynamoDB write comes after the charge: the function refuses to
+// start instead. Lambda always sets AWS_REGION; a copy run elsewhere may not.
+func TestFunctionWithoutRegionRefusesToStart(t *testing.T) {
+	bootstrap := testenv.Build(t, ".")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bootstrap)
+	dir := t.TempDir()
+	cmd.Env = []string{"PAYMENTS_TABLE=pay", "PAYMENT_GATEWAY_URL=https://gw.example", "HOME=" + dir,
+		"AWS_CONFIG_FILE=" + dir + "/none", "AWS_SHARED_CREDENTIALS_FILE=" + dir + "/none",
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true"}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no AWS region") {
+		t.Errorf("got %v and %q; want exit 1 saying no AWS region", err, out)
 	}
 }
