@@ -162,3 +162,13 @@ func (f *fixture) createTable(tb testing.TB, logical, suffix string) string {
 	}
 	return name
 }
+
+// envWith is a getenv of base with extra's values over it.
+func envWith(base, extra map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := extra[k]; ok {
+			return v
+		}
+		return base[k]
+	}
+}

@@ -8,9 +8,11 @@
 //
 // Environment:
 //
-//	PAYMENTS_TABLE       DynamoDB table for the payment ledger and its
-//	                     idempotency records (required)
-//	PAYMENT_GATEWAY_URL  base URL of the gateway; POST {url}/charges (required)
+//	PAYMENTS_TABLE       DynamoDB table (name or ARN) for the payment
+//	                     ledger and its idempotency records (required)
+//	PAYMENT_GATEWAY_URL  base URL of the gateway; POST {url}/charges, the
+//	                     query of url kept; no fragment, no credentials
+//	                     (required)
 //	DEAD_LETTER_QUEUE_URL  the DLQ's URL: an invalid payment is sent there on
 //	                     its first delivery (optional; without it, an invalid
 //	                     payment fails until the queue's maxReceiveCount
@@ -157,14 +159,19 @@ func configFromEnv(getenv func(string) string) (config, error) {
 	if c.ValkeyIAMCache != "" {
 		c.ValkeyTLS = true // ElastiCache takes IAM authentication over TLS only
 	}
-	if c.GatewayURL != "" {
-		if u, err := url.Parse(c.GatewayURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("PAYMENT_GATEWAY_URL %q is not an http(s) URL", c.GatewayURL))
+	for name, v := range map[string]string{"PAYMENTS_TABLE": c.PaymentsTable, "OUTBOX_TABLE": c.OutboxTable} {
+		if v != "" && !validTableName(v) {
+			errs = append(errs, fmt.Errorf("%s %q: want a DynamoDB table name, 3 to 255 letters, digits and _.-", name, v))
 		}
 	}
-	if c.DeadLetterQueueURL != "" {
-		if u, err := url.Parse(c.DeadLetterQueueURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
-			errs = append(errs, fmt.Errorf("DEAD_LETTER_QUEUE_URL %q is not a queue URL", c.DeadLetterQueueURL))
+	if c.GatewayURL != "" {
+		if _, err := chargesURL(c.GatewayURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for name, v := range map[string]string{"DEAD_LETTER_QUEUE_URL": c.DeadLetterQueueURL, "SOURCE_QUEUE_URL": c.SourceQueueURL, "EVENTS_QUEUE_URL": c.EventsQueueURL} {
+		if v != "" && !isQueueURL(v) {
+			errs = append(errs, fmt.Errorf("%s %q is not a queue URL", name, v))
 		}
 	}
 	if v := getenv("QUEUE_VISIBILITY_TIMEOUT"); v != "" {
@@ -192,6 +199,57 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		errs = append(errs, errors.New("OUTBOX_TABLE needs EVENTS_QUEUE_URL: the outbox table holds the events sent there"))
 	}
 	return c, errors.Join(errs...)
+}
+
+// chargesURL is the gateway's charge endpoint, POST {base}/charges, with
+// base's query kept: "https://gw/v1/?region=eu" posts to
+// "https://gw/v1/charges?region=eu". (Appending "/charges" to the text
+// would post to "/v1?region=eu/charges", or to "/v1//charges".) A base
+// with a fragment or with credentials is refused: the first is no part of
+// a request, and credentials belong in no environment variable.
+func chargesURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "":
+		return "", fmt.Errorf("PAYMENT_GATEWAY_URL %q is not an http(s) URL", base)
+	case u.Fragment != "" || strings.Contains(base, "#"):
+		return "", fmt.Errorf("PAYMENT_GATEWAY_URL %q has a fragment (#), which no request carries", base)
+	case u.User != nil:
+		return "", fmt.Errorf("PAYMENT_GATEWAY_URL %q carries credentials (user@): give the gateway's URL only", u.Redacted())
+	}
+	return u.JoinPath("charges").String(), nil
+}
+
+// isQueueURL reports whether v looks like an SQS queue URL: http(s), a
+// host, and a path naming the queue. A value that is not one (a queue's
+// name or ARN, a stray space) would be refused by SQS only when the first
+// message goes there, after a charge.
+func isQueueURL(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
+		strings.Trim(u.Path, "/") != "" && u.RawQuery == "" && u.Fragment == "" && strings.TrimSpace(v) == v
+}
+
+// validTableName reports whether name is a DynamoDB table name, 3 to 255
+// letters, digits, underscores, dots and hyphens, or a table's ARN, which
+// DynamoDB takes in its place. A name DynamoDB refuses (" payments", say)
+// fails every write; with the records on Valkey the ledger row is written
+// after the charge, so each payment would be charged and never recorded.
+func validTableName(name string) bool {
+	if strings.HasPrefix(name, "arn:") {
+		return len(name) <= 1024 && strings.Contains(name, ":table/") && !strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r >= 0x7f })
+	}
+	if len(name) < 3 || len(name) > 255 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // crashSwitch is the end-to-end story's fault switch: see the package
@@ -240,8 +298,12 @@ func recordOnLedger(o *dynamostore.Options) {
 // newValkey), else onto the ledger rows in DynamoDB through db. batchOpts come after the
 // function's own batch options (main sets the dead-letter queue there).
 func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Client, logger *slog.Logger, batchOpts ...func(*lambdakit.BatchOptions)) (lambdakit.BatchFunc, error) {
+	charges, err := chargesURL(c.GatewayURL)
+	if err != nil {
+		return nil, err
+	}
 	p := &payments{
-		gateway: &gatewayClient{base: c.GatewayURL, http: noRedirects(client)},
+		gateway: &gatewayClient{url: charges, http: noRedirects(client)},
 		table:   c.PaymentsTable,
 		now:     time.Now,
 	}
@@ -258,7 +320,6 @@ func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Cli
 		}
 	}
 	var store lambdakit.Store
-	var err error
 	// On DynamoDB the record is the ledger row, found by its payment_id,
 	// and kept forever: a charged payment is never charged again, however
 	// late a copy comes back and whatever the queues' retention, and the
@@ -367,6 +428,12 @@ func main() {
 	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
 	if err != nil {
 		logger.Error("payment: AWS configuration", "error", err.Error())
+		os.Exit(1)
+	}
+	if awsCfg.Region == "" {
+		// Every DynamoDB call would fail; with the records on Valkey the
+		// ledger row is written after the charge, so refuse now.
+		logger.Error("payment: AWS configuration", "error", "no AWS region: set AWS_REGION (Lambda sets it)")
 		os.Exit(1)
 	}
 	// 5 s per gateway call: a FIFO batch of 10 runs them one after another

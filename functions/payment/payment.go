@@ -450,9 +450,9 @@ type chargeRequest struct {
 	Currency   string `json:"currency"`
 }
 
-// gatewayClient calls POST {base}/charges.
+// gatewayClient calls POST {base}/charges at url (chargesURL).
 type gatewayClient struct {
-	base string
+	url  string
 	http *http.Client
 }
 
@@ -474,7 +474,7 @@ func (g *gatewayClient) charge(ctx context.Context, p Payment, amount int64) (Ou
 	if err != nil {
 		return Outcome{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/charges", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, bytes.NewReader(body))
 	if err != nil {
 		return Outcome{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/functions/payment/gateway"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 )
 
@@ -519,14 +521,7 @@ func TestPaymentForAnotherCustomerIsNotTakenForADuplicate(t *testing.T) {
 
 func TestConfigBackoffNeedsQueueAndVisibility(t *testing.T) {
 	base := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example"}
-	env := func(extra map[string]string) func(string) string {
-		return func(k string) string {
-			if v, ok := extra[k]; ok {
-				return v
-			}
-			return base[k]
-		}
-	}
+	env := func(extra map[string]string) func(string) string { return envWith(base, extra) }
 	c, err := configFromEnv(env(map[string]string{"SOURCE_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q.fifo", "QUEUE_VISIBILITY_TIMEOUT": "360"}))
 	if err != nil || c.Visibility != 360*time.Second {
 		t.Errorf("got %v, visibility %v; want 360s", err, c.Visibility)
@@ -586,5 +581,90 @@ func TestConfigCrashSwitchNamesThisFunction(t *testing.T) {
 		} else if err == nil || !strings.Contains(err.Error(), tc.want) || c.CrashAfterCharge != "" {
 			t.Errorf("%s: got %q, %v; want no switch and an error saying %q", tc.value, c.CrashAfterCharge, err, tc.want)
 		}
+	}
+}
+
+// PAYMENT_GATEWAY_URL may carry a path, a trailing slash and a query (the
+// template accepts "https://gw/v1?region=eu"): the charge goes to the path's
+// /charges, with the query. Appended as text, "/charges" would land in the
+// query ("/v1?region=eu/charges") or after a double slash ("/v1//charges").
+func TestPaymentGatewayURLWithPathAndQueryPostsToItsCharges(t *testing.T) {
+	var got []string // the path and query of each request
+	var f *fixture
+	f = setup(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.Path+"?"+r.URL.RawQuery)
+		http.StripPrefix("/v1", f.gw).ServeHTTP(w, r)
+	}))
+	base := f.cfg.GatewayURL
+	for i, tc := range []struct{ suffix, want string }{
+		{"/v1?region=eu", "/v1/charges?region=eu"},
+		{"/v1/", "/v1/charges?"},
+		{"/v1/?region=eu&x=1", "/v1/charges?region=eu&x=1"},
+	} {
+		got = nil
+		c := f.cfg
+		c.GatewayURL = base + tc.suffix
+		f.handler = mustHandler(t, c, f.db, &http.Client{Timeout: time.Second}, f.logs.Logger())
+		id := fmt.Sprintf("pay_url_%d", i)
+		failed := f.run(t, lambdakittest.Message(body(id, "cus_1", 100)))
+		if len(failed) != 0 || len(got) != 1 || got[0] != tc.want || attr(f.ledger(t, id), "status") != StatusCharged {
+			t.Errorf("%s: got requests %q, failed %v, ledger %v; want one to %s and CHARGED", tc.suffix, got, failed, f.ledger(t, id), tc.want)
+		}
+	}
+}
+
+// A setting the function would act on only after a charge is refused at
+// start: a table name DynamoDB refuses (with the records on Valkey, the
+// ledger row is written after the charge), a queue given by name or with a
+// stray space (the event is committed with the charge, sent later), or a
+// gateway URL with a fragment or credentials.
+func TestConfigRefusesSettingsThatFailOnlyAfterTheCharge(t *testing.T) {
+	base := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example/v1"}
+	env := func(extra map[string]string) func(string) string { return envWith(base, extra) }
+	queue := "https://sqs.eu-west-1.amazonaws.com/123456789012/payments-events.fifo"
+	for name, tc := range map[string]struct {
+		extra map[string]string
+		want  string
+	}{
+		"table with a space, Valkey": {map[string]string{"PAYMENTS_TABLE": "payments ", "IDEMPOTENCY_VALKEY_ADDR": "a:6379"}, "PAYMENTS_TABLE"},
+		"table name too short":       {map[string]string{"PAYMENTS_TABLE": "p"}, "PAYMENTS_TABLE"},
+		"outbox table with a slash":  {map[string]string{"OUTBOX_TABLE": "out/box", "EVENTS_QUEUE_URL": queue}, "OUTBOX_TABLE"},
+		"events queue by name":       {map[string]string{"EVENTS_QUEUE_URL": "payments-events.fifo"}, "EVENTS_QUEUE_URL"},
+		"events queue by ARN":        {map[string]string{"EVENTS_QUEUE_URL": "arn:aws:sqs:eu-west-1:123456789012:payments-events.fifo"}, "EVENTS_QUEUE_URL"},
+		"events queue with a space":  {map[string]string{"EVENTS_QUEUE_URL": queue + " "}, "EVENTS_QUEUE_URL"},
+		"source queue by name":       {map[string]string{"SOURCE_QUEUE_URL": "payments.fifo", "QUEUE_VISIBILITY_TIMEOUT": "360"}, "SOURCE_QUEUE_URL"},
+		"gateway URL with fragment":  {map[string]string{"PAYMENT_GATEWAY_URL": "https://gw.example/v1#charges"}, "fragment"},
+		"gateway URL with user":      {map[string]string{"PAYMENT_GATEWAY_URL": "https://key:secret@gw.example/v1"}, "credentials"},
+	} {
+		_, err := configFromEnv(env(tc.extra))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v; want an error naming %s", name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error %q repeats the credentials", name, err)
+		}
+	}
+	for _, table := range []string{"pay", "lambdakit-PaymentsTable-1A2B3C.v2_x", "arn:aws:dynamodb:eu-west-1:123456789012:table/payments"} {
+		if _, err := configFromEnv(env(map[string]string{"PAYMENTS_TABLE": table, "EVENTS_QUEUE_URL": queue})); err != nil {
+			t.Errorf("PAYMENTS_TABLE %q: got %v; want it accepted", table, err)
+		}
+	}
+}
+
+// Without a region every AWS call fails, and with the records on Valkey
+// the first DynamoDB write comes after the charge: the function refuses to
+// start instead. Lambda always sets AWS_REGION; a copy run elsewhere may not.
+func TestFunctionWithoutRegionRefusesToStart(t *testing.T) {
+	bootstrap := testenv.Build(t, ".")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bootstrap)
+	dir := t.TempDir()
+	cmd.Env = []string{"PAYMENTS_TABLE=pay", "PAYMENT_GATEWAY_URL=https://gw.example", "HOME=" + dir,
+		"AWS_CONFIG_FILE=" + dir + "/none", "AWS_SHARED_CREDENTIALS_FILE=" + dir + "/none",
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true"}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no AWS region") {
+		t.Errorf("got %v and %q; want exit 1 saying no AWS region", err, out)
 	}
 }
