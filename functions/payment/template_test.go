@@ -833,6 +833,7 @@ func TestTemplateGatewayURLIsRequiredHTTPS(t *testing.T) {
 		"https://gateway.acme.io:port/v1", // a port that is not one
 		"https://-gateway.acme.io",        // not a host name
 		"https://gateway.acme.io,https://other.acme.io",
+		"https://gateway.acme.io/v1#charges", // a fragment, which the function refuses at start
 	} {
 		if re.MatchString(bad) {
 			t.Errorf("AllowedPattern accepts %q; want it refused at deploy", bad)
