@@ -62,9 +62,10 @@ type RelayOptions struct {
 
 // DeadLetter is the body of what the relay sends to its dead-letter queue:
 // enough to see what went wrong and to write the item again once mended.
-// The relay sends only new items: to send it, delete the item, then write
-// the mended image (writing over the item still in the table is a MODIFY,
-// which the relay skips).
+// Resend sends it once mended, writing no table. The relay sends only new
+// items: an outbox item can also be sent by deleting it, then writing the
+// mended image (writing over the item still in the table is a MODIFY,
+// which the relay skips); never a record, which is the business item.
 type DeadLetter struct {
 	// Error says why the item could not be sent.
 	Error string `json:"error"`
@@ -111,7 +112,7 @@ const MaxDeadLetterBytes = 256 * 1024
 // in order; a failed send fails the stream record, and its retry sends
 // them all again, with the same IDs. A message that can never be sent
 // sends the whole stream record to the dead-letter queue, the messages
-// sent before it included.
+// sent before it included: Resend sends them again, with their IDs.
 //
 // A stream record without the images this takes fails with
 // ErrStreamView: the record table's stream must be of new and old images.
