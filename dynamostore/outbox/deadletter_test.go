@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/internal/testenv"
@@ -64,7 +66,7 @@ func TestPoisonItemGoesToTheDeadLetterQueueAndHoldsUpNothing(t *testing.T) {
 	if len(got) != 2 || !strings.Contains(got[0]+got[1], "pay_a") || !strings.Contains(got[0]+got[1], "pay_c") {
 		t.Errorf("downstream holds %q; want pay_a's and pay_c's", got)
 	}
-	dl := oneDeadLetter(t, f, dlq)
+	dl := oneDeadLetter(t, f.sqs, dlq)
 	if dl.SequenceNumber != ev.Records[1].Change.SequenceNumber || dl.EventID != ev.Records[1].EventID ||
 		dl.NewImage["queueUrl"].String() != missing || !strings.Contains(dl.Error, "gone-") {
 		t.Errorf("dead letter %+v; want the poison record, its image and why", dl)
@@ -93,9 +95,9 @@ func TestRelayDeadLettersOnlyWhatCanNeverBeSent(t *testing.T) {
 }
 
 // oneDeadLetter drains dlq, which must hold one dead letter, and returns it.
-func oneDeadLetter(t *testing.T, f *fixture, dlq string) outbox.DeadLetter {
+func oneDeadLetter(t *testing.T, client *sqs.Client, dlq string) outbox.DeadLetter {
 	t.Helper()
-	dead := testenv.Drain(t, f.sqs, dlq)
+	dead := testenv.Drain(t, client, dlq)
 	if len(dead) != 1 {
 		t.Fatalf("dead-letter queue holds %d messages; want 1", len(dead))
 	}
@@ -136,7 +138,7 @@ func TestDeadLetterIsSentWhenDeletedThenWrittenAgain(t *testing.T) {
 	if resp := relayOnce(t, f, ev, dlq); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v; want the poison item dead-lettered", resp.BatchItemFailures)
 	}
-	dl := oneDeadLetter(t, f, dlq)
+	dl := oneDeadLetter(t, f.sqs, dlq)
 	// Mended: the queue it names now is one that exists.
 	item := itemOf(dl.NewImage)
 	item["queueUrl"] = &types.AttributeValueMemberS{Value: f.queue}
@@ -195,4 +197,104 @@ func itemOf(img map[string]events.DynamoDBAttributeValue) map[string]types.Attri
 		}
 	}
 	return item
+}
+
+// A completion of three messages whose second one's queue does not exist
+// is dead-lettered whole, the first one sent and the third not. Once the
+// queue exists, Resend of the dead letter, as docs/publishing.md says,
+// sends each message once downstream: the first again with the ID and
+// deduplication ID it had, which the FIFO queue drops, and writes nothing
+// to the record's table.
+//
+// SQS drops a deduplication ID it accepted in the last 5 minutes, even once
+// the message was received and deleted; moto 5.2.1 compares it only with
+// the messages still in the queue. So that moto answers as SQS would, the
+// first message stays in the queue (not received) until after Resend.
+func TestResendOfARecordsDeadLetterSendsEachMessageOnce(t *testing.T) {
+	var missing string
+	names := []string{"payment.charged", "payment.receipted", "payment.notified"}
+	f := newOnRecord(t, onRecordSetup{handle: func(ctx context.Context, f *onRecord, p payment) error {
+		var msgs []outbox.Message
+		for i, name := range names {
+			queue := f.queue
+			if i == 1 {
+				queue = missing
+			}
+			msgs = append(msgs, outbox.Message{QueueURL: queue, GroupID: p.Customer, Name: name, Body: `{"type":"` + name + `","payment_id":"` + p.ID + `"}`})
+		}
+		return outbox.PublishOnRecord(ctx, msgs...)
+	}})
+	gone := "gone-" + testenv.Name(t) + ".fifo"
+	missing = f.queue[:strings.LastIndex(f.queue, "/")+1] + gone
+	dlq := testenv.Queue(t, f.sqs, false, nil)
+	relayWith := func(ev events.DynamoDBEvent) events.DynamoDBEventResponse {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		resp, err := outbox.Relay(f.sqs, func(o *outbox.RelayOptions) {
+			o.Stream.Logger, o.DeadLetterQueueURL = lambdakittest.Logger(t), dlq
+		})(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	queued := func(queueURL string) string {
+		t.Helper()
+		out, err := f.sqs.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)]
+	}
+
+	f.deliver(pay("pay_r", "cus_R", 700))
+	ev := f.stream()
+	if resp := relayWith(ev); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v; want the completion dead-lettered", resp.BatchItemFailures)
+	}
+	if n := queued(f.queue); n != "1" {
+		t.Fatalf("downstream holds %s messages before the resend; want 1, the first, sent before the failure", n)
+	}
+	dl := oneDeadLetter(t, f.sqs, dlq)
+	if dl.EventID != ev.Records[len(ev.Records)-1].EventID || !strings.Contains(dl.Error, gone) {
+		t.Fatalf("dead letter %+v; want the completion and why", dl)
+	}
+
+	// The operator creates the queue, then resends the dead letter.
+	out, err := f.sqs.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(gone), Attributes: map[string]string{"FifoQueue": "true"}})
+	if err != nil || aws.ToString(out.QueueUrl) != missing {
+		t.Fatalf("CreateQueue %s: %v, %v; want %s", gone, out, err, missing)
+	}
+	if err := outbox.Resend(t.Context(), f.sqs, dl); err != nil {
+		t.Fatal(err)
+	}
+
+	item := f.item("pay_r")
+	byQueue := map[string][]sqstypes.Message{f.queue: testenv.Drain(t, f.sqs, f.queue), missing: testenv.Drain(t, f.sqs, missing)}
+	for i, name := range names {
+		queue := f.queue
+		if i == 1 {
+			queue = missing
+		}
+		want := outbox.RecordMessageID(str(item, f.names.IDAttr()), str(item, "lease"), queue, name)
+		n := 0
+		for _, m := range byQueue[queue] {
+			if aws.ToString(m.MessageAttributes[outbox.IDAttribute].StringValue) == want && m.Attributes["MessageDeduplicationId"] == outbox.DedupID(want) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: %d messages with its ID and deduplication ID; want 1", name, n)
+		}
+	}
+	if got := len(byQueue[f.queue]) + len(byQueue[missing]); got != len(names) {
+		t.Errorf("downstream holds %d messages; want %d, one of each", got, len(names))
+	}
+	if after := f.stream(); len(after.Records) != len(ev.Records) {
+		t.Errorf("the record table's stream grew from %d to %d records; want Resend to write nothing", len(ev.Records), len(after.Records))
+	}
+	if n := len(testenv.Drain(t, f.sqs, dlq)); n != 0 {
+		t.Errorf("dead-letter queue holds %d more messages; want none", n)
+	}
 }

@@ -62,9 +62,10 @@ type RelayOptions struct {
 
 // DeadLetter is the body of what the relay sends to its dead-letter queue:
 // enough to see what went wrong and to write the item again once mended.
-// The relay sends only new items: to send it, delete the item, then write
-// the mended image (writing over the item still in the table is a MODIFY,
-// which the relay skips).
+// Resend sends it once mended, writing no table. The relay sends only new
+// items: an outbox item can also be sent by deleting it, then writing the
+// mended image (writing over the item still in the table is a MODIFY,
+// which the relay skips); never a record, which is the business item.
 type DeadLetter struct {
 	// Error says why the item could not be sent.
 	Error string `json:"error"`
@@ -111,7 +112,7 @@ const MaxDeadLetterBytes = 256 * 1024
 // in order; a failed send fails the stream record, and its retry sends
 // them all again, with the same IDs. A message that can never be sent
 // sends the whole stream record to the dead-letter queue, the messages
-// sent before it included.
+// sent before it included: Resend sends them again, with their IDs.
 //
 // A stream record without the images this takes fails with
 // ErrStreamView: the record table's stream must be of new and old images.
@@ -128,15 +129,9 @@ const MaxDeadLetterBytes = 256 * 1024
 // on-failure destination; give the relay that destination's queue as its
 // DeadLetterQueueURL too.
 func Relay(client producer.MessageSender, optFns ...func(*RelayOptions)) lambdakit.DynamoDBStreamBatchFunc {
-	var o RelayOptions
-	for _, fn := range optFns {
-		if fn != nil {
-			fn(&o)
-		}
-	}
-	names, err := dynamostore.ResolveOptions(func(r *dynamostore.Options) { *r = o.Record })
+	o, names, err := relayOptions(optFns)
 	if err != nil {
-		panic(fmt.Sprintf("outbox: RelayOptions.Record: %v", err))
+		panic(err.Error())
 	}
 	return lambdakit.DynamoDBStreamBatch(func(ctx context.Context, rec *events.DynamoDBEventRecord) error {
 		err := relay(ctx, client, names, rec)
@@ -145,6 +140,21 @@ func Relay(client producer.MessageSender, optFns ...func(*RelayOptions)) lambdak
 		}
 		return deadLetter(ctx, client, o.DeadLetterQueueURL, rec, err)
 	}, func(so *lambdakit.StreamOptions) { *so = o.Stream })
+}
+
+// relayOptions applies optFns, and resolves the record's attribute names.
+func relayOptions(optFns []func(*RelayOptions)) (RelayOptions, dynamostore.Options, error) {
+	var o RelayOptions
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	names, err := dynamostore.ResolveOptions(func(r *dynamostore.Options) { *r = o.Record })
+	if err != nil {
+		return o, names, fmt.Errorf("outbox: RelayOptions.Record: %w", err)
+	}
+	return o, names, nil
 }
 
 // relay sends what rec brings: the messages of a record's completion on
@@ -332,4 +342,38 @@ func truncateText(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// ErrTruncatedDeadLetter means a dead letter lacks its item's body and
+// attributes (DeadLetter.Truncated): Resend cannot send it; the item is in
+// the outbox table until it expires, to be read there.
+var ErrTruncatedDeadLetter = errors.New("outbox: the dead letter was truncated")
+
+// Resend sends again what the relay could not send when it dead-lettered
+// dl: it reads dl.NewImage as the relay reads a new item (an INSERT) and
+// sends its messages as the relay would have, in order, each with its
+// ID and deduplication ID. For a record's completion these are the IDs
+// RecordMessageID gives (the record, its lease, the queue URL and the
+// message's name), so the messages the relay sent before the failure go
+// again with the IDs they had: a FIFO queue drops them within its 5
+// minutes, a consumer keyed on IDAttribute beyond them or on a standard
+// queue. It writes nothing to any table: the record's item stays as it
+// is. Mend the cause first (create the queue, or correct a queueUrl in
+// dl.NewImage; a corrected message gets another ID, which is right since
+// it was never sent). RelayOptions.Record names the record's attributes
+// as for Relay; its other options are not used. A send that fails
+// returns its error, after the messages before it were sent: call Resend
+// again once mended. A truncated dead letter fails with
+// ErrTruncatedDeadLetter.
+func Resend(ctx context.Context, client producer.MessageSender, dl DeadLetter, optFns ...func(*RelayOptions)) error {
+	if dl.Truncated {
+		return fmt.Errorf("%w: %s: read the item from the outbox table", ErrTruncatedDeadLetter, dl.EventID)
+	}
+	_, names, err := relayOptions(optFns)
+	if err != nil {
+		return err
+	}
+	rec := &events.DynamoDBEventRecord{EventID: dl.EventID, EventName: string(events.DynamoDBOperationTypeInsert)}
+	rec.Change.NewImage, rec.Change.SequenceNumber = dl.NewImage, dl.SequenceNumber
+	return relay(ctx, client, names, rec)
 }
