@@ -35,9 +35,12 @@ var ErrCrashed = errors.New("lambdakittest: the process crashed")
 // (ItemStore) and CheckStaging (StagingChecker), found as the engine finds
 // them (lambdakit.StoreAs: below a wrapper such as lambdakitotel.WrapStore
 // too), and reads nothing ahead, refuses every item, and checks no size
-// where the wrapped store lacks them. It is no Committer and no IDLimiter,
-// and no lambdakit.StoreWrapper: the engine would find a Commit below it,
-// which no crash stops.
+// where the wrapped store lacks them. It is no Committer. Its Unwrap
+// returns no store below it, which would show the engine a Commit no crash
+// stops, but the crash store itself as a bare Store, with the wrapped
+// store's MaxIDBytes (IDLimiter) when it has one: a record ID the wrapped
+// store refuses fails as the engine starts it, as it would without the
+// crash store.
 type CrashStore struct {
 	store   lambdakit.Store
 	crashed atomic.Bool
@@ -51,6 +54,7 @@ var (
 	_ lambdakit.ItemStore      = (*CrashStore)(nil)
 	_ lambdakit.EffectMarker   = (*CrashStore)(nil)
 	_ lambdakit.StagingChecker = (*CrashStore)(nil)
+	_ lambdakit.StoreWrapper   = (*CrashStore)(nil)
 )
 
 // NewCrashStore wraps store; nothing crashes until Crash or
@@ -137,6 +141,21 @@ func (s *CrashStore) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 		return c.CheckStaging(rec)
 	}
 	return nil
+}
+
+// limitedStore is a Store with the IDLimiter of another.
+type limitedStore struct {
+	lambdakit.Store
+	lambdakit.IDLimiter
+}
+
+// Unwrap implements lambdakit.StoreWrapper: see CrashStore.
+func (s *CrashStore) Unwrap() lambdakit.Store {
+	bare := struct{ lambdakit.Store }{s}
+	if l, ok := lambdakit.StoreAs[lambdakit.IDLimiter](s.store); ok {
+		return limitedStore{bare, l}
+	}
+	return bare
 }
 
 // Clock is a clock the test moves, for Options.Now: pass its Now method.

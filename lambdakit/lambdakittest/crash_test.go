@@ -85,3 +85,26 @@ func TestClockMovesOnlyWhenAdvanced(t *testing.T) {
 		t.Errorf("after Advance, Now = %v; want %v", c.Now(), want)
 	}
 }
+
+// limiting is a store that holds record IDs of at most max bytes.
+type limiting struct {
+	*lambdakittest.MemoryStore
+	max int
+}
+
+func (l limiting) MaxIDBytes() int { return l.max }
+
+// The crash store passes on the wrapped store's limit on record IDs, and
+// shows none when the wrapped store has none.
+func TestCrashStorePassesOnTheIDLimitOfItsStore(t *testing.T) {
+	l, ok := lambdakit.StoreAs[lambdakit.IDLimiter](lambdakittest.NewCrashStore(limiting{&lambdakittest.MemoryStore{}, 40}))
+	if !ok || l.MaxIDBytes() != 40 {
+		t.Errorf("IDLimiter through CrashStore: %v; want the store's 40 bytes", ok)
+	}
+	if _, ok := lambdakit.StoreAs[lambdakit.IDLimiter](lambdakittest.NewCrashStore(&lambdakittest.MemoryStore{})); ok {
+		t.Error("IDLimiter through CrashStore over a MemoryStore; want none, as the store has none")
+	}
+	if _, ok := lambdakit.StoreAs[lambdakit.Committer](lambdakittest.NewCrashStore(&lambdakittest.MemoryStore{})); ok {
+		t.Error("Committer through CrashStore; want none: no crash would stop it")
+	}
+}
