@@ -237,7 +237,7 @@ func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now
 	rec.Status = lambdakit.StatusCompleted
 	put := s.creation(rec, now, msgs)
 	if len(rec.Staged) > 0 {
-		failed, err := s.transact(ctx, rec, msgs, types.TransactWriteItem{Put: put})
+		failed, err := s.transact(ctx, rec, msgs, types.TransactWriteItem{Put: &put})
 		if err != nil {
 			return lambdakit.IdempotencyRecord{}, false, err
 		}
@@ -246,7 +246,7 @@ func (s *Store) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now
 		}
 		return s.committed(rec.ID, failed.Item)
 	}
-	_, err := s.client.PutItem(ctx, putInput(put))
+	_, err := s.client.PutItem(ctx, putInput(&put))
 	if err == nil {
 		return lambdakit.IdempotencyRecord{}, true, nil
 	}

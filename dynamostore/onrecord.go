@@ -45,16 +45,41 @@ func (s *Store) messagesSize(msgs *types.AttributeValueMemberL) int {
 // (RecordMessage), as the list attribute the completion writes (nil when
 // there are none), and the other writes, in order.
 func splitStaged(staged []any) (msgs *types.AttributeValueMemberL, writes []any) {
-	var list []types.AttributeValue
+	n := 0
+	for _, op := range staged {
+		if _, ok := op.(RecordMessage); ok {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, staged
+	}
+	if n == 1 {
+		// Most records carry one message: its list in one allocation.
+		one := new(oneMessage)
+		for _, op := range staged {
+			if m, ok := op.(RecordMessage); ok {
+				one.msg.Value = m
+			}
+		}
+		one.elems[0] = &one.msg
+		one.list.Value = one.elems[:]
+		return &one.list, otherWrites(staged)
+	}
+	list := make([]types.AttributeValue, 0, n)
 	for _, op := range staged {
 		if m, ok := op.(RecordMessage); ok {
 			list = append(list, &types.AttributeValueMemberM{Value: m})
 		}
 	}
-	if len(list) == 0 {
-		return nil, staged
-	}
 	return &types.AttributeValueMemberL{Value: list}, otherWrites(staged)
+}
+
+// oneMessage is the list attribute of a record's one message, made whole.
+type oneMessage struct {
+	list  types.AttributeValueMemberL
+	msg   types.AttributeValueMemberM
+	elems [1]types.AttributeValue
 }
 
 // otherWrites is staged without the messages staged on the record, in

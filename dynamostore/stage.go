@@ -320,13 +320,13 @@ func permanentReason(code string) bool {
 	return false
 }
 
-func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL, update *types.Update) error {
+func (s *Store) completeStaged(ctx context.Context, rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL, update types.Update) error {
 	// Fenced on the record being in progress too: a completion sent
 	// again after one that landed but whose answer was lost is a new
 	// transaction (a new ClientRequestToken), and must not commit the
 	// staged writes a second time. The update is this call's own; only
 	// its values map is written to, which completion made for it.
-	fencedUpdate := *update
+	fencedUpdate := update
 	fencedUpdate.ConditionExpression = stagedConditionExp
 	fencedUpdate.ExpressionAttributeValues[":inprogress"] = inProgressValue
 	fencedUpdate.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld

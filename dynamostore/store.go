@@ -154,15 +154,17 @@ func (o Options) IDAttr() string {
 	return o.KeyAttr
 }
 
-// key is the primary key of the item of record id.
-// putKey sets the key attributes of the record id on item.
-func (o Options) putKey(item map[string]types.AttributeValue, id string) {
+// putKey sets the key attributes of the record id on item, their values
+// from v.
+func (o Options) putKey(item map[string]types.AttributeValue, v *scalars, id string) {
 	if o.SortKeyAttr == "" {
-		item[o.KeyAttr] = str(id)
+		item[o.KeyAttr] = v.str(id)
 		return
 	}
-	item[o.KeyAttr], item[o.SortKeyAttr] = str(o.StaticPartitionKey), str(id)
+	item[o.KeyAttr], item[o.SortKeyAttr] = v.str(o.StaticPartitionKey), v.str(id)
 }
+
+// key is the primary key of the item of record id.
 
 func (o Options) key(id string) map[string]types.AttributeValue {
 	if o.SortKeyAttr == "" {
@@ -334,7 +336,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 	rec.Status = lambdakit.StatusInProgress
 	rec.Data, rec.Failure, rec.Effect, rec.Item = nil, "", "", nil
 	put := s.creation(rec, now, nil)
-	_, err := s.client.PutItem(ctx, putInput(put))
+	_, err := s.client.PutItem(ctx, putInput(&put))
 	if err == nil {
 		return lambdakit.IdempotencyRecord{}, true, nil
 	}
@@ -353,7 +355,7 @@ func (s *Store) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, no
 // attributes and msgs (the messages on the record, nil for none), unless a
 // live record holds its key: Acquire's lock, and Commit's completed
 // record.
-func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time, msgs *types.AttributeValueMemberL) *types.Put {
+func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time, msgs *types.AttributeValueMemberL) types.Put {
 	// Sized for what it will hold: no growing, on every record.
 	attrs, _ := rec.Item.(map[string]types.AttributeValue)
 	n := len(attrs) + 3 // the key, status, lease
@@ -369,38 +371,41 @@ func (s *Store) creation(rec lambdakit.IdempotencyRecord, now time.Time, msgs *t
 	if msgs != nil {
 		item[s.o.MessagesAttr] = msgs
 	}
-	s.o.putKey(item, rec.ID)
+	v := new(scalars)
+	s.o.putKey(item, v, rec.ID)
 	item[s.o.StatusAttr] = statusValue(rec.Status)
-	item[s.o.LeaseAttr] = str(rec.Lease)
+	item[s.o.LeaseAttr] = v.str(rec.Lease)
 	if !rec.Expiration.IsZero() { // none: kept forever
-		item[s.o.ExpirationAttr] = num(rec.Expiration.Unix())
+		item[s.o.ExpirationAttr] = v.num(rec.Expiration.Unix())
 	}
 	if !rec.InProgressExpiration.IsZero() {
-		item[s.o.InProgressExpirationAttr] = num(rec.InProgressExpiration.UnixMilli())
+		item[s.o.InProgressExpirationAttr] = v.num(rec.InProgressExpiration.UnixMilli())
 	}
 	if rec.Validation != "" {
-		item[s.o.ValidationAttr] = str(rec.Validation)
+		item[s.o.ValidationAttr] = v.str(rec.Validation)
 	}
 	if len(rec.Data) > 0 {
-		item[s.o.DataAttr] = str(string(rec.Data))
+		item[s.o.DataAttr] = v.str(string(rec.Data))
 	}
 	if rec.Failure != "" {
-		item[s.o.FailureAttr] = str(rec.Failure)
+		item[s.o.FailureAttr] = v.str(rec.Failure)
 	}
 	if rec.Effect != "" {
-		item[s.o.EffectAttr] = str(rec.Effect)
+		item[s.o.EffectAttr] = v.str(rec.Effect)
 	}
-	return &types.Put{
-		TableName:                s.tableName,
-		Item:                     item,
-		ConditionExpression:      acquireConditionExp,
-		ExpressionAttributeNames: s.creationNames,
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now":        num(now.Unix()),
-			":now_ms":     num(now.UnixMilli()),
-			":inprogress": inProgressValue,
-			":completed":  completedValue,
-		},
+	values := map[string]types.AttributeValue{
+		":now":        v.num(now.Unix()),
+		":now_ms":     v.num(now.UnixMilli()),
+		":inprogress": inProgressValue,
+		":completed":  completedValue,
+	}
+	v.numbers()
+	return types.Put{
+		TableName:                 s.tableName,
+		Item:                      item,
+		ConditionExpression:       acquireConditionExp,
+		ExpressionAttributeNames:  s.creationNames,
+		ExpressionAttributeValues: values,
 		// The live record comes back with the failed condition: no
 		// read needed to tell a duplicate from work in progress.
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -499,23 +504,27 @@ func invalid(err error) bool {
 // completion is the fenced update that completes rec, with msgs on its
 // item (the messages on the record, nil for none), in the form a
 // transaction takes; UpdateItem takes the same fields.
-func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) *types.Update {
+func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL) types.Update {
 	attrs, _ := rec.Item.(map[string]types.AttributeValue)
 	f := s.completionForm(rec, attrs, msgs)
+	v := new(scalars)
+	key := make(map[string]types.AttributeValue, 2)
+	s.o.putKey(key, v, rec.ID)
 	values := make(map[string]types.AttributeValue, f.values)
 	values[":completed"] = completedValue
-	values[":lease"] = str(rec.Lease)
+	values[":lease"] = v.str(rec.Lease)
 	if f.expires {
-		values[":exp"] = num(rec.Expiration.Unix())
+		values[":exp"] = v.num(rec.Expiration.Unix())
+		v.numbers()
 	}
 	if f.failure {
-		values[":failure"] = str(rec.Failure)
+		values[":failure"] = v.str(rec.Failure)
 	}
 	if f.effect {
-		values[":effect"] = str(rec.Effect)
+		values[":effect"] = v.str(rec.Effect)
 	}
 	if f.data {
-		values[":data"] = str(string(rec.Data))
+		values[":data"] = v.str(string(rec.Data))
 	}
 	for i, name := range f.attrs {
 		_, v := itemPlaceholders(i)
@@ -524,9 +533,9 @@ func (s *Store) completion(rec lambdakit.IdempotencyRecord, msgs *types.Attribut
 	if f.msgs {
 		values[":messages"] = msgs
 	}
-	return &types.Update{
+	return types.Update{
 		TableName:                 s.tableName,
-		Key:                       s.key(rec.ID),
+		Key:                       key,
 		UpdateExpression:          f.expr,
 		ConditionExpression:       leaseConditionExp,
 		ExpressionAttributeNames:  f.names,
@@ -714,6 +723,56 @@ func (s *Store) MarkEffect(ctx context.Context, id, lease, effect string) error 
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+// scalars are the string and number values of one request (a lock's put,
+// a completion's update), made in one allocation rather than one each:
+// two requests per record build them. Each request has its own, shared
+// with no other request. Room for the strings most records have (a key,
+// lease, validation or result); more are made one by one. A request sets
+// at most len(n) numbers (the expiration, the lease's end, :now, :now_ms).
+type scalars struct {
+	s    [4]types.AttributeValueMemberS
+	n    [4]types.AttributeValueMemberN
+	ints [4]int64 // the numbers, until numbers writes their digits
+	ns   uint8
+	nn   uint8
+}
+
+// str is s as an attribute value.
+func (v *scalars) str(s string) types.AttributeValue {
+	if int(v.ns) == len(v.s) {
+		return str(s)
+	}
+	m := &v.s[v.ns]
+	v.ns++
+	m.Value = s
+	return m
+}
+
+// num is n as an attribute value, whose digits numbers sets: call it
+// before the request is sent.
+func (v *scalars) num(n int64) types.AttributeValue {
+	v.ints[v.nn] = n
+	m := &v.n[v.nn]
+	v.nn++
+	return m
+}
+
+// numbers sets the values num returned, their digits in one string.
+func (v *scalars) numbers() {
+	var buf [len(v.ints) * 20]byte // 20: a sign and 19 digits, an int64's most
+	var ends [len(v.ints)]int
+	digits := buf[:0]
+	for i, n := range v.ints[:v.nn] {
+		digits = strconv.AppendInt(digits, n, 10)
+		ends[i] = len(digits)
+	}
+	all, start := string(digits), 0
+	for i := range v.nn {
+		v.n[i].Value = all[start:ends[i]]
+		start = ends[i]
+	}
+}
 
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
