@@ -278,7 +278,9 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	}
 	// On the batch's line for the record, beside its outcome: one line
 	// per payment, written once the payment is completed (or has failed).
-	attrs := []slog.Attr{slog.String("payment_id", p.PaymentID), slog.String("payment", logStatus(out.Status))}
+	// Room for all four: AddLogAttrs copies them, so the slice stays on
+	// the stack.
+	attrs := append(make([]slog.Attr, 0, 4), slog.String("payment_id", p.PaymentID), slog.String("payment", logStatus(out.Status)))
 	if out.ChargeID != "" {
 		attrs = append(attrs, slog.String("charge_id", out.ChargeID))
 	}
@@ -311,9 +313,9 @@ func logStatus(status string) string {
 // their strings are any UTF-8 (DynamoDB takes them), the amount an int64
 // (a number DynamoDB holds), and their sizes are bounded as above.
 //
-// It returns the event's JSON with an empty charge_id ("" when the
+// It returns the message body of the event with an empty charge_id ("" when the
 // function publishes nothing), which withChargeID completes after the
-// charge: the event is encoded once per payment.
+// charge: the event is encoded, and escaped for SQS, once per payment.
 func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if s.publish == nil {
 		return "", nil
@@ -323,38 +325,55 @@ func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	event := string(js)
-	if err := outbox.Check(s.chargedMessage(p, event)); err != nil {
+	body := awsrules.EscapeJSON(string(js))
+	if err := outbox.Check(s.chargedMessage(p, body)); err != nil {
 		return "", lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
 	}
-	return event, nil
+	return body, nil
 }
 
 // noChargeID is how the JSON of a chargedEvent without a charge ID ends:
 // charge_id is its last field.
 const noChargeID = `""}`
 
-// withChargeID is event, the JSON of a chargedEvent without a charge ID
-// (checkEvent's), with chargeID as its charge_id, encoded as
-// encoding/json encodes the field.
-func withChargeID(event, chargeID string) string {
+// withChargeID is body, the message body of a chargedEvent without a
+// charge ID (checkEvent's), with chargeID as its charge_id: the JSON
+// encoding/json writes for the whole event, with the characters SQS
+// refuses escaped (awsrules.EscapeJSON), as the body that was checked.
+// The charge ID is the gateway's, known only after the charge, and may
+// hold such a character (U+FFFE, say, which encoding/json leaves as it
+// is). Escaping works character by character, so the checked part needs
+// no second pass.
+func withChargeID(body, chargeID string) string {
+	head := body[:len(body)-len(noChargeID)]
+	if plainJSON(chargeID) {
+		// The usual ID, such as ch_3MmlLrLkdIwHu7ix: encoding/json
+		// writes it as it is, and SQS takes it.
+		return head + `"` + chargeID + `"}`
+	}
 	id, _ := json.Marshal(chargeID) // a string always encodes
-	var out strings.Builder
-	out.Grow(len(event) - len(noChargeID) + len(id) + 1)
-	out.WriteString(event[:len(event)-len(noChargeID)])
-	out.Write(id)
-	out.WriteByte('}')
-	return out.String()
+	return head + awsrules.EscapeJSON(string(id)) + "}"
 }
 
-// chargedMessage is the payment.charged message of p whose body is event,
-// the JSON of its chargedEvent. Its body is that JSON with the characters
-// SQS refuses escaped: the charge ID is the gateway's, known only after
-// the charge, and may hold one (U+FFFE, say, which encoding/json leaves as
-// it is).
-func (s *payments) chargedMessage(p Payment, event string) outbox.Message {
+// plainJSON reports whether encoding/json writes s as it is between its
+// quotes: printable ASCII but for the quote, the backslash, and the HTML
+// characters it escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// chargedMessage is the payment.charged message of p whose body is body,
+// the JSON of its chargedEvent escaped for SQS (checkEvent's, or
+// withChargeID's).
+func (s *payments) chargedMessage(p Payment, body string) outbox.Message {
 	return outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
-		Body: awsrules.EscapeJSON(event), Attributes: chargedAttributes}
+		Body: body, Attributes: chargedAttributes}
 }
 
 // chargedAttributes are the attributes of every payment.charged message:
@@ -386,20 +405,29 @@ func (s *payments) record(ctx context.Context, p Payment, amount int64, out Outc
 }
 
 // ledgerFields are the ledger row's fields of a payment, all but its key.
+// Its values are made together, one allocation rather than one each:
+// nothing writes to them once they are in the map.
 func (s *payments) ledgerFields(p Payment, amount int64, out Outcome) map[string]types.AttributeValue {
-	item := map[string]types.AttributeValue{
-		"status":      &types.AttributeValueMemberS{Value: out.Status},
-		"amount":      &types.AttributeValueMemberN{Value: strconv.FormatInt(amount, 10)},
-		"currency":    &types.AttributeValueMemberS{Value: p.Currency},
-		"order_id":    &types.AttributeValueMemberS{Value: p.OrderID},
-		"customer_id": &types.AttributeValueMemberS{Value: p.CustomerID},
-		"recorded_at": &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339Nano)},
+	v := &struct {
+		s [7]types.AttributeValueMemberS
+		n types.AttributeValueMemberN
+	}{
+		s: [7]types.AttributeValueMemberS{{Value: out.Status}, {Value: p.Currency}, {Value: p.OrderID}, {Value: p.CustomerID},
+			{Value: s.now().UTC().Format(time.RFC3339Nano)}, {Value: out.ChargeID}, {Value: out.Reason}},
+		n: types.AttributeValueMemberN{Value: strconv.FormatInt(amount, 10)},
 	}
+	item := make(map[string]types.AttributeValue, 8)
+	item["status"] = &v.s[0]
+	item["amount"] = &v.n
+	item["currency"] = &v.s[1]
+	item["order_id"] = &v.s[2]
+	item["customer_id"] = &v.s[3]
+	item["recorded_at"] = &v.s[4]
 	if out.ChargeID != "" {
-		item["charge_id"] = &types.AttributeValueMemberS{Value: out.ChargeID}
+		item["charge_id"] = &v.s[5]
 	}
 	if out.Reason != "" {
-		item["decline_reason"] = &types.AttributeValueMemberS{Value: out.Reason}
+		item["decline_reason"] = &v.s[6]
 	}
 	return item
 }
