@@ -272,7 +272,7 @@ func TestChargeIDWithACharacterSQSRefusesIsRecordedAndPublished(t *testing.T) {
 // (an order ID with U+FFFE). withChargeID writes a plain ID as it is,
 // relying on encoding/json leaving it so.
 func TestChargedEventWithChargeIDIsTheWholeEventsJSON(t *testing.T) {
-	s := &payments{publish: func(context.Context, ...outbox.Message) error { return nil }, eventsQueue: "https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo"}
+	s := &payments{publish: func(context.Context, outbox.Message) error { return nil }, eventsQueue: "https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo"}
 	p := Payment{PaymentID: "pay_<1>", OrderID: "ord_\"1\"\ufffe", CustomerID: "cus_1", Currency: "EUR"}
 	body, err := s.checkEvent(p, 1200)
 	if err != nil {

@@ -26,11 +26,32 @@ import (
 
 // Payment is the message body. Unknown fields are ignored.
 type Payment struct {
-	PaymentID  string          `json:"payment_id"`
-	OrderID    string          `json:"order_id"`
-	CustomerID string          `json:"customer_id"`
-	Amount     json.RawMessage `json:"amount"` // minor units; raw, so that 12.5 and "100" are reported as such
-	Currency   string          `json:"currency"`
+	PaymentID  string      `json:"payment_id"`
+	OrderID    string      `json:"order_id"`
+	CustomerID string      `json:"customer_id"`
+	Amount     amountField `json:"amount"` // minor units
+	Currency   string      `json:"currency"`
+}
+
+// amountField is a body's amount: n, when it is a positive integer that
+// fits an int64, and otherwise its JSON text as the body has it, so that
+// 12.5 and "100" are reported as such. Decoded, the usual amount keeps no
+// copy of its text.
+type amountField struct {
+	n   int64
+	raw string // "" for a valid amount, or none
+}
+
+// UnmarshalJSON takes the amount's JSON text. A field named twice is
+// decoded twice, the last one kept; null too is passed here, as to a
+// json.RawMessage.
+func (a *amountField) UnmarshalJSON(text []byte) error {
+	if n, err := strconv.ParseInt(string(text), 10, 64); err == nil && n > 0 {
+		*a = amountField{n: n}
+		return nil
+	}
+	*a = amountField{raw: string(text)}
+	return nil
 }
 
 // Outcome is what a payment came to. It is the handler's result, so the
@@ -161,9 +182,9 @@ func parsePayment(body string) (Payment, int64, error) {
 	if err := checkText("customer_id", p.CustomerID, maxCustomerID); err != nil {
 		return p, 0, err
 	}
-	amount, err := strconv.ParseInt(string(p.Amount), 10, 64)
-	if err != nil || amount <= 0 {
-		return p, 0, fmt.Errorf("%w: amount must be a positive integer in minor units, got %s", ErrInvalidPayment, clip(orMissing(p.Amount)))
+	amount := p.Amount.n
+	if amount <= 0 {
+		return p, 0, fmt.Errorf("%w: amount must be a positive integer in minor units, got %s", ErrInvalidPayment, clip(orMissing(p.Amount.raw)))
 	}
 	if !validCurrency(p.Currency) {
 		return p, 0, fmt.Errorf("%w: currency must be three upper-case letters, got %q", ErrInvalidPayment, clip(p.Currency))
@@ -191,11 +212,11 @@ func clipTo(v string, n int) string {
 	return v[:cut] + "…"
 }
 
-func orMissing(raw json.RawMessage) string {
-	if len(raw) == 0 {
+func orMissing(raw string) string {
+	if raw == "" {
 		return "nothing"
 	}
-	return string(raw)
+	return raw
 }
 
 // payments charges each payment once and records the outcome.
@@ -209,8 +230,10 @@ type payments struct {
 	// written by the completion.
 	ledgerDB dynamostore.API
 	// publish, if set, publishes payment.charged to eventsQueue: on the
-	// record (outbox.PublishOnRecord) or through an outbox table.
-	publish     func(context.Context, ...outbox.Message) error
+	// record (outbox.PublishOnRecord) or through an outbox table. It
+	// takes one message, not a variadic list: called through a func
+	// value, a list would be allocated for each payment.
+	publish     func(context.Context, outbox.Message) error
 	eventsQueue string
 	// crash, if set, is called after each charge: the fault switch
 	// (E2E_CRASH_AFTER_CHARGE) ends the process there.
