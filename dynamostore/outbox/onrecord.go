@@ -37,15 +37,16 @@ import (
 func PublishOnRecord(ctx context.Context, msgs ...Message) error {
 	// Outside a handler's run StageFunc fails with lambdakit.ErrNotStaging.
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
-		var seen []sent // the messages an earlier call staged
+		var seenBuf [4]sent
+		seen := seenBuf[:0] // the messages an earlier call staged
 		for _, op := range staged {
 			if m, ok := op.(dynamostore.RecordMessage); ok {
 				seen = append(seen, sent{queueURL: stringOf(m["queueUrl"]), name: stringOf(m["name"])})
 			}
 		}
-		place := len(seen)
-		names, err := checkAll(place, seen, msgs)
-		if err != nil {
+		var one [1]string
+		names := namesFor(msgs, one[:])
+		if err := checkAll(len(seen), seen, msgs, names); err != nil {
 			return nil, err
 		}
 		ops := make([]any, len(msgs))

@@ -134,14 +134,16 @@ func (o *Outbox) Publish(ctx context.Context, msgs ...Message) error {
 	lease, _ := lambdakit.StagingLease(ctx)
 	now := o.opts.Now()
 	err := lambdakit.StageFunc(ctx, func(staged []any) ([]any, error) {
-		var seen []sent // the messages an earlier call staged
+		var seenBuf [4]sent
+		seen := seenBuf[:0] // the messages an earlier call staged
 		for _, op := range staged {
 			if queueURL, name, ok := outboxMessage(recordID, lease, op); ok {
 				seen = append(seen, sent{queueURL: queueURL, name: name})
 			}
 		}
-		names, err := checkAll(len(staged), seen, msgs)
-		if err != nil {
+		var one [1]string
+		names := namesFor(msgs, one[:])
+		if err := checkAll(len(staged), seen, msgs, names); err != nil {
 			return nil, err
 		}
 		items := make([]any, 0, len(msgs))
@@ -189,42 +191,59 @@ func refused(err error, n int) error {
 // the longest name its place among the run's writes can give it. What
 // Check cannot see is the run's other writes (see Publish).
 func Check(msgs ...Message) error {
-	_, err := checkAll(0, nil, msgs)
-	return err
+	return checkAll(0, nil, msgs, nil)
 }
 
-// sent is a message of one record's run, by what two of them must not
-// share: a queue and a name, which make the ID of their item (ItemID) or
-// of their message on the record (RecordMessageID). by is the name the
-// message was given in the call that checks it ("" for a message an
-// earlier call staged). A run has a few messages: they are compared one
-// by one, without building a key or a map for each call.
-type sent struct{ queueURL, name, by string }
+// sent is a message an earlier call of one record's run staged, by what
+// two of them must not share: a queue and a name, which make the ID of
+// their item (ItemID) or of their message on the record
+// (RecordMessageID). A run has a few messages: they are compared one by
+// one, without building a key or a map for each call.
+type sent struct{ queueURL, name string }
+
+// namesFor is the slice checkAll fills with the names of msgs: one, the
+// caller's array of one for the usual single message, so that publishing
+// it allocates no slice.
+func namesFor(msgs []Message, one []string) []string {
+	if len(msgs) <= len(one) {
+		return one[:len(msgs)]
+	}
+	return make([]string, len(msgs))
+}
 
 // checkAll checks msgs, the run's writes from place on, against each
-// other and seen (the messages earlier calls staged), and returns their
-// names.
-func checkAll(place int, seen []sent, msgs []Message) ([]string, error) {
-	out := make([]string, len(msgs))
+// other and seen (the messages earlier calls staged), and puts their
+// names in names, unless it is nil.
+func checkAll(place int, seen []sent, msgs []Message, names []string) error {
 	for i, m := range msgs {
 		name := placeName(m.Name, place+i)
 		if err := check(name, m); err != nil {
-			return nil, err
+			return err
 		}
 		for _, prev := range seen {
-			if prev.queueURL != m.QueueURL || prev.name != name {
-				continue
+			if prev.queueURL == m.QueueURL && prev.name == name {
+				return repeats(name, m.QueueURL, "an earlier one")
 			}
-			which := "an earlier one"
-			if prev.by != "" {
-				which = strconv.Quote(prev.by)
-			}
-			return nil, fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, m.QueueURL, which)
 		}
-		seen = append(seen, sent{queueURL: m.QueueURL, name: name, by: name})
-		out[i] = name
+		// Two messages of this call share a name only if both have it
+		// as their own: a place name is the place's alone, and a Name
+		// cannot start with # (check refuses it).
+		for _, prev := range msgs[:i] {
+			if m.Name != "" && prev.Name == m.Name && prev.QueueURL == m.QueueURL {
+				return repeats(name, m.QueueURL, strconv.Quote(name))
+			}
+		}
+		if names != nil {
+			names[i] = name
+		}
 	}
-	return out, nil
+	return nil
+}
+
+// repeats is the error of a message named name to queueURL that repeats
+// which, another of the run.
+func repeats(name, queueURL, which string) error {
+	return fmt.Errorf("%w %q to %s: repeats %s of this run (give each message of a queue its own name)", ErrInvalidMessage, name, queueURL, which)
 }
 
 // placeName is the name of a message named name, at place in the run's
@@ -373,12 +392,15 @@ func message(name string, m Message, extra int) map[string]types.AttributeValue 
 	if len(m.Attributes) > 0 {
 		n++
 	}
+	// The string values are made together, one allocation rather than
+	// one each: nothing writes to them once they are in the map.
+	v := &[4]types.AttributeValueMemberS{{Value: name}, {Value: m.QueueURL}, {Value: m.Body}, {Value: m.GroupID}}
 	item := make(map[string]types.AttributeValue, n)
-	item["name"] = &types.AttributeValueMemberS{Value: name}
-	item["queueUrl"] = &types.AttributeValueMemberS{Value: m.QueueURL}
-	item["body"] = &types.AttributeValueMemberS{Value: m.Body}
+	item["name"] = &v[0]
+	item["queueUrl"] = &v[1]
+	item["body"] = &v[2]
 	if m.GroupID != "" {
-		item["groupId"] = &types.AttributeValueMemberS{Value: m.GroupID}
+		item["groupId"] = &v[3]
 	}
 	if len(m.Attributes) > 0 {
 		item["attributes"] = attributesValue(m.Attributes)

@@ -21,6 +21,7 @@ import (
 	"github.com/lambdakit/lambdakit/internal/ddbstream"
 	"github.com/lambdakit/lambdakit/internal/eventfilter"
 	"github.com/lambdakit/lambdakit/internal/testenv"
+	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
 	"gopkg.in/yaml.v3"
 )
@@ -263,22 +264,25 @@ func TestChargeIDWithACharacterSQSRefusesIsRecordedAndPublished(t *testing.T) {
 	}
 }
 
-// The event encoded once before the charge and completed with the charge
-// ID after it is the JSON encoding/json writes for the whole event,
-// whatever the gateway's ID holds (quotes, HTML, U+2028, U+FFFE, bytes
-// that are not UTF-8).
+// The event encoded and escaped once before the charge and completed with
+// the charge ID after it is the body the whole event would have: the JSON
+// encoding/json writes for it, with the characters SQS refuses escaped,
+// whatever the gateway's ID holds (quotes, HTML, controls, U+2028,
+// U+FFFE, bytes that are not UTF-8), and whatever the checked part held
+// (an order ID with U+FFFE). withChargeID writes a plain ID as it is,
+// relying on encoding/json leaving it so.
 func TestChargedEventWithChargeIDIsTheWholeEventsJSON(t *testing.T) {
-	s := &payments{publish: func(context.Context, ...outbox.Message) error { return nil }, eventsQueue: "https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo"}
-	p := Payment{PaymentID: "pay_<1>", OrderID: "ord_\"1\"", CustomerID: "cus_1", Currency: "EUR"}
-	event, err := s.checkEvent(p, 1200)
+	s := &payments{publish: func(context.Context, outbox.Message) error { return nil }, eventsQueue: "https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo"}
+	p := Payment{PaymentID: "pay_<1>", OrderID: "ord_\"1\"\ufffe", CustomerID: "cus_1", Currency: "EUR"}
+	body, err := s.checkEvent(p, 1200)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"", "ch_1", `ch_"q"\`, "ch_<&>", "ch_\u2028", "ch_\ufffe", "ch_\xff"} {
+	for _, id := range []string{"", "ch_1", "ch_3MmlLrLkdIwHu7ix~.-_:/+=", `ch_"q"\`, "ch_<", "ch_>", "ch_&", "ch_\t\x1f\x7f", "ch_é", "ch_\u2028", "ch_\ufffe", "ch_\xff"} {
 		want, _ := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
 			CustomerID: p.CustomerID, Amount: 1200, Currency: p.Currency, ChargeID: id})
-		if got := withChargeID(event, id); string(got) != string(want) {
-			t.Errorf("charge ID %q: got %s; want %s", id, got, want)
+		if got := withChargeID(body, id); got != awsrules.EscapeJSON(string(want)) {
+			t.Errorf("charge ID %q: got %s; want %s", id, got, awsrules.EscapeJSON(string(want)))
 		}
 	}
 }

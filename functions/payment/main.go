@@ -343,9 +343,9 @@ func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Cli
 		if err != nil {
 			return nil, err
 		}
-		p.publish = ob.Publish
+		p.publish = func(ctx context.Context, m outbox.Message) error { return ob.Publish(ctx, m) }
 	case c.EventsQueueURL != "":
-		p.publish = outbox.PublishOnRecord
+		p.publish = func(ctx context.Context, m outbox.Message) error { return outbox.PublishOnRecord(ctx, m) }
 	}
 	p.eventsQueue = c.EventsQueueURL
 	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),

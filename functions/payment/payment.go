@@ -26,11 +26,32 @@ import (
 
 // Payment is the message body. Unknown fields are ignored.
 type Payment struct {
-	PaymentID  string          `json:"payment_id"`
-	OrderID    string          `json:"order_id"`
-	CustomerID string          `json:"customer_id"`
-	Amount     json.RawMessage `json:"amount"` // minor units; raw, so that 12.5 and "100" are reported as such
-	Currency   string          `json:"currency"`
+	PaymentID  string      `json:"payment_id"`
+	OrderID    string      `json:"order_id"`
+	CustomerID string      `json:"customer_id"`
+	Amount     amountField `json:"amount"` // minor units
+	Currency   string      `json:"currency"`
+}
+
+// amountField is a body's amount: n, when it is a positive integer that
+// fits an int64, and otherwise its JSON text as the body has it, so that
+// 12.5 and "100" are reported as such. Decoded, the usual amount keeps no
+// copy of its text.
+type amountField struct {
+	n   int64
+	raw string // "" for a valid amount, or none
+}
+
+// UnmarshalJSON takes the amount's JSON text. A field named twice is
+// decoded twice, the last one kept; null too is passed here, as to a
+// json.RawMessage.
+func (a *amountField) UnmarshalJSON(text []byte) error {
+	if n, err := strconv.ParseInt(string(text), 10, 64); err == nil && n > 0 {
+		*a = amountField{n: n}
+		return nil
+	}
+	*a = amountField{raw: string(text)}
+	return nil
 }
 
 // Outcome is what a payment came to. It is the handler's result, so the
@@ -161,9 +182,9 @@ func parsePayment(body string) (Payment, int64, error) {
 	if err := checkText("customer_id", p.CustomerID, maxCustomerID); err != nil {
 		return p, 0, err
 	}
-	amount, err := strconv.ParseInt(string(p.Amount), 10, 64)
-	if err != nil || amount <= 0 {
-		return p, 0, fmt.Errorf("%w: amount must be a positive integer in minor units, got %s", ErrInvalidPayment, clip(orMissing(p.Amount)))
+	amount := p.Amount.n
+	if amount <= 0 {
+		return p, 0, fmt.Errorf("%w: amount must be a positive integer in minor units, got %s", ErrInvalidPayment, clip(orMissing(p.Amount.raw)))
 	}
 	if !validCurrency(p.Currency) {
 		return p, 0, fmt.Errorf("%w: currency must be three upper-case letters, got %q", ErrInvalidPayment, clip(p.Currency))
@@ -191,11 +212,11 @@ func clipTo(v string, n int) string {
 	return v[:cut] + "…"
 }
 
-func orMissing(raw json.RawMessage) string {
-	if len(raw) == 0 {
+func orMissing(raw string) string {
+	if raw == "" {
 		return "nothing"
 	}
-	return string(raw)
+	return raw
 }
 
 // payments charges each payment once and records the outcome.
@@ -209,8 +230,10 @@ type payments struct {
 	// written by the completion.
 	ledgerDB dynamostore.API
 	// publish, if set, publishes payment.charged to eventsQueue: on the
-	// record (outbox.PublishOnRecord) or through an outbox table.
-	publish     func(context.Context, ...outbox.Message) error
+	// record (outbox.PublishOnRecord) or through an outbox table. It
+	// takes one message, not a variadic list: called through a func
+	// value, a list would be allocated for each payment.
+	publish     func(context.Context, outbox.Message) error
 	eventsQueue string
 	// crash, if set, is called after each charge: the fault switch
 	// (E2E_CRASH_AFTER_CHARGE) ends the process there.
@@ -278,7 +301,9 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 	}
 	// On the batch's line for the record, beside its outcome: one line
 	// per payment, written once the payment is completed (or has failed).
-	attrs := []slog.Attr{slog.String("payment_id", p.PaymentID), slog.String("payment", logStatus(out.Status))}
+	// Room for all four: AddLogAttrs copies them, so the slice stays on
+	// the stack.
+	attrs := append(make([]slog.Attr, 0, 4), slog.String("payment_id", p.PaymentID), slog.String("payment", logStatus(out.Status)))
 	if out.ChargeID != "" {
 		attrs = append(attrs, slog.String("charge_id", out.ChargeID))
 	}
@@ -311,9 +336,9 @@ func logStatus(status string) string {
 // their strings are any UTF-8 (DynamoDB takes them), the amount an int64
 // (a number DynamoDB holds), and their sizes are bounded as above.
 //
-// It returns the event's JSON with an empty charge_id ("" when the
+// It returns the message body of the event with an empty charge_id ("" when the
 // function publishes nothing), which withChargeID completes after the
-// charge: the event is encoded once per payment.
+// charge: the event is encoded, and escaped for SQS, once per payment.
 func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if s.publish == nil {
 		return "", nil
@@ -323,38 +348,55 @@ func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	event := string(js)
-	if err := outbox.Check(s.chargedMessage(p, event)); err != nil {
+	body := awsrules.EscapeJSON(string(js))
+	if err := outbox.Check(s.chargedMessage(p, body)); err != nil {
 		return "", lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
 	}
-	return event, nil
+	return body, nil
 }
 
 // noChargeID is how the JSON of a chargedEvent without a charge ID ends:
 // charge_id is its last field.
 const noChargeID = `""}`
 
-// withChargeID is event, the JSON of a chargedEvent without a charge ID
-// (checkEvent's), with chargeID as its charge_id, encoded as
-// encoding/json encodes the field.
-func withChargeID(event, chargeID string) string {
+// withChargeID is body, the message body of a chargedEvent without a
+// charge ID (checkEvent's), with chargeID as its charge_id: the JSON
+// encoding/json writes for the whole event, with the characters SQS
+// refuses escaped (awsrules.EscapeJSON), as the body that was checked.
+// The charge ID is the gateway's, known only after the charge, and may
+// hold such a character (U+FFFE, say, which encoding/json leaves as it
+// is). Escaping works character by character, so the checked part needs
+// no second pass.
+func withChargeID(body, chargeID string) string {
+	head := body[:len(body)-len(noChargeID)]
+	if plainJSON(chargeID) {
+		// The usual ID, such as ch_3MmlLrLkdIwHu7ix: encoding/json
+		// writes it as it is, and SQS takes it.
+		return head + `"` + chargeID + `"}`
+	}
 	id, _ := json.Marshal(chargeID) // a string always encodes
-	var out strings.Builder
-	out.Grow(len(event) - len(noChargeID) + len(id) + 1)
-	out.WriteString(event[:len(event)-len(noChargeID)])
-	out.Write(id)
-	out.WriteByte('}')
-	return out.String()
+	return head + awsrules.EscapeJSON(string(id)) + "}"
 }
 
-// chargedMessage is the payment.charged message of p whose body is event,
-// the JSON of its chargedEvent. Its body is that JSON with the characters
-// SQS refuses escaped: the charge ID is the gateway's, known only after
-// the charge, and may hold one (U+FFFE, say, which encoding/json leaves as
-// it is).
-func (s *payments) chargedMessage(p Payment, event string) outbox.Message {
+// plainJSON reports whether encoding/json writes s as it is between its
+// quotes: printable ASCII but for the quote, the backslash, and the HTML
+// characters it escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// chargedMessage is the payment.charged message of p whose body is body,
+// the JSON of its chargedEvent escaped for SQS (checkEvent's, or
+// withChargeID's).
+func (s *payments) chargedMessage(p Payment, body string) outbox.Message {
 	return outbox.Message{QueueURL: s.eventsQueue, GroupID: p.CustomerID, Name: "payment.charged",
-		Body: awsrules.EscapeJSON(event), Attributes: chargedAttributes}
+		Body: body, Attributes: chargedAttributes}
 }
 
 // chargedAttributes are the attributes of every payment.charged message:
@@ -386,20 +428,29 @@ func (s *payments) record(ctx context.Context, p Payment, amount int64, out Outc
 }
 
 // ledgerFields are the ledger row's fields of a payment, all but its key.
+// Its values are made together, one allocation rather than one each:
+// nothing writes to them once they are in the map.
 func (s *payments) ledgerFields(p Payment, amount int64, out Outcome) map[string]types.AttributeValue {
-	item := map[string]types.AttributeValue{
-		"status":      &types.AttributeValueMemberS{Value: out.Status},
-		"amount":      &types.AttributeValueMemberN{Value: strconv.FormatInt(amount, 10)},
-		"currency":    &types.AttributeValueMemberS{Value: p.Currency},
-		"order_id":    &types.AttributeValueMemberS{Value: p.OrderID},
-		"customer_id": &types.AttributeValueMemberS{Value: p.CustomerID},
-		"recorded_at": &types.AttributeValueMemberS{Value: s.now().UTC().Format(time.RFC3339Nano)},
+	v := &struct {
+		s [7]types.AttributeValueMemberS
+		n types.AttributeValueMemberN
+	}{
+		s: [7]types.AttributeValueMemberS{{Value: out.Status}, {Value: p.Currency}, {Value: p.OrderID}, {Value: p.CustomerID},
+			{Value: s.now().UTC().Format(time.RFC3339Nano)}, {Value: out.ChargeID}, {Value: out.Reason}},
+		n: types.AttributeValueMemberN{Value: strconv.FormatInt(amount, 10)},
 	}
+	item := make(map[string]types.AttributeValue, 8)
+	item["status"] = &v.s[0]
+	item["amount"] = &v.n
+	item["currency"] = &v.s[1]
+	item["order_id"] = &v.s[2]
+	item["customer_id"] = &v.s[3]
+	item["recorded_at"] = &v.s[4]
 	if out.ChargeID != "" {
-		item["charge_id"] = &types.AttributeValueMemberS{Value: out.ChargeID}
+		item["charge_id"] = &v.s[5]
 	}
 	if out.Reason != "" {
-		item["decline_reason"] = &types.AttributeValueMemberS{Value: out.Reason}
+		item["decline_reason"] = &v.s[6]
 	}
 	return item
 }
