@@ -517,7 +517,8 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged []any, item any, effect string, err error) {
 	st := &stage{lock: rec, items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
 	if e.marker != nil {
-		st.mark = func(ctx context.Context, effect string) { e.markEffect(ctx, rec, effect) }
+		lock := rec // a copy for the closure: rec itself then stays on the stack
+		st.mark = func(ctx context.Context, effect string) { e.markEffect(ctx, lock, effect) }
 	}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
@@ -694,10 +695,7 @@ func (e *Once) cleanupContext(ctx context.Context, rec IdempotencyRecord) *clean
 	if _, ok := ctx.Deadline(); !ok {
 		end = time.Now().Add(rec.InProgressExpiration.Sub(e.opts.Now()))
 	}
-	c := &cleanupCtx{values: ctx, ends: &e.state.ends}
-	c.end = c.ends.hold(end)
-	c.Context, c.cancel = context.WithCancel(c.end.ctx)
-	return c
+	return e.state.ends.until(ctx, end)
 }
 
 // cleanupCtx is a cleanup context (see cleanupContext): its Deadline, Done
@@ -751,6 +749,14 @@ type leaseEnd struct {
 type leaseEnds struct {
 	mu   sync.Mutex
 	ends map[int64]*leaseEnd
+}
+
+// until returns a cleanup context with ctx's values that ends at end, or
+// when stopped.
+func (l *leaseEnds) until(ctx context.Context, end time.Time) *cleanupCtx {
+	c := &cleanupCtx{values: ctx, ends: l, end: l.hold(end)}
+	c.Context, c.cancel = context.WithCancel(c.end.ctx)
+	return c
 }
 
 // hold returns the leaseEnd that ends at end, made if need be, counted as
