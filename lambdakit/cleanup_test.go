@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -596,4 +597,143 @@ func TestEngineLostCompletionAnswerIsNoSecondRun(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Errorf("fn ran %d times; want once", n)
 	}
+}
+
+// cleanupSeen is what a store's Complete saw of its context while the call
+// was on.
+type cleanupSeen struct {
+	deadline time.Time
+	value    any
+	err      error
+}
+
+type valueKey struct{}
+
+// The cleanup context ends at its record's lease end, which for two calls
+// with different deadlines is two different ends, even while both run;
+// it carries the call's own values, and outlives the cancellation of the
+// call's context (the batch's deadline guard cancels it so that records
+// can be cleaned up). Records whose lease ends at one instant share a
+// timer, so the test holds two ends at once.
+func TestCleanupContextEndsAtEachRecordsLeaseEnd(t *testing.T) {
+	store := newHookStore()
+	var mu sync.Mutex
+	seen := map[string]cleanupSeen{}
+	store.complete = func(n int, landed bool) error {
+		ctxs := store.contexts("complete")
+		ctx := ctxs[n-1]
+		d, _ := ctx.Deadline()
+		v, _ := ctx.Value(valueKey{}).(string)
+		mu.Lock()
+		seen[v] = cleanupSeen{deadline: d, value: v, err: ctx.Err()}
+		mu.Unlock()
+		return nil
+	}
+	e := lambdakit.NewOnce(store, quiet)
+	base := time.Now().Add(time.Minute)
+	firstIn := make(chan struct{})
+	secondDone := make(chan struct{})
+	run := func(name string, deadline time.Time, fn func()) <-chan doAnswer {
+		ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), valueKey{}, name), deadline)
+		return goDo(ctx, e, "k-"+name, func(context.Context) ([]byte, error) {
+			fn()
+			cancel() // as the deadline guard does: cleanup must still run
+			return []byte(`"ok"`), nil
+		})
+	}
+	first := run("first", base, func() {
+		close(firstIn)
+		<-secondDone // the first record's lease is held while the second's ends
+	})
+	<-firstIn
+	second := run("second", base.Add(1500*time.Microsecond), func() {})
+	if a, _ := await(t, second, 5*time.Second, "second"); a.err != nil {
+		t.Errorf("second call: %v", a.err)
+	}
+	close(secondDone)
+	if a, _ := await(t, first, 5*time.Second, "first"); a.err != nil {
+		t.Errorf("first call: %v", a.err)
+	}
+	want := map[string]time.Time{
+		"first":  base.Truncate(time.Millisecond).Add(time.Millisecond),
+		"second": base.Add(1500 * time.Microsecond).Truncate(time.Millisecond).Add(time.Millisecond),
+	}
+	for name, end := range want {
+		got, ok := seen[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no completion carried the call's value", name)
+		case !got.deadline.Equal(end):
+			t.Errorf("%s: cleanup context ends at %v; want its lease end %v", name, got.deadline, end)
+		case got.err != nil:
+			t.Errorf("%s: cleanup context done during the completion (%v); want it alive after the call's context was cancelled", name, got.err)
+		}
+	}
+}
+
+// Without a deadline on the call's context the lease is counted on the
+// engine's clock, and the cleanup context ends that long after the wall
+// clock's now: a clock behind the wall clock must not end it at once.
+func TestCleanupContextWithoutDeadlineEndsALeaseFromNow(t *testing.T) {
+	store := newHookStore()
+	var deadline time.Time
+	var alive error
+	store.complete = func(n int, landed bool) error {
+		ctx := store.contexts("complete")[n-1]
+		deadline, _ = ctx.Deadline()
+		alive = ctx.Err()
+		return nil
+	}
+	lease := time.Minute
+	e := lambdakit.NewOnce(store, quiet, func(o *lambdakit.Options) {
+		o.Now = func() time.Time { return time.Now().Add(-time.Hour) }
+		o.LeaseWithoutDeadline = lease
+	})
+	before := time.Now()
+	if _, err := e.Do(context.Background(), "k-no-deadline", nil, func(context.Context) ([]byte, error) { return []byte(`"ok"`), nil }); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	after := time.Now()
+	if deadline.Before(before.Add(lease)) || deadline.After(after.Add(lease+time.Millisecond)) || alive != nil {
+		t.Errorf("cleanup context: deadline %v (err %v); want between %v and %v, alive", deadline, alive, before.Add(lease), after.Add(lease+time.Millisecond))
+	}
+}
+
+// A store derives contexts from the cleanup context (the SDK's attempts,
+// dynamostore's per-attempt deadlines). Each must hang on the cleanup
+// context as a child does on any context of the context package: a
+// context whose cancellation the package cannot see costs a goroutine per
+// derived context, for as long as it lives.
+func TestCleanupContextStartsNoGoroutinePerDerivedContext(t *testing.T) {
+	const derived = 100
+	store := newHookStore()
+	var created uint64
+	store.complete = func(n int, landed bool) error {
+		ctx := store.contexts("complete")[n-1]
+		before := goroutinesCreated()
+		for range derived {
+			dctx, cancel := context.WithTimeout(ctx, time.Minute)
+			dctx, cancel2 := context.WithCancel(dctx)
+			cancel2()
+			cancel()
+		}
+		created = goroutinesCreated() - before
+		return nil
+	}
+	e := lambdakit.NewOnce(store, quiet)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := e.Do(ctx, "k-derived", nil, func(context.Context) ([]byte, error) { return []byte(`"ok"`), nil }); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if created >= derived/2 {
+		t.Errorf("%d contexts derived from the cleanup context started %d goroutines; want none of their own", derived, created)
+	}
+}
+
+// goroutinesCreated is how many goroutines the process has started.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

@@ -290,3 +290,28 @@ func TestResponseHookNotForInProgressOrFailedRecords(t *testing.T) {
 		t.Errorf("hook ran %d times; want 0", calls.count())
 	}
 }
+
+// errAgain is a handler's failure, which releases its key for the next try.
+var errAgain = errors.New("try again")
+
+// A call that takes its key, runs and fails (so that the key is free for
+// the next, and the in-memory store holds nothing) costs a fixed number of
+// allocations: the record ID, the lease, the flight, the stage and its
+// context, the cleanup context, and the store's own. Counted exactly by
+// testing.AllocsPerRun, it pins the engine's per-record allocations: the
+// cleanup context shares its timer with every record of the same lease
+// end, and makes no timer of its own.
+func TestOnceAllocationsPerCall(t *testing.T) {
+	e := lambdakit.NewOnce(&lambdakittest.MemoryStore{}, quiet)
+	ctx := engineCtx(t)
+	fn := func(context.Context) ([]byte, error) { return nil, errAgain }
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := e.Do(ctx, "k-allocs", nil, fn); !errors.Is(err, errAgain) {
+			t.Fatalf("Do: %v; want the handler's error", err)
+		}
+	})
+	const most = 9
+	if allocs > most {
+		t.Errorf("a call that takes a key and fails allocates %v times; want at most %d", allocs, most)
+	}
+}

@@ -19,11 +19,15 @@ import (
 // No raw key is kept in a store.
 func RecordID(prefix, key string) string {
 	sum := sha256.Sum256(bytesOf(key))
-	b := make([]byte, 0, len(prefix)+1+2*len(sum))
-	b = append(b, prefix...)
-	b = append(b, '#')
-	b = hex.AppendEncode(b, sum[:])
-	return string(b)
+	var hexSum [2 * sha256.Size]byte // on the stack
+	hex.Encode(hexSum[:], sum[:])
+	// The builder's buffer becomes the string: one allocation.
+	var id strings.Builder
+	id.Grow(len(prefix) + 1 + len(hexSum))
+	id.WriteString(prefix)
+	id.WriteByte('#')
+	id.Write(hexSum[:])
+	return id.String()
 }
 
 // KeyHash returns the hex SHA-256 of key, 64 characters: the part of its

@@ -170,6 +170,7 @@ type idempotencyState struct {
 	mu      sync.Mutex
 	flights map[string]*flight
 	cache   *lru
+	ends    leaseEnds // the cleanup contexts' shared ends
 }
 
 // NewOnce returns the engine on store. It reads
@@ -476,8 +477,8 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	if !held {
 		return e.taken("acquire", existing, validation)
 	}
-	cctx, cancel := e.cleanupContext(ctx, rec)
-	defer cancel()
+	cctx := e.cleanupContext(ctx, rec)
+	defer cctx.stop()
 
 	result, staged, item, effect, err := e.runHandler(ctx, rec, fn, func(effect string) {
 		if effect != "" {
@@ -516,7 +517,8 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged []any, item any, effect string, err error) {
 	st := &stage{lock: rec, items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
 	if e.marker != nil {
-		st.mark = func(ctx context.Context, effect string) { e.markEffect(ctx, rec, effect) }
+		lock := rec // a copy for the closure: rec itself then stays on the stack
+		st.mark = func(ctx context.Context, effect string) { e.markEffect(ctx, lock, effect) }
 	}
 	fctx, stop := e.handlerContext(ctx, st, rec)
 	defer stop()
@@ -629,8 +631,8 @@ func (e *Once) lock(ctx context.Context, rec IdempotencyRecord, now time.Time) (
 		// The put may have landed though its answer did not: free the
 		// key if it holds our lease, so that a retry need not wait for
 		// the lease to end. Release leaves anyone else's record alone.
-		cctx, cancel := e.cleanupContext(ctx, rec)
-		defer cancel()
+		cctx := e.cleanupContext(ctx, rec)
+		defer cctx.stop()
 		if rerr := e.release(cctx, rec.ID, rec.Lease); rerr != nil && !errors.Is(rerr, ErrLeaseLost) {
 			err = errors.Join(err, rerr)
 		}
@@ -682,12 +684,114 @@ func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (
 // LeaseWithoutDeadline after the engine's clock (Now): then its end is
 // turned into a duration on that clock, as handlerContext does, since a
 // wall-clock deadline would end cleanup at once for a clock behind it.
-func (e *Once) cleanupContext(ctx context.Context, rec IdempotencyRecord) (context.Context, context.CancelFunc) {
-	cctx := context.WithoutCancel(ctx)
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(cctx, rec.InProgressExpiration)
+//
+// The context takes its values from ctx, and its end from a cancelCtx of
+// its own under a context shared by every record whose lease ends at the
+// same instant (the records of a batch): one timer a batch rather than
+// one a record. stop cancels it: a store call's leftover work ends with
+// the cleanup, as it did with a context of its own.
+func (e *Once) cleanupContext(ctx context.Context, rec IdempotencyRecord) *cleanupCtx {
+	end := rec.InProgressExpiration
+	if _, ok := ctx.Deadline(); !ok {
+		end = time.Now().Add(rec.InProgressExpiration.Sub(e.opts.Now()))
 	}
-	return context.WithTimeout(cctx, rec.InProgressExpiration.Sub(e.opts.Now()))
+	return e.state.ends.until(ctx, end)
+}
+
+// cleanupCtx is a cleanup context (see cleanupContext): its Deadline, Done
+// and Err are those of a cancelCtx under a shared leaseEnd; its values are
+// the record context's.
+type cleanupCtx struct {
+	context.Context                    // under end.ctx: the end, no values
+	cancel          context.CancelFunc // cancels Context
+	values          context.Context    // the record's context
+	end             *leaseEnd
+	ends            *leaseEnds
+	stopped         bool // guarded by ends.mu
+}
+
+// Value is the record context's value for key. The embedded context,
+// asked first, has no values of its own: what it answers is the context
+// package's own lookup of the cancelCtx behind Done, which a context
+// derived from this one (an SDK attempt's deadline) needs to hang on it
+// as a child, as on any context of the package. Without it the package
+// would start a goroutine for each derived context to watch Done; and the
+// record context's answer would name the batch's cancelCtx, whose
+// cancellation the cleanup must outlive.
+func (c *cleanupCtx) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.values.Value(key)
+}
+
+// stop cancels the context and releases its shared end; later calls do
+// nothing.
+func (c *cleanupCtx) stop() {
+	c.cancel()
+	c.ends.drop(c)
+}
+
+// A leaseEnd is a context that ends at one lease end, shared by the
+// cleanup contexts of the records whose leases end then.
+type leaseEnd struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	refs   int // cleanup contexts not yet stopped; guarded by leaseEnds.mu
+}
+
+// leaseEnds holds the shared leaseEnds of one engine. An end no cleanup
+// context uses any more stays for the records that may follow with the
+// same end (the rest of a batch, run one after the other in a FIFO
+// group), until a new end comes: then every unused end is cancelled,
+// which stops its timer, and dropped. So a process keeps about as many as
+// it runs cleanups at once, plus one.
+type leaseEnds struct {
+	mu   sync.Mutex
+	ends map[int64]*leaseEnd
+}
+
+// until returns a cleanup context with ctx's values that ends at end, or
+// when stopped.
+func (l *leaseEnds) until(ctx context.Context, end time.Time) *cleanupCtx {
+	c := &cleanupCtx{values: ctx, ends: l, end: l.hold(end)}
+	c.Context, c.cancel = context.WithCancel(c.end.ctx)
+	return c
+}
+
+// hold returns the leaseEnd that ends at end, made if need be, counted as
+// used until drop.
+func (l *leaseEnds) hold(end time.Time) *leaseEnd {
+	key := end.UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	le, ok := l.ends[key]
+	if !ok {
+		for k, unused := range l.ends {
+			if unused.refs == 0 {
+				unused.cancel()
+				delete(l.ends, k)
+			}
+		}
+		if l.ends == nil {
+			l.ends = map[int64]*leaseEnd{}
+		}
+		le = &leaseEnd{}
+		le.ctx, le.cancel = context.WithDeadline(context.Background(), end)
+		l.ends[key] = le
+	}
+	le.refs++
+	return le
+}
+
+// drop ends c's use of its leaseEnd, once.
+func (l *leaseEnds) drop(c *cleanupCtx) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.stopped {
+		c.stopped = true
+		c.end.refs--
+	}
 }
 
 // handlerContext is the context fn runs in, carrying the stage its writes
@@ -958,8 +1062,8 @@ func (e *Once) commitFirst(ctx context.Context, rec IdempotencyRecord, now time.
 // the lease ends. A failure is logged: the point still holds for every
 // failure this process survives.
 func (e *Once) markEffect(ctx context.Context, rec IdempotencyRecord, effect string) {
-	cctx, cancel := e.cleanupContext(ctx, rec)
-	defer cancel()
+	cctx := e.cleanupContext(ctx, rec)
+	defer cctx.stop()
 	defer noteFrom(ctx).storeCall(time.Now())
 	var err error
 	if pe := protect(func() { err = e.marker.MarkEffect(cctx, rec.ID, rec.Lease, effect) }, nil); pe != nil {
