@@ -19,8 +19,10 @@ import (
 // No raw key is kept in a store.
 func RecordID(prefix, key string) string {
 	sum := sha256.Sum256(bytesOf(key))
-	b := make([]byte, 0, len(prefix)+1+2*len(sum))
-	b = append(b, prefix...)
+	// Built on the stack for a usual prefix: the string is the one
+	// allocation.
+	var buf [64 + 1 + 2*sha256.Size]byte
+	b := append(buf[:0], prefix...)
 	b = append(b, '#')
 	b = hex.AppendEncode(b, sum[:])
 	return string(b)

@@ -858,3 +858,25 @@ func TestKeysAndPayloadHashesStayAsRecordsKeepThem(t *testing.T) {
 		}
 	}
 }
+
+// PayloadFields hands over the buffer it wrote a payload in, uncopied: a
+// payload must stay what it was after later records are read (the engine
+// may hash it after the next record's payload is made, or keep it).
+func TestPayloadFieldsPayloadStaysAfterLaterCalls(t *testing.T) {
+	fn := lambdakit.PayloadFields("payment_id", "amount")
+	first := lambdakittest.Message(`{"payment_id":"p-1","amount":10}`)
+	p, err := fn(&first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Clone(p)
+	for i := range 3 {
+		msg := lambdakittest.Message(`{"payment_id":"q-` + strconv.Itoa(i) + `","amount":99}`)
+		if _, err := fn(&msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p != want {
+		t.Errorf("payload changed after later calls: %q, was %q", p, want)
+	}
+}
