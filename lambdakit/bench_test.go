@@ -131,3 +131,42 @@ func BenchmarkBatch10Duplicates(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPaymentKeyAndPayloadHash is what a payment record costs before
+// the store is asked: its key, its record ID and its payload's hash, as the
+// payment sample reads them (KeyFromField and PayloadFields).
+func BenchmarkPaymentKeyAndPayloadHash(b *testing.B) {
+	key := lambdakit.KeyFromField("payment_id")
+	payload := lambdakit.PayloadFields("payment_id", "order_id", "customer_id", "amount", "currency")
+	msg := benchMessages(1)[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		k, err := key(&msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := payload(&msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if lambdakit.RecordID("payments", k) == "" || lambdakit.KeyHash(p) == "" {
+			b.Fatal("empty hash")
+		}
+	}
+}
+
+// BenchmarkPayloadBodyHash is the default payload's hash of a small body
+// with a nested object and an array.
+func BenchmarkPayloadBodyHash(b *testing.B) {
+	msg := lambdakittest.Message(`{"payment_id":"pay_1","amount":{"value":1299,"currency":"EUR"},"lines":[{"sku":"a","qty":2},{"sku":"b","qty":1}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := lambdakit.PayloadBody(&msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if lambdakit.KeyHash(p) == "" {
+			b.Fatal("empty hash")
+		}
+	}
+}

@@ -46,7 +46,7 @@ var errNumberRange = errors.New("number's exponent is out of range")
 // canonicalizer parses one JSON value; b must be valid JSON (the scanner in
 // jsonfield.go checks that first). It makes two passes: plan orders the
 // members of every object, then value writes the form, each object's
-// members in that order. Writing each value once, where it belongs, keeps
+// members in that order. A value without an object needs only the second. Writing each value once, where it belongs, keeps
 // the cost linear: ordering an object by moving what was written of it
 // would copy a body of objects nested n deep n times.
 type canonicalizer struct {
@@ -80,15 +80,32 @@ func appendCanonicalJSON(dst, body []byte) (out []byte, ok bool, err error) {
 	if s.i != len(body) {
 		return dst, false, nil
 	}
-	// The scratch slices are made for the first object: a scalar (a
-	// payload field is often one) allocates nothing.
-	c := canonicalizer{b: body, out: dst}
-	c.plan()
-	c.i = 0
-	if err := c.value(); err != nil {
-		return dst, true, err
+	out, err = appendCanonicalValue(dst, body)
+	return out, true, err
+}
+
+// appendCanonicalValue appends the canonical form of v, which must be one
+// valid JSON value: checked by the scanner already, as the fields
+// PayloadFields reads are when it finds them.
+func appendCanonicalValue(dst, v []byte) ([]byte, error) {
+	c := canonicalizer{b: v, out: dst}
+	// Without a '{' (one inside a string only costs the plan) there is
+	// no object to order: one pass writes the form.
+	if bytes.IndexByte(v, '{') >= 0 {
+		// One allocation holds a small body's scratch; a larger
+		// body's grows out of it.
+		s := new(struct {
+			objects          [8]objPlan
+			members, ordered [16]objMember
+		})
+		c.objects, c.members, c.ordered = s.objects[:0], s.members[:0], s.ordered[:0]
+		c.plan()
+		c.i = 0
 	}
-	return c.out, true, nil
+	if err := c.value(); err != nil {
+		return dst, err
+	}
+	return c.out, nil
 }
 
 func (c *canonicalizer) space() { c.i = skipSpace(c.b, c.i) }
@@ -192,11 +209,6 @@ func (c *canonicalizer) plan() {
 }
 
 func (c *canonicalizer) planObject() {
-	if c.objects == nil {
-		c.objects = make([]objPlan, 0, 8)
-		c.members = make([]objMember, 0, 16)
-		c.ordered = make([]objMember, 0, 16)
-	}
 	k := len(c.objects)
 	c.objects = append(c.objects, objPlan{at: c.i})
 	c.i++ // '{'

@@ -327,6 +327,13 @@ func (s *scanner) literal(word string) bool {
 // so the common case (no escapes, ASCII) allocates nothing.
 func keyMatches(quoted []byte, name string) (exact, folded bool) {
 	raw := quoted[1 : len(quoted)-1]
+	// Most members differ from name in their first character, which,
+	// when both are ASCII and not an escape, is the first rune of each:
+	// names whose first runes do not fold alike cannot match.
+	if len(raw) > 0 && len(name) > 0 && raw[0] != '\\' && raw[0] < utf8.RuneSelf && name[0] < utf8.RuneSelf &&
+		lowerASCII(raw[0]) != lowerASCII(name[0]) {
+		return false, false
+	}
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		var key string
 		if json.Unmarshal(quoted, &key) != nil {
@@ -356,18 +363,18 @@ func isASCII(b []byte) bool {
 
 func asciiEqualFold(b []byte, s string) bool {
 	for i, c := range b {
-		d := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
+		if lowerASCII(c) != lowerASCII(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		c += 'a' - 'A'
+	}
+	return c
 }
 
 // scalarString turns a raw JSON scalar into the string a key is made of:

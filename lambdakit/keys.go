@@ -197,12 +197,13 @@ func PayloadFields(paths ...string) PayloadFunc {
 				v = []byte("null")
 			}
 			out = appendString(out, paths[i])
-			out, _, err = appendCanonicalJSON(out, v)
+			// v is valid: the scan that found it checked the body.
+			out, err = appendCanonicalValue(out, v)
 			if err != nil {
 				return "", fmt.Errorf("%w: payload field %q: %w", ErrDecode, paths[i], err)
 			}
 		}
-		return string(out), nil
+		return stringOf(out), nil // out is this payload's alone
 	}
 }
 

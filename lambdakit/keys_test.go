@@ -689,3 +689,194 @@ func TestPayloadFieldsAllocatesForTheFieldsNotTheBody(t *testing.T) {
 		t.Errorf("PayloadFields allocated %d bytes a call for a 200 KB body; want the fields' size, under 4 KB", per)
 	}
 }
+
+// keysAndPayloadsOf is what a record of body is stored under and checked
+// against: the keys of a top-level, a nested and a joined key function,
+// and the first 16 hex digits of the hash of each payload (fields of the
+// body, a nested field, the whole body). An error is its kind.
+func keysAndPayloadsOf(body string) string {
+	msg := lambdakittest.Message(body)
+	kind := func(err error) string {
+		switch {
+		case errors.Is(err, lambdakit.ErrInvalidKey):
+			return "invalid"
+		case errors.Is(err, lambdakit.ErrNoKey):
+			return "nokey"
+		case errors.Is(err, lambdakit.ErrDecode):
+			return "decode"
+		}
+		return "error " + err.Error()
+	}
+	var out []string
+	for _, fn := range []lambdakit.KeyFunc{
+		lambdakit.KeyFromField("payment_id"),
+		lambdakit.KeyFromField("order.id"),
+		lambdakit.KeyFromFields("Order", "payment_id", "order_id"),
+	} {
+		k, err := fn(&msg)
+		if err != nil {
+			k = kind(err)
+		}
+		out = append(out, k)
+	}
+	for _, fn := range []lambdakit.PayloadFunc{
+		lambdakit.PayloadFields("payment_id", "order_id", "customer_id", "amount", "currency"),
+		lambdakit.PayloadFields("order.id", "amount"),
+		lambdakit.PayloadBody,
+	} {
+		p, err := fn(&msg)
+		if err != nil {
+			out = append(out, kind(err))
+			continue
+		}
+		out = append(out, lambdakit.KeyHash(p)[:16])
+	}
+	return strings.Join(out, " | ")
+}
+
+// Records are stored under the hash of their key and keep the hash of
+// their payload: a key that changed would run a payment twice, a payload
+// hash that changed would fail every retry of a message handled before a
+// deploy with ErrPayloadMismatch. These are what lambdakit computed before
+// the key and the payload hash were made cheaper; they must never change.
+func TestKeysAndPayloadHashesStayAsRecordsKeepThem(t *testing.T) {
+	if got, want := lambdakit.RecordID("payments", "pay_1"), "payments#6ec81111d581d10d7725c768ec7408574fb3bc895f76ec93e678dd3d469db8cf"; got != want {
+		t.Errorf("RecordID = %s, records hold %s", got, want)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"payment_id":"pay_1","order_id":"ord_1","customer_id":"cus_1","amount":1299,"currency":"EUR"}`,
+			`pay_1 | nokey | Order:pay_1:ord_1 | 4560d2cf60e2d49e | e088eff5c495bdb4 | df7d18d6d3a0a99a`},
+		{` { "currency" : "\u0045UR" , "amount":1.299e3,"customer_id":"cus_1",	"order_id":"ord\u005f1","payment_id":"pay_1" } `,
+			`pay_1 | nokey | Order:pay_1:ord_1 | 4560d2cf60e2d49e | e088eff5c495bdb4 | df7d18d6d3a0a99a`},
+		{`{"payment_id":"pay_1","order_id":"ord_1","customer_id":"cus_1","amount":1299,"currency":"EUR","sent_at":"2024-01-01T00:00:00Z","order":{"id":"o-9"}}`,
+			`pay_1 | o-9 | Order:pay_1:ord_1 | 4560d2cf60e2d49e | a9a34a0536b7bc6f | 327ca6035f0f3d17`},
+		{`{"payment_id":"p\u00e1y-\u00e9\ud83d\ude00","order_id":"\u20ac/\/\\\"\b\f\n\r\t","amount":-0.0000015,"currency":"€"}`,
+			"páy-é😀 | nokey | Order:páy-é😀:€//\\\\\"\b\f\n\r\t | ad0a42d491884011 | 3eb64d91971ff459 | ea5aaa63a6d98253"},
+		{`{"payment_id":"lone \ud800 surrogate","order_id":"x\udc00y","amount":0}`,
+			`lone � surrogate | nokey | Order:lone � surrogate:x�y | 197e77caa0b8d3da | 7a4a4bef044b6881 | 7bd476d5b5d2bd23`},
+		{"{\"payment_id\":\"invalid \xff utf8\",\"amount\":\"\xc3(\"}",
+			`invalid � utf8 | nokey | nokey | 688d4407778a710f | a95ee181b1a87a31 | daf94ec863a4157b`},
+		{`{"payment_id":1,"amount":1}`,
+			`1 | nokey | nokey | 0fafc3075d48e466 | 93aa5ace8429c700 | 98fb8c114031280f`},
+		{`{"payment_id":1.0,"amount":1.0}`,
+			`1 | nokey | nokey | 0fafc3075d48e466 | 93aa5ace8429c700 | 98fb8c114031280f`},
+		{`{"payment_id":10e-1,"amount":1e0}`,
+			`1 | nokey | nokey | 0fafc3075d48e466 | 93aa5ace8429c700 | 98fb8c114031280f`},
+		{`{"payment_id":-0,"amount":-0.0}`,
+			`0 | nokey | nokey | 54602e685fd0c8c5 | 7a4a4bef044b6881 | a6ac6e3913326bb4`},
+		{`{"payment_id":0.0e5,"amount":0}`,
+			`0 | nokey | nokey | 54602e685fd0c8c5 | 7a4a4bef044b6881 | a6ac6e3913326bb4`},
+		{`{"payment_id":1E+2,"amount":100}`,
+			`100 | nokey | nokey | 8a3a03247e0aac36 | 4913b9507fc3f52b | 58dfc6a6984f3525`},
+		{`{"payment_id":12.50,"amount":-12.5}`,
+			`12.5 | nokey | nokey | 24f9d71e74864e9c | b0f205ab56d7ddcd | ae8a37a933a46ec6`},
+		{`{"payment_id":1e40,"amount":1e41}`,
+			`1e40 | nokey | nokey | 9337fde6d830bf0d | bd2f39388cc50ca6 | 283744561eab0203`},
+		{`{"payment_id":1.5e-7,"amount":0.0000015}`,
+			`1.5e-7 | nokey | nokey | 67d01236eed29576 | 0625902c28643164 | f0c547afdaec00a6`},
+		{`{"payment_id":-0.000001,"amount":1234567890123456789012345678901234567890}`,
+			`-0.000001 | nokey | nokey | 9da58607728ed675 | 5251f3e00aaacbaa | 80a9415878738977`},
+		{`{"payment_id":12345678901234567890123456789012345678901,"amount":0.1e-6}`,
+			`1.2345678901234567890123456789012345678901e40 | nokey | nokey | 17fdb7e1b6a122e6 | 8ff87f7eb9c698d9 | 0e4771676f67ec00`},
+		{`{"payment_id":1e1000000001,"amount":1}`,
+			`invalid | nokey | invalid | decode | 93aa5ace8429c700 | decode`},
+		{`{"payment_id":"a","amount":-1e-1000000001}`,
+			`a | nokey | nokey | decode | decode | decode`},
+		{`{"payment_id":true,"order_id":false,"amount":true}`,
+			`true | nokey | Order:true:false | b9cad8f490789155 | 9e09c18812a40be8 | c5c2d25816b29e61`},
+		{`{"payment_id":{"a":1},"amount":1}`,
+			`invalid | nokey | invalid | f85cfb390f6f6bdc | 93aa5ace8429c700 | f59709e70012f7a7`},
+		{`{"payment_id":["a"],"amount":1}`,
+			`invalid | nokey | invalid | dbf6e8761cbc55f4 | 93aa5ace8429c700 | 74ee2586d7d3206d`},
+		{`{"payment_id":"p","amount":{"value":10,"currency":"EUR","Value":1},"currency":["a",{"z":1,"y":[null,true,false,"s"]},[]]}`,
+			`p | nokey | nokey | 3bdbd212aa6c96a3 | 5ee6315147eb109d | f1555550023cac58`},
+		{`{"payment_id":"p","amount":{"b":{"d":{},"c":[{"f":1,"e":2}]},"a":1},"currency":{}}`,
+			`p | nokey | nokey | f546701f24908826 | ae2de7e77bac0a20 | 62b2d9a98505bd86`},
+		{`{"payment_id":"p","amount":{"\u212aey":1,"key":2,"KEY":3,"ſ":4,"s":5}}`,
+			`p | nokey | nokey | d4d7394493b3a4f5 | de9a1f20e9669b27 | df622a759cc2b04d`},
+		{`{"payment_id":"a","payment_id":"b"}`,
+			`invalid | nokey | invalid | decode | 5ce9f17883ad490e | 540d08d230af0177`},
+		{`{"payment_id":"a","PAYMENT_ID":"b"}`,
+			`invalid | nokey | invalid | decode | 5ce9f17883ad490e | 1f1f46007ee68790`},
+		{`{"payment_id":"a","amount":1,"amount":2}`,
+			`a | nokey | nokey | decode | decode | 87f7c6367933cc2f`},
+		{`{"payment_id":"a","Amount":1}`,
+			`a | nokey | nokey | decode | decode | 1dc3f96d2444d570`},
+		{`{"payment_id":"a","amount":null,"amount":2}`,
+			`a | nokey | nokey | decode | decode | 949074c744254fbc`},
+		{`{"payment_id":"a"}`,
+			`a | nokey | nokey | 662b5abc1110631b | 5ce9f17883ad490e | cf41d255ea5212e0`},
+		{`{"payment_id":null,"amount":null,"currency":null}`,
+			`nokey | nokey | nokey | efe023c0d5e1ca00 | 5ce9f17883ad490e | 4b6281d0bba2b9d6`},
+		{`{"payment_id":"","amount":1}`,
+			`nokey | nokey | nokey | 3379c4ccf453e741 | 93aa5ace8429c700 | 8ba91f30a6e3bea6`},
+		{`{"amount":1}`,
+			`nokey | nokey | nokey | 98e53624c110e148 | 93aa5ace8429c700 | 82377aef109fb88a`},
+		{`{}`,
+			`nokey | nokey | nokey | efe023c0d5e1ca00 | 5ce9f17883ad490e | 44136fa355b3678a`},
+		{`[1,2]`,
+			`invalid | invalid | invalid | decode | decode | 641e3049ef38e7a9`},
+		{`"str"`,
+			`invalid | invalid | invalid | decode | decode | b36cb9d6c0cf91dc`},
+		{`42`,
+			`invalid | invalid | invalid | decode | decode | 25d95049a62fd1da`},
+		{`null`,
+			`invalid | invalid | invalid | decode | decode | 1b16b1df538ba12d`},
+		{`not json`,
+			`invalid | invalid | invalid | decode | decode | d96ef7c9193f1fa2`},
+		{`{"payment_id":"a",}`,
+			`invalid | invalid | invalid | decode | decode | 874d4b83715bb827`},
+		{`{"payment_id":"a"} x`,
+			`invalid | invalid | invalid | decode | decode | f9e6ebd9f96fe08d`},
+		{``,
+			`invalid | invalid | invalid | decode | decode | 454349e422f05297`},
+		{"\t\r\n\t{\n\"payment_id\" : \"a\" }\r\n",
+			`a | nokey | nokey | 662b5abc1110631b | 5ce9f17883ad490e | cf41d255ea5212e0`},
+		{`{"payment_id":"a:b\\c","order_id":"d:e"}`,
+			`a:b\c | nokey | Order:a\:b\\c:d\:e | e08974725ca8a38d | 5ce9f17883ad490e | 35c2a3de63620df1`},
+		{`{"payment_id":"a","order_id":""}`,
+			`a | nokey | nokey | 3c23420011206c7a | 5ce9f17883ad490e | e1955146d480f576`},
+		{`{"order":{"id":"o-1","lines":[{"sku":"x","qty":2}]},"payment_id":"p","order_id":"o-1"}`,
+			`p | o-1 | Order:p:o-1 | 32c10c1629fcb177 | adb7a7b2dda8bd93 | 42cefb3be98c8523`},
+		{`{"order":{"id":17.0},"amount":[1,2.0,3e0]}`,
+			`nokey | 17 | nokey | 145e368fe8b4eb64 | 434c7f82ad5e877c | a527272712a21832`},
+		{`{"order":{"id":null},"amount":1}`,
+			`nokey | nokey | nokey | 98e53624c110e148 | 93aa5ace8429c700 | b22f13a89dae7689`},
+		{`{"order":null,"amount":1}`,
+			`nokey | nokey | nokey | 98e53624c110e148 | 93aa5ace8429c700 | 36217deea0c474eb`},
+		{`{"order":"str","amount":1}`,
+			`nokey | invalid | nokey | 98e53624c110e148 | decode | 8f734f7775429f80`},
+		{`{"order":{"id":"a","ID":"b"},"amount":1}`,
+			`nokey | invalid | nokey | 98e53624c110e148 | decode | 21230b3fec9dc536`},
+		{`{"order":{"id":"a"},"order":{"id":"b"}}`,
+			`nokey | invalid | nokey | efe023c0d5e1ca00 | decode | 12d843ebce14b2e0`},
+		{`{"payment_id":"pay_1","order_id":"ord_1","customer_id":"cus_1","amount":1299,"currency":"EUR","doc":{"deep":[[[[{"x":"y"}]]]]}}`,
+			`pay_1 | nokey | Order:pay_1:ord_1 | 4560d2cf60e2d49e | e088eff5c495bdb4 | 12ce15b0303f3a26`},
+	} {
+		if got := keysAndPayloadsOf(tc.body); got != tc.want {
+			t.Errorf("keys and payload hashes of %s:\n got %s\nwant %s", tc.body, got, tc.want)
+		}
+	}
+}
+
+// PayloadFields hands over the buffer it wrote a payload in, uncopied: a
+// payload must stay what it was after later records are read (the engine
+// may hash it after the next record's payload is made, or keep it).
+func TestPayloadFieldsPayloadStaysAfterLaterCalls(t *testing.T) {
+	fn := lambdakit.PayloadFields("payment_id", "amount")
+	first := lambdakittest.Message(`{"payment_id":"p-1","amount":10}`)
+	p, err := fn(&first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Clone(p)
+	for i := range 3 {
+		msg := lambdakittest.Message(`{"payment_id":"q-` + strconv.Itoa(i) + `","amount":99}`)
+		if _, err := fn(&msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p != want {
+		t.Errorf("payload changed after later calls: %q, was %q", p, want)
+	}
+}
