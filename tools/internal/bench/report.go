@@ -45,6 +45,8 @@ var microNames = map[string]struct {
 	"Batch10LogInfo":               {"batch adapter alone, records that succeed, at INFO: no line per record", 10},
 	"Batch10LogOff":                {"the same with a logger that discards everything: LogInfo − this is what the disabled DEBUG lines cost", 10},
 	"Batch10LogDebug":              {"the same at DEBUG: a \"message done\" line per record", 10},
+	"PaymentKeyAndPayloadHash":     {"a payment's key, record ID and payload hash, as the sample reads them (no store)", 1},
+	"PayloadBodyHash":              {"the default payload's hash (PayloadBody) of a small body with a nested object and an array", 1},
 }
 
 // PrintMicro prints the micro benchmarks per record.
