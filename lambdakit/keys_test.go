@@ -880,3 +880,31 @@ func TestPayloadFieldsPayloadStaysAfterLaterCalls(t *testing.T) {
 		t.Errorf("payload changed after later calls: %q, was %q", p, want)
 	}
 }
+
+// A member's first letter, spelled as an escape or as a letter that folds
+// to an ASCII one only under Unicode folding (the Kelvin sign, the long s),
+// is read as a120910 read it, before the first-letter shortcut of
+// keyMatches: an escaped "p" is the field, an escaped capital or a
+// Unicode fold of the name makes the key unsafe, and a dotless or dotted
+// capital i is another name. (The outcomes were checked against a copy of
+// a120910's package, with a differential fuzz run of a million inputs.)
+func TestKeyFromFieldFoldsEscapedAndUnicodeFirstLettersAsBefore(t *testing.T) {
+	for _, c := range []struct {
+		body, path string
+		want       error // nil: the key is "p1"
+	}{
+		{`{"\u0070ayment_id":"p1"}`, "payment_id", nil},
+		{`{"\u0050AYMENT_ID":"p1"}`, "payment_id", lambdakit.ErrInvalidKey},
+		{`{"payment_id":"p1","\u0050ayment_id":"p2"}`, "payment_id", lambdakit.ErrInvalidKey},
+		{`{"payment_\u212aey":"p1"}`, "payment_key", lambdakit.ErrInvalidKey},
+		{"{\"\u017fku\":\"p1\"}", "sku", lambdakit.ErrInvalidKey},
+		{"{\"sku\":\"p1\",\"\u017fku\":\"p2\"}", "sku", lambdakit.ErrInvalidKey},
+		{"{\"\u0131d\":\"p1\"}", "id", lambdakit.ErrNoKey},
+		{"{\"\u0130d\":\"p1\"}", "id", lambdakit.ErrNoKey},
+	} {
+		key, err := lambdakit.KeyFromField(c.path)(&events.SQSMessage{Body: c.body})
+		if c.want == nil && (err != nil || key != "p1") || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("body %s, field %s: key %q, %v; want %v", c.body, c.path, key, err, c.want)
+		}
+	}
+}
