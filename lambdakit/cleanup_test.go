@@ -713,7 +713,7 @@ func TestCleanupContextStartsNoGoroutinePerDerivedContext(t *testing.T) {
 		before := goroutinesCreated()
 		for range derived {
 			dctx, cancel := context.WithTimeout(ctx, time.Minute)
-			dctx, cancel2 := context.WithCancel(dctx)
+			_, cancel2 := context.WithCancel(dctx)
 			cancel2()
 			cancel()
 		}
