@@ -369,7 +369,7 @@ func TestFilterDeletesMessagesItDoesNotMatch(t *testing.T) {
 				}
 				return []byte(`{"batchItemFailures":[]}`), nil
 			}}
-			s := h.run(url, inv, func(o *esm.Options) { o.Filter = filter })
+			s := h.run(url, onePoller{inv}, func(o *esm.Options) { o.Filter = filter })
 			slices.Sort(delivered)
 			if !slices.Equal(delivered, tc.wantDelivered) {
 				t.Errorf("delivered %q; want %q", delivered, tc.wantDelivered)
