@@ -54,15 +54,6 @@ func (f *funcInvoker) Invoke(ctx context.Context, event []byte, _ ...func(*runti
 	return runtimeapi.Result{RequestID: fmt.Sprint(time.Now().UnixNano()), Outcome: runtimeapi.OutcomeSuccess, Payload: payload}, nil
 }
 
-// onePoller serves one invocation at a time, so that Run polls with a
-// single poller and its receives never overlap. moto's ReceiveMessage takes
-// no lock: two receives at once can both hand out the same message, which
-// SQS's visibility timeout rules out. A test that counts each message once
-// uses it.
-type onePoller struct{ *funcInvoker }
-
-func (onePoller) Capacity() int { return 1 }
-
 func (f *funcInvoker) counts() (most, invocations int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -75,7 +75,10 @@ func TestWindowLongerThanVisibilityTimeout(t *testing.T) {
 }
 
 // oneAtATime is a funcInvoker that says it serves one invocation at a time,
-// as a Runner does.
+// as a Runner does: Run then polls with one poller, whose receives never
+// overlap. A test that counts each message once uses it: moto's
+// ReceiveMessage takes no lock, and two receives at once can both hand out
+// the same message, which SQS's visibility timeout rules out.
 type oneAtATime struct{ *funcInvoker }
 
 func (oneAtATime) Capacity() int { return 1 }
@@ -369,7 +372,7 @@ func TestFilterDeletesMessagesItDoesNotMatch(t *testing.T) {
 				}
 				return []byte(`{"batchItemFailures":[]}`), nil
 			}}
-			s := h.run(url, onePoller{inv}, func(o *esm.Options) { o.Filter = filter })
+			s := h.run(url, oneAtATime{inv}, func(o *esm.Options) { o.Filter = filter })
 			slices.Sort(delivered)
 			if !slices.Equal(delivered, tc.wantDelivered) {
 				t.Errorf("delivered %q; want %q", delivered, tc.wantDelivered)
