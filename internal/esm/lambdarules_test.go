@@ -169,7 +169,8 @@ func TestMappingFollowsLambda(t *testing.T) {
 			return json.Marshal(events.SQSEventResponse{BatchItemFailures: failed})
 		}}
 		w := &warnings{}
-		s, err := runUntilEmpty(t, client, url, inv, w, func(o *esm.Options) { o.ReportBatchItemFailures = true })
+		// One poller: each delivery is counted once (see oneAtATime).
+		s, err := runUntilEmpty(t, client, url, oneAtATime{inv}, w, func(o *esm.Options) { o.ReportBatchItemFailures = true })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +237,8 @@ func TestMappingFollowsLambda(t *testing.T) {
 		url, _ := h.queue(false, map[string]string{"VisibilityTimeout": "2"})
 		h.send(url, "a")
 		w := &warnings{}
-		s, err := runUntilEmpty(t, client, url, &funcInvoker{fn: succeed}, w, func(o *esm.Options) {
+		// One poller: the message is counted once (see oneAtATime).
+		s, err := runUntilEmpty(t, client, url, oneAtATime{&funcInvoker{fn: succeed}}, w, func(o *esm.Options) {
 			o.FunctionTimeout, o.AllowShortVisibilityTimeout = 5*time.Second, true
 		})
 		if err != nil || s.Deleted != 1 {

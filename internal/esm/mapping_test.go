@@ -40,7 +40,8 @@ func TestIgnoredFailuresWarningForAnInvalidList(t *testing.T) {
 			h.send(url, "a", "b")
 			inv := &funcInvoker{fn: func(ev events.SQSEvent) ([]byte, error) { return []byte(tc.respond(ev)), nil }}
 			w := &warnings{}
-			s, err := runUntilEmpty(t, client, url, inv, w, func(o *esm.Options) { o.BatchSize = 1 })
+			// One poller: each record is counted once (see oneAtATime).
+			s, err := runUntilEmpty(t, client, url, oneAtATime{inv}, w, func(o *esm.Options) { o.BatchSize = 1 })
 			if err != nil {
 				t.Fatal(err)
 			}
