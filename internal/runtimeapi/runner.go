@@ -435,9 +435,12 @@ func (r *Runner) stopEnv(graceful bool) {
 	r.live.Store(nil)
 	if graceful && env.srv.hasExtensions() {
 		// Lambda thaws the environment to shut it down; a frozen process
-		// would not see SIGTERM or the SHUTDOWN event.
-		childproc.Freeze(env.cmd, false)
+		// would not see SIGTERM or the SHUTDOWN event. Shutdown first, so
+		// that the runtime's next request, which may still be on its way
+		// after its last response, no longer freezes it (handleNext), and
+		// then thawed for good.
 		env.srv.shutdownExtensions(time.Now().Add(shutdownGrace))
+		childproc.Freeze(env.cmd, false)
 		childproc.Signal(env.cmd, false)
 		select {
 		case <-env.exited:

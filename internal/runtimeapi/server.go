@@ -404,14 +404,27 @@ func (s *Server) shutdownExtensions(deadline time.Time) {
 	}
 }
 
+// shuttingDownLocked reports whether extensions were told to shut down.
+// The caller holds s.mu.
+func (s *Server) shuttingDownLocked() bool {
+	select {
+	case <-s.shutdown:
+		return true
+	default:
+		return false
+	}
+}
+
 // handleNext hands the runtime the next event, waiting as long as it takes.
 func (s *Server) handleNext(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.initDone = true
 	s.waiting++
-	if s.freeze != nil && !s.closed && len(s.queue) == 0 && len(s.inflight) == 0 {
+	if s.freeze != nil && !s.closed && !s.shuttingDownLocked() && len(s.queue) == 0 && len(s.inflight) == 0 {
 		// Under the lock, so that whoever sees the runtime idle (state)
-		// knows it is frozen, and thaws it before queuing an event.
+		// knows it is frozen, and thaws it before queuing an event. Not
+		// once shutdown has begun: the environment stays thawed for its
+		// SIGTERM, which a stopped process would not handle.
 		s.freeze()
 	}
 	s.broadcastLocked()
