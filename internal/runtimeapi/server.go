@@ -396,9 +396,7 @@ func (s *Server) hasExtensions() bool {
 func (s *Server) shutdownExtensions(deadline time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	select {
-	case <-s.shutdown:
-	default:
+	if !s.shuttingDownLocked() {
 		s.shutdownAtMs = deadline.UnixMilli()
 		close(s.shutdown)
 	}
