@@ -22,6 +22,7 @@ import (
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
+	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
 // Payment is the message body. Unknown fields are ignored.
@@ -235,6 +236,7 @@ type payments struct {
 	// value, a list would be allocated for each payment.
 	publish     func(context.Context, outbox.Message) error
 	eventsQueue string
+	events      eventRules // of eventsQueue (newEventRules)
 	// crash, if set, is called after each charge: the fault switch
 	// (E2E_CRASH_AFTER_CHARGE) ends the process there.
 	crash func(ctx context.Context, paymentID string, msg *events.SQSMessage)
@@ -311,7 +313,25 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 		attrs = append(attrs, slog.String("decline_reason", out.Reason))
 	}
 	lambdakit.AddLogAttrs(ctx, attrs...)
-	return json.Marshal(out)
+	return out.encode()
+}
+
+// encode is o's JSON, as json.Marshal writes it: for the usual outcome,
+// whose charge ID or reason encoding/json writes as it is (plainJSON),
+// written here directly, without reflection.
+func (o Outcome) encode() ([]byte, error) {
+	if !plainJSON(o.Status) || !plainJSON(o.ChargeID) || !plainJSON(o.Reason) {
+		return json.Marshal(o)
+	}
+	b := make([]byte, 0, len(`{"status":"","charge_id":"","reason":""}`)+len(o.Status)+len(o.ChargeID)+len(o.Reason))
+	b = append(append(append(b, `{"status":"`...), o.Status...), '"')
+	if o.ChargeID != "" {
+		b = append(append(append(b, `,"charge_id":"`...), o.ChargeID...), '"')
+	}
+	if o.Reason != "" {
+		b = append(append(append(b, `,"reason":"`...), o.Reason...), '"')
+	}
+	return append(b, '}'), nil
 }
 
 // logStatus is an outcome's status as the record's log line gives it:
@@ -336,23 +356,118 @@ func logStatus(status string) string {
 // their strings are any UTF-8 (DynamoDB takes them), the amount an int64
 // (a number DynamoDB holds), and their sizes are bounded as above.
 //
+// Of what outbox.Check asks, only the group ID and the size vary from one
+// payment to another: newEventRules checked the rest once, and s.events
+// checks these two (TestEventRulesAgreeWithOutboxCheck).
+//
 // It returns the message body of the event with an empty charge_id ("" when the
 // function publishes nothing), which withChargeID completes after the
-// charge: the event is encoded, and escaped for SQS, once per payment.
+// charge: the event is encoded, and escaped for SQS, once per payment,
+// before the charge, since its exact size is what is checked.
 func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if s.publish == nil {
 		return "", nil
 	}
-	js, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
-		CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency})
+	body, err := eventBody(p, amount)
 	if err != nil {
 		return "", err
 	}
-	body := awsrules.EscapeJSON(string(js))
-	if err := outbox.Check(s.chargedMessage(p, body)); err != nil {
-		return "", lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
+	if err := s.events.check(p.CustomerID, body); err != nil {
+		return "", lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published to %s: %w", ErrInvalidPayment, s.eventsQueue, err))
 	}
 	return body, nil
+}
+
+// eventBody is the message body of p's chargedEvent without a charge ID:
+// its JSON as encoding/json writes it, with the characters SQS refuses
+// escaped (awsrules.EscapeJSON). Fields that encoding/json writes as they
+// are, and SQS takes (plainJSON), as in the usual payment, are written
+// here directly, without reflection or a second pass.
+func eventBody(p Payment, amount int64) (string, error) {
+	if !plainJSON(p.PaymentID) || !plainJSON(p.OrderID) || !plainJSON(p.CustomerID) || !plainJSON(p.Currency) {
+		js, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+			CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency})
+		if err != nil {
+			return "", err
+		}
+		return awsrules.EscapeJSON(string(js)), nil
+	}
+	var num [20]byte
+	amt := strconv.AppendInt(num[:0], amount, 10)
+	var b strings.Builder
+	b.Grow(len(eventHead) + len(p.PaymentID) + len(p.OrderID) + len(p.CustomerID) + len(amt) + len(p.Currency) + 64)
+	b.WriteString(eventHead)
+	b.WriteString(p.PaymentID)
+	b.WriteString(`","order_id":"`)
+	b.WriteString(p.OrderID)
+	b.WriteString(`","customer_id":"`)
+	b.WriteString(p.CustomerID)
+	b.WriteString(`","amount":`)
+	b.Write(amt)
+	b.WriteString(`,"currency":"`)
+	b.WriteString(p.Currency)
+	b.WriteString(`","charge_id":` + noChargeID)
+	return b.String(), nil
+}
+
+// eventHead is how the JSON of every chargedEvent starts.
+const eventHead = `{"type":"payment.charged","payment_id":"`
+
+// eventRules are the checks of outbox.Check that vary from one
+// payment.charged message to another: its group ID (the customer_id) and
+// its size. The queue URL, the name and the attributes are the same for
+// every payment, and checked once by newEventRules; the body's characters
+// are always ones SQS takes, once escaped (awsrules.EscapeJSON).
+type eventRules struct {
+	// needsGroup: the queue (a FIFO queue) refuses a message without a
+	// group ID. A group ID given is checked on any queue, as Check does.
+	needsGroup bool
+	// attrSize is the attributes' share of the message's size, and
+	// maxSize the largest size of a message with an empty group ID:
+	// each byte of the group ID takes one from it (the outbox stores
+	// the group ID beside the message).
+	attrSize, maxSize int
+}
+
+// newEventRules checks the parts of every payment.charged message to
+// queueURL that are the same for all payments, by outbox.Check of one
+// such message, and learns from Check the rest of its rules: whether the
+// queue needs a group ID, and how large a message may be. A queue URL
+// the outbox refuses fails here, when the function starts, rather than
+// every payment.
+func newEventRules(queueURL string) (eventRules, error) {
+	const group = "g" // a group ID SQS takes
+	msg := outbox.Message{QueueURL: queueURL, GroupID: group, Name: "payment.charged", Body: "{}", Attributes: chargedAttributes}
+	if err := outbox.Check(msg); err != nil {
+		return eventRules{}, fmt.Errorf("EVENTS_QUEUE_URL %q: %w", queueURL, err)
+	}
+	var r eventRules
+	noGroup := msg
+	noGroup.GroupID = ""
+	r.needsGroup = outbox.Check(noGroup) != nil
+	// A body larger than any item: Check says how large a message may be.
+	msg.Body = strings.Repeat("x", awsrules.MaxItemBytes+1)
+	var tooLarge *producer.TooLargeError
+	if !errors.As(outbox.Check(msg), &tooLarge) {
+		return eventRules{}, fmt.Errorf("EVENTS_QUEUE_URL %q: outbox.Check took a message of %d bytes", queueURL, len(msg.Body))
+	}
+	r.attrSize = tooLarge.Size - len(msg.Body)
+	r.maxSize = tooLarge.Max + len(group)
+	return r, nil
+}
+
+// check returns what outbox.Check would refuse of the payment.charged
+// message with this group ID and body, of the rules' queue.
+func (r eventRules) check(group, body string) error {
+	if group != "" || r.needsGroup {
+		if err := awsrules.CheckGroupID(group); err != nil {
+			return fmt.Errorf("%w: %w", producer.ErrInvalidGroupID, err)
+		}
+	}
+	if size, max := len(body)+r.attrSize, r.maxSize-len(group); size > max {
+		return &producer.TooLargeError{Size: size, Max: max}
+	}
+	return nil
 }
 
 // noChargeID is how the JSON of a chargedEvent without a charge ID ends:
