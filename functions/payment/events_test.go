@@ -414,3 +414,22 @@ func FuzzEventRulesAgreeWithOutboxCheck(f *testing.F) {
 		agreesWithOutboxCheck(t, s, Payment{PaymentID: id, OrderID: order, CustomerID: customer, Currency: currency})
 	})
 }
+
+// checkEvent's cost per payment, its event completed after the charge
+// (withChargeID) and the result encoded, as Handle does for a charge.
+func BenchmarkChargedEventOfAPayment(b *testing.B) {
+	s := eventPayments(b, eventQueues[0])
+	p := Payment{PaymentID: "pay_bench_000001", OrderID: "ord_1", CustomerID: "cus_000042", Currency: "EUR"}
+	out := Outcome{Status: StatusCharged, ChargeID: "ch_3MmlLrLkdIwHu7ix"}
+	b.ReportAllocs()
+	for b.Loop() {
+		body, err := s.checkEvent(p, 1250)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = s.chargedMessage(p, withChargeID(body, out.ChargeID))
+		if _, err := out.encode(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -395,7 +395,8 @@ func eventBody(p Payment, amount int64) (string, error) {
 	var num [20]byte
 	amt := strconv.AppendInt(num[:0], amount, 10)
 	var b strings.Builder
-	b.Grow(len(eventHead) + len(p.PaymentID) + len(p.OrderID) + len(p.CustomerID) + len(amt) + len(p.Currency) + 64)
+	b.Grow(len(eventHead+`","order_id":"","customer_id":"","amount":,"currency":"","charge_id":`+noChargeID) +
+		len(p.PaymentID) + len(p.OrderID) + len(p.CustomerID) + len(amt) + len(p.Currency))
 	b.WriteString(eventHead)
 	b.WriteString(p.PaymentID)
 	b.WriteString(`","order_id":"`)
