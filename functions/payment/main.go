@@ -348,7 +348,7 @@ func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Cli
 		p.publish = func(ctx context.Context, m outbox.Message) error { return outbox.PublishOnRecord(ctx, m) }
 	}
 	if p.publish != nil {
-		if p.events, err = newEventRules(c.EventsQueueURL); err != nil {
+		if err := checkEventsQueue(c.EventsQueueURL); err != nil {
 			return nil, err
 		}
 		p.eventsQueue = c.EventsQueueURL

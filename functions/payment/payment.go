@@ -22,7 +22,6 @@ import (
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
-	"github.com/lambdakit/lambdakit/lambdakit/producer"
 )
 
 // Payment is the message body. Unknown fields are ignored.
@@ -236,7 +235,6 @@ type payments struct {
 	// value, a list would be allocated for each payment.
 	publish     func(context.Context, outbox.Message) error
 	eventsQueue string
-	events      eventRules // of eventsQueue (newEventRules)
 	// crash, if set, is called after each charge: the fault switch
 	// (E2E_CRASH_AFTER_CHARGE) ends the process there.
 	crash func(ctx context.Context, paymentID string, msg *events.SQSMessage)
@@ -356,14 +354,9 @@ func logStatus(status string) string {
 // their strings are any UTF-8 (DynamoDB takes them), the amount an int64
 // (a number DynamoDB holds), and their sizes are bounded as above.
 //
-// Of what outbox.Check asks, only the group ID and the size vary from one
-// payment to another: newEventRules checked the rest once, and s.events
-// checks these two (TestEventRulesAgreeWithOutboxCheck).
-//
 // It returns the message body of the event with an empty charge_id ("" when the
 // function publishes nothing), which withChargeID completes after the
-// charge: the event is encoded, and escaped for SQS, once per payment,
-// before the charge, since its exact size is what is checked.
+// charge: the event is encoded, and escaped for SQS, once per payment.
 func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if s.publish == nil {
 		return "", nil
@@ -372,8 +365,8 @@ func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.events.check(p.CustomerID, body); err != nil {
-		return "", lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published to %s: %w", ErrInvalidPayment, s.eventsQueue, err))
+	if err := outbox.Check(s.chargedMessage(p, body)); err != nil {
+		return "", lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
 	}
 	return body, nil
 }
@@ -414,59 +407,15 @@ func eventBody(p Payment, amount int64) (string, error) {
 // eventHead is how the JSON of every chargedEvent starts.
 const eventHead = `{"type":"payment.charged","payment_id":"`
 
-// eventRules are the checks of outbox.Check that vary from one
-// payment.charged message to another: its group ID (the customer_id) and
-// its size. The queue URL, the name and the attributes are the same for
-// every payment, and checked once by newEventRules; the body's characters
-// are always ones SQS takes, once escaped (awsrules.EscapeJSON).
-type eventRules struct {
-	// needsGroup: the queue (a FIFO queue) refuses a message without a
-	// group ID. A group ID given is checked on any queue, as Check does.
-	needsGroup bool
-	// attrSize is the attributes' share of the message's size, and
-	// maxSize the largest size of a message with an empty group ID:
-	// each byte of the group ID takes one from it (the outbox stores
-	// the group ID beside the message).
-	attrSize, maxSize int
-}
-
-// newEventRules checks the parts of every payment.charged message to
-// queueURL that are the same for all payments, by outbox.Check of one
-// such message, and learns from Check the rest of its rules: whether the
-// queue needs a group ID, and how large a message may be. A queue URL
-// the outbox refuses fails here, when the function starts, rather than
-// every payment.
-func newEventRules(queueURL string) (eventRules, error) {
-	const group = "g" // a group ID SQS takes
-	msg := outbox.Message{QueueURL: queueURL, GroupID: group, Name: "payment.charged", Body: "{}", Attributes: chargedAttributes}
+// checkEventsQueue checks, when the function starts, what every
+// payment.charged message to queueURL shares (the queue URL, the name,
+// the attributes) by outbox.Check of one such message: a queue URL the
+// outbox refuses stops the function there rather than failing every
+// payment, permanently, into the dead-letter queue.
+func checkEventsQueue(queueURL string) error {
+	msg := outbox.Message{QueueURL: queueURL, GroupID: "g", Name: "payment.charged", Body: "{}", Attributes: chargedAttributes}
 	if err := outbox.Check(msg); err != nil {
-		return eventRules{}, fmt.Errorf("EVENTS_QUEUE_URL %q: %w", queueURL, err)
-	}
-	var r eventRules
-	noGroup := msg
-	noGroup.GroupID = ""
-	r.needsGroup = outbox.Check(noGroup) != nil
-	// A body larger than any item: Check says how large a message may be.
-	msg.Body = strings.Repeat("x", awsrules.MaxItemBytes+1)
-	var tooLarge *producer.TooLargeError
-	if !errors.As(outbox.Check(msg), &tooLarge) {
-		return eventRules{}, fmt.Errorf("EVENTS_QUEUE_URL %q: outbox.Check took a message of %d bytes", queueURL, len(msg.Body))
-	}
-	r.attrSize = tooLarge.Size - len(msg.Body)
-	r.maxSize = tooLarge.Max + len(group)
-	return r, nil
-}
-
-// check returns what outbox.Check would refuse of the payment.charged
-// message with this group ID and body, of the rules' queue.
-func (r eventRules) check(group, body string) error {
-	if group != "" || r.needsGroup {
-		if err := awsrules.CheckGroupID(group); err != nil {
-			return fmt.Errorf("%w: %w", producer.ErrInvalidGroupID, err)
-		}
-	}
-	if size, max := len(body)+r.attrSize, r.maxSize-len(group); size > max {
-		return &producer.TooLargeError{Size: size, Max: max}
+		return fmt.Errorf("EVENTS_QUEUE_URL %q: %w", queueURL, err)
 	}
 	return nil
 }
