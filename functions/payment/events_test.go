@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -272,7 +274,7 @@ func TestChargeIDWithACharacterSQSRefusesIsRecordedAndPublished(t *testing.T) {
 // (an order ID with U+FFFE). withChargeID writes a plain ID as it is,
 // relying on encoding/json leaving it so.
 func TestChargedEventWithChargeIDIsTheWholeEventsJSON(t *testing.T) {
-	s := &payments{publish: func(context.Context, outbox.Message) error { return nil }, eventsQueue: "https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo"}
+	s := eventPayments(eventQueues[0])
 	p := Payment{PaymentID: "pay_<1>", OrderID: "ord_\"1\"\ufffe", CustomerID: "cus_1", Currency: "EUR"}
 	body, err := s.checkEvent(p, 1200)
 	if err != nil {
@@ -283,6 +285,117 @@ func TestChargedEventWithChargeIDIsTheWholeEventsJSON(t *testing.T) {
 			CustomerID: p.CustomerID, Amount: 1200, Currency: p.Currency, ChargeID: id})
 		if got := withChargeID(body, id); got != awsrules.EscapeJSON(string(want)) {
 			t.Errorf("charge ID %q: got %s; want %s", id, got, awsrules.EscapeJSON(string(want)))
+		}
+	}
+}
+
+// An events queue URL the outbox refuses (not UTF-8), though it looks like
+// a queue's URL, stops the function at start. (Taken, every payment was
+// refused by its event's check, permanently: each went to the dead-letter
+// queue.)
+func TestEventsQueueURLTheOutboxRefusesFailsAtStart(t *testing.T) {
+	env := map[string]string{"PAYMENTS_TABLE": "pay", "PAYMENT_GATEWAY_URL": "https://gw.example",
+		"EVENTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/events\xff.fifo"}
+	c, err := configFromEnv(func(k string) string { return env[k] })
+	if err == nil {
+		_, err = newHandler(c, dynamodb.NewFromConfig(moto.Config(t)), nil, http.DefaultClient, slog.New(slog.DiscardHandler))
+	}
+	if err == nil || !strings.Contains(err.Error(), "EVENTS_QUEUE_URL") {
+		t.Errorf("got %v; want the function refused at start, naming EVENTS_QUEUE_URL", err)
+	}
+}
+
+// eventQueues are the queues the event's check is tried with: the
+// template's FIFO queue and a standard one (which takes a message without
+// a group ID).
+var eventQueues = []string{"https://sqs.eu-west-1.amazonaws.com/123456789012/payments-events.fifo",
+	"https://sqs.eu-west-1.amazonaws.com/123456789012/payments-events"}
+
+// eventPayments is a payments that publishes to queueURL.
+func eventPayments(queueURL string) *payments {
+	return &payments{publish: func(context.Context, outbox.Message) error { return nil }, eventsQueue: queueURL}
+}
+
+// eventIsTheMarshalledOne fails t unless s.checkEvent, for p's event,
+// returns the body encoding/json and awsrules.EscapeJSON make of it (its
+// charge ID empty), and refuses what outbox.Check refuses of that message.
+func eventIsTheMarshalledOne(t *testing.T, s *payments, p Payment) {
+	t.Helper()
+	js, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+		CustomerID: p.CustomerID, Amount: 1200, Currency: p.Currency})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := awsrules.EscapeJSON(string(js))
+	wantErr := outbox.Check(s.chargedMessage(p, want))
+	got, err := s.checkEvent(p, 1200)
+	name := fmt.Sprintf("queue %s, payment %q, order %q, customer %q, currency %q", s.eventsQueue, clip(p.PaymentID), clip(p.OrderID), clip(p.CustomerID), clip(p.Currency))
+	switch {
+	case (err == nil) != (wantErr == nil):
+		t.Errorf("%s: checkEvent: %v; outbox.Check: %v", name, err, wantErr)
+	case err == nil && got != want:
+		t.Errorf("%s: body %s; want %s", name, clip(got), clip(want))
+	case err != nil && !errors.Is(err, ErrInvalidPayment):
+		t.Errorf("%s: %v; want ErrInvalidPayment", name, err)
+	}
+}
+
+// The event checkEvent writes without encoding/json (fields it would
+// write as they are) is the one encoding/json writes, escaped for SQS;
+// any other goes through encoding/json; and the check is outbox.Check's:
+// customer IDs SQS takes as a group ID or not (128 and 129 bytes, a
+// space, non-ASCII, controls, U+FFFE, none), fields with characters
+// encoding/json escapes or SQS refuses.
+func TestCheckEventWritesTheEventAsEncodingJSONDoes(t *testing.T) {
+	customers := []string{"cus_1", strings.Repeat("c", 128), strings.Repeat("c", 129), "cus 42", "cus_Zoë", "cus\x00",
+		"cus\x7f", "cus\ufffe", "", "!~\"'<>&\\", "cus\xff"}
+	for _, q := range eventQueues {
+		s := eventPayments(q)
+		for _, c := range customers {
+			for _, order := range []string{"ord_1", "ord_\"<é>\"\u2028\ufffe", "ord\x00\xff"} {
+				eventIsTheMarshalledOne(t, s, Payment{PaymentID: "pay_1", OrderID: order, CustomerID: c, Currency: "EUR"})
+				eventIsTheMarshalledOne(t, s, Payment{PaymentID: "pay_<1>", OrderID: order, CustomerID: c, Currency: "E&R"})
+			}
+		}
+		// Too large to publish, plain: refused as outbox.Check refuses it.
+		eventIsTheMarshalledOne(t, s, Payment{PaymentID: "pay_1", OrderID: strings.Repeat("o", awsrules.MaxItemBytes), CustomerID: "c", Currency: "EUR"})
+	}
+}
+
+// Whatever a payment holds, checkEvent's event is encoding/json's (see
+// TestCheckEventWritesTheEventAsEncodingJSONDoes). `go test` runs the
+// seeds; `go test -fuzz FuzzCheckEventWritesTheEventAsEncodingJSONDoes`
+// searches.
+func FuzzCheckEventWritesTheEventAsEncodingJSONDoes(f *testing.F) {
+	f.Add("pay_1", "ord_1", "cus_1", "EUR", false)
+	f.Add("pay_<1>", "ord\ufffe", "cus 42", "EU\x00", true)
+	f.Add("p", "", strings.Repeat("c", 129), "", false)
+	f.Add("p\xff", "o", "", "e", true)
+	fifo, std := eventPayments(eventQueues[0]), eventPayments(eventQueues[1])
+	f.Fuzz(func(t *testing.T, id, order, customer, currency string, standard bool) {
+		s := fifo
+		if standard {
+			s = std
+		}
+		eventIsTheMarshalledOne(t, s, Payment{PaymentID: id, OrderID: order, CustomerID: customer, Currency: currency})
+	})
+}
+
+// checkEvent's cost per payment, its event completed after the charge
+// (withChargeID) and the result encoded, as Handle does for a charge.
+func BenchmarkChargedEventOfAPayment(b *testing.B) {
+	s := eventPayments(eventQueues[0])
+	p := Payment{PaymentID: "pay_bench_000001", OrderID: "ord_1", CustomerID: "cus_000042", Currency: "EUR"}
+	out := Outcome{Status: StatusCharged, ChargeID: "ch_3MmlLrLkdIwHu7ix"}
+	b.ReportAllocs()
+	for b.Loop() {
+		body, err := s.checkEvent(p, 1250)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = s.chargedMessage(p, withChargeID(body, out.ChargeID))
+		if _, err := out.encode(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

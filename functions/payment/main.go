@@ -347,7 +347,12 @@ func newHandler(c config, db dynamostore.API, vk valkey.Client, client *http.Cli
 	case c.EventsQueueURL != "":
 		p.publish = func(ctx context.Context, m outbox.Message) error { return outbox.PublishOnRecord(ctx, m) }
 	}
-	p.eventsQueue = c.EventsQueueURL
+	if p.publish != nil {
+		if err := checkEventsQueue(c.EventsQueueURL); err != nil {
+			return nil, err
+		}
+		p.eventsQueue = c.EventsQueueURL
+	}
 	idem := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"),
 		func(o *lambdakit.Options) {
 			o.Prefix = idempotencyPrefix

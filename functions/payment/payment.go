@@ -311,7 +311,25 @@ func (s *payments) Handle(ctx context.Context, msg *events.SQSMessage) ([]byte, 
 		attrs = append(attrs, slog.String("decline_reason", out.Reason))
 	}
 	lambdakit.AddLogAttrs(ctx, attrs...)
-	return json.Marshal(out)
+	return out.encode()
+}
+
+// encode is o's JSON, as json.Marshal writes it: for the usual outcome,
+// whose charge ID or reason encoding/json writes as it is (plainJSON),
+// written here directly, without reflection.
+func (o Outcome) encode() ([]byte, error) {
+	if !plainJSON(o.Status) || !plainJSON(o.ChargeID) || !plainJSON(o.Reason) {
+		return json.Marshal(o)
+	}
+	b := make([]byte, 0, len(`{"status":"","charge_id":"","reason":""}`)+len(o.Status)+len(o.ChargeID)+len(o.Reason))
+	b = append(append(append(b, `{"status":"`...), o.Status...), '"')
+	if o.ChargeID != "" {
+		b = append(append(append(b, `,"charge_id":"`...), o.ChargeID...), '"')
+	}
+	if o.Reason != "" {
+		b = append(append(append(b, `,"reason":"`...), o.Reason...), '"')
+	}
+	return append(b, '}'), nil
 }
 
 // logStatus is an outcome's status as the record's log line gives it:
@@ -343,16 +361,63 @@ func (s *payments) checkEvent(p Payment, amount int64) (string, error) {
 	if s.publish == nil {
 		return "", nil
 	}
-	js, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
-		CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency})
+	body, err := eventBody(p, amount)
 	if err != nil {
 		return "", err
 	}
-	body := awsrules.EscapeJSON(string(js))
 	if err := outbox.Check(s.chargedMessage(p, body)); err != nil {
 		return "", lambdakit.Permanent(fmt.Errorf("%w: its payment.charged event could not be published: %w", ErrInvalidPayment, err))
 	}
 	return body, nil
+}
+
+// eventBody is the message body of p's chargedEvent without a charge ID:
+// its JSON as encoding/json writes it, with the characters SQS refuses
+// escaped (awsrules.EscapeJSON). Fields that encoding/json writes as they
+// are, and SQS takes (plainJSON), as in the usual payment, are written
+// here directly, without reflection or a second pass.
+func eventBody(p Payment, amount int64) (string, error) {
+	if !plainJSON(p.PaymentID) || !plainJSON(p.OrderID) || !plainJSON(p.CustomerID) || !plainJSON(p.Currency) {
+		js, err := json.Marshal(chargedEvent{Type: "payment.charged", PaymentID: p.PaymentID, OrderID: p.OrderID,
+			CustomerID: p.CustomerID, Amount: amount, Currency: p.Currency})
+		if err != nil {
+			return "", err
+		}
+		return awsrules.EscapeJSON(string(js)), nil
+	}
+	var num [20]byte
+	amt := strconv.AppendInt(num[:0], amount, 10)
+	var b strings.Builder
+	b.Grow(len(eventHead+`","order_id":"","customer_id":"","amount":,"currency":"","charge_id":`+noChargeID) +
+		len(p.PaymentID) + len(p.OrderID) + len(p.CustomerID) + len(amt) + len(p.Currency))
+	b.WriteString(eventHead)
+	b.WriteString(p.PaymentID)
+	b.WriteString(`","order_id":"`)
+	b.WriteString(p.OrderID)
+	b.WriteString(`","customer_id":"`)
+	b.WriteString(p.CustomerID)
+	b.WriteString(`","amount":`)
+	b.Write(amt)
+	b.WriteString(`,"currency":"`)
+	b.WriteString(p.Currency)
+	b.WriteString(`","charge_id":` + noChargeID)
+	return b.String(), nil
+}
+
+// eventHead is how the JSON of every chargedEvent starts.
+const eventHead = `{"type":"payment.charged","payment_id":"`
+
+// checkEventsQueue checks, when the function starts, what every
+// payment.charged message to queueURL shares (the queue URL, the name,
+// the attributes) by outbox.Check of one such message: a queue URL the
+// outbox refuses stops the function there rather than failing every
+// payment, permanently, into the dead-letter queue.
+func checkEventsQueue(queueURL string) error {
+	msg := outbox.Message{QueueURL: queueURL, GroupID: "g", Name: "payment.charged", Body: "{}", Attributes: chargedAttributes}
+	if err := outbox.Check(msg); err != nil {
+		return fmt.Errorf("EVENTS_QUEUE_URL %q: %w", queueURL, err)
+	}
+	return nil
 }
 
 // noChargeID is how the JSON of a chargedEvent without a charge ID ends:

@@ -668,3 +668,20 @@ func TestFunctionWithoutRegionRefusesToStart(t *testing.T) {
 		t.Errorf("got %v and %q; want exit 1 saying no AWS region", err, out)
 	}
 }
+
+// Handle's result, which the record caches and duplicates get back, is
+// the JSON encoding/json writes for the Outcome, byte for byte, whether
+// encode writes it itself (a plain charge ID or reason) or not.
+func TestOutcomeEncodesAsJSONMarshal(t *testing.T) {
+	var outcomes []Outcome
+	for _, v := range []string{"", "ch_3MmlLrLkdIwHu7ix", "card_declined: insufficient funds", `"q"\`, "<a&b>", "\t\x1f\x7f", "é", "\u2028", "\ufffe", "\xff"} {
+		outcomes = append(outcomes, Outcome{Status: StatusCharged, ChargeID: v}, Outcome{Status: StatusDeclined, Reason: v},
+			Outcome{Status: "ODD<", ChargeID: v, Reason: v})
+	}
+	for _, o := range outcomes {
+		want, _ := json.Marshal(o)
+		if got, err := o.encode(); err != nil || string(got) != string(want) {
+			t.Errorf("%+v: got %s (%v); want %s", o, got, err, want)
+		}
+	}
+}
