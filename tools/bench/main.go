@@ -27,7 +27,7 @@ import (
 type config struct {
 	records, concurrency, batch, flat, cold, microCount int
 	modes                                               int
-	cpuRounds, cpuRecords                               int
+	cpuRounds, cpuRecords, cpuRestart                   int
 	firstSizes, redeliverySizes                         []int
 	bodyBytes, sizeMinRecords, delayReps                int
 	sizeTimeout, gatewayDelay, sizeGatewayDelay         time.Duration
@@ -51,6 +51,7 @@ func main() {
 	flag.IntVar(&c.microCount, "micro-count", 5, "runs of each micro benchmark")
 	flag.IntVar(&c.cpuRounds, "cpu-rounds", 20, "rounds of the side-by-side first-delivery CPU comparison")
 	flag.IntVar(&c.cpuRecords, "cpu-records", 250, "new payments per function per round of the CPU comparison")
+	flag.IntVar(&c.cpuRestart, "cpu-restart-every", 0, "rounds of the CPU comparison each set of containers runs before new ones replace it (0: one set for every round)")
 	flag.StringVar(&firstSizes, "sizes", "10,100,1000", "batch sizes of the first-delivery rows of the batch-size section")
 	flag.StringVar(&redeliverySizes, "redelivery-sizes", "10,100,1000,10000", "batch sizes of its cold-redelivery rows")
 	flag.IntVar(&c.bodyBytes, "body-bytes", 1024, "message body size in the batch-size section")
@@ -267,7 +268,7 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.only["cpu"] {
 		fmt.Fprintln(os.Stderr, "bench: first-delivery CPU, side by side ...")
-		cmp, err := h.FirstDeliveryCPU(ctx, [2]bench.Impl{lk, bare}, [2]*bench.Payments{lkPay, barePay}, c.cpuRounds, c.cpuRecords, c.batch)
+		cmp, err := h.FirstDeliveryCPU(ctx, [2]bench.Impl{lk, bare}, [2]*bench.Payments{lkPay, barePay}, c.cpuRounds, c.cpuRecords, c.batch, c.cpuRestart)
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,9 @@ type CPURound struct {
 	Failed map[string]int
 	// Load is /proc/loadavg's 1-minute average when the round ended.
 	Load string
+	// Containers numbers the set of containers the round ran on, from 1:
+	// with CPUComparison.RestartEvery, each set runs that many rounds.
+	Containers int
 }
 
 // CPUComparison is the side-by-side first-delivery CPU comparison of two
@@ -47,9 +50,16 @@ type CPUComparison struct {
 	BatchSize       int
 	Concurrency     int // containers per function, invoked at once
 	Warmup          int // new payments per function before the first round, not measured
-	Round           []CPURound
-	LoadBefore      string // load averages (1, 5, 15 min) before the first round
-	LoadAfter       string // and after the last
+	// RestartEvery is how many rounds a set of containers runs before
+	// new ones, warmed up alike, replace it; 0 keeps one set for every
+	// round. A process keeps what it starts with (which core it shares
+	// with moto, where its code and data land), and that moves all of its
+	// rounds together: a run on one set gives the ratio of those
+	// processes, not of the code.
+	RestartEvery int
+	Round        []CPURound
+	LoadBefore   string // load averages (1, 5, 15 min) before the first round
+	LoadAfter    string // and after the last
 }
 
 // PerRecord is fn's CPU per record in round r.
@@ -78,6 +88,23 @@ func (c CPUComparison) MedianRatio() float64 {
 		return (rs[n/2-1] + rs[n/2]) / 2
 	}
 	return rs[len(rs)/2]
+}
+
+// SetMedians are the median ratios of the rounds of each set of
+// containers, in order (see RestartEvery).
+func (c CPUComparison) SetMedians() []float64 {
+	var out []float64
+	for i := 0; i < len(c.Round); {
+		j := i
+		for j < len(c.Round) && c.Round[j].Containers == c.Round[i].Containers {
+			j++
+		}
+		set := c
+		set.Round = c.Round[i:j]
+		out = append(out, set.MedianRatio())
+		i = j
+	}
+	return out
 }
 
 // PooledRatio is the ratio of the total CPU over every round.
@@ -117,37 +144,50 @@ const cpuWarmup = 100
 // FirstDeliveryCPU compares the CPU per record of two functions on first
 // delivery: rounds rounds of records new payments each (from pays[i] for
 // impls[i]), in batches of batchSize, on h.Concurrency warm containers per
-// function (warmed up with cpuWarmup payments) kept for every round, the
-// two functions driven at once, the one started first alternating from
-// one round to the next.
-func (h *Harness) FirstDeliveryCPU(ctx context.Context, impls [2]Impl, pays [2]*Payments, rounds, records, batchSize int) (CPUComparison, error) {
+// function (warmed up with cpuWarmup payments), the two functions driven
+// at once, the one started first alternating from one round to the next.
+// The containers are kept for every round, or with restartEvery > 0
+// replaced by new ones, warmed up alike, after every restartEvery rounds.
+func (h *Harness) FirstDeliveryCPU(ctx context.Context, impls [2]Impl, pays [2]*Payments, rounds, records, batchSize, restartEvery int) (CPUComparison, error) {
 	c := CPUComparison{Impls: [2]string{impls[0].Name, impls[1].Name}, Records: records, Rounds: rounds, BatchSize: batchSize,
-		Concurrency: h.Concurrency, Warmup: cpuWarmup, LoadBefore: LoadAverage()}
+		Concurrency: h.Concurrency, Warmup: cpuWarmup, RestartEvery: restartEvery, LoadBefore: LoadAverage()}
 	var warm [2]*Containers
 	defer func() {
 		for _, w := range warm {
 			w.Close()
 		}
 	}()
-	for i, im := range impls {
-		w, err := h.Start(ctx, im, h.Concurrency, nil)
-		if err != nil {
-			return c, err
+	set := 0
+	startWarm := func() error {
+		set++
+		for i, im := range impls {
+			warm[i].Close()
+			warm[i] = nil
+			w, err := h.Start(ctx, im, h.Concurrency, nil)
+			if err != nil {
+				return err
+			}
+			warm[i] = w
+			// Warmer than one batch: connection pools full, the heap at
+			// its working size. Not measured.
+			h.progress("first-delivery CPU, warming up %s (containers %d)", im.Name, set)
+			if _, _, err := h.drive(ctx, w, InBatches(pays[i].Take(cpuWarmup), batchSize), nil); err != nil {
+				return fmt.Errorf("bench: first-delivery CPU, warming up %s: %w", im.Name, err)
+			}
 		}
-		warm[i] = w
-		// Warmer than one batch: connection pools full, the heap at its
-		// working size. Not measured.
-		h.progress("first-delivery CPU, warming up %s", im.Name)
-		if _, _, err := h.drive(ctx, w, InBatches(pays[i].Take(cpuWarmup), batchSize), nil); err != nil {
-			return c, fmt.Errorf("bench: first-delivery CPU, warming up %s: %w", im.Name, err)
-		}
+		return nil
 	}
 	for r := range rounds {
+		if r == 0 || restartEvery > 0 && r%restartEvery == 0 {
+			if err := startWarm(); err != nil {
+				return c, err
+			}
+		}
 		order := []int{0, 1}
 		if r%2 == 1 {
 			order = []int{1, 0}
 		}
-		round := CPURound{First: impls[order[0]].Name, CPU: map[string]time.Duration{}, Failed: map[string]int{}}
+		round := CPURound{First: impls[order[0]].Name, CPU: map[string]time.Duration{}, Failed: map[string]int{}, Containers: set}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		errs := make([]error, 2)

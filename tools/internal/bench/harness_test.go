@@ -244,7 +244,8 @@ func TestBatchSizeAndDelayRowsCountWhatTheDesignSays(t *testing.T) {
 
 // The side-by-side first-delivery CPU comparison, on a small run: every
 // round runs both functions on new payments at once, the one started
-// first alternating, and measures each one's CPU; nothing fails.
+// first alternating, and measures each one's CPU; nothing fails; after
+// every two rounds new containers, warmed up alike, take over.
 func TestFirstDeliveryCPURunsBothEachRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -252,7 +253,7 @@ func TestFirstDeliveryCPURunsBothEachRound(t *testing.T) {
 	h := &bench.Harness{Stack: w.stack, Concurrency: 2, Timeout: 30 * time.Second}
 	gw0 := w.stack.Gateway.Requests()
 	const rounds, records = 3, 20
-	c, err := h.FirstDeliveryCPU(ctx, [2]bench.Impl{w.impls[0], w.impls[1]}, [2]*bench.Payments{w.pays[0], w.pays[1]}, rounds, records, testBatch)
+	c, err := h.FirstDeliveryCPU(ctx, [2]bench.Impl{w.impls[0], w.impls[1]}, [2]*bench.Payments{w.pays[0], w.pays[1]}, rounds, records, testBatch, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +264,9 @@ func TestFirstDeliveryCPURunsBothEachRound(t *testing.T) {
 		if want := []string{"lambdakit", "bare"}[i%2]; r.First != want {
 			t.Errorf("round %d: %s first; want %s (the order alternates)", i+1, r.First, want)
 		}
+		if want := 1 + i/2; r.Containers != want {
+			t.Errorf("round %d: on containers %d; want %d (new ones after every 2 rounds)", i+1, r.Containers, want)
+		}
 		if r.CPU["lambdakit"] <= 0 || r.CPU["bare"] <= 0 {
 			t.Errorf("round %d: CPU %v; want both measured", i+1, r.CPU)
 		}
@@ -270,9 +274,10 @@ func TestFirstDeliveryCPURunsBothEachRound(t *testing.T) {
 	if m := c.MedianRatio(); m <= 0 || c.PooledRatio() <= 0 {
 		t.Errorf("median ratio %v, pooled %v; want both positive", m, c.PooledRatio())
 	}
-	// Each function: a warm-up batch per container, the comparison's
-	// warm-up, then a charge per record.
-	if got, want := w.stack.Gateway.Requests()-gw0, 2*(2*testBatch+c.Warmup+rounds*records); c.Warmup <= 0 || got != want {
+	// Each function, for each of its two sets of containers: a warm-up
+	// batch per container and the comparison's warm-up; then a charge per
+	// record.
+	if got, want := w.stack.Gateway.Requests()-gw0, 2*(2*(2*testBatch+c.Warmup)+rounds*records); c.Warmup <= 0 || got != want {
 		t.Errorf("the gateway got %d requests; want %d: every record a new payment", got, want)
 	}
 }

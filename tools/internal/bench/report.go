@@ -393,19 +393,23 @@ func PrintCPU(w io.Writer, c CPUComparison) {
 	}
 	a, b := c.Impls[0], c.Impls[1]
 	fmt.Fprintf(w, "### First delivery: CPU per record, %s against %s, side by side\n\n", a, b)
-	fmt.Fprintf(w, "%d rounds of %d new payments per function, in batches of %d, on %d warm containers per function kept for every round (warmed up with %d payments first, not measured); "+
+	kept := "kept for every round"
+	if c.RestartEvery > 0 && c.RestartEvery < len(c.Round) {
+		kept = fmt.Sprintf("replaced by new ones after every %d rounds", c.RestartEvery)
+	}
+	fmt.Fprintf(w, "%d rounds of %d new payments per function, in batches of %d, on %d warm containers per function %s (each set warmed up with %d payments first, not measured); "+
 		"the two functions run at the same time, each on its own containers and tables, the one started first alternating. CPU is the function processes' CPU time over the round, from the kernel "+
 		"(/proc/<pid>/task/*/schedstat), so that neither waiting on moto nor a busy core counts. The target is held to the median of the rounds' ratios. "+
 		"Load average (1, 5, 15 min) before: %s; after: %s.\n\n",
-		c.Rounds, c.Records, c.BatchSize, c.Concurrency, c.Warmup, c.LoadBefore, c.LoadAfter)
-	fmt.Fprintf(w, "| round | first | %s CPU µs/record | %s CPU µs/record | ratio | failed | load (1 min) |\n", a, b)
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		c.Rounds, c.Records, c.BatchSize, c.Concurrency, kept, c.Warmup, c.LoadBefore, c.LoadAfter)
+	fmt.Fprintf(w, "| round | containers | first | %s CPU µs/record | %s CPU µs/record | ratio | failed | load (1 min) |\n", a, b)
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for i, r := range c.Round {
 		load := r.Load
 		if f := strings.Fields(load); len(f) > 0 {
 			load = f[0]
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %d | %s |\n", i+1, r.First,
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %d | %s |\n", i+1, r.Containers, r.First,
 			num(float64(c.PerRecord(r, a).Nanoseconds())/1e3, 0), num(float64(c.PerRecord(r, b).Nanoseconds())/1e3, 0),
 			ratio(float64(r.CPU[a]), float64(r.CPU[b])), r.Failed[a]+r.Failed[b], load)
 	}
@@ -416,6 +420,13 @@ func PrintCPU(w io.Writer, c CPUComparison) {
 		a, num(float64(c.Total(a).Nanoseconds())/1e3, 0), b, num(float64(c.Total(b).Nanoseconds())/1e3, 0),
 		num(c.MedianRatio(), 3)+"×", num(rs[0], 3)+"×", num(rs[len(rs)-1], 3)+"×", num(c.PooledRatio(), 3)+"×",
 		map[bool]string{true: "met", false: "not met"}[c.MedianRatio() <= 1.05])
+	if sets := c.SetMedians(); len(sets) > 1 {
+		fs := make([]string, len(sets))
+		for i, m := range sets {
+			fs[i] = num(m, 3) + "×"
+		}
+		fmt.Fprintf(w, "Median ratio of each set of containers: %s.\n\n", strings.Join(fs, ", "))
+	}
 	if n := c.FailedTotal(); n > 0 {
 		fmt.Fprintf(w, "%d records failed: the rounds measured more than first deliveries.\n\n", n)
 	}
