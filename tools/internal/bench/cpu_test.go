@@ -38,20 +38,13 @@ func TestCPUComparisonFigures(t *testing.T) {
 		t.Errorf("median of two rounds %v; want their mean, 1.05", got)
 	}
 
-	var out bytes.Buffer
-	bench.PrintCPU(&out, c)
-	for _, want := range []string{
+	cpuReportHas(t, c,
 		"| 1 | 1 | lambdakit | 1,040 | 1,000 | 1.04× | 0 | 1.50 |",
 		"| 2 | 1 | bare | 3,000 | 1,000 | 3.00× | 0 | 1.50 |",
 		"ratio median 1.040× (rounds 1.000× – 3.000×), pooled 1.680×",
 		"Target: at most 1.05×, on the median: met.",
-		"before: 1.00 1.00 1.00; after: 2.00 1.00 1.00",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
-	}
-	out.Reset()
+		"before: 1.00 1.00 1.00; after: 2.00 1.00 1.00")
+	var out bytes.Buffer
 	bench.PrintCPU(&out, cpuRounds([2]time.Duration{106 * ms, 100 * ms}))
 	if !strings.Contains(out.String(), "on the median: not met.") {
 		t.Errorf("a ratio of 1.06 reported as:\n%s", out.String())
@@ -79,13 +72,18 @@ func TestCPUComparisonMediansBySetOfContainers(t *testing.T) {
 			t.Errorf("set medians %v; want %v", got, want)
 		}
 	}
-	var out bytes.Buffer
-	bench.PrintCPU(&out, c)
-	for _, want := range []string{
+	cpuReportHas(t, c,
 		"replaced by new ones after every 2 rounds",
 		"| 3 | 2 | lambdakit | 1,100 | 1,000 | 1.10× | 0 | 1.50 |",
-		"Median ratio of each set of containers: 1.030×, 1.090×, 1.120×.",
-	} {
+		"Median ratio of each set of containers: 1.030×, 1.090×, 1.120×.")
+}
+
+// cpuReportHas fails t unless PrintCPU's report of c holds each of wants.
+func cpuReportHas(t *testing.T, c bench.CPUComparison, wants ...string) {
+	t.Helper()
+	var out bytes.Buffer
+	bench.PrintCPU(&out, c)
+	for _, want := range wants {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
