@@ -29,8 +29,9 @@ type dlqReader struct {
 	command string // "lambdakit redrive", for the messages on stderr
 	stderr  io.Writer
 
-	seen map[string]bool // message IDs received in this run
-	left []types.Message // received, not deleted: made visible again at the end
+	seen     map[string]bool // message IDs received in this run
+	received int             // messages received in this run, once each
+	left     []types.Message // received, not deleted: made visible again at the end
 }
 
 func newDLQReader(client *sqs.Client, url, command string, stderr io.Writer) *dlqReader {
@@ -78,8 +79,22 @@ func (d *dlqReader) receive(ctx context.Context, want int32) ([]types.Message, e
 	return fresh, nil
 }
 
-// leave keeps m in the queue: it is made visible again at the end.
-func (d *dlqReader) leave(m types.Message) { d.left = append(d.left, m) }
+// handleAll handles the messages of one receive in order: handle reports
+// whether a message is done, to be deleted; the others are left, and so
+// is every message once ctx ends. It returns how many messages done it
+// could not delete.
+func (d *dlqReader) handleAll(ctx context.Context, msgs []types.Message, handle func(context.Context, types.Message) bool) (notDeleted int) {
+	var done []types.Message
+	for _, m := range msgs {
+		d.received++
+		if ctx.Err() == nil && handle(ctx, m) {
+			done = append(done, m)
+		} else {
+			d.left = append(d.left, m)
+		}
+	}
+	return d.delete(done)
+}
 
 // delete deletes done, the messages handled, and returns how many it could
 // not delete. It runs on a context of its own: a message handled is

@@ -59,7 +59,7 @@ type redriveCommand struct {
 	dlq     *dlqReader
 	blocked map[string]bool // FIFO groups with a message that failed to send
 
-	received, moved, failed, held, notDeleted int
+	moved, failed, held, notDeleted int
 }
 
 // parse reads the command line.
@@ -164,7 +164,7 @@ func (r *redriveCommand) checkQueue(ctx context.Context, queueURL string) (arn s
 // round receives one batch from -from and handles it. It reports whether
 // there may be more to do.
 func (r *redriveCommand) round(ctx context.Context) (more bool, err error) {
-	want := batchSize(r.max, r.received)
+	want := batchSize(r.max, r.dlq.received)
 	if want == 0 {
 		return false, nil
 	}
@@ -175,16 +175,7 @@ func (r *redriveCommand) round(ctx context.Context) (more bool, err error) {
 	if len(fresh) == 0 {
 		return false, nil
 	}
-	var sent []types.Message
-	for _, m := range fresh {
-		r.received++
-		if ctx.Err() == nil && r.handle(ctx, m) {
-			sent = append(sent, m)
-		} else {
-			r.dlq.leave(m)
-		}
-	}
-	r.notDeleted += r.dlq.delete(sent)
+	r.notDeleted += r.dlq.handleAll(ctx, fresh, r.handle)
 	return true, nil
 }
 
@@ -303,8 +294,8 @@ func (r *redriveCommand) stop(ctx context.Context, err error) error {
 
 func (r *redriveCommand) summary(w io.Writer) {
 	if r.dryRun {
-		fmt.Fprintf(w, "lambdakit redrive: dry run: received %d: would move %d\n", r.received, r.moved)
+		fmt.Fprintf(w, "lambdakit redrive: dry run: received %d: would move %d\n", r.dlq.received, r.moved)
 		return
 	}
-	fmt.Fprintf(w, "lambdakit redrive: received %d: moved %d, failed %d, held back %d, not deleted %d\n", r.received, r.moved, r.failed, r.held, r.notDeleted)
+	fmt.Fprintf(w, "lambdakit redrive: received %d: moved %d, failed %d, held back %d, not deleted %d\n", r.dlq.received, r.moved, r.failed, r.held, r.notDeleted)
 }
