@@ -162,3 +162,18 @@ func (d *dlqReader) release() {
 		}
 	}
 }
+
+// dlqArgs refuses what the command lines of the commands that read a
+// dead-letter queue (redrive, resend) refuse alike: arguments besides the
+// flags, no -from (fromIs says what it is), a -max below 0.
+func dlqArgs(fs *cmdline.Flags, rest []string, from string, max int, fromIs string) error {
+	switch {
+	case len(rest) > 0:
+		return fs.UsageError("no arguments besides the flags; got %q", rest)
+	case from == "":
+		return fs.UsageError("-from is required: %s", fromIs)
+	case max < 0:
+		return fs.UsageError("-max %d: want 0 (all) or more", max)
+	}
+	return nil
+}

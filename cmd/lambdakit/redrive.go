@@ -75,15 +75,11 @@ func (r *redriveCommand) parse(args []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(rest) > 0:
-		return fs.UsageError("no arguments besides the flags; got %q", rest)
-	case r.from == "":
-		return fs.UsageError("-from is required: the dead-letter queue's URL")
-	case r.to == "":
+	if err := dlqArgs(fs, rest, r.from, r.max, "the dead-letter queue's URL"); err != nil {
+		return err
+	}
+	if r.to == "" {
 		return fs.UsageError("-to is required: the URL of the queue to move the messages to")
-	case r.max < 0:
-		return fs.UsageError("-max %d: want 0 (all) or more", r.max)
 	}
 	for name, u := range map[string]string{"-from": r.from, "-to": r.to} {
 		if !validQueueURL(u) {

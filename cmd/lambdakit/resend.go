@@ -97,13 +97,10 @@ func (c *resendCommand) parse(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := dlqArgs(fs, rest, c.from, c.max, "the relay's dead-letter queue's URL"); err != nil {
+		return err
+	}
 	switch {
-	case len(rest) > 0:
-		return fs.UsageError("no arguments besides the flags; got %q", rest)
-	case c.from == "":
-		return fs.UsageError("-from is required: the relay's dead-letter queue's URL")
-	case c.max < 0:
-		return fs.UsageError("-max %d: want 0 (all) or more", c.max)
 	case !validQueueURL(c.from):
 		return fs.UsageError("-from %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/outbox-dlq", c.from)
 	}
