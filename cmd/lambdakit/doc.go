@@ -12,6 +12,7 @@
 //	publish  send JSON Lines to an SQS queue, with deduplication IDs from the consumer's idempotency key
 //	records  show, delete or list stuck idempotency records in DynamoDB
 //	redrive  move messages from a dead-letter queue back to a queue
+//	resend   send again the messages of the outbox relay's dead letters
 //
 // Invoke runs a bootstrap (a Go program built with aws-lambda-go for this
 // machine) under a local implementation of the Lambda Runtime API, feeds it
@@ -48,14 +49,17 @@
 //
 //	lambdakit publish [-key-field PATH] [-group-field PATH] [-max-size N] -queue URL [FILE]
 //
-// Records and redrive are operator tools: records shows, deletes or lists
-// the stuck idempotency records of a function's table, and redrive moves
-// messages from a dead-letter queue back to their queue:
+// Records, redrive and resend are operator tools: records shows, deletes
+// or lists the stuck idempotency records of a function's table, redrive
+// moves messages from a dead-letter queue back to their queue, and resend
+// sends again the messages of the outbox relay's dead letters
+// (outbox.Resend), deleting each dead letter once its messages are sent:
 //
 //	lambdakit records get|delete|stuck -table TABLE -prefix PREFIX [-json] [KEY]
 //	lambdakit redrive [-dry-run] [-max N] -from DLQ_URL -to QUEUE_URL
+//	lambdakit resend [-dry-run] [-max N] [-status-attr NAME ...] -from DLQ_URL
 //
-// Run, publish and redrive send a queue's calls where its URL points: a URL
+// Run, publish, redrive and resend send a queue's calls where its URL points: a URL
 // on AWS to SQS in the URL's region, a URL on any other host to that host.
 // An endpoint configured for SQS (AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)
 // that disagrees is refused as a usage error, never followed. Records, whose

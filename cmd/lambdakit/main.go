@@ -44,6 +44,7 @@ func commands(std stdio) []subcommand {
 		{"publish", "send JSON Lines to an SQS queue, with deduplication IDs from the consumer's idempotency key", &publishCommand{stdio: std}},
 		{"records", "show, delete or list stuck idempotency records in DynamoDB", &recordsCommand{stdio: std}},
 		{"redrive", "move messages from a dead-letter queue back to a queue, attributes, groups and dedup IDs kept", &redriveCommand{stdio: std}},
+		{"resend", "send again the messages of the outbox relay's dead letters, with the IDs the relay gives them", &resendCommand{stdio: std}},
 	}
 }
 

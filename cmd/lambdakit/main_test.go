@@ -530,6 +530,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		{"records", "-h"},
 		{"records", "stuck", "-h"},
 		{"redrive", "-help"},
+		{"resend", "-h"},
 		{"deploy-local", "-h"},
 		{"up", "-h"},
 	} {
@@ -556,7 +557,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 // statuses. The details are in docs/local-tooling.md and docs/operations.md,
 // which the paragraph names.
 func TestHelpIsShort(t *testing.T) {
-	for _, name := range []string{"invoke", "run", "publish", "redrive", "records", "deploy-local", "up"} {
+	for _, name := range []string{"invoke", "run", "publish", "redrive", "resend", "records", "deploy-local", "up"} {
 		r := lambdakit(t, nil, name, "-h")
 		usage, _, found := strings.Cut(r.stderr, "\nFlags:\n")
 		if !found {
@@ -648,7 +649,7 @@ func checkShortUsage(t *testing.T, r cliResult, command string) {
 // prefix, function name, logical ID or port of it. What the sample needs,
 // flags or its template give.
 func TestGenericCommandsHaveNoSampleDefaults(t *testing.T) {
-	for _, name := range []string{"invoke", "run", "publish", "records", "redrive", "deploy-local", "up"} {
+	for _, name := range []string{"invoke", "run", "publish", "records", "redrive", "resend", "deploy-local", "up"} {
 		r := lambdakit(t, []string{"IDEMPOTENCY_TABLE="}, name, "-h")
 		if name == "records" {
 			r = lambdakit(t, []string{"IDEMPOTENCY_TABLE="}, name, "get", "-h")

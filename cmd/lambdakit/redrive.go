@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -47,11 +44,6 @@ Exit status:
   130  interrupted (the message in flight is finished or left in -from)
 `
 
-// redriveVisibility hides the messages of one receive from other readers
-// while they are sent and deleted; those left are made visible again at the
-// end.
-const redriveVisibility = 120
-
 // redriveCommand is 'lambdakit redrive': messages from a dead-letter queue
 // back to a queue.
 type redriveCommand struct {
@@ -64,11 +56,10 @@ type redriveCommand struct {
 
 	client  *sqs.Client
 	fifo    bool
-	seen    map[string]bool // message IDs received in this run
+	dlq     *dlqReader
 	blocked map[string]bool // FIFO groups with a message that failed to send
-	left    []types.Message // received, not deleted: made visible again at the end
 
-	received, moved, failed, held, notDeleted int
+	moved, failed, held, notDeleted int
 }
 
 // parse reads the command line.
@@ -84,15 +75,11 @@ func (r *redriveCommand) parse(args []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(rest) > 0:
-		return fs.UsageError("no arguments besides the flags; got %q", rest)
-	case r.from == "":
-		return fs.UsageError("-from is required: the dead-letter queue's URL")
-	case r.to == "":
+	if err := dlqArgs(fs, rest, r.from, r.max, "the dead-letter queue's URL"); err != nil {
+		return err
+	}
+	if r.to == "" {
 		return fs.UsageError("-to is required: the URL of the queue to move the messages to")
-	case r.max < 0:
-		return fs.UsageError("-max %d: want 0 (all) or more", r.max)
 	}
 	for name, u := range map[string]string{"-from": r.from, "-to": r.to} {
 		if !validQueueURL(u) {
@@ -121,7 +108,7 @@ func (r *redriveCommand) Run(ctx context.Context, args []string) error {
 		return asUsage(r.flags, err, cmdline.CannotRun)
 	}
 	r.client, r.fifo = client, isFIFOURL(r.from)
-	r.seen, r.blocked = map[string]bool{}, map[string]bool{}
+	r.dlq, r.blocked = newDLQReader(client, r.from, "lambdakit redrive", r.stderr), map[string]bool{}
 	// Both queues are read first, so that a wrong URL stops the command
 	// before any message is touched.
 	var arns [2]string
@@ -173,56 +160,18 @@ func (r *redriveCommand) checkQueue(ctx context.Context, queueURL string) (arn s
 // round receives one batch from -from and handles it. It reports whether
 // there may be more to do.
 func (r *redriveCommand) round(ctx context.Context) (more bool, err error) {
-	want := int32(10)
-	if r.max > 0 {
-		want = int32(min(10, r.max-r.received))
-		if want <= 0 {
-			return false, nil
-		}
+	want := batchSize(r.max, r.dlq.received)
+	if want == 0 {
+		return false, nil
 	}
-	out, err := r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(r.from),
-		MaxNumberOfMessages:         want,
-		VisibilityTimeout:           redriveVisibility,
-		WaitTimeSeconds:             1, // a long poll asks every server, so that an empty answer means empty
-		MessageAttributeNames:       []string{"All"},
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-	})
+	fresh, err := r.dlq.receive(ctx, want)
 	if err != nil {
-		if ctx.Err() != nil {
-			return false, nil
-		}
-		return false, fmt.Errorf("receiving from %s: %w", r.from, err)
-	}
-	var fresh []types.Message
-	for _, m := range out.Messages {
-		id := aws.ToString(m.MessageId)
-		if r.seen[id] {
-			// Left earlier in this run and visible again: it is in
-			// left already; this receipt handle is the valid one.
-			r.replaceLeft(m)
-			continue
-		}
-		r.seen[id] = true
-		fresh = append(fresh, m)
+		return false, err
 	}
 	if len(fresh) == 0 {
 		return false, nil
 	}
-	var sent []types.Message
-	for _, m := range fresh {
-		r.received++
-		if ctx.Err() != nil {
-			r.left = append(r.left, m)
-			continue
-		}
-		if r.handle(ctx, m) {
-			sent = append(sent, m)
-		} else {
-			r.left = append(r.left, m)
-		}
-	}
-	r.delete(sent)
+	r.notDeleted += r.dlq.handleAll(ctx, fresh, r.handle)
 	return true, nil
 }
 
@@ -322,76 +271,11 @@ func redriveDedupID(old string) string {
 // redriveSuffixLen is the length of rand.Text's result.
 const redriveSuffixLen = 26
 
-// delete deletes the messages sent from -from. It runs on a context of its
-// own: a message sent is deleted even when the command is being
-// interrupted. A message it cannot delete is left, visible again at the
-// end, to be sent again by the next run.
-func (r *redriveCommand) delete(sent []types.Message) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for chunk := range slices.Chunk(sent, 10) {
-		in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(r.from)}
-		for i, m := range chunk {
-			in.Entries = append(in.Entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
-		}
-		out, err := r.client.DeleteMessageBatch(ctx, in)
-		if err != nil {
-			r.notDeleted += len(chunk)
-			r.left = append(r.left, chunk...)
-			for _, m := range chunk {
-				fmt.Fprintf(r.stderr, "lambdakit redrive: not deleted %s from the DLQ after it was sent: %v\n", aws.ToString(m.MessageId), err)
-			}
-			continue
-		}
-		for _, f := range out.Failed {
-			i, err := strconv.Atoi(aws.ToString(f.Id))
-			if err != nil || i < 0 || i >= len(chunk) {
-				continue
-			}
-			r.notDeleted++
-			r.left = append(r.left, chunk[i])
-			fmt.Fprintf(r.stderr, "lambdakit redrive: not deleted %s from the DLQ after it was sent: %s: %s\n",
-				aws.ToString(chunk[i].MessageId), aws.ToString(f.Code), aws.ToString(f.Message))
-		}
-	}
-}
-
-// replaceLeft keeps the newest receipt handle of a message that is left.
-func (r *redriveCommand) replaceLeft(m types.Message) {
-	for i := range r.left {
-		if aws.ToString(r.left[i].MessageId) == aws.ToString(m.MessageId) {
-			r.left[i] = m
-		}
-	}
-}
-
-// release makes the messages left visible again at once, rather than after
-// redriveVisibility, on a context of its own.
-func (r *redriveCommand) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for chunk := range slices.Chunk(r.left, 10) {
-		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(r.from)}
-		for i, m := range chunk {
-			in.Entries = append(in.Entries, types.ChangeMessageVisibilityBatchRequestEntry{
-				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0,
-			})
-		}
-		out, err := r.client.ChangeMessageVisibilityBatch(ctx, in)
-		switch {
-		case err != nil:
-			fmt.Fprintf(r.stderr, "lambdakit redrive: warning: %s left in the DLQ will stay invisible for up to %ds: %v\n", cmdline.Count(len(chunk), "message", "messages"), redriveVisibility, err)
-		case len(out.Failed) > 0:
-			fmt.Fprintf(r.stderr, "lambdakit redrive: warning: %s left in the DLQ will stay invisible for up to %ds\n", cmdline.Count(len(out.Failed), "message", "messages"), redriveVisibility)
-		}
-	}
-}
-
 // stop makes the messages left visible, prints the summary, and returns
 // how the command ended: err, a failure of the command itself, else the
 // outcome of the messages.
 func (r *redriveCommand) stop(ctx context.Context, err error) error {
-	r.release()
+	r.dlq.release()
 	r.summary(r.stderr)
 	switch {
 	case ctx.Err() != nil:
@@ -406,8 +290,8 @@ func (r *redriveCommand) stop(ctx context.Context, err error) error {
 
 func (r *redriveCommand) summary(w io.Writer) {
 	if r.dryRun {
-		fmt.Fprintf(w, "lambdakit redrive: dry run: received %d: would move %d\n", r.received, r.moved)
+		fmt.Fprintf(w, "lambdakit redrive: dry run: received %d: would move %d\n", r.dlq.received, r.moved)
 		return
 	}
-	fmt.Fprintf(w, "lambdakit redrive: received %d: moved %d, failed %d, held back %d, not deleted %d\n", r.received, r.moved, r.failed, r.held, r.notDeleted)
+	fmt.Fprintf(w, "lambdakit redrive: received %d: moved %d, failed %d, held back %d, not deleted %d\n", r.dlq.received, r.moved, r.failed, r.held, r.notDeleted)
 }
