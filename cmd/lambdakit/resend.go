@@ -27,10 +27,11 @@ deduplication IDs the relay gives them (outbox.Resend), so that a message
 sent before the failure is dropped as a copy, and no table is written. A
 dead letter is deleted once all its messages were sent; one that fails (a
 queue still missing, a truncated dead letter, a message that is no dead
-letter) is left in -from and told on standard error. -dry-run lists what
-each would send, without the bodies, and touches nothing. The -*-attr
-flags name the record table's attributes when the function renamed them.
-A queue on AWS needs -live. More: the "Dead letters of the relay" section
+letter, a record without its ID or messages under the -*-attr names) is
+left in -from and told on standard error. -dry-run lists what each would
+send, without the bodies, and touches nothing. The -*-attr flags name the
+record table's attributes when the function renamed them. A queue on AWS
+needs -live. More: the "Dead letters of the relay" section
 of docs/operations.md.
 
 Flags:
