@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
@@ -41,15 +42,15 @@ func completion(eventID, recordID, statusAttr string, msgs ...outboxMessage) eve
 	return rec
 }
 
-// deadLetter runs the relay on recs, each of which must have a message that
+// deadLetter runs the relay, reading records named as names says, on recs, each of which must have a message that
 // can never be sent (its queue missing), so that it dead-letters each of
 // them in dlq: real dead letters, as the relay writes them.
-func deadLetter(t *testing.T, client *sqs.Client, dlq, statusAttr string, recs ...events.DynamoDBEventRecord) {
+func deadLetter(t *testing.T, client *sqs.Client, dlq string, names dynamostore.Options, recs ...events.DynamoDBEventRecord) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	resp, err := outbox.Relay(client, func(o *outbox.RelayOptions) {
-		o.DeadLetterQueueURL, o.Record.StatusAttr = dlq, statusAttr
+		o.DeadLetterQueueURL, o.Record = dlq, names
 	})(ctx, events.DynamoDBEvent{Records: recs})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("relay: %v, failures %v; want every record dead-lettered", err, resp.BatchItemFailures)
@@ -104,7 +105,7 @@ func TestResend(t *testing.T) {
 		dlq := newPublishQueue(t, client, false, nil)
 		orders := newPublishQueue(t, client, true, nil)
 		gone, receipts := missingQueue(orders.url, "gone")
-		deadLetter(t, client, dlq.url, "status", completion("ev-1", "orders#1", "status",
+		deadLetter(t, client, dlq.url, dynamostore.Options{}, completion("ev-1", "orders#1", "status",
 			outboxMessage{orders.url, "charged", `{"n":1}`}, outboxMessage{receipts, "receipted", `{"n":2}`}, outboxMessage{orders.url, "notified", `{"n":3}`}))
 		if n := orders.count(t); n != 1 {
 			t.Fatalf("orders holds %d messages before the resend; want 1, the one sent before the failure", n)
@@ -154,7 +155,7 @@ func TestResend(t *testing.T) {
 		dlq := newPublishQueue(t, client, false, nil)
 		_, goneURL := missingQueue(dlq.url, "gone")
 		mended, mendedURL := missingQueue(dlq.url, "mended")
-		deadLetter(t, client, dlq.url, "status",
+		deadLetter(t, client, dlq.url, dynamostore.Options{},
 			completion("ev-gone", "orders#2", "status", outboxMessage{goneURL, "charged", "{}"}),
 			completion("ev-mended", "orders#3", "status", outboxMessage{mendedURL, "charged", "{}"}))
 		dlq.sendAll(t, []dlqMessage{{body: "not JSON"}})
@@ -183,7 +184,7 @@ func TestResend(t *testing.T) {
 	t.Run("-dry-run says what each would send, without bodies, and sends and deletes nothing", func(t *testing.T) {
 		dlq := newPublishQueue(t, client, false, nil)
 		name, queue := missingQueue(dlq.url, "later")
-		deadLetter(t, client, dlq.url, "status", completion("ev-dry", "orders#4", "status", outboxMessage{queue, "charged", `{"card":"4242"}`}))
+		deadLetter(t, client, dlq.url, dynamostore.Options{}, completion("ev-dry", "orders#4", "status", outboxMessage{queue, "charged", `{"card":"4242"}`}))
 		createQueue(t, client, name)
 
 		r := cli(t, env, "", "resend", "-dry-run", "-from", dlq.url)
@@ -202,7 +203,7 @@ func TestResend(t *testing.T) {
 	t.Run("-max bounds the dead letters taken; renamed attributes need their flag", func(t *testing.T) {
 		dlq := newPublishQueue(t, client, false, nil)
 		name, queue := missingQueue(dlq.url, "max")
-		deadLetter(t, client, dlq.url, "record_status",
+		deadLetter(t, client, dlq.url, dynamostore.Options{StatusAttr: "record_status"},
 			completion("ev-a", "orders#5", "record_status", outboxMessage{queue, "charged", "{}"}),
 			completion("ev-b", "orders#6", "record_status", outboxMessage{queue, "charged", "{}"}),
 			completion("ev-c", "orders#7", "record_status", outboxMessage{queue, "charged", "{}"}))
@@ -221,6 +222,36 @@ func TestResend(t *testing.T) {
 		}
 		if n := len(testenv.Drain(t, client, queue)); n != 2 {
 			t.Errorf("the queue holds %d messages; want 2", n)
+		}
+	})
+
+	t.Run("a record's dead letter read without the -*-attr flags its function needs is left: nothing sent, nothing sent under other IDs", func(t *testing.T) {
+		dlq := newPublishQueue(t, client, false, nil)
+		name, queue := missingQueue(dlq.url, "attrs")
+		// Two functions that renamed an attribute: without its flag the
+		// messages would be read as none (the dead letter deleted with
+		// nothing sent), or the record's ID as "" (each message sent under
+		// another ID than the relay's, so a copy of one it sent before the
+		// failure).
+		msgs := completion("ev-msgs", "orders#8", "status", outboxMessage{queue, "charged", "{}"})
+		msgs.Change.NewImage["msgs"] = msgs.Change.NewImage["messages"]
+		delete(msgs.Change.NewImage, "messages")
+		key := completion("ev-key", "orders#9", "status", outboxMessage{queue, "charged", "{}"})
+		key.Change.NewImage["pk"] = key.Change.NewImage["id"]
+		delete(key.Change.NewImage, "id")
+		deadLetter(t, client, dlq.url, dynamostore.Options{MessagesAttr: "msgs"}, msgs)
+		deadLetter(t, client, dlq.url, dynamostore.Options{KeyAttr: "pk"}, key)
+		createQueue(t, client, name)
+
+		r := cli(t, env, "", "resend", "-from", dlq.url)
+		if r.code != 1 || !strings.HasSuffix(r.stderr, "received 2: resent 0 (0 messages sent), left 2, not deleted 0\n") {
+			t.Errorf("exit status %d; want 1 and both dead letters left\n%s", r.code, r.stderr)
+		}
+		if n := len(testenv.Drain(t, client, queue)); n != 0 {
+			t.Errorf("the queue holds %d messages; want none", n)
+		}
+		if n := dlq.count(t); n != 2 {
+			t.Errorf("the DLQ shows %d dead letters; want the 2 left", n)
 		}
 	})
 }
