@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -160,6 +161,31 @@ func (d *dlqReader) release() {
 		case len(out.Failed) > 0:
 			fmt.Fprintf(d.stderr, "%s: warning: %s left in the DLQ will stay invisible for up to %ds\n", d.command, cmdline.Count(len(out.Failed), "message", "messages"), dlqVisibility)
 		}
+	}
+	if len(d.left) > 0 && strings.HasSuffix(d.url, ".fifo") {
+		d.heldBack(ctx)
+	}
+}
+
+// heldBack tells how many messages of a FIFO DLQ the run never received:
+// SQS gives no message of a group while an earlier one of it is in
+// flight, so a message left in the run holds back the rest of its group
+// (the relay's dead letters are all in one), and the run ends early with
+// them still waiting.
+func (d *dlqReader) heldBack(ctx context.Context) {
+	out, err := d.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(d.url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return
+	}
+	n := -len(d.left) // visible again now
+	for _, a := range []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
+		v, _ := strconv.Atoi(out.Attributes[string(a)])
+		n += v
+	}
+	if n > 0 {
+		fmt.Fprintf(d.stderr, "%s: about %s more wait in the DLQ, not received: in a FIFO queue a message left holds back the rest of its group; run again once its cause is mended\n",
+			d.command, cmdline.Count(n, "message", "messages"))
 	}
 }
 

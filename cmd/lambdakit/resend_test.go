@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,29 @@ func TestResend(t *testing.T) {
 		// timeout.
 		if n := dlq.count(t); n != 2 {
 			t.Errorf("the DLQ shows %d visible messages; want the 2 left", n)
+		}
+	})
+
+	t.Run("a FIFO DLQ: a dead letter left holds back the rest of its group, and the run says how many wait", func(t *testing.T) {
+		dlq := newPublishQueue(t, client, true, nil)
+		_, goneURL := missingQueue(dlq.url, "gone")
+		mended, mendedURL := missingQueue(dlq.url, "mended")
+		recs := []events.DynamoDBEventRecord{completion("ev-gone", "orders#10", "status", outboxMessage{goneURL, "charged", "{}"})}
+		for i := range 12 {
+			recs = append(recs, completion(fmt.Sprintf("ev-%d", i), fmt.Sprintf("orders#%d", 11+i), "status", outboxMessage{mendedURL, "charged", "{}"}))
+		}
+		// Thirteen dead letters in the relay's one group, the one whose
+		// queue stays missing first; then the others' queue is mended.
+		deadLetter(t, client, dlq.url, dynamostore.Options{}, recs...)
+		createQueue(t, client, mended)
+		r := cli(t, env, "", "resend", "-from", dlq.url)
+		if r.code != 1 {
+			t.Fatalf("exit status %d; want 1\n%s", r.code, r.stderr)
+		}
+		for _, want := range []string{"received 10: resent 9 (9 messages sent), left 1", "about 3 messages more wait in the DLQ, not received"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+			}
 		}
 	})
 
