@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -58,12 +57,6 @@ var errNotDeadLetter = errors.New("not a dead letter of the outbox relay")
 // points (see endpoint.go).
 var errOtherEndpoint = errors.New("the queue is not on the dead-letter queue's endpoint")
 
-// errRecordAttrs means a dead letter does not read as the record its
-// relay sent with the attribute names the -*-attr flags give: a record
-// without its ID would get other message IDs than the relay's, and one
-// read without its messages would be deleted with nothing sent.
-var errRecordAttrs = errors.New("the dead letter does not read as a record with these attribute names: give the -*-attr flags the function's dynamostore.Options name")
-
 // resendCommand is 'lambdakit resend': the relay's dead letters sent again.
 type resendCommand struct {
 	stdio
@@ -73,7 +66,6 @@ type resendCommand struct {
 	live   bool
 	max    int
 	record dynamostore.Options // the attribute names of -*-attr
-	names  dynamostore.Options // record, resolved: the names the relay reads
 
 	client *sqs.Client
 	where  string // where -from is (queueHost.where)
@@ -113,11 +105,9 @@ func (c *resendCommand) parse(args []string) error {
 	case !validQueueURL(c.from):
 		return fs.UsageError("-from %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/outbox-dlq", c.from)
 	}
-	names, err := dynamostore.ResolveOptions(func(o *dynamostore.Options) { *o = c.record })
-	if err != nil {
+	if _, err := dynamostore.ResolveOptions(func(o *dynamostore.Options) { *o = c.record }); err != nil {
 		return fs.UsageError("the -*-attr flags: %v", err)
 	}
-	c.names = names
 	return nil
 }
 
@@ -197,24 +187,18 @@ func (c *resendCommand) handle(ctx context.Context, m types.Message) bool {
 func (c *resendCommand) recordOptions(o *outbox.RelayOptions) { o.Record = c.record }
 
 // check returns what dl would send, without sending it, once it checked
-// that the dead letter is one Resend can send, that it sends something
-// (the relay dead-letters only what has a message to send), with the
-// relay's IDs, and that each of its queues is on -from's endpoint. A dead
-// letter that fails here is left before any of its messages is sent.
+// that the dead letter is one Resend can send (Resend refuses one that
+// reads, under the -*-attr names, as sending nothing or as a record
+// without its ID: outbox.ErrBadItem) and that each of its queues is on
+// -from's endpoint. A dead letter that fails here is left before any of
+// its messages is sent.
 func (c *resendCommand) check(ctx context.Context, dl outbox.DeadLetter) ([]*sqs.SendMessageInput, error) {
-	if _, isRecord := dl.NewImage[c.names.StatusAttr]; isRecord {
-		// Resend takes a record without its ID attribute, and gives its
-		// messages IDs made from an empty record ID.
-		if id, ok := dl.NewImage[c.names.IDAttr()]; !ok || id.DataType() != events.DataTypeString || id.String() == "" {
-			return nil, fmt.Errorf("%w: no %s", errRecordAttrs, c.names.IDAttr())
-		}
-	}
 	var plan planSender
 	if err := outbox.Resend(ctx, &plan, dl, c.recordOptions); err != nil {
+		if errors.Is(err, outbox.ErrBadItem) {
+			err = fmt.Errorf("%w (if the function renamed the record's attributes, give the -*-attr flags their names)", err)
+		}
 		return nil, err
-	}
-	if len(plan.ins) == 0 {
-		return nil, fmt.Errorf("%w: it sends no message (its messages are not in %s)", errRecordAttrs, c.names.MessagesAttr)
 	}
 	for _, in := range plan.ins {
 		q := aws.ToString(in.QueueUrl)

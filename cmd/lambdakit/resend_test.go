@@ -268,8 +268,9 @@ func TestResend(t *testing.T) {
 		createQueue(t, client, name)
 
 		r := cli(t, env, "", "resend", "-from", dlq.url)
-		if r.code != 1 || !strings.HasSuffix(r.stderr, "received 2: resent 0 (0 messages sent), left 2, not deleted 0\n") {
-			t.Errorf("exit status %d; want 1 and both dead letters left\n%s", r.code, r.stderr)
+		if r.code != 1 || !strings.HasSuffix(r.stderr, "received 2: resent 0 (0 messages sent), left 2, not deleted 0\n") ||
+			strings.Count(r.stderr, "give the -*-attr flags their names") != 2 {
+			t.Errorf("exit status %d; want 1 and both dead letters left, each told to give the flags\n%s", r.code, r.stderr)
 		}
 		if n := len(testenv.Drain(t, client, queue)); n != 0 {
 			t.Errorf("the queue holds %d messages; want none", n)

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdakit/lambdakit/dynamostore"
 	"github.com/lambdakit/lambdakit/dynamostore/outbox"
 	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit/lambdakittest"
@@ -296,5 +298,52 @@ func TestResendOfARecordsDeadLetterSendsEachMessageOnce(t *testing.T) {
 	}
 	if n := len(testenv.Drain(t, f.sqs, dlq)); n != 0 {
 		t.Errorf("dead-letter queue holds %d more messages; want none", n)
+	}
+}
+
+// A record's dead letter read under other attribute names than its
+// store's (RelayOptions.Record not given for a store that renamed them)
+// fails with ErrBadItem, nothing sent: its messages under another name
+// read as none, and a nil would have the caller delete the dead letter
+// with its messages never sent; its ID under another name reads as "",
+// and the messages would go under IDs the relay never gave them, which no
+// FIFO queue or consumer keyed on IDAttribute would take for copies. Given
+// the names, the same dead letters send each message once.
+func TestResendOfADeadLetterReadUnderOtherNamesSendsNothing(t *testing.T) {
+	client := sqs.NewFromConfig(moto.Config(t))
+	queue := testenv.Queue(t, client, false, nil)
+	message := events.NewMapAttribute(map[string]events.DynamoDBAttributeValue{
+		"queueUrl": events.NewStringAttribute(queue), "name": events.NewStringAttribute("payment.charged"),
+		"body": events.NewStringAttribute(`{"payment_id":"pay_1"}`),
+	})
+	image := func(idAttr, messagesAttr string) map[string]events.DynamoDBAttributeValue {
+		return map[string]events.DynamoDBAttributeValue{
+			idAttr: events.NewStringAttribute("payment#pay_1"), "status": events.NewStringAttribute("COMPLETED"),
+			"lease": events.NewStringAttribute("lease-1"), messagesAttr: events.NewListAttribute([]events.DynamoDBAttributeValue{message}),
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		img   map[string]events.DynamoDBAttributeValue
+		names dynamostore.Options
+	}{
+		{"messages renamed", image("id", "msgs"), dynamostore.Options{MessagesAttr: "msgs"}},
+		{"key renamed", image("pk", "messages"), dynamostore.Options{KeyAttr: "pk"}},
+	} {
+		dl := outbox.DeadLetter{EventID: "ev-" + c.name, SequenceNumber: "1", NewImage: c.img}
+		if err := outbox.Resend(t.Context(), client, dl); !errors.Is(err, outbox.ErrBadItem) {
+			t.Errorf("%s, without RelayOptions.Record: %v; want ErrBadItem", c.name, err)
+		}
+		if got := testenv.Drain(t, client, queue); len(got) != 0 {
+			t.Errorf("%s, without RelayOptions.Record: %d messages sent; want none", c.name, len(got))
+		}
+		if err := outbox.Resend(t.Context(), client, dl, func(o *outbox.RelayOptions) { o.Record = c.names }); err != nil {
+			t.Fatalf("%s, with the store's names: %v", c.name, err)
+		}
+		want := outbox.RecordMessageID("payment#pay_1", "lease-1", queue, "payment.charged")
+		got := testenv.Drain(t, client, queue)
+		if len(got) != 1 || aws.ToString(got[0].MessageAttributes[outbox.IDAttribute].StringValue) != want {
+			t.Errorf("%s, with the store's names: %d messages sent; want 1, with ID %s", c.name, len(got), want)
+		}
 	}
 }

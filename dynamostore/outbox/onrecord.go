@@ -132,6 +132,12 @@ func completionSends(rec *events.DynamoDBEventRecord, names dynamostore.Options)
 		return nil, fmt.Errorf("%w: record attribute %s is not a list", ErrBadItem, names.MessagesAttr)
 	}
 	recordID := stringAttr(img, names.IDAttr())
+	if recordID == "" {
+		// Every record's image holds its ID: without it the attributes
+		// are named otherwise than Record says, and the messages would
+		// go under IDs that are not theirs (see RecordMessageID).
+		return nil, fmt.Errorf("%w: %s %s: the record has no %s; RelayOptions.Record must name the store's attributes", ErrBadItem, rec.EventName, rec.EventID, names.IDAttr())
+	}
 	var out []*sqs.SendMessageInput
 	for i, el := range msgs.List() {
 		if el.DataType() != events.DataTypeMap {

@@ -161,22 +161,34 @@ func relayOptions(optFns []func(*RelayOptions)) (RelayOptions, dynamostore.Optio
 // a record table (an item with a status attribute), or on the outbox
 // table a new item's message.
 func relay(ctx context.Context, client producer.MessageSender, names dynamostore.Options, rec *events.DynamoDBEventRecord) error {
-	if len(rec.Change.NewImage) == 0 && rec.EventName != string(events.DynamoDBOperationTypeRemove) {
-		return fmt.Errorf("%w: %s %s has no new image", ErrStreamView, rec.EventName, rec.EventID)
-	}
-	var ins []*sqs.SendMessageInput
-	var err error
-	switch _, isRecord := rec.Change.NewImage[names.StatusAttr]; {
-	case isRecord:
-		ins, err = completionSends(rec, names)
-	case rec.EventName == string(events.DynamoDBOperationTypeInsert):
-		var in *sqs.SendMessageInput
-		in, err = sendInput(rec.Change.NewImage)
-		ins = []*sqs.SendMessageInput{in}
-	}
+	ins, err := sendsOf(names, rec)
 	if err != nil {
 		return err
 	}
+	return sendAll(ctx, client, ins)
+}
+
+// sendsOf is what the relay sends for the stream record rec: an outbox
+// item's message, a record's completion's messages, or nothing.
+func sendsOf(names dynamostore.Options, rec *events.DynamoDBEventRecord) ([]*sqs.SendMessageInput, error) {
+	if len(rec.Change.NewImage) == 0 && rec.EventName != string(events.DynamoDBOperationTypeRemove) {
+		return nil, fmt.Errorf("%w: %s %s has no new image", ErrStreamView, rec.EventName, rec.EventID)
+	}
+	switch _, isRecord := rec.Change.NewImage[names.StatusAttr]; {
+	case isRecord:
+		return completionSends(rec, names)
+	case rec.EventName == string(events.DynamoDBOperationTypeInsert):
+		in, err := sendInput(rec.Change.NewImage)
+		if err != nil {
+			return nil, err
+		}
+		return []*sqs.SendMessageInput{in}, nil
+	}
+	return nil, nil
+}
+
+// sendAll sends ins in order, stopping at the first failure.
+func sendAll(ctx context.Context, client producer.MessageSender, ins []*sqs.SendMessageInput) error {
 	for _, in := range ins {
 		if err := send(ctx, client, in); err != nil {
 			return err
@@ -361,7 +373,9 @@ var ErrTruncatedDeadLetter = errors.New("outbox: the dead letter was truncated")
 // is. Mend the cause first (create the queue, or correct a queueUrl in
 // dl.NewImage; a corrected message gets another ID, which is right since
 // it was never sent). RelayOptions.Record names the record's attributes
-// as for Relay; its other options are not used. A send that fails
+// as for Relay; its other options are not used. A dead letter that reads
+// as nothing to send, or as a record without its ID, under those names
+// fails with ErrBadItem, nothing sent. A send that fails
 // returns its error, after the messages before it were sent: call Resend
 // again once mended. A truncated dead letter fails with
 // ErrTruncatedDeadLetter.
@@ -375,5 +389,17 @@ func Resend(ctx context.Context, client producer.MessageSender, dl DeadLetter, o
 	}
 	rec := &events.DynamoDBEventRecord{EventID: dl.EventID, EventName: string(events.DynamoDBOperationTypeInsert)}
 	rec.Change.NewImage, rec.Change.SequenceNumber = dl.NewImage, dl.SequenceNumber
-	return relay(ctx, client, names, rec)
+	ins, err := sendsOf(names, rec)
+	if err != nil {
+		return err
+	}
+	if len(ins) == 0 {
+		// The relay dead-letters only what has a message to send: read
+		// as nothing, the image's attributes are named otherwise (a
+		// store that renamed its messages attribute, and no
+		// RelayOptions.Record), and a nil would have the caller delete
+		// a dead letter whose messages were never sent.
+		return fmt.Errorf("%w: dead letter %s: no message to send under these attribute names (%s); give RelayOptions.Record the store's", ErrBadItem, dl.EventID, names.MessagesAttr)
+	}
+	return sendAll(ctx, client, ins)
 }
