@@ -468,12 +468,13 @@ func (b *batch) answer(ctx context.Context, recs []events.SQSMessage, out *outco
 // which were counted.
 func (b *batch) logRecord(ctx context.Context, msg *events.SQSMessage, note *recordNote, err error, debug bool, metered map[*LeaseLostError]bool) {
 	note.mu.Lock()
-	id, dup, replayed, elapsed, dead := note.id, note.duplicate, note.replayed, note.elapsed, note.deadLettered
+	dup, replayed, elapsed, dead := note.duplicate, note.replayed, note.elapsed, note.deadLettered
 	retryIn, retryErr := note.retryIn, note.retryErr
 	if err == nil && dead == nil && !debug {
 		note.mu.Unlock()
 		return
 	}
+	id := note.loggedID()
 	var own []slog.Attr
 	if len(note.attrs) > 0 {
 		own = handlerAttrs(note.attrs)

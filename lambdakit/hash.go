@@ -65,6 +65,26 @@ func (e *Once) recordID(key string) (string, error) {
 	return id, nil
 }
 
+// keyAt is where the key starts in the engine's record IDs when they hold
+// it (ReadableIDs: "<Prefix>#<key>"), 0 when they do not.
+func (e *Once) keyAt() int {
+	if !e.opts.ReadableIDs {
+		return 0
+	}
+	return len(e.opts.Prefix) + 1
+}
+
+// loggedID is the record ID id as log lines and error texts name it: as it
+// is, or with ReadableIDs, whose IDs hold the key, the ID the record would
+// have without them (RecordID), so that no key gets into a log line, as
+// none gets into a trace (lambdakitotel hashes it alike).
+func (e *Once) loggedID(id string) string {
+	if at := e.keyAt(); at > 0 && len(id) >= at {
+		return RecordID(id[:at-1], id[at:])
+	}
+	return id
+}
+
 // newLease returns a token for a lease acquired at now: the time in epoch
 // milliseconds, a dot and 128 random bits. The random part fences owners
 // apart; it is no secret, so the fast runtime generator will do. The time

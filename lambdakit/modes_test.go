@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdakit/lambdakit/lambdakit"
@@ -140,4 +141,38 @@ func recordIDs(s *lambdakittest.MemoryStore) []string {
 		out = append(out, id)
 	}
 	return out
+}
+
+// With ReadableIDs the record's ID holds the key ("order#<key>"), yet the
+// batch's line names the record as it does without them, by the hashed ID
+// (RecordID), as traces do: the key stays out of the logs. So does it out
+// of the text of a failure that names the record.
+func TestReadableIDsStayOutOfTheLogLine(t *testing.T) {
+	const key = "alice@example.com"
+	var log batchLog
+	store := &lambdakittest.MemoryStore{}
+	h := idempotent(store, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
+		return nil, errors.New("gateway down")
+	}), func(o *lambdakit.Options) { o.Prefix, o.ReadableIDs = "order", true })
+	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = log.Logger(); o.AllowAllFailed = true })
+	msg := lambdakittest.Message(`{"payment_id":"` + key + `"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := batch(ctx, lambdakittest.Event(msg)); err != nil {
+		t.Fatal(err)
+	}
+	line, ok := log.byMessageID(t)[msg.MessageId]
+	if !ok {
+		t.Fatal("no line for the failed record")
+	}
+	if want := lambdakit.RecordID("order", key); line["recordId"] != want {
+		t.Errorf("recordId %v; want %s, the hashed ID", line["recordId"], want)
+	}
+	for _, l := range log.Lines(t) {
+		for k, v := range l {
+			if s, _ := v.(string); strings.Contains(s, key) {
+				t.Errorf("log field %s = %q holds the key", k, s)
+			}
+		}
+	}
 }

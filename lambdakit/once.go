@@ -383,7 +383,7 @@ func DoTyped[Req, Res any](ctx context.Context, e *Once, key string, req Req, fn
 func (e *Once) do(ctx context.Context, id, validation string, prefetched func(now time.Time) (IdempotencyRecord, bool), fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	now := e.opts.Now()
 	note := noteFrom(ctx)
-	note.setID(id)
+	note.setID(id, e.keyAt())
 	if rec, ok := e.state.cache.get(id, now); ok {
 		return e.replay(ctx, rec, validation, dupCache)
 	}
@@ -659,7 +659,7 @@ func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (
 		// status this engine does not know. It must not be
 		// overwritten, nor taken for work in progress or done. What
 		// the store holds is the failure, so it counts as one.
-		return nil, IdempotencyRecord{}, false, storeErr(op, &NotARecordError{ID: existing.ID, Status: existing.Status})
+		return nil, IdempotencyRecord{}, false, storeErr(op, &NotARecordError{ID: e.loggedID(existing.ID), Status: existing.Status})
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
 		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
 	case existing.Effect != "" && !e.opts.Now().Before(existing.InProgressExpiration):
@@ -667,7 +667,7 @@ func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (
 		// and nobody recorded how it ended: running the work again
 		// would repeat the effect.
 		return nil, IdempotencyRecord{}, false, Permanent(fmt.Errorf("%w (record %s, effect: %s): its owner stopped after the effect, before completing; not run again",
-			ErrFailedAfterEffect, existing.ID, existing.Effect))
+			ErrFailedAfterEffect, e.loggedID(existing.ID), existing.Effect))
 	default:
 		return nil, IdempotencyRecord{}, false, fmt.Errorf("%w (lease ends %s)", ErrInProgress, existing.InProgressExpiration.UTC().Format(time.RFC3339))
 	}
@@ -875,7 +875,7 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 // for the reason err: the store cannot hold it, or it could not be encoded.
 func (e *Once) resultNotCached(ctx context.Context, id string, err error) {
 	e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-		messageAttr(ctx), slog.String("recordId", id), slog.String("reason", err.Error()))
+		messageAttr(ctx), slog.String("recordId", e.loggedID(id)), slog.String("reason", err.Error()))
 }
 
 // maxFailure bounds the reason a rejected completion leaves on its record:
@@ -1071,7 +1071,7 @@ func (e *Once) markEffect(ctx context.Context, rec IdempotencyRecord, effect str
 	}
 	if err != nil {
 		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: effect not kept in the store; a crash before the completion would let the work run again",
-			messageAttr(ctx), slog.String("recordId", rec.ID), slog.String("reason", err.Error()))
+			messageAttr(ctx), slog.String("recordId", e.loggedID(rec.ID)), slog.String("reason", err.Error()))
 	}
 }
 
@@ -1106,13 +1106,13 @@ func (e *Once) replay(ctx context.Context, rec IdempotencyRecord, validation str
 		if rec.Effect != "" {
 			cause = ErrFailedAfterEffect
 		}
-		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", cause, rec.ID, rec.Failure))
+		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", cause, e.loggedID(rec.ID), rec.Failure))
 	}
 	if note := noteFrom(ctx); note != nil {
 		note.setDuplicate(source, len(rec.Data) > 0) // Batch logs the record's line
 	} else {
 		e.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "idempotency: duplicate skipped",
-			slog.String("recordId", rec.ID))
+			slog.String("recordId", e.loggedID(rec.ID)))
 	}
 	// A copy: the caller, or the hook, may change what it gets, and the
 	// cached record must answer the next duplicate the same. An empty
@@ -1160,5 +1160,5 @@ func (e *Once) leaseLost(id, op string, err error) error {
 	if !errors.Is(err, ErrLeaseLost) {
 		return err
 	}
-	return &LeaseLostError{ID: id, Prefix: e.opts.Prefix, Op: op, Err: err}
+	return &LeaseLostError{ID: e.loggedID(id), Prefix: e.opts.Prefix, Op: op, Err: err}
 }

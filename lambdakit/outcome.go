@@ -30,8 +30,12 @@ type recordNote struct {
 	mu        sync.Mutex
 	messageID string // the SQS message's, set by Batch before the record runs
 	id        string // the idempotency record's ID, once known
-	duplicate int    // dupNone, dupStore or dupCache
-	replayed  bool   // a cached result was handed back
+	// keyAt, when not 0, is where the key starts in a readable id
+	// (Options.ReadableIDs): the line names the record by the ID it would
+	// have without them (RecordID), hashed when the line is written.
+	keyAt     int
+	duplicate int  // dupNone, dupStore or dupCache
+	replayed  bool // a cached result was handed back
 	// deadLettered is the permanent failure of a record the batch sent to
 	// the dead-letter queue, and reports succeeded.
 	deadLettered error
@@ -54,15 +58,25 @@ func noteFrom(ctx context.Context) *recordNote {
 	return n
 }
 
-// setID records the record's ID; nil-safe, like every recordNote method, so
-// that Idempotent works the same outside Batch.
-func (n *recordNote) setID(id string) {
+// setID records the record's ID, and where its key starts if the ID holds
+// it (0 if not); nil-safe, like every recordNote method, so that
+// Idempotent works the same outside Batch.
+func (n *recordNote) setID(id string, keyAt int) {
 	if n == nil {
 		return
 	}
 	n.mu.Lock()
-	n.id = id
+	n.id, n.keyAt = id, keyAt
 	n.mu.Unlock()
+}
+
+// loggedID is the record's ID as its line gives it: never with the key.
+// Called under mu.
+func (n *recordNote) loggedID() string {
+	if n.keyAt == 0 || n.id == "" {
+		return n.id
+	}
+	return RecordID(n.id[:n.keyAt-1], n.id[n.keyAt:])
 }
 
 func (n *recordNote) setDuplicate(source int, replayed bool) {

@@ -33,7 +33,7 @@ func (s IdempotencyStatus) Known() bool { return s == StatusInProgress || s == S
 // redrive policy moves it. errors.Is(err, ErrNotARecord) reports true for
 // it.
 type NotARecordError struct {
-	ID     string            // the record ID
+	ID     string            // the record ID; with Options.ReadableIDs, as logs name it (hashed: RecordID), never the key
 	Status IdempotencyStatus // the item's status, as stored ("" for none)
 }
 

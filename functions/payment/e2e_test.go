@@ -406,9 +406,10 @@ func TestEndToEndThroughTheQueue(t *testing.T) {
 	}
 
 	// The copy of pay_B2 was recognised by the consumer: skipped as a
-	// duplicate of the record on pay_B2's ledger row.
+	// duplicate of the record on pay_B2's ledger row, which the line names
+	// by its hashed ID (the row's own key holds the payment ID).
 	copyMsg := results[len(results)-1].MessageID
-	wantRecord := ledgerKey(payments[b2].id)
+	wantRecord := lambdakit.RecordID(idempotencyPrefix, payments[b2].id)
 	if !slices.ContainsFunc(logline.Objects(logs.String()), func(l map[string]any) bool {
 		dup := l["outcome"] == "duplicate" || l["outcome"] == "replayed"
 		return l["msg"] == "message done" && dup && l["messageId"] == copyMsg && l["recordId"] == wantRecord
