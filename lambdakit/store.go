@@ -33,13 +33,20 @@ func (s IdempotencyStatus) Known() bool { return s == StatusInProgress || s == S
 // redrive policy moves it. errors.Is(err, ErrNotARecord) reports true for
 // it.
 type NotARecordError struct {
-	ID     string            // the record ID; with Options.ReadableIDs, as logs name it (hashed: RecordID), never the key
+	ID     string            // the record ID, as stored
 	Status IdempotencyStatus // the item's status, as stored ("" for none)
+	// shown is ID as the error's text gives it: with Options.ReadableIDs,
+	// whose IDs hold the key, the hashed ID (RecordID), as in logs.
+	shown string
 }
 
 // Error implements error.
 func (e *NotARecordError) Error() string {
-	return fmt.Sprintf("lambdakit: the item under record ID %s is no idempotency record (status %q): something else wrote it; it is left as it is", e.ID, e.Status)
+	id := e.shown
+	if id == "" {
+		id = e.ID
+	}
+	return fmt.Sprintf("lambdakit: the item under record ID %s is no idempotency record (status %q): something else wrote it; it is left as it is", id, e.Status)
 }
 
 // Is makes errors.Is(err, ErrNotARecord) true.
