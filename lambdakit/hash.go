@@ -78,11 +78,16 @@ func (e *Once) keyAt() int {
 // is, or with ReadableIDs, whose IDs hold the key, the ID the record would
 // have without them (RecordID), so that no key gets into a log line, as
 // none gets into a trace (lambdakitotel hashes it alike).
-func (e *Once) loggedID(id string) string {
-	if at := e.keyAt(); at > 0 && len(id) >= at {
-		return RecordID(id[:at-1], id[at:])
+func (e *Once) loggedID(id string) string { return hideKey(id, e.keyAt()) }
+
+// hideKey is loggedID for an id whose key starts at keyAt (Once.keyAt).
+// It hashes only when called: when a line or an error text is written,
+// never on a record's way through.
+func hideKey(id string, keyAt int) string {
+	if keyAt == 0 || len(id) < keyAt {
+		return id
 	}
-	return id
+	return RecordID(id[:keyAt-1], id[keyAt:])
 }
 
 // newLease returns a token for a lease acquired at now: the time in epoch

@@ -143,19 +143,18 @@ func recordIDs(s *lambdakittest.MemoryStore) []string {
 	return out
 }
 
-// With ReadableIDs the record's ID holds the key ("order#<key>"), yet the
-// batch's line names the record as it does without them, by the hashed ID
-// (RecordID), as traces do: the key stays out of the logs. So does it out
-// of the text of a failure that names the record.
-func TestReadableIDsStayOutOfTheLogLine(t *testing.T) {
-	const key = "alice@example.com"
-	var log batchLog
-	store := &lambdakittest.MemoryStore{}
-	h := idempotent(store, lambdakit.HandlerFunc(func(context.Context, *events.SQSMessage) ([]byte, error) {
-		return nil, errors.New("gateway down")
-	}), func(o *lambdakit.Options) { o.Prefix, o.ReadableIDs = "order", true })
+// readableKey is the key the ReadableIDs tests give their record.
+const readableKey = "alice@example.com"
+
+// failReadable runs, under Batch, one record of readableKey through fn,
+// made idempotent with ReadableIDs (prefix "order"), and returns the batch's
+// log and the line of the record, which must fail.
+func failReadable(t *testing.T, fn lambdakit.HandlerFunc) (*batchLog, map[string]any) {
+	t.Helper()
+	log := &batchLog{}
+	h := idempotent(&lambdakittest.MemoryStore{}, fn, func(o *lambdakit.Options) { o.Prefix, o.ReadableIDs = "order", true })
 	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = log.Logger(); o.AllowAllFailed = true })
-	msg := lambdakittest.Message(`{"payment_id":"` + key + `"}`)
+	msg := lambdakittest.Message(`{"payment_id":"` + readableKey + `"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := batch(ctx, lambdakittest.Event(msg)); err != nil {
@@ -165,14 +164,46 @@ func TestReadableIDsStayOutOfTheLogLine(t *testing.T) {
 	if !ok {
 		t.Fatal("no line for the failed record")
 	}
-	if want := lambdakit.RecordID("order", key); line["recordId"] != want {
+	return log, line
+}
+
+// With ReadableIDs the record's ID holds the key ("order#<key>"), yet the
+// batch's line names the record as it does without them, by the hashed ID
+// (RecordID), as traces do: the key stays out of the logs. So does it out
+// of the text of a failure that names the record.
+func TestReadableIDsStayOutOfTheLogLine(t *testing.T) {
+	log, line := failReadable(t, func(context.Context, *events.SQSMessage) ([]byte, error) {
+		return nil, errors.New("gateway down")
+	})
+	if want := lambdakit.RecordID("order", readableKey); line["recordId"] != want {
 		t.Errorf("recordId %v; want %s, the hashed ID", line["recordId"], want)
 	}
 	for _, l := range log.Lines(t) {
 		for k, v := range l {
-			if s, _ := v.(string); strings.Contains(s, key) {
+			if s, _ := v.(string); strings.Contains(s, readableKey) {
 				t.Errorf("log field %s = %q holds the key", k, s)
 			}
 		}
+	}
+}
+
+// A handler that sets its item twice gets ErrItemAlreadySet, whose text
+// names the record: with ReadableIDs by the hashed ID, as the batch's line
+// does, for the handler's error becomes that line's reason.
+func TestReadableIDsStayOutOfTheItemAlreadySetError(t *testing.T) {
+	_, line := failReadable(t, func(ctx context.Context, _ *events.SQSMessage) ([]byte, error) {
+		item := map[string]any{"email": "x"}
+		if err := lambdakit.SetItem(ctx, item); err != nil {
+			return nil, err
+		}
+		return nil, lambdakit.SetItem(ctx, item)
+	})
+	reason, _ := line["reason"].(string)
+	if !strings.Contains(reason, lambdakit.ErrItemAlreadySet.Error()) {
+		t.Fatalf("reason %q; want ErrItemAlreadySet's", reason)
+	}
+	hashed := lambdakit.RecordID("order", readableKey)
+	if strings.Contains(reason, readableKey) || !strings.Contains(reason, hashed) {
+		t.Errorf("reason %q; want the record named by its hashed ID %s, not the key", reason, hashed)
 	}
 }

@@ -515,7 +515,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 // past the rest of its work, after fn's context has ended, with the effect
 // declared by then.
 func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged []any, item any, effect string, err error) {
-	st := &stage{lock: rec, items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
+	st := &stage{lock: rec, keyAt: e.keyAt(), items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
 	if e.marker != nil {
 		lock := rec // a copy for the closure: rec itself then stays on the stack
 		st.mark = func(ctx context.Context, effect string) { e.markEffect(ctx, lock, effect) }

@@ -72,12 +72,7 @@ func (n *recordNote) setID(id string, keyAt int) {
 
 // loggedID is the record's ID as its line gives it: never with the key.
 // Called under mu.
-func (n *recordNote) loggedID() string {
-	if n.keyAt == 0 || n.id == "" {
-		return n.id
-	}
-	return RecordID(n.id[:n.keyAt-1], n.id[n.keyAt:])
-}
+func (n *recordNote) loggedID() string { return hideKey(n.id, n.keyAt) }
 
 func (n *recordNote) setDuplicate(source int, replayed bool) {
 	if n == nil {

@@ -23,7 +23,10 @@ type stage struct {
 	// lock is the record whose completion commits the writes, as locked:
 	// its ID, and the lease and payload hash the completion writes
 	// again, which the checker counts.
-	lock    IdempotencyRecord
+	lock IdempotencyRecord
+	// keyAt is where the key starts in lock.ID when it holds it
+	// (Once.keyAt): an error text names the record without it.
+	keyAt   int
 	items   ItemStore      // nil when the store cannot write an item
 	checker StagingChecker // nil when the store has no limit to check
 	mu      sync.Mutex
@@ -228,7 +231,7 @@ func SetItem(ctx context.Context, item any) error {
 	case s.closed:
 		return fmt.Errorf("%w: the handler has returned, and its record was completed or released without this item", ErrNotStaging)
 	case s.itemSet:
-		return fmt.Errorf("%w (record %s)", ErrItemAlreadySet, s.lock.ID)
+		return fmt.Errorf("%w (record %s)", ErrItemAlreadySet, hideKey(s.lock.ID, s.keyAt))
 	case s.items == nil:
 		return fmt.Errorf("%w: the store cannot write a handler's item (it does not implement lambdakit.ItemStore)", ErrStagingUnsupported)
 	}
