@@ -149,10 +149,10 @@ const readableKey = "alice@example.com"
 // failReadable runs, under Batch, one record of readableKey through fn,
 // made idempotent with ReadableIDs (prefix "order"), and returns the batch's
 // log and the line of the record, which must fail.
-func failReadable(t *testing.T, fn lambdakit.HandlerFunc) (*batchLog, map[string]any) {
+func failReadable(t *testing.T, store *lambdakittest.MemoryStore, fn lambdakit.HandlerFunc) (*batchLog, map[string]any) {
 	t.Helper()
 	log := &batchLog{}
-	h := idempotent(&lambdakittest.MemoryStore{}, fn, func(o *lambdakit.Options) { o.Prefix, o.ReadableIDs = "order", true })
+	h := idempotent(store, fn, func(o *lambdakit.Options) { o.Prefix, o.ReadableIDs = "order", true })
 	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = log.Logger(); o.AllowAllFailed = true })
 	msg := lambdakittest.Message(`{"payment_id":"` + readableKey + `"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -172,7 +172,7 @@ func failReadable(t *testing.T, fn lambdakit.HandlerFunc) (*batchLog, map[string
 // (RecordID), as traces do: the key stays out of the logs. So does it out
 // of the text of a failure that names the record.
 func TestReadableIDsStayOutOfTheLogLine(t *testing.T) {
-	log, line := failReadable(t, func(context.Context, *events.SQSMessage) ([]byte, error) {
+	log, line := failReadable(t, &lambdakittest.MemoryStore{}, func(context.Context, *events.SQSMessage) ([]byte, error) {
 		return nil, errors.New("gateway down")
 	})
 	if want := lambdakit.RecordID("order", readableKey); line["recordId"] != want {
@@ -191,7 +191,7 @@ func TestReadableIDsStayOutOfTheLogLine(t *testing.T) {
 // names the record: with ReadableIDs by the hashed ID, as the batch's line
 // does, for the handler's error becomes that line's reason.
 func TestReadableIDsStayOutOfTheItemAlreadySetError(t *testing.T) {
-	_, line := failReadable(t, func(ctx context.Context, _ *events.SQSMessage) ([]byte, error) {
+	_, line := failReadable(t, &lambdakittest.MemoryStore{}, func(ctx context.Context, _ *events.SQSMessage) ([]byte, error) {
 		item := map[string]any{"email": "x"}
 		if err := lambdakit.SetItem(ctx, item); err != nil {
 			return nil, err
@@ -205,5 +205,29 @@ func TestReadableIDsStayOutOfTheItemAlreadySetError(t *testing.T) {
 	hashed := lambdakit.RecordID("order", readableKey)
 	if strings.Contains(reason, readableKey) || !strings.Contains(reason, hashed) {
 		t.Errorf("reason %q; want the record named by its hashed ID %s, not the key", reason, hashed)
+	}
+}
+
+// With ReadableIDs, an item under the record's key that no engine wrote
+// (a business item with a status of its own) fails the record with a
+// *NotARecordError whose text names the record by its hashed ID, not by
+// the stored ID that holds the key; its ID field keeps the stored ID, to
+// find the item.
+func TestReadableIDsStayOutOfTheNotARecordText(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	store.Put(lambdakit.IdempotencyRecord{ID: "order#" + readableKey, Status: "CANCELLED"})
+	_, line := failReadable(t, store, func(context.Context, *events.SQSMessage) ([]byte, error) {
+		t.Error("the handler ran over another item")
+		return nil, nil
+	})
+	reason, _ := line["reason"].(string)
+	if !strings.Contains(reason, "no idempotency record") || strings.Contains(reason, readableKey) ||
+		!strings.Contains(reason, lambdakit.RecordID("order", readableKey)) {
+		t.Errorf("reason %q; want the not-a-record text naming the hashed ID %s, not the key", reason, lambdakit.RecordID("order", readableKey))
+	}
+	var nar *lambdakit.NotARecordError
+	h := idempotent(store, noop, func(o *lambdakit.Options) { o.Prefix, o.ReadableIDs = "order", true })
+	if _, err := handle(t, h, lambdakittest.Message(`{"payment_id":"`+readableKey+`"}`)); !errors.As(err, &nar) || nar.ID != "order#"+readableKey {
+		t.Errorf("error %v; want a *NotARecordError with ID order#%s", err, readableKey)
 	}
 }
