@@ -55,7 +55,13 @@ func TestPoisonItemGoesToTheDeadLetterQueueAndHoldsUpNothing(t *testing.T) {
 	if len(without.BatchItemFailures) != 1 || without.BatchItemFailures[0].ItemIdentifier != ev.Records[1].Change.SequenceNumber {
 		t.Fatalf("without a dead-letter queue: failures %v; want the poison item's sequence number %s", without.BatchItemFailures, ev.Records[1].Change.SequenceNumber)
 	}
-	testenv.Drain(t, f.sqs, f.queue) // pay_a, sent before the stop
+	// pay_a went out before the stop and stays in the queue: the relay
+	// sends it again below with the same deduplication ID, which SQS
+	// drops within 5 minutes even once the first was received and
+	// deleted; moto drops it only while the first is still in the queue.
+	// (The test drained it here once, and then wanted it sent again,
+	// which SQS would not do, and moto did not always do either: a
+	// fresh-clone CI saw only pay_c.)
 
 	with := relayOnce(t, f, ev, dlq)
 	if len(with.BatchItemFailures) != 0 {
