@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -162,7 +161,7 @@ func (d *dlqReader) release() {
 			fmt.Fprintf(d.stderr, "%s: warning: %s left in the DLQ will stay invisible for up to %ds\n", d.command, cmdline.Count(len(out.Failed), "message", "messages"), dlqVisibility)
 		}
 	}
-	if len(d.left) > 0 && strings.HasSuffix(d.url, ".fifo") {
+	if len(d.left) > 0 && isFIFOURL(d.url) {
 		d.heldBack(ctx)
 	}
 }
@@ -173,18 +172,18 @@ func (d *dlqReader) release() {
 // (the relay's dead letters are all in one), and the run ends early with
 // them still waiting.
 func (d *dlqReader) heldBack(ctx context.Context) {
-	out, err := d.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(d.url),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	counts := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}
+	out, err := d.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(d.url), AttributeNames: counts})
 	if err != nil {
 		return
 	}
 	n := -len(d.left) // visible again now
-	for _, a := range []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
+	for _, a := range counts {
 		v, _ := strconv.Atoi(out.Attributes[string(a)])
 		n += v
 	}
 	if n > 0 {
-		fmt.Fprintf(d.stderr, "%s: about %s more wait in the DLQ, not received: in a FIFO queue a message left holds back the rest of its group; run again once its cause is mended\n",
+		fmt.Fprintf(d.stderr, "%s: about %s more wait in the DLQ, not received: in a FIFO queue a message left holds back the rest of its group until the run ends\n",
 			d.command, cmdline.Count(n, "message", "messages"))
 	}
 }

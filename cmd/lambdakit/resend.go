@@ -101,8 +101,7 @@ func (c *resendCommand) parse(args []string) error {
 	if err := dlqArgs(fs, rest, c.from, c.max, "the relay's dead-letter queue's URL"); err != nil {
 		return err
 	}
-	switch {
-	case !validQueueURL(c.from):
+	if !validQueueURL(c.from) {
 		return fs.UsageError("-from %q: want a queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/outbox-dlq", c.from)
 	}
 	if _, err := dynamostore.ResolveOptions(func(o *dynamostore.Options) { *o = c.record }); err != nil {

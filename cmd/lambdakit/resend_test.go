@@ -194,6 +194,11 @@ func TestResend(t *testing.T) {
 		// queue stays missing first; then the others' queue is mended.
 		deadLetter(t, client, dlq.url, dynamostore.Options{}, recs...)
 		createQueue(t, client, mended)
+		// -dry-run leaves every dead letter: it lists the first batch.
+		dry := cli(t, env, "", "resend", "-dry-run", "-from", dlq.url)
+		if dry.code != 0 || !strings.Contains(dry.stderr, "dry run: received 10:") || !strings.Contains(dry.stderr, "about 3 messages more wait in the DLQ, not received") {
+			t.Errorf("-dry-run: exit status %d; want 0, 10 listed and 3 told as waiting\n%s", dry.code, dry.stderr)
+		}
 		r := cli(t, env, "", "resend", "-from", dlq.url)
 		if r.code != 1 {
 			t.Fatalf("exit status %d; want 1\n%s", r.code, r.stderr)
