@@ -111,11 +111,7 @@ func newOnRecord(t *testing.T, s onRecordSetup) *onRecord {
 		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(f.names.SortKeyAttr), KeyType: types.KeyTypeRange})
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(f.names.SortKeyAttr), AttributeType: types.ScalarAttributeTypeS})
 	}
-	out, err := f.db.CreateTable(t.Context(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.streamARN = aws.ToString(out.TableDescription.LatestStreamArn)
+	f.streamARN = aws.ToString(testenv.CreateTable(t, f.db, in).LatestStreamArn)
 	f.fifo = !s.standard
 	f.queue = testenv.Queue(t, f.sqs, f.fifo, s.queueAttrs)
 	db := f.db

@@ -172,22 +172,20 @@ func publishing(t *testing.T) (*fixture, *sqs.Client, string) {
 	t.Helper()
 	local := dynamostoretest.Start(t)
 	f := &fixture{table: testenv.Name(t) + "-ledger", calls: new(testenv.Counter), db: local.Client()}
-	out, err := f.db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+	table := testenv.CreateTable(t, f.db, &dynamodb.CreateTableInput{
 		TableName:            aws.String(f.table),
 		BillingMode:          types.BillingModePayPerRequest,
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
 		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	if f.store, err = dynamostore.New(local.Client(func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, f.calls.APIOption) }), f.table); err != nil {
 		t.Fatal(err)
 	}
 	sqsc := sqs.NewFromConfig(local.Config())
 	f.eventsQueue = testenv.Queue(t, sqsc, true, nil)
-	return f, sqsc, aws.ToString(out.TableDescription.LatestStreamArn)
+	return f, sqsc, aws.ToString(table.LatestStreamArn)
 }
 
 // relayed runs the relay over the ledger table's whole stream, twice (a

@@ -101,16 +101,14 @@ func TestPaymentFailedAfterItsChargeIsNeverChargedAgain(t *testing.T) {
 			// The outbox's keys, pk and id, but pk a number where the
 			// outbox writes a string: DynamoDB refuses every write of it
 			// (ValidationException).
-			if _, err := f.db.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+			testenv.CreateTable(t, f.db, &dynamodb.CreateTableInput{
 				TableName:   aws.String(f.cfg.OutboxTable),
 				BillingMode: types.BillingModePayPerRequest,
 				KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
 					{AttributeName: aws.String("id"), KeyType: types.KeyTypeRange}},
 				AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeN},
 					{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-			}); err != nil {
-				t.Fatal(err)
-			}
+			})
 			records, err := dynamostore.New(f.db, f.cfg.PaymentsTable, recordOnLedger)
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/lambdakit/lambdakit/internal/testenv"
 )
@@ -86,4 +87,34 @@ func TestProxyLosesTheAnswerOfARequestThatTookEffect(t *testing.T) {
 	if _, err := client.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err != nil {
 		t.Errorf("DescribeTable: %v; want the table created though its answer was lost", err)
 	}
+}
+
+// A create whose answer is lost is retried by the client and finds its own
+// resource: StreamTable and KinesisStream take it rather than fail the test
+// (a fresh-clone CI failed on "Table already exists" so).
+func TestCreatorsTakeWhatTheirLostAnswerCreated(t *testing.T) {
+	proxy := testenv.NewProxy(t, moto.Server(t).URL)
+	cfg := moto.Config(t)
+	cfg.BaseEndpoint = aws.String(proxy.URL)
+
+	t.Run("StreamTable", func(t *testing.T) {
+		proxy.LoseAnswer("CreateTable", 1, http.StatusInternalServerError, testenv.DynamoDBError("InternalServerError", "answer lost"))
+		table, arn := testenv.StreamTable(t, dynamodb.NewFromConfig(cfg), "", "id")
+		if got := proxy.Count("CreateTable"); got != 2 {
+			t.Errorf("CreateTable calls = %d; want 2, the lost one and its retry", got)
+		}
+		if table == "" || arn == "" {
+			t.Errorf("StreamTable = %q, %q; want the table and its stream", table, arn)
+		}
+	})
+	t.Run("KinesisStream", func(t *testing.T) {
+		proxy.LoseAnswer("CreateStream", 1, http.StatusInternalServerError, testenv.DynamoDBError("InternalFailure", "answer lost"))
+		arn := testenv.KinesisStream(t, kinesis.NewFromConfig(cfg), 1)
+		if got := proxy.Count("CreateStream"); got != 2 {
+			t.Errorf("CreateStream calls = %d; want 2, the lost one and its retry", got)
+		}
+		if arn == "" {
+			t.Error("KinesisStream returned no ARN")
+		}
+	})
 }

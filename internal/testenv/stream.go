@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,9 +31,28 @@ func StreamTable(tb testing.TB, client *dynamodb.Client, suffix string, keys ...
 		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(k), KeyType: kind})
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(k), AttributeType: types.ScalarAttributeTypeS})
 	}
+	desc := CreateTable(tb, client, in)
+	return aws.ToString(desc.TableName), aws.ToString(desc.LatestStreamArn)
+}
+
+// CreateTable creates the table in describes, whose name must be the
+// test's alone (from Name), and returns its description. It fails tb if
+// the table cannot be created.
+func CreateTable(tb testing.TB, client *dynamodb.Client, in *dynamodb.CreateTableInput) *types.TableDescription {
+	tb.Helper()
 	out, err := client.CreateTable(tb.Context(), in)
+	if inUse := (*types.ResourceInUseException)(nil); errors.As(err, &inUse) {
+		// The name is this test's alone, so the table is the one an
+		// earlier attempt of this call created before its answer was lost
+		// (the client retried it): take it.
+		desc, derr := client.DescribeTable(tb.Context(), &dynamodb.DescribeTableInput{TableName: in.TableName})
+		if derr != nil {
+			tb.Fatalf("testenv: create table %s: %v, and then: %v", aws.ToString(in.TableName), err, derr)
+		}
+		return desc.Table
+	}
 	if err != nil {
 		tb.Fatalf("testenv: create table %s: %v", aws.ToString(in.TableName), err)
 	}
-	return aws.ToString(in.TableName), aws.ToString(out.TableDescription.LatestStreamArn)
+	return out.TableDescription
 }

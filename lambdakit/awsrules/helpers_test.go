@@ -63,9 +63,7 @@ func dynamoTable(t *testing.T, sorted bool) (*dynamodb.Client, string) {
 		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String("sk"), KeyType: types.KeyTypeRange})
 		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String("sk"), AttributeType: types.ScalarAttributeTypeS})
 	}
-	if _, err := client.CreateTable(ctxFor(t), in); err != nil {
-		t.Fatalf("CreateTable: %v", err)
-	}
+	testenv.CreateTable(t, client, in)
 	return client, name
 }
 
