@@ -36,6 +36,7 @@ type config struct {
 	motoPatch, events                                   bool
 	template, repo                                      string
 	cpuProfile, functionProfiles                        string
+	functionEnv                                         []string // -function-env, for both functions
 	timeout                                             time.Duration
 }
 
@@ -69,6 +70,13 @@ func main() {
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to this file (the modes section runs lambdakit in it)")
 	flag.StringVar(&c.functionProfiles, "function-profiles", "", "build the lambdakit and bare bootstraps with the benchprofile tag and have them write CPU profiles and counters under this folder (lambdakit/, bare/; see internal/benchprofile)")
 	flag.DurationVar(&c.timeout, "timeout", 60*time.Second, "the function's timeout (template.yaml: 60s)")
+	flag.Func("function-env", "NAME=VALUE added to the environment of every function the bench runs, lambdakit's and the floor's alike (repeatable): to compare them under a runtime setting such as GOMAXPROCS=1", func(kv string) error {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return fmt.Errorf("want NAME=VALUE, got %q", kv)
+		}
+		c.functionEnv = append(c.functionEnv, kv)
+		return nil
+	})
 	flag.Parse()
 	c.only = map[string]bool{}
 	for _, s := range strings.Split(only, ",") {
@@ -197,7 +205,7 @@ func run(ctx context.Context, c config) error {
 		}
 		warm := bench.NewPayments(prefix + "w")
 		return bench.Impl{
-			Name: name, Path: bin, Env: stack.FunctionEnv(payments),
+			Name: name, Path: bin, Env: append(stack.FunctionEnv(payments), c.functionEnv...),
 			Warmup: func() []events.SQSMessage { return warm.Take(c.batch) },
 		}, bench.NewPayments(prefix + "p"), nil
 	}
