@@ -125,10 +125,15 @@ type LeaseLostError struct {
 	Op string
 	// Err is the store's error.
 	Err error
+	// storedID is the record's ID in the store, and keyAt where the key
+	// starts in it (ReadableIDs; 0 without them): see StoreError.Error.
+	storedID string
+	keyAt    int
 }
 
-// Error implements error.
-func (e *LeaseLostError) Error() string { return e.Err.Error() }
+// Error implements error: the store's text, with ReadableIDs naming the
+// record by the ID it would have without them, as StoreError.Error does.
+func (e *LeaseLostError) Error() string { return hideKeyIn(e.Err.Error(), e.storedID, e.keyAt) }
 
 // Unwrap returns the store's error.
 func (e *LeaseLostError) Unwrap() error { return e.Err }

@@ -90,6 +90,16 @@ func hideKey(id string, keyAt int) string {
 	return RecordID(id[:keyAt-1], id[keyAt:])
 }
 
+// hideKeyIn is text with every mention of the record ID id, whose key
+// starts at keyAt (ReadableIDs), replaced by hideKey's ID: for the texts
+// of others (a store's errors) that name a record by its stored ID.
+func hideKeyIn(text, id string, keyAt int) string {
+	if keyAt == 0 || len(id) < keyAt || !strings.Contains(text, id) {
+		return text
+	}
+	return strings.ReplaceAll(text, id, hideKey(id, keyAt))
+}
+
 // newLease returns a token for a lease acquired at now: the time in epoch
 // milliseconds, a dot and 128 random bits. The random part fences owners
 // apart; it is no secret, so the fast runtime generator will do. The time

@@ -3,6 +3,7 @@ package lambdakit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -184,6 +185,86 @@ func TestReadableIDsStayOutOfTheLogLine(t *testing.T) {
 				t.Errorf("log field %s = %q holds the key", k, s)
 			}
 		}
+	}
+}
+
+// idNamingStore fails one kind of call with an error that names the
+// record by its stored ID, as dynamostore's and valkeystore's errors do.
+type idNamingStore struct {
+	*lambdakittest.MemoryStore
+	fail string // "acquire", "complete", "lost" (Complete: a lost lease) or "read" (GetRecords)
+}
+
+func (s *idNamingStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	if s.fail == "acquire" {
+		return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("teststore: acquire %s: throttled", rec.ID)
+	}
+	return s.MemoryStore.Acquire(ctx, rec, now)
+}
+
+func (s *idNamingStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
+	switch s.fail {
+	case "complete":
+		return fmt.Errorf("teststore: complete %s: throttled", rec.ID)
+	case "lost":
+		return fmt.Errorf("teststore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
+	}
+	return s.MemoryStore.Complete(ctx, rec)
+}
+
+func (s *idNamingStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
+	if s.fail == "read" {
+		return nil, fmt.Errorf("teststore: get %d records: %s: throttled", len(ids), ids[0])
+	}
+	return s.MemoryStore.GetRecords(ctx, ids)
+}
+
+// With ReadableIDs a store's error text names the record by its stored ID,
+// which holds the key: the engine's errors and lines name it by the hashed
+// ID instead, as the batch's line does, and the store's own error is still
+// there to unwrap.
+func TestReadableIDsStayOutOfAStoreErrorText(t *testing.T) {
+	hashed := lambdakit.RecordID("order", readableKey)
+	for _, fail := range []string{"acquire", "complete", "lost", "read"} {
+		t.Run(fail, func(t *testing.T) {
+			log := &batchLog{}
+			store := &idNamingStore{MemoryStore: &lambdakittest.MemoryStore{}, fail: fail}
+			h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) {
+				o.Prefix, o.ReadableIDs, o.Logger = "order", true, log.Logger()
+			})(noop)
+			batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = log.Logger(); o.AllowAllFailed = true })
+			// Delivered before, so that the batch reads its record ahead.
+			msg := lambdakittest.Redelivery(lambdakittest.Message(`{"payment_id":"` + readableKey + `"}`))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := batch(ctx, lambdakittest.Event(msg)); err != nil {
+				t.Fatal(err)
+			}
+			named := false
+			for _, l := range log.Lines(t) {
+				reason, _ := l["reason"].(string)
+				named = named || strings.Contains(reason, "teststore") && strings.Contains(reason, hashed)
+				for k, v := range l {
+					if s, _ := v.(string); strings.Contains(s, readableKey) {
+						t.Errorf("log field %s = %q holds the key", k, s)
+					}
+				}
+			}
+			if !named {
+				t.Errorf("no line's reason names the record by its hashed ID %s in the store's text:\n%s", hashed, log.String())
+			}
+			if fail == "read" {
+				return
+			}
+			store.fail = fail
+			_, err := handle(t, h, lambdakittest.Message(`{"payment_id":"`+readableKey+`x"}`))
+			if err == nil || strings.Contains(err.Error(), readableKey) {
+				t.Errorf("error %v; want the store's failure, without the key", err)
+			}
+			if raw := errors.Unwrap(err); raw == nil || !strings.Contains(raw.Error(), "order#"+readableKey) {
+				t.Errorf("unwrapped %v; want the store's own error, naming the stored ID", raw)
+			}
+		})
 	}
 }
 

@@ -659,7 +659,7 @@ func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (
 		// status this engine does not know. It must not be
 		// overwritten, nor taken for work in progress or done. What
 		// the store holds is the failure, so it counts as one.
-		return nil, IdempotencyRecord{}, false, storeErr(op, &NotARecordError{ID: existing.ID, Status: existing.Status, shown: e.loggedID(existing.ID)})
+		return nil, IdempotencyRecord{}, false, e.storeErr(op, existing.ID, &NotARecordError{ID: existing.ID, Status: existing.Status, shown: e.loggedID(existing.ID)})
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
 		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
 	case existing.Effect != "" && !e.opts.Now().Before(existing.InProgressExpiration):
@@ -875,7 +875,7 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 // for the reason err: the store cannot hold it, or it could not be encoded.
 func (e *Once) resultNotCached(ctx context.Context, id string, err error) {
 	e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-		messageAttr(ctx), slog.String("recordId", e.loggedID(id)), slog.String("reason", err.Error()))
+		messageAttr(ctx), slog.String("recordId", e.loggedID(id)), slog.String("reason", hideKeyIn(err.Error(), id, e.keyAt())))
 }
 
 // maxFailure bounds the reason a rejected completion leaves on its record:
@@ -1036,9 +1036,9 @@ func (e *Once) holder(ctx context.Context, id string) (IdempotencyRecord, bool) 
 func (e *Once) acquire(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, acquired bool, err error) {
 	defer noteFrom(ctx).storeCall(time.Now())
 	if pe := protect(func() { existing, acquired, err = e.store.Acquire(ctx, rec, now) }, nil); pe != nil {
-		return IdempotencyRecord{}, false, storeErr("acquire", pe)
+		return IdempotencyRecord{}, false, e.storeErr("acquire", rec.ID, pe)
 	}
-	return existing, acquired, storeErr("acquire", err)
+	return existing, acquired, e.storeErr("acquire", rec.ID, err)
 }
 
 func (e *Once) complete(ctx context.Context, rec IdempotencyRecord) (err error) {
@@ -1046,15 +1046,15 @@ func (e *Once) complete(ctx context.Context, rec IdempotencyRecord) (err error) 
 	if pe := protect(func() { err = e.store.Complete(ctx, rec) }, nil); pe != nil {
 		err = pe
 	}
-	return storeErr("complete", err)
+	return e.storeErr("complete", rec.ID, err)
 }
 
 func (e *Once) commitFirst(ctx context.Context, rec IdempotencyRecord, now time.Time) (existing IdempotencyRecord, created bool, err error) {
 	defer noteFrom(ctx).storeCall(time.Now())
 	if pe := protect(func() { existing, created, err = e.committer.Commit(ctx, rec, now) }, nil); pe != nil {
-		return IdempotencyRecord{}, false, storeErr("commit", pe)
+		return IdempotencyRecord{}, false, e.storeErr("commit", rec.ID, pe)
 	}
-	return existing, created, storeErr("commit", err)
+	return existing, created, e.storeErr("commit", rec.ID, err)
 }
 
 // markEffect keeps the effect on rec's in-progress record
@@ -1071,7 +1071,7 @@ func (e *Once) markEffect(ctx context.Context, rec IdempotencyRecord, effect str
 	}
 	if err != nil {
 		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: effect not kept in the store; a crash before the completion would let the work run again",
-			messageAttr(ctx), slog.String("recordId", e.loggedID(rec.ID)), slog.String("reason", err.Error()))
+			messageAttr(ctx), slog.String("recordId", e.loggedID(rec.ID)), slog.String("reason", hideKeyIn(err.Error(), rec.ID, e.keyAt())))
 	}
 }
 
@@ -1080,7 +1080,7 @@ func (e *Once) release(ctx context.Context, id, lease string) (err error) {
 	if pe := protect(func() { err = e.store.Release(ctx, id, lease) }, nil); pe != nil {
 		err = pe
 	}
-	return storeErr("release", err)
+	return e.storeErr("release", id, err)
 }
 
 // call runs fn, turning a panic into a *PanicError so that the record's
@@ -1160,5 +1160,5 @@ func (e *Once) leaseLost(id, op string, err error) error {
 	if !errors.Is(err, ErrLeaseLost) {
 		return err
 	}
-	return &LeaseLostError{ID: e.loggedID(id), Prefix: e.opts.Prefix, Op: op, Err: err}
+	return &LeaseLostError{ID: e.loggedID(id), Prefix: e.opts.Prefix, Op: op, Err: err, storedID: id, keyAt: e.keyAt()}
 }

@@ -159,21 +159,31 @@ func Replayed(ctx context.Context) bool {
 type StoreError struct {
 	Op  string // "acquire", "complete" or "release"
 	Err error
+	// id and keyAt name the record as the store's text may name it, and
+	// where its key starts (Options.ReadableIDs; 0 without them).
+	id    string
+	keyAt int
 }
 
-// Error implements error.
-func (e *StoreError) Error() string { return "lambdakit: store " + e.Op + ": " + e.Err.Error() }
+// Error implements error. With ReadableIDs, the record's stored ID in the
+// store's text, which holds the key, reads as the ID the record would have
+// without them (RecordID), as the log line names the record; Err keeps the
+// store's own text.
+func (e *StoreError) Error() string {
+	return "lambdakit: store " + e.Op + ": " + hideKeyIn(e.Err.Error(), e.id, e.keyAt)
+}
 
 // Unwrap returns the store's error.
 func (e *StoreError) Unwrap() error { return e.Err }
 
-// storeErr wraps a store's error in a *StoreError, leaving a lost lease,
-// which has a reason of its own, as it is.
-func storeErr(op string, err error) error {
+// storeErr wraps a store's error of a call on the record id in a
+// *StoreError, leaving a lost lease, which has a reason of its own (see
+// leaseLost), as it is.
+func (e *Once) storeErr(op, id string, err error) error {
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		return err
 	}
-	return &StoreError{Op: op, Err: err}
+	return &StoreError{Op: op, Err: err, id: id, keyAt: e.keyAt()}
 }
 
 // messageAttr is the record's SQS message ID as a log attribute, for the

@@ -3,6 +3,7 @@ package lambdakit
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -160,8 +161,19 @@ func (m *idempotent) readUncached(ctx context.Context, msgs []events.SQSMessage,
 	}
 	recs, err := m.getter.GetRecords(ctx, ids)
 	if err != nil {
+		// The store's text may name the records (ReadableIDs: see
+		// StoreError.Error); the longest IDs first, so that no ID is
+		// replaced inside a longer one that starts with it.
+		reason := err.Error()
+		if keyAt := m.keyAt(); keyAt != 0 {
+			byLength := slices.Clone(ids)
+			slices.SortFunc(byLength, func(a, b string) int { return len(b) - len(a) })
+			for _, id := range byLength {
+				reason = hideKeyIn(reason, id, keyAt)
+			}
+		}
 		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: read ahead failed; every record takes the lock",
-			slog.Int("records", len(ids)), slog.String("reason", err.Error()))
+			slog.Int("records", len(ids)), slog.String("reason", reason))
 		return nil
 	}
 	return recs

@@ -867,3 +867,48 @@ func TestStoreSpansNeverCarryAReadableKey(t *testing.T) {
 		}
 	}
 }
+
+// acquireFailsStore fails every Acquire with an error that names the
+// record by its stored ID, as dynamostore's errors do.
+type acquireFailsStore struct{ *lambdakittest.MemoryStore }
+
+func (acquireFailsStore) Acquire(_ context.Context, rec lambdakit.IdempotencyRecord, _ time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("teststore: acquire %s: throttled", rec.ID)
+}
+
+// With ReadableIDs a store's error names the record by its stored ID,
+// which holds the key: the failed span's status and exception event name
+// it by the hashed ID instead, as its record_id does.
+func TestStoreSpansNeverCarryAReadableKeyInAnError(t *testing.T) {
+	const key = "alice@example.com"
+	sr, tp := recorder(t)
+	e := lambdakit.NewOnce(lambdakitotel.WrapStore(acquireFailsStore{&lambdakittest.MemoryStore{}}, withProvider(tp)), func(o *lambdakit.Options) {
+		o.Prefix, o.ReadableIDs, o.Logger = prefix, true, (&lambdakittest.LogBuffer{}).Logger()
+	})
+	if _, err := e.Do(t.Context(), key, nil, func(context.Context) ([]byte, error) { return nil, nil }); err == nil {
+		t.Fatal("Do succeeded; want the store's failure")
+	}
+	failed := 0
+	for _, s := range sr.Ended() {
+		if s.Status().Code != codes.Error {
+			continue
+		}
+		failed++
+		if d := s.Status().Description; strings.Contains(d, key) || !strings.Contains(d, "teststore") || !strings.Contains(d, recordID(key)) {
+			t.Errorf("%s span: status %q; want the store's text naming the record by %s, not the key", s.Name(), d, recordID(key))
+		}
+		if len(s.Events()) == 0 {
+			t.Errorf("%s span: no exception event", s.Name())
+		}
+		for _, ev := range s.Events() {
+			for _, kv := range ev.Attributes {
+				if strings.Contains(kv.Value.Emit(), key) {
+					t.Errorf("%s span: event %s: attribute %s=%q carries the key", s.Name(), ev.Name, kv.Key, kv.Value.Emit())
+				}
+			}
+		}
+	}
+	if failed == 0 {
+		t.Error("no failed store span")
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -116,7 +118,7 @@ func (s *tracedStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyReco
 	ctx, span := s.start(ctx, opAcquire, recordIDAttr(rec.ID))
 	defer span.End()
 	existing, acquired, err := s.next.Acquire(ctx, rec, now)
-	claimed(span, existing, acquired, err)
+	claimed(span, existing, acquired, err, rec.ID)
 	return existing, acquired, err
 }
 
@@ -126,7 +128,7 @@ func (s *tracedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRec
 	defer span.End()
 	err := s.next.Complete(ctx, rec)
 	if err != nil {
-		fail(span, err)
+		fail(span, err, rec.ID)
 	}
 	return err
 }
@@ -137,7 +139,7 @@ func (s *tracedStore) Release(ctx context.Context, id, lease string) error {
 	defer span.End()
 	err := s.next.Release(ctx, id, lease)
 	if err != nil {
-		fail(span, err)
+		fail(span, err, id)
 	}
 	return err
 }
@@ -148,7 +150,7 @@ func (s *tracedBatchStore) GetRecords(ctx context.Context, ids []string) (map[st
 	defer span.End()
 	recs, err := s.getter.GetRecords(ctx, ids)
 	if err != nil {
-		fail(span, err)
+		fail(span, err, ids...)
 		return recs, err
 	}
 	span.SetAttributes(FoundKey.Int(len(recs)))
@@ -160,7 +162,7 @@ func (l *tracedCommitter) Commit(ctx context.Context, rec lambdakit.IdempotencyR
 	ctx, span := l.s.start(ctx, opCommit, recordIDAttr(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
 	defer span.End()
 	existing, created, err := l.committer.Commit(ctx, rec, now)
-	claimed(span, existing, created, err)
+	claimed(span, existing, created, err, rec.ID)
 	return existing, created, err
 }
 
@@ -170,7 +172,7 @@ func (l *tracedMarker) MarkEffect(ctx context.Context, id, lease, effect string)
 	defer span.End()
 	err := l.marker.MarkEffect(ctx, id, lease, effect)
 	if err != nil {
-		fail(span, err)
+		fail(span, err, id)
 	}
 	return err
 }
@@ -204,11 +206,12 @@ func isKeyHash(s string) bool {
 	return true
 }
 
-// claimed ends the span of an acquire or a commit: whether it took the
-// record, and if not, the status of the one that holds it.
-func claimed(span trace.Span, existing lambdakit.IdempotencyRecord, took bool, err error) {
+// claimed ends the span of an acquire or a commit of the record id:
+// whether it took the record, and if not, the status of the one that holds
+// it.
+func claimed(span trace.Span, existing lambdakit.IdempotencyRecord, took bool, err error, id string) {
 	if err != nil {
-		fail(span, err)
+		fail(span, err, id)
 		return
 	}
 	span.SetAttributes(AcquiredKey.Bool(took))
@@ -217,9 +220,10 @@ func claimed(span trace.Span, existing lambdakit.IdempotencyRecord, took bool, e
 	}
 }
 
-// fail marks a store span failed. A lost lease is marked apart: it means
-// another owner took the record over, which an alarm should hear of.
-func fail(span trace.Span, err error) {
+// fail marks a store span of a call on the records ids failed. A lost
+// lease is marked apart: it means another owner took the record over,
+// which an alarm should hear of.
+func fail(span trace.Span, err error, ids ...string) {
 	typ := errorTypeOther
 	switch {
 	case errors.Is(err, lambdakit.ErrLeaseLost):
@@ -235,6 +239,30 @@ func fail(span trace.Span, err error) {
 		typ = "Deadline"
 	}
 	span.SetAttributes(semconv.ErrorTypeKey.String(typ))
+	text := err.Error()
+	if shown := withoutKeys(text, ids); shown != text {
+		// The store's text names a record by a readable ID, which holds
+		// its key: the span names it as record_id does. RecordError
+		// would write the text as it is.
+		span.AddEvent(semconv.ExceptionEventName, trace.WithAttributes(
+			semconv.ExceptionType(fmt.Sprintf("%T", err)), semconv.ExceptionMessage(shown)))
+		span.SetStatus(codes.Error, shown)
+		return
+	}
 	span.RecordError(err)
-	span.SetStatus(codes.Error, err.Error())
+	span.SetStatus(codes.Error, text)
+}
+
+// withoutKeys is text with each readable record ID of ids (ReadableIDs)
+// replaced by the hashed ID recordIDAttr gives it, the longest IDs first,
+// so that none is replaced inside a longer one that starts with it.
+func withoutKeys(text string, ids []string) string {
+	byLength := slices.Clone(ids)
+	slices.SortFunc(byLength, func(a, b string) int { return len(b) - len(a) })
+	for _, id := range byLength {
+		if hashed := recordIDAttr(id).Value.AsString(); hashed != id && id != "" {
+			text = strings.ReplaceAll(text, id, hashed)
+		}
+	}
+	return text
 }
