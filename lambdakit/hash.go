@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,12 +93,39 @@ func hideKey(id string, keyAt int) string {
 
 // hideKeyIn is text with every mention of the record ID id, whose key
 // starts at keyAt (ReadableIDs), replaced by hideKey's ID: for the texts
-// of others (a store's errors) that name a record by its stored ID.
+// of others (a store's errors) that name a record by its stored ID, as it
+// is or quoted (%q, %+q), which escapes a key's quotes, backslashes or
+// non-ASCII letters.
 func hideKeyIn(text, id string, keyAt int) string {
-	if keyAt == 0 || len(id) < keyAt || !strings.Contains(text, id) {
+	if keyAt == 0 || len(id) < keyAt {
 		return text
 	}
-	return strings.ReplaceAll(text, id, hideKey(id, keyAt))
+	hidden := ""
+	for _, form := range IDForms(id) {
+		if strings.Contains(text, form) {
+			if hidden == "" {
+				hidden = hideKey(id, keyAt)
+			}
+			text = strings.ReplaceAll(text, form, hidden)
+		}
+	}
+	return text
+}
+
+// IDForms returns the ways a text may write the record ID id: as it is,
+// and as %q and %+q write it, without the quotes, when they escape some of
+// its characters. Longer forms come first, so that replacing them in
+// turn never leaves part of one. lambdakitotel hides a readable ID in a
+// store's error by them, as the engine does.
+func IDForms(id string) []string {
+	forms := []string{id}
+	for _, quoted := range []string{strconv.Quote(id), strconv.QuoteToASCII(id)} {
+		if inner := quoted[1 : len(quoted)-1]; !slices.Contains(forms, inner) {
+			forms = append(forms, inner)
+		}
+	}
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	return forms
 }
 
 // newLease returns a token for a lease acquired at now: the time in epoch

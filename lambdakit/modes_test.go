@@ -192,7 +192,7 @@ func TestReadableIDsStayOutOfTheLogLine(t *testing.T) {
 // record by its stored ID, as dynamostore's and valkeystore's errors do.
 type idNamingStore struct {
 	*lambdakittest.MemoryStore
-	fail string // "acquire", "complete", "lost" (Complete: a lost lease) or "read" (GetRecords)
+	fail string // "acquire", "complete", "lost" (Complete: a lost lease), "read" (GetRecords) or "read panic"
 }
 
 func (s *idNamingStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
@@ -213,8 +213,11 @@ func (s *idNamingStore) Complete(ctx context.Context, rec lambdakit.IdempotencyR
 }
 
 func (s *idNamingStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
-	if s.fail == "read" {
+	switch s.fail {
+	case "read":
 		return nil, fmt.Errorf("teststore: get %d records: %s: throttled", len(ids), ids[0])
+	case "read panic":
+		panic("teststore: get " + ids[0])
 	}
 	return s.MemoryStore.GetRecords(ctx, ids)
 }
@@ -265,6 +268,86 @@ func TestReadableIDsStayOutOfAStoreErrorText(t *testing.T) {
 				t.Errorf("unwrapped %v; want the store's own error, naming the stored ID", raw)
 			}
 		})
+	}
+}
+
+// A store that panics in its read ahead, naming a record by its stored ID
+// in the panic, gets the key no further than one that returns an error:
+// the warning names the record by its hashed ID.
+func TestReadableIDsStayOutOfAReadAheadPanic(t *testing.T) {
+	log := &batchLog{}
+	store := &idNamingStore{MemoryStore: &lambdakittest.MemoryStore{}, fail: "read panic"}
+	h := lambdakit.Idempotent(store, lambdakit.KeyFromField("payment_id"), func(o *lambdakit.Options) {
+		o.Prefix, o.ReadableIDs, o.Logger = "order", true, log.Logger()
+	})(noop)
+	batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = log.Logger() })
+	msg := lambdakittest.Redelivery(lambdakittest.Message(`{"payment_id":"` + readableKey + `"}`))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := batch(ctx, lambdakittest.Event(msg)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), lambdakit.RecordID("order", readableKey)) {
+		t.Errorf("no line names the record by its hashed ID:\n%s", log.String())
+	}
+	if strings.Contains(log.String(), readableKey) {
+		t.Errorf("a line holds the key:\n%s", log.String())
+	}
+}
+
+// quotingStore fails every Acquire with a text that quotes the record's
+// stored ID with verb (%q or %+q), which escapes some of the key's
+// characters.
+type quotingStore struct {
+	*lambdakittest.MemoryStore
+	verb string
+}
+
+func (s quotingStore) Acquire(_ context.Context, rec lambdakit.IdempotencyRecord, _ time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("teststore: acquire "+s.verb+": throttled", rec.ID)
+}
+
+// A store's text may quote the stored ID, escaping a key's quotes,
+// backslashes or non-ASCII letters: the key stays out of the error text
+// all the same, and the record is named by its hashed ID.
+func TestReadableIDsStayOutOfAQuotedStoreErrorText(t *testing.T) {
+	const key = `zoë "the boss" \ müller`
+	for _, verb := range []string{"%q", "%+q"} {
+		t.Run(verb, func(t *testing.T) {
+			store := quotingStore{MemoryStore: &lambdakittest.MemoryStore{}, verb: verb}
+			e := lambdakit.NewOnce(store, func(o *lambdakit.Options) {
+				o.Prefix, o.ReadableIDs, o.Logger = "order", true, (&lambdakittest.LogBuffer{}).Logger()
+			})
+			_, err := e.Do(t.Context(), key, nil, func(context.Context) ([]byte, error) { return nil, nil })
+			if err == nil {
+				t.Fatal("Do succeeded; want the store's failure")
+			}
+			if text := err.Error(); strings.Contains(text, "the boss") || strings.Contains(text, "ller") ||
+				!strings.Contains(text, lambdakit.RecordID("order", key)) {
+				t.Errorf("error %q; want the record named by its hashed ID %s, not the key", text, lambdakit.RecordID("order", key))
+			}
+		})
+	}
+}
+
+// A record completed with a failure (a rejected completion) replays the
+// failure to every later delivery. A failure stored by an older lambdakit
+// names the record by its readable ID: the replayed error does not.
+func TestReadableIDsStayOutOfAReplayedFailure(t *testing.T) {
+	store := &lambdakittest.MemoryStore{}
+	id := "order#" + readableKey
+	store.Put(lambdakit.IdempotencyRecord{
+		ID: id, Status: lambdakit.StatusCompleted, Expiration: time.Now().Add(time.Hour),
+		Failure: "lambdakit: store complete: teststore: complete " + id + ": rejected",
+	})
+	_, line := failReadable(t, store, func(context.Context, *events.SQSMessage) ([]byte, error) {
+		t.Error("the handler ran again after a rejected completion")
+		return nil, nil
+	})
+	reason, _ := line["reason"].(string)
+	if !strings.Contains(reason, "rejected") || strings.Contains(reason, readableKey) ||
+		!strings.Contains(reason, lambdakit.RecordID("order", readableKey)) {
+		t.Errorf("reason %q; want the stored failure naming the hashed ID %s, not the key", reason, lambdakit.RecordID("order", readableKey))
 	}
 }
 

@@ -1106,7 +1106,10 @@ func (e *Once) replay(ctx context.Context, rec IdempotencyRecord, validation str
 		if rec.Effect != "" {
 			cause = ErrFailedAfterEffect
 		}
-		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", cause, e.loggedID(rec.ID), rec.Failure))
+		// The failure was stored by some version of lambdakit, perhaps
+		// one that kept a store's text naming the record by its readable
+		// ID: it is hidden here again, as the text was when stored.
+		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", cause, e.loggedID(rec.ID), hideKeyIn(rec.Failure, rec.ID, e.keyAt())))
 	}
 	if note := noteFrom(ctx); note != nil {
 		note.setDuplicate(source, len(rec.Data) > 0) // Batch logs the record's line

@@ -133,7 +133,7 @@ func (m *idempotent) readAhead(ctx context.Context, msgs []events.SQSMessage, no
 	return found
 }
 
-// readUncached is readAhead, but lets a panic through.
+// readUncached is readAhead, but lets a panic of the key function through.
 func (m *idempotent) readUncached(ctx context.Context, msgs []events.SQSMessage, now time.Time) map[string]IdempotencyRecord {
 	seen := map[string]bool{}
 	var ids []string
@@ -159,7 +159,13 @@ func (m *idempotent) readUncached(ctx context.Context, msgs []events.SQSMessage,
 	if len(ids) == 0 {
 		return nil
 	}
-	recs, err := m.getter.GetRecords(ctx, ids)
+	// A store's panic names the records as its errors may: its text is
+	// hidden alike.
+	var recs map[string]IdempotencyRecord
+	var err error
+	if pe := protect(func() { recs, err = m.getter.GetRecords(ctx, ids) }, nil); pe != nil {
+		err = pe
+	}
 	if err != nil {
 		// The store's text may name the records (ReadableIDs: see
 		// StoreError.Error); the longest IDs first, so that no ID is

@@ -876,24 +876,67 @@ func (acquireFailsStore) Acquire(_ context.Context, rec lambdakit.IdempotencyRec
 	return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("teststore: acquire %s: throttled", rec.ID)
 }
 
-// With ReadableIDs a store's error names the record by its stored ID,
-// which holds the key: the failed span's status and exception event name
-// it by the hashed ID instead, as its record_id does.
-func TestStoreSpansNeverCarryAReadableKeyInAnError(t *testing.T) {
-	const key = "alice@example.com"
+// quotingAcquireStore fails every Acquire with a text that quotes the
+// record's stored ID (%q), escaping the key's quotes and backslashes.
+type quotingAcquireStore struct{ *lambdakittest.MemoryStore }
+
+func (quotingAcquireStore) Acquire(_ context.Context, rec lambdakit.IdempotencyRecord, _ time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	return lambdakit.IdempotencyRecord{}, false, fmt.Errorf("teststore: acquire %q: throttled", rec.ID)
+}
+
+// A store's error may quote the stored ID, escaping some of the key's
+// characters: the failed span's status and exception event still name the
+// record by its hashed ID, not the key.
+func TestStoreSpansNeverCarryAQuotedReadableKeyInAnError(t *testing.T) {
+	const key = `bob "the boss" \ smith`
+	for _, s := range failedStoreSpans(t, quotingAcquireStore{&lambdakittest.MemoryStore{}}, key) {
+		texts := []string{s.Status().Description}
+		for _, ev := range s.Events() {
+			for _, kv := range ev.Attributes {
+				texts = append(texts, kv.Value.Emit())
+			}
+		}
+		for _, text := range texts {
+			if strings.Contains(text, "the boss") {
+				t.Errorf("%s span: %q carries the key", s.Name(), text)
+			}
+		}
+		if !strings.Contains(s.Status().Description, recordID(key)) {
+			t.Errorf("%s span: status %q; want the record named by %s", s.Name(), s.Status().Description, recordID(key))
+		}
+	}
+}
+
+// failedStoreSpans runs one call of key through store, made idempotent
+// with ReadableIDs and traced, which must fail, and returns its failed
+// store spans: at least one.
+func failedStoreSpans(t *testing.T, store lambdakit.Store, key string) []sdktrace.ReadOnlySpan {
+	t.Helper()
 	sr, tp := recorder(t)
-	e := lambdakit.NewOnce(lambdakitotel.WrapStore(acquireFailsStore{&lambdakittest.MemoryStore{}}, withProvider(tp)), func(o *lambdakit.Options) {
+	e := lambdakit.NewOnce(lambdakitotel.WrapStore(store, withProvider(tp)), func(o *lambdakit.Options) {
 		o.Prefix, o.ReadableIDs, o.Logger = prefix, true, (&lambdakittest.LogBuffer{}).Logger()
 	})
 	if _, err := e.Do(t.Context(), key, nil, func(context.Context) ([]byte, error) { return nil, nil }); err == nil {
 		t.Fatal("Do succeeded; want the store's failure")
 	}
-	failed := 0
+	var failed []sdktrace.ReadOnlySpan
 	for _, s := range sr.Ended() {
-		if s.Status().Code != codes.Error {
-			continue
+		if s.Status().Code == codes.Error {
+			failed = append(failed, s)
 		}
-		failed++
+	}
+	if len(failed) == 0 {
+		t.Fatal("no failed store span")
+	}
+	return failed
+}
+
+// With ReadableIDs a store's error names the record by its stored ID,
+// which holds the key: the failed span's status and exception event name
+// it by the hashed ID instead, as its record_id does.
+func TestStoreSpansNeverCarryAReadableKeyInAnError(t *testing.T) {
+	const key = "alice@example.com"
+	for _, s := range failedStoreSpans(t, acquireFailsStore{&lambdakittest.MemoryStore{}}, key) {
 		if d := s.Status().Description; strings.Contains(d, key) || !strings.Contains(d, "teststore") || !strings.Contains(d, recordID(key)) {
 			t.Errorf("%s span: status %q; want the store's text naming the record by %s, not the key", s.Name(), d, recordID(key))
 		}
@@ -907,8 +950,5 @@ func TestStoreSpansNeverCarryAReadableKeyInAnError(t *testing.T) {
 				}
 			}
 		}
-	}
-	if failed == 0 {
-		t.Error("no failed store span")
 	}
 }

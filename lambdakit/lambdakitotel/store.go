@@ -253,15 +253,18 @@ func fail(span trace.Span, err error, ids ...string) {
 	span.SetStatus(codes.Error, text)
 }
 
-// withoutKeys is text with each readable record ID of ids (ReadableIDs)
-// replaced by the hashed ID recordIDAttr gives it, the longest IDs first,
-// so that none is replaced inside a longer one that starts with it.
+// withoutKeys is text with each readable record ID of ids (ReadableIDs),
+// as it is or quoted (lambdakit.IDForms), replaced by the hashed ID
+// recordIDAttr gives it, the longest IDs first, so that none is replaced
+// inside a longer one that starts with it.
 func withoutKeys(text string, ids []string) string {
 	byLength := slices.Clone(ids)
 	slices.SortFunc(byLength, func(a, b string) int { return len(b) - len(a) })
 	for _, id := range byLength {
 		if hashed := recordIDAttr(id).Value.AsString(); hashed != id && id != "" {
-			text = strings.ReplaceAll(text, id, hashed)
+			for _, form := range lambdakit.IDForms(id) {
+				text = strings.ReplaceAll(text, form, hashed)
+			}
 		}
 	}
 	return text
