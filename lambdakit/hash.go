@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/lambdakit/lambdakit/internal/idtext"
 	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
 
@@ -101,7 +101,7 @@ func hideKeyIn(text, id string, keyAt int) string {
 		return text
 	}
 	hidden := ""
-	for _, form := range IDForms(id) {
+	for _, form := range idtext.Forms(id) {
 		if strings.Contains(text, form) {
 			if hidden == "" {
 				hidden = hideKey(id, keyAt)
@@ -110,22 +110,6 @@ func hideKeyIn(text, id string, keyAt int) string {
 		}
 	}
 	return text
-}
-
-// IDForms returns the ways a text may write the record ID id: as it is,
-// and as %q and %+q write it, without the quotes, when they escape some of
-// its characters. Longer forms come first, so that replacing them in
-// turn never leaves part of one. lambdakitotel hides a readable ID in a
-// store's error by them, as the engine does.
-func IDForms(id string) []string {
-	forms := []string{id}
-	for _, quoted := range []string{strconv.Quote(id), strconv.QuoteToASCII(id)} {
-		if inner := quoted[1 : len(quoted)-1]; !slices.Contains(forms, inner) {
-			forms = append(forms, inner)
-		}
-	}
-	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
-	return forms
 }
 
 // newLease returns a token for a lease acquired at now: the time in epoch

@@ -14,6 +14,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lambdakit/lambdakit/internal/idtext"
 	"github.com/lambdakit/lambdakit/lambdakit"
 )
 
@@ -254,7 +255,7 @@ func fail(span trace.Span, err error, ids ...string) {
 }
 
 // withoutKeys is text with each readable record ID of ids (ReadableIDs),
-// as it is or quoted (lambdakit.IDForms), replaced by the hashed ID
+// as it is or quoted (idtext.Forms), replaced by the hashed ID
 // recordIDAttr gives it, the longest IDs first, so that none is replaced
 // inside a longer one that starts with it.
 func withoutKeys(text string, ids []string) string {
@@ -262,7 +263,7 @@ func withoutKeys(text string, ids []string) string {
 	slices.SortFunc(byLength, func(a, b string) int { return len(b) - len(a) })
 	for _, id := range byLength {
 		if hashed := recordIDAttr(id).Value.AsString(); hashed != id && id != "" {
-			for _, form := range lambdakit.IDForms(id) {
+			for _, form := range idtext.Forms(id) {
 				text = strings.ReplaceAll(text, form, hashed)
 			}
 		}
