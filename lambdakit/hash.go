@@ -1,6 +1,7 @@
 package lambdakit
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -89,6 +90,36 @@ func hideKey(id string, keyAt int) string {
 		return id
 	}
 	return RecordID(id[:keyAt-1], id[keyAt:])
+}
+
+// readablePrefix is the context key under which an engine with
+// ReadableIDs puts its Prefix for its store calls (LoggedRecordID).
+type readablePrefix struct{}
+
+// withReadableIDs is ctx for the store calls on a record: with ReadableIDs
+// it carries the engine's Prefix, so that a Store wrapper can tell that
+// the IDs it gets hold keys (LoggedRecordID). Without them it is ctx: the
+// usual case costs nothing.
+func (e *Once) withReadableIDs(ctx context.Context) context.Context {
+	if !e.opts.ReadableIDs {
+		return ctx
+	}
+	return context.WithValue(ctx, readablePrefix{}, e.opts.Prefix)
+}
+
+// LoggedRecordID is for Store wrappers that log or trace record IDs
+// (lambdakitotel's does): on a store call of an engine with
+// Options.ReadableIDs, whose IDs hold the key ("<Prefix>#<key>"), it
+// returns the ID the record would have without them (RecordID), as
+// lambdakit's log lines name it, and true. On any other call, or for an
+// ID of another prefix, it returns id and false: the ID is hashed already,
+// or not known to hold a key.
+func LoggedRecordID(ctx context.Context, id string) (string, bool) {
+	prefix, ok := ctx.Value(readablePrefix{}).(string)
+	if !ok || len(id) <= len(prefix) || id[len(prefix)] != '#' || id[:len(prefix)] != prefix {
+		return id, false
+	}
+	return RecordID(prefix, id[len(prefix)+1:]), true
 }
 
 // hideKeyIn is text with every mention of the record ID id, whose key

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -348,6 +350,57 @@ func TestReadableIDsStayOutOfAReplayedFailure(t *testing.T) {
 	if !strings.Contains(reason, "rejected") || strings.Contains(reason, readableKey) ||
 		!strings.Contains(reason, lambdakit.RecordID("order", readableKey)) {
 		t.Errorf("reason %q; want the stored failure naming the hashed ID %s, not the key", reason, lambdakit.RecordID("order", readableKey))
+	}
+}
+
+// loggingIDStore records what LoggedRecordID says on each call it gets.
+type loggingIDStore struct {
+	*lambdakittest.MemoryStore
+	mu   sync.Mutex
+	seen []string // "<call> <ID as logged> <ok>"
+}
+
+func (s *loggingIDStore) note(ctx context.Context, call, id string) {
+	shown, ok := lambdakit.LoggedRecordID(ctx, id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = append(s.seen, fmt.Sprintf("%s %s %t", call, shown, ok))
+}
+
+func (s *loggingIDStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
+	s.note(ctx, "acquire", rec.ID)
+	return s.MemoryStore.Acquire(ctx, rec, now)
+}
+
+func (s *loggingIDStore) GetRecords(ctx context.Context, ids []string) (map[string]lambdakit.IdempotencyRecord, error) {
+	s.note(ctx, "get", ids[0])
+	return s.MemoryStore.GetRecords(ctx, ids)
+}
+
+// A Store wrapper learns from LoggedRecordID that the IDs of an engine
+// with ReadableIDs hold keys, and how lambdakit's lines name them; the
+// calls of an engine without them, or of no engine, are left as they are.
+func TestLoggedRecordIDTellsAStoreWhichIDsHoldKeys(t *testing.T) {
+	for _, readable := range []bool{true, false} {
+		store := &loggingIDStore{MemoryStore: &lambdakittest.MemoryStore{}}
+		h := idempotent(store, noop, func(o *lambdakit.Options) { o.Prefix, o.ReadableIDs = "order", readable })
+		batch := lambdakit.Batch(h, func(o *lambdakit.BatchOptions) { o.Logger = silentLogger() })
+		// Delivered before, so that the batch reads its record ahead.
+		msg := lambdakittest.Redelivery(lambdakittest.Message(`{"payment_id":"` + readableKey + `"}`))
+		if _, err := batch(t.Context(), lambdakittest.Event(msg)); err != nil {
+			t.Fatal(err)
+		}
+		hashed := lambdakit.RecordID("order", readableKey)
+		want := []string{"get " + hashed + " true", "acquire " + hashed + " true"}
+		if !readable {
+			want = []string{"get " + hashed + " false", "acquire " + hashed + " false"}
+		}
+		if !slices.Equal(store.seen, want) {
+			t.Errorf("ReadableIDs %t: the store saw %q; want %q", readable, store.seen, want)
+		}
+	}
+	if id, ok := lambdakit.LoggedRecordID(t.Context(), "order#"+readableKey); ok || id != "order#"+readableKey {
+		t.Errorf("outside a store call: %q, %t; want the ID as it is, false", id, ok)
 	}
 }
 

@@ -382,6 +382,7 @@ func DoTyped[Req, Res any](ctx context.Context, e *Once, key string, req Req, fn
 // answer a duplicate from what its batch read ahead.
 func (e *Once) do(ctx context.Context, id, validation string, prefetched func(now time.Time) (IdempotencyRecord, bool), fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	now := e.opts.Now()
+	ctx = e.withReadableIDs(ctx)
 	note := noteFrom(ctx)
 	note.setID(id, e.keyAt())
 	if rec, ok := e.state.cache.get(id, now); ok {

@@ -163,7 +163,7 @@ func (m *idempotent) readUncached(ctx context.Context, msgs []events.SQSMessage,
 	// hidden alike.
 	var recs map[string]IdempotencyRecord
 	var err error
-	if pe := protect(func() { recs, err = m.getter.GetRecords(ctx, ids) }, nil); pe != nil {
+	if pe := protect(func() { recs, err = m.getter.GetRecords(m.withReadableIDs(ctx), ids) }, nil); pe != nil {
 		err = pe
 	}
 	if err != nil {

@@ -49,9 +49,9 @@ const (
 	// RecordIDKey is the idempotency record's ID: the prefix and a
 	// SHA-256 of the key, never the key. With Options.ReadableIDs, whose
 	// record IDs hold the key, it is the ID the record would have
-	// without them (lambdakit.RecordID), so the key stays out of traces;
-	// but a readable ID whose last '#' part is 64 hex characters (a key
-	// ending so) is taken for a hashed one, and given as it is.
+	// without them (lambdakit.RecordID), so the key stays out of traces
+	// (the engine tells the wrapper its IDs are readable:
+	// lambdakit.LoggedRecordID).
 	RecordIDKey = attribute.Key("lambdakit.idempotency.record_id")
 	// QueueARNKey is the ARN of the queue the records came from, when they
 	// all came from one.

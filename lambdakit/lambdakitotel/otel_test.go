@@ -868,6 +868,29 @@ func TestStoreSpansNeverCarryAReadableKey(t *testing.T) {
 	}
 }
 
+// A readable key that itself ends in '#' and a SHA-256, as a hashed ID
+// does, is still a key: the engine tells the wrapper its IDs hold keys, so
+// the spans carry the hashed ID, not the key, as for any other key.
+func TestStoreSpansHashAReadableKeyThatLooksHashed(t *testing.T) {
+	key := "alice@example.com#" + strings.Repeat("ab", 32)
+	sr, tp := recorder(t)
+	e := lambdakit.NewOnce(lambdakitotel.WrapStore(&lambdakittest.MemoryStore{}, withProvider(tp)), func(o *lambdakit.Options) {
+		o.Prefix, o.ReadableIDs, o.Logger = prefix, true, (&lambdakittest.LogBuffer{}).Logger()
+	})
+	if _, err := e.Do(t.Context(), key, nil, func(context.Context) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	spans := sr.Ended()
+	if len(spans) == 0 {
+		t.Fatal("no store spans")
+	}
+	for _, s := range spans {
+		if got := attrString(s, lambdakitotel.RecordIDKey); got != recordID(key) {
+			t.Errorf("%s span: record ID %q; want %q, the key hashed", s.Name(), got, recordID(key))
+		}
+	}
+}
+
 // acquireFailsStore fails every Acquire with an error that names the
 // record by its stored ID, as dynamostore's errors do.
 type acquireFailsStore struct{ *lambdakittest.MemoryStore }

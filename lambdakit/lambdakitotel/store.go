@@ -116,31 +116,31 @@ func (s *tracedStore) start(ctx context.Context, op string, attrs ...attribute.K
 
 // Acquire implements lambdakit.Store.
 func (s *tracedStore) Acquire(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
-	ctx, span := s.start(ctx, opAcquire, recordIDAttr(rec.ID))
+	ctx, span := s.start(ctx, opAcquire, recordIDAttr(ctx, rec.ID))
 	defer span.End()
 	existing, acquired, err := s.next.Acquire(ctx, rec, now)
-	claimed(span, existing, acquired, err, rec.ID)
+	claimed(ctx, span, existing, acquired, err, rec.ID)
 	return existing, acquired, err
 }
 
 // Complete implements lambdakit.Store.
 func (s *tracedStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
-	ctx, span := s.start(ctx, opComplete, recordIDAttr(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
+	ctx, span := s.start(ctx, opComplete, recordIDAttr(ctx, rec.ID), StagedWritesKey.Int(len(rec.Staged)))
 	defer span.End()
 	err := s.next.Complete(ctx, rec)
 	if err != nil {
-		fail(span, err, rec.ID)
+		fail(ctx, span, err, rec.ID)
 	}
 	return err
 }
 
 // Release implements lambdakit.Store.
 func (s *tracedStore) Release(ctx context.Context, id, lease string) error {
-	ctx, span := s.start(ctx, opRelease, recordIDAttr(id))
+	ctx, span := s.start(ctx, opRelease, recordIDAttr(ctx, id))
 	defer span.End()
 	err := s.next.Release(ctx, id, lease)
 	if err != nil {
-		fail(span, err, id)
+		fail(ctx, span, err, id)
 	}
 	return err
 }
@@ -151,7 +151,7 @@ func (s *tracedBatchStore) GetRecords(ctx context.Context, ids []string) (map[st
 	defer span.End()
 	recs, err := s.getter.GetRecords(ctx, ids)
 	if err != nil {
-		fail(span, err, ids...)
+		fail(ctx, span, err, ids...)
 		return recs, err
 	}
 	span.SetAttributes(FoundKey.Int(len(recs)))
@@ -160,29 +160,34 @@ func (s *tracedBatchStore) GetRecords(ctx context.Context, ids []string) (map[st
 
 // Commit implements lambdakit.Committer.
 func (l *tracedCommitter) Commit(ctx context.Context, rec lambdakit.IdempotencyRecord, now time.Time) (lambdakit.IdempotencyRecord, bool, error) {
-	ctx, span := l.s.start(ctx, opCommit, recordIDAttr(rec.ID), StagedWritesKey.Int(len(rec.Staged)))
+	ctx, span := l.s.start(ctx, opCommit, recordIDAttr(ctx, rec.ID), StagedWritesKey.Int(len(rec.Staged)))
 	defer span.End()
 	existing, created, err := l.committer.Commit(ctx, rec, now)
-	claimed(span, existing, created, err, rec.ID)
+	claimed(ctx, span, existing, created, err, rec.ID)
 	return existing, created, err
 }
 
 // MarkEffect implements lambdakit.EffectMarker.
 func (l *tracedMarker) MarkEffect(ctx context.Context, id, lease, effect string) error {
-	ctx, span := l.s.start(ctx, opMarkEffect, recordIDAttr(id))
+	ctx, span := l.s.start(ctx, opMarkEffect, recordIDAttr(ctx, id))
 	defer span.End()
 	err := l.marker.MarkEffect(ctx, id, lease, effect)
 	if err != nil {
-		fail(span, err, id)
+		fail(ctx, span, err, id)
 	}
 	return err
 }
 
-// recordIDAttr is RecordIDKey for the record id: the prefix and a SHA-256
-// of the key, never the key. A hashed ID is that already; a readable one
-// (Options.ReadableIDs: "<Prefix>#<key>", a Prefix without '#') gets its
-// key hashed, giving the ID the record would have without ReadableIDs.
-func recordIDAttr(id string) attribute.KeyValue {
+// recordIDAttr is RecordIDKey for the record id of a store call on ctx:
+// the prefix and a SHA-256 of the key, never the key. On the calls of an
+// engine with Options.ReadableIDs ("<Prefix>#<key>"), the engine says so
+// (lambdakit.LoggedRecordID), and the key is hashed, giving the ID the
+// record would have without ReadableIDs. A store called otherwise is told
+// by the ID's shape: one that ends in '#' and a SHA-256 is hashed already.
+func recordIDAttr(ctx context.Context, id string) attribute.KeyValue {
+	if shown, ok := lambdakit.LoggedRecordID(ctx, id); ok {
+		return RecordIDKey.String(shown)
+	}
 	if i := strings.LastIndexByte(id, '#'); i >= 0 && isKeyHash(id[i+1:]) {
 		return RecordIDKey.String(id)
 	}
@@ -210,9 +215,9 @@ func isKeyHash(s string) bool {
 // claimed ends the span of an acquire or a commit of the record id:
 // whether it took the record, and if not, the status of the one that holds
 // it.
-func claimed(span trace.Span, existing lambdakit.IdempotencyRecord, took bool, err error, id string) {
+func claimed(ctx context.Context, span trace.Span, existing lambdakit.IdempotencyRecord, took bool, err error, id string) {
 	if err != nil {
-		fail(span, err, id)
+		fail(ctx, span, err, id)
 		return
 	}
 	span.SetAttributes(AcquiredKey.Bool(took))
@@ -224,7 +229,7 @@ func claimed(span trace.Span, existing lambdakit.IdempotencyRecord, took bool, e
 // fail marks a store span of a call on the records ids failed. A lost
 // lease is marked apart: it means another owner took the record over,
 // which an alarm should hear of.
-func fail(span trace.Span, err error, ids ...string) {
+func fail(ctx context.Context, span trace.Span, err error, ids ...string) {
 	typ := errorTypeOther
 	switch {
 	case errors.Is(err, lambdakit.ErrLeaseLost):
@@ -241,7 +246,7 @@ func fail(span trace.Span, err error, ids ...string) {
 	}
 	span.SetAttributes(semconv.ErrorTypeKey.String(typ))
 	text := err.Error()
-	if shown := withoutKeys(text, ids); shown != text {
+	if shown := withoutKeys(ctx, text, ids); shown != text {
 		// The store's text names a record by a readable ID, which holds
 		// its key: the span names it as record_id does. RecordError
 		// would write the text as it is.
@@ -258,11 +263,11 @@ func fail(span trace.Span, err error, ids ...string) {
 // as it is or quoted (idtext.Forms), replaced by the hashed ID
 // recordIDAttr gives it, the longest IDs first, so that none is replaced
 // inside a longer one that starts with it.
-func withoutKeys(text string, ids []string) string {
+func withoutKeys(ctx context.Context, text string, ids []string) string {
 	byLength := slices.Clone(ids)
 	slices.SortFunc(byLength, func(a, b string) int { return len(b) - len(a) })
 	for _, id := range byLength {
-		if hashed := recordIDAttr(id).Value.AsString(); hashed != id && id != "" {
+		if hashed := recordIDAttr(ctx, id).Value.AsString(); hashed != id && id != "" {
 			for _, form := range idtext.Forms(id) {
 				text = strings.ReplaceAll(text, form, hashed)
 			}
