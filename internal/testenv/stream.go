@@ -35,7 +35,7 @@ func StreamTable(tb testing.TB, client *dynamodb.Client, suffix string, keys ...
 	return aws.ToString(desc.TableName), aws.ToString(desc.LatestStreamArn)
 }
 
-// CreateTable creates the table in describes, whose name must be the
+// CreateTable creates the table that in describes, whose name must be the
 // test's alone (from Name), and returns its description. It fails tb if
 // the table cannot be created.
 func CreateTable(tb testing.TB, client *dynamodb.Client, in *dynamodb.CreateTableInput) *types.TableDescription {
