@@ -172,14 +172,19 @@ func TestResponseTypesFlagOverTemplate(t *testing.T) {
 	env := awsEnv("SQS", srv.URL)
 	tpl := writeFile(t, t.TempDir(), "template.yaml", queueTemplate+`            FunctionResponseTypes: [ReportBatchItemFailures]
 `)
+	// With the failures reported, "b" is left for redelivery once and
+	// comes back; without, the batch's answer is taken whole and "b" is
+	// deleted with "a". The counts of records and deletes are not
+	// compared: with a 1 s visibility timeout a batch that starts slowly
+	// (a loaded machine) may see "a" delivered twice, as SQS may.
 	for _, c := range []struct {
-		args             []string
-		records, deleted string
-		warning          bool
+		args    []string
+		left    string
+		warning bool
 	}{
-		{nil, "records                   3", "deleted                   2", false},
-		{[]string{"-report-batch-item-failures=false"}, "records                   2", "deleted                   2", true},
-		{[]string{"-report-batch-item-failures=true"}, "records                   3", "deleted                   2", false},
+		{nil, "1", false},
+		{[]string{"-report-batch-item-failures=false"}, "0", true},
+		{[]string{"-report-batch-item-failures=true"}, "1", false},
 	} {
 		url := testenv.Queue(t, client, false, map[string]string{"VisibilityTimeout": "1"})
 		for _, b := range []string{"a", "b fail@1"} {
@@ -189,8 +194,9 @@ func TestResponseTypesFlagOverTemplate(t *testing.T) {
 		}
 		r := lambdakit(t, env, append(append([]string{"run", "-queue", url, "-until-empty", "-template", tpl, "-batch-size", "2", "-concurrency", "2"}, c.args...), fn)...)
 		warned := strings.Contains(r.stderr, "but the mapping does not report batch item failures")
-		if r.code != 0 || !strings.Contains(r.stderr, c.records) || !strings.Contains(r.stderr, c.deleted) || warned != c.warning {
-			t.Errorf("%v: exit status %d, warned %v; want 0, %q, %q, warned %v\nstderr:\n%s", c.args, r.code, warned, c.records, c.deleted, c.warning, r.stderr)
+		left := regexp.MustCompile(`left for redelivery +` + c.left + `\b`)
+		if r.code != 0 || !left.MatchString(r.stderr) || warned != c.warning {
+			t.Errorf("%v: exit status %d, warned %v; want 0, %s left for redelivery, warned %v\nstderr:\n%s", c.args, r.code, warned, c.left, c.warning, r.stderr)
 		}
 	}
 }
