@@ -97,18 +97,18 @@ func hideKey(id string, keyAt int) string {
 type readablePrefix struct{}
 
 // withReadableIDs is ctx for the store calls on a record: with ReadableIDs
-// it carries the engine's Prefix, so that a Store wrapper can tell that
-// the IDs it gets hold keys (LoggedRecordID). Without them it is ctx: the
-// usual case costs nothing.
+// on a wrapped store it carries the engine's Prefix, so that the wrapper
+// can tell that the IDs it gets hold keys (LoggedRecordID). Otherwise it
+// is ctx: a record costs nothing more.
 func (e *Once) withReadableIDs(ctx context.Context) context.Context {
-	if !e.opts.ReadableIDs {
+	if !e.tellIDs {
 		return ctx
 	}
 	return context.WithValue(ctx, readablePrefix{}, e.opts.Prefix)
 }
 
-// LoggedRecordID is for Store wrappers that log or trace record IDs
-// (lambdakitotel's does): on a store call of an engine with
+// LoggedRecordID is for Store wrappers (StoreWrapper) that log or trace
+// record IDs (lambdakitotel's does): on a store call of an engine with
 // Options.ReadableIDs, whose IDs hold the key ("<Prefix>#<key>"), it
 // returns the ID the record would have without them (RecordID), as
 // lambdakit's log lines name it, and true. On any other call, or for an

@@ -360,6 +360,9 @@ type loggingIDStore struct {
 	seen []string // "<call> <ID as logged> <ok>"
 }
 
+// Unwrap makes it a StoreWrapper, which the engine tells its IDs hold keys.
+func (s *loggingIDStore) Unwrap() lambdakit.Store { return s.MemoryStore }
+
 func (s *loggingIDStore) note(ctx context.Context, call, id string) {
 	shown, ok := lambdakit.LoggedRecordID(ctx, id)
 	s.mu.Lock()

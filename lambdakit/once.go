@@ -146,9 +146,13 @@ type Once struct {
 	marker    EffectMarker   // set with Options.StoreEffect only
 	checker   StagingChecker // nil when the store has no limit to check staging against
 	idLimit   int            // the longest record ID the store holds, for ReadableIDs
-	opts      Options
-	state     *idempotencyState
-	disabled  bool // by POWERTOOLS_IDEMPOTENCY_DISABLED, read by NewOnce
+	// tellIDs is set with ReadableIDs on a wrapped store (StoreWrapper):
+	// its calls carry the Prefix, for LoggedRecordID. A store no wrapper
+	// stands before has no one to tell, and its records pay nothing.
+	tellIDs  bool
+	opts     Options
+	state    *idempotencyState
+	disabled bool // by POWERTOOLS_IDEMPOTENCY_DISABLED, read by NewOnce
 }
 
 // envDisabled turns idempotency off: see Once.
@@ -241,8 +245,10 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 		// starts, not on its first message.
 		panic(fmt.Sprintf("lambdakit: Options.StagedOnly needs a store that implements lambdakit.Committer; %T does not", store))
 	}
+	_, wrapped := store.(StoreWrapper)
 	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, marker: marker, idLimit: idLimit, opts: o, disabled: disabled,
-		state: &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
+		tellIDs: o.ReadableIDs && wrapped,
+		state:   &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
 // defaultTTL is how long a completed record is kept by default, and how
