@@ -133,7 +133,7 @@ type LeaseLostError struct {
 
 // Error implements error: the store's text, with ReadableIDs naming the
 // record by the ID it would have without them, as StoreError.Error does.
-func (e *LeaseLostError) Error() string { return hideKeyIn(e.Err.Error(), e.storedID, e.keyAt) }
+func (e *LeaseLostError) Error() string { return hideKeyIn(e.Err.Error(), e.keyAt, e.storedID) }
 
 // Unwrap returns the store's error.
 func (e *LeaseLostError) Unwrap() error { return e.Err }

@@ -122,25 +122,18 @@ func LoggedRecordID(ctx context.Context, id string) (string, bool) {
 	return RecordID(prefix, id[len(prefix)+1:]), true
 }
 
-// hideKeyIn is text with every mention of the record ID id, whose key
-// starts at keyAt (ReadableIDs), replaced by hideKey's ID: for the texts
+// hideKeyIn is text with every mention of the record IDs ids, whose keys
+// start at keyAt (ReadableIDs), replaced by hideKey's ID: for the texts
 // of others (a store's errors) that name a record by its stored ID, as it
 // is or quoted (%q, %+q), which escapes a key's quotes, backslashes or
 // non-ASCII letters.
-func hideKeyIn(text, id string, keyAt int) string {
-	if keyAt == 0 || len(id) < keyAt {
+func hideKeyIn(text string, keyAt int, ids ...string) string {
+	if keyAt == 0 {
 		return text
 	}
-	hidden := ""
-	for _, form := range idtext.Forms(id) {
-		if strings.Contains(text, form) {
-			if hidden == "" {
-				hidden = hideKey(id, keyAt)
-			}
-			text = strings.ReplaceAll(text, form, hidden)
-		}
-	}
-	return text
+	return idtext.Replace(text, ids, func(id string) (string, bool) {
+		return hideKey(id, keyAt), len(id) >= keyAt
+	})
 }
 
 // newLease returns a token for a lease acquired at now: the time in epoch

@@ -882,7 +882,7 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 // for the reason err: the store cannot hold it, or it could not be encoded.
 func (e *Once) resultNotCached(ctx context.Context, id string, err error) {
 	e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: result not cached",
-		messageAttr(ctx), slog.String("recordId", e.loggedID(id)), slog.String("reason", hideKeyIn(err.Error(), id, e.keyAt())))
+		messageAttr(ctx), slog.String("recordId", e.loggedID(id)), slog.String("reason", hideKeyIn(err.Error(), e.keyAt(), id)))
 }
 
 // maxFailure bounds the reason a rejected completion leaves on its record:
@@ -1078,7 +1078,7 @@ func (e *Once) markEffect(ctx context.Context, rec IdempotencyRecord, effect str
 	}
 	if err != nil {
 		e.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: effect not kept in the store; a crash before the completion would let the work run again",
-			messageAttr(ctx), slog.String("recordId", e.loggedID(rec.ID)), slog.String("reason", hideKeyIn(err.Error(), rec.ID, e.keyAt())))
+			messageAttr(ctx), slog.String("recordId", e.loggedID(rec.ID)), slog.String("reason", hideKeyIn(err.Error(), e.keyAt(), rec.ID)))
 	}
 }
 
@@ -1116,7 +1116,7 @@ func (e *Once) replay(ctx context.Context, rec IdempotencyRecord, validation str
 		// The failure was stored by some version of lambdakit, perhaps
 		// one that kept a store's text naming the record by its readable
 		// ID: it is hidden here again, as the text was when stored.
-		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", cause, e.loggedID(rec.ID), hideKeyIn(rec.Failure, rec.ID, e.keyAt())))
+		return nil, Permanent(fmt.Errorf("%w (record %s, work not run again): %s", cause, e.loggedID(rec.ID), hideKeyIn(rec.Failure, e.keyAt(), rec.ID)))
 	}
 	if note := noteFrom(ctx); note != nil {
 		note.setDuplicate(source, len(rec.Data) > 0) // Batch logs the record's line

@@ -170,7 +170,7 @@ type StoreError struct {
 // without them (RecordID), as the log line names the record; Err keeps the
 // store's own text.
 func (e *StoreError) Error() string {
-	return "lambdakit: store " + e.Op + ": " + hideKeyIn(e.Err.Error(), e.id, e.keyAt)
+	return "lambdakit: store " + e.Op + ": " + hideKeyIn(e.Err.Error(), e.keyAt, e.id)
 }
 
 // Unwrap returns the store's error.

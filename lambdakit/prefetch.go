@@ -3,7 +3,6 @@ package lambdakit
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -168,16 +167,8 @@ func (m *idempotent) readUncached(ctx context.Context, msgs []events.SQSMessage,
 	}
 	if err != nil {
 		// The store's text may name the records (ReadableIDs: see
-		// StoreError.Error); the longest IDs first, so that no ID is
-		// replaced inside a longer one that starts with it.
-		reason := err.Error()
-		if keyAt := m.keyAt(); keyAt != 0 {
-			byLength := slices.Clone(ids)
-			slices.SortFunc(byLength, func(a, b string) int { return len(b) - len(a) })
-			for _, id := range byLength {
-				reason = hideKeyIn(reason, id, keyAt)
-			}
-		}
+		// StoreError.Error).
+		reason := hideKeyIn(err.Error(), m.keyAt(), ids...)
 		m.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "idempotency: read ahead failed; every record takes the lock",
 			slog.Int("records", len(ids)), slog.String("reason", reason))
 		return nil

@@ -31,3 +31,17 @@ func TestFormsCoverWhatFmtWrites(t *testing.T) {
 		}
 	}
 }
+
+// Replace hides each ID its function gives a replacement for, in every
+// form, a longer ID before one that starts it, and leaves the others.
+func TestReplaceHidesTheIDsItIsGiven(t *testing.T) {
+	ids := []string{"order#al", "order#alice", "order#bob"}
+	text := fmt.Sprintf("get order#alice and %q, then order#al, not order#bob", `order#al"`)
+	got := idtext.Replace(text, append(ids, `order#al"`), func(id string) (string, bool) {
+		return "<" + strings.TrimPrefix(id, "order#") + ">", id != "order#bob"
+	})
+	want := `get <alice> and "<al">", then <al>, not order#bob`
+	if got != want {
+		t.Errorf("Replace = %s; want %s", got, want)
+	}
+}

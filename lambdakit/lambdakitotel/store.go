@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -260,20 +259,12 @@ func fail(ctx context.Context, span trace.Span, err error, ids ...string) {
 }
 
 // withoutKeys is text with each readable record ID of ids (ReadableIDs),
-// as it is or quoted (idtext.Forms), replaced by the hashed ID
-// recordIDAttr gives it, the longest IDs first, so that none is replaced
-// inside a longer one that starts with it. An ID without '#' is none an
-// engine makes: its text is left alone, not every mention of a short
-// string rewritten.
+// as it is or quoted, replaced by the hashed ID recordIDAttr gives it. An
+// ID without '#' is none an engine makes: its text is left alone, not
+// every mention of a short string rewritten.
 func withoutKeys(ctx context.Context, text string, ids []string) string {
-	byLength := slices.Clone(ids)
-	slices.SortFunc(byLength, func(a, b string) int { return len(b) - len(a) })
-	for _, id := range byLength {
-		if hashed := recordIDAttr(ctx, id).Value.AsString(); hashed != id && strings.Contains(id, "#") {
-			for _, form := range idtext.Forms(id) {
-				text = strings.ReplaceAll(text, form, hashed)
-			}
-		}
-	}
-	return text
+	return idtext.Replace(text, ids, func(id string) (string, bool) {
+		hashed := recordIDAttr(ctx, id).Value.AsString()
+		return hashed, hashed != id && strings.Contains(id, "#")
+	})
 }
