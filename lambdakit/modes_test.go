@@ -430,9 +430,9 @@ func TestReadableIDsStayOutOfTheItemAlreadySetError(t *testing.T) {
 
 // With ReadableIDs, an item under the record's key that no engine wrote
 // (a business item with a status of its own) fails the record with a
-// *NotARecordError whose text names the record by its hashed ID, not by
-// the stored ID that holds the key; its ID field keeps the stored ID, to
-// find the item.
+// *NotARecordError, in an error whose text names the record by its hashed
+// ID, not by the stored ID that holds the key; its ID field keeps the
+// stored ID, to find the item.
 func TestReadableIDsStayOutOfTheNotARecordText(t *testing.T) {
 	store := &lambdakittest.MemoryStore{}
 	store.Put(lambdakit.IdempotencyRecord{ID: "order#" + readableKey, Status: "CANCELLED"})

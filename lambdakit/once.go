@@ -666,7 +666,7 @@ func (e *Once) taken(op string, existing IdempotencyRecord, validation string) (
 		// status this engine does not know. It must not be
 		// overwritten, nor taken for work in progress or done. What
 		// the store holds is the failure, so it counts as one.
-		return nil, IdempotencyRecord{}, false, e.storeErr(op, existing.ID, &NotARecordError{ID: existing.ID, Status: existing.Status, shown: e.loggedID(existing.ID)})
+		return nil, IdempotencyRecord{}, false, e.storeErr(op, existing.ID, &NotARecordError{ID: existing.ID, Status: existing.Status})
 	case validation != "" && existing.Validation != "" && existing.Validation != validation:
 		return nil, IdempotencyRecord{}, false, ErrPayloadMismatch
 	case existing.Effect != "" && !e.opts.Now().Before(existing.InProgressExpiration):

@@ -35,18 +35,13 @@ func (s IdempotencyStatus) Known() bool { return s == StatusInProgress || s == S
 type NotARecordError struct {
 	ID     string            // the record ID, as stored
 	Status IdempotencyStatus // the item's status, as stored ("" for none)
-	// shown is ID as the error's text gives it: with Options.ReadableIDs,
-	// whose IDs hold the key, the hashed ID (RecordID), as in logs.
-	shown string
 }
 
-// Error implements error.
+// Error implements error. The engine returns it in a *StoreError, whose
+// text names the record without its key when its ID holds one
+// (ReadableIDs).
 func (e *NotARecordError) Error() string {
-	id := e.shown
-	if id == "" {
-		id = e.ID
-	}
-	return fmt.Sprintf("lambdakit: the item under record ID %s is no idempotency record (status %q): something else wrote it; it is left as it is", id, e.Status)
+	return fmt.Sprintf("lambdakit: the item under record ID %s is no idempotency record (status %q): something else wrote it; it is left as it is", e.ID, e.Status)
 }
 
 // Is makes errors.Is(err, ErrNotARecord) true.
