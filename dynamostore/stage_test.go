@@ -1,6 +1,7 @@
 package dynamostore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -516,6 +517,49 @@ func TestAnItemChangedAfterSetItemIsNotRunAgain(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Errorf("the handler ran %d times; want once", runs)
+	}
+}
+
+// Complete counts on the size a staging check passed (Checked) and adds
+// only the result's while the result and the effect fit the room that
+// check kept for an effect (lambdakit.MaxEffectBytes); past it, it counts
+// anew. The item is the largest CheckStaging takes: a result and effect
+// that fill the room pass the full count too (Checked false), and one
+// byte more is refused before any request, checked or not. (moto refuses
+// what is sent past 405,000 bytes, below DynamoDB's 400 KiB: the requests
+// that pass the count are refused here, by moto, not by the store.)
+func TestCompleteCountsOnACheckedStagingWithinTheRoomForAnEffect(t *testing.T) {
+	f := setup(t)
+	t0 := now()
+	rec := record("fn#atlimit", t0)
+	f.mustAcquire(t, rec, t0)
+	item := func(n int) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"blob": &types.AttributeValueMemberS{Value: strings.Repeat("b", n)}}
+	}
+	lo, hi := 0, 410_000 // the largest item CheckStaging takes, under 400 KiB
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if f.store.CheckStaging(lambdakit.IdempotencyRecord{ID: rec.ID, Lease: rec.Lease, Validation: rec.Validation, Item: item(mid)}) == nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	rec.Item = item(lo)
+	rec.Status = lambdakit.StatusCompleted
+	rec.Effect = "charge ch_1"
+	for _, checked := range []bool{true, false} {
+		rec.Checked = checked
+		rec.Data = bytes.Repeat([]byte("r"), lambdakit.MaxEffectBytes-len(rec.Effect))
+		if err := f.store.Complete(t.Context(), rec); errors.Is(err, lambdakit.ErrResultNotStorable) {
+			t.Errorf("Checked %v: a result that fills the room refused: %v", checked, err)
+		}
+		rec.Data = append(rec.Data, 'r')
+		f.calls.Reset()
+		if err := f.store.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrResultNotStorable) {
+			t.Errorf("Checked %v: a result one byte past the room: %v; want ErrResultNotStorable", checked, err)
+		}
+		f.checkCalls(t, map[string]int{})
 	}
 }
 
