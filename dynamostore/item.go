@@ -41,7 +41,8 @@ func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord, msgs *types.Attri
 		// CheckStaging passed this item and these writes with room for
 		// an effect of MaxEffectBytes beside them (the data attribute's
 		// name counted): the effect and a result that fit in that room
-		// fit the item and the transaction too, without counting again.
+		// fit the item and the transaction too, without counting again
+		// (unless the completion is refused: see recount).
 		return nil
 	}
 	item := s.itemSize(rec) + s.messagesSize(msgs)

@@ -563,6 +563,60 @@ func TestCompleteCountsOnACheckedStagingWithinTheRoomForAnEffect(t *testing.T) {
 	}
 }
 
+// A handler that fills its item after SetItem (here it replaces a list
+// the staging check saw short with a longer one) leaves a count that is
+// stale, not a completion that cannot be written: when its result no
+// longer fits beside that item, the result is dropped, as for any result
+// too large, and the item and the staged write commit. It must not fail
+// the work for good. The item is a list of numbers, which the store counts
+// at their most (21 bytes each) and moto at their digits, so that moto
+// takes what DynamoDB would take.
+func TestAResultThatNoLongerFitsAnItemFilledAfterSetItemIsDropped(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	nums := func(n int) types.AttributeValue {
+		l := make([]types.AttributeValue, n)
+		for i := range l {
+			l[i] = &types.AttributeValueMemberN{Value: "1"}
+		}
+		return &types.AttributeValueMemberL{Value: l}
+	}
+	write := payment(f.table, "pay#filled")
+	handler := func(ctx context.Context) ([]byte, error) {
+		item := map[string]types.AttributeValue{"nums": nums(1)}
+		if err := dynamostore.SetItem(ctx, item); err != nil {
+			return nil, err
+		}
+		if err := dynamostore.Stage(ctx, write); err != nil {
+			return nil, err
+		}
+		// The longest list the staging check takes with this write: the
+		// room it keeps for an effect is then all that is left.
+		id, _ := lambdakit.StagingRecord(ctx)
+		lease, _ := lambdakit.StagingLease(ctx)
+		lo, hi := 0, 20_000
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			rec := lambdakit.IdempotencyRecord{ID: id, Lease: lease, Item: map[string]types.AttributeValue{"nums": nums(mid)}, Staged: []any{write}}
+			if f.store.CheckStaging(rec) == nil {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		// Filled past what SetItem was given, by about half that room:
+		// the item fits, beside a result of 1,000 bytes it does not.
+		item["nums"] = nums(lo + lambdakit.MaxEffectBytes/2/22)
+		return bytes.Repeat([]byte("r"), 1000), nil
+	}
+	if _, err := e.Do(testCtx(t), "pay_filled", nil, handler); err != nil {
+		t.Fatalf("Do: %v; want the work completed without its result", err)
+	}
+	if f.item(t, f.table, "id", "pay#filled") == nil {
+		t.Errorf("the staged write was not committed")
+	}
+}
+
 // A completion after the recovery point (EffectDone) that fails is sent
 // again until the lease ends. When the first transaction landed and only
 // its answer was lost, the second must not commit the staged writes a

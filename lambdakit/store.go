@@ -99,10 +99,11 @@ type IdempotencyRecord struct {
 	// store's StagingChecker passed Staged and Item at staging, with room
 	// for an Effect of MaxEffectBytes: Complete may count on their size
 	// then and add only the result's. (A handler that changes its item
-	// after SetItem makes that count stale; a store that cannot write the
-	// item then refuses the completion, and the engine records the
-	// failure.) Anyone else leaves it false. Stores neither keep nor
-	// return it.
+	// after SetItem makes that count stale: a store that then refuses
+	// the completion still reports a result that no longer fits as
+	// ErrResultNotStorable, so that it is dropped, and an item it cannot
+	// write as refused, so that the engine records the failure.) Anyone
+	// else leaves it false. Stores neither keep nor return it.
 	Checked bool
 }
 
