@@ -450,10 +450,12 @@ func (s *Store) holder(id string, item map[string]types.AttributeValue) (lambdak
 // lambdakit.ErrResultNotStorable when rec.Data is not valid UTF-8 or would
 // not fit in an item, or in a transaction with the staged writes, and one
 // wrapping lambdakit.ErrStagingUnsupported when a staged write is not a
-// types.TransactWriteItem or there are more than a transaction holds.
-// (On a record marked Checked it counts the result only after a refusal:
-// see lambdakit.IdempotencyRecord.Checked.) A staged write that DynamoDB rejects makes the whole
-// transaction fail with a *StagedWriteError.
+// types.TransactWriteItem or there are more than a transaction holds. On
+// a record marked Checked (lambdakit.IdempotencyRecord.Checked) it counts
+// on the staging check for the size of the item and writes, and counts
+// them again only after a refusal, which it then reports the same way. A
+// staged write that DynamoDB rejects makes the whole transaction fail
+// with a *StagedWriteError.
 func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if err := s.checkItem(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
