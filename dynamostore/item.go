@@ -37,6 +37,14 @@ func (s *Store) checkStorable(rec lambdakit.IdempotencyRecord, msgs *types.Attri
 	if !utf8.Valid(rec.Data) {
 		return fmt.Errorf("result is not UTF-8 text: %w", lambdakit.ErrResultNotStorable)
 	}
+	if rec.Checked && rec.Failure == "" && len(rec.Data)+len(rec.Effect) <= lambdakit.MaxEffectBytes {
+		// CheckStaging passed this item and these writes with room for
+		// an effect of MaxEffectBytes beside them (the data attribute's
+		// name counted): the effect and a result that fit in that room
+		// fit the item and the transaction too, without counting again
+		// (unless the completion is refused: see recount).
+		return nil
+	}
 	item := s.itemSize(rec) + s.messagesSize(msgs)
 	if item > awsrules.MaxItemBytes {
 		return fmt.Errorf("result of %d bytes makes the record about %d bytes, over DynamoDB's %d-byte item limit: %w",

@@ -1,6 +1,7 @@
 package dynamostore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -516,6 +517,103 @@ func TestAnItemChangedAfterSetItemIsNotRunAgain(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Errorf("the handler ran %d times; want once", runs)
+	}
+}
+
+// Complete counts on the size a staging check passed (Checked) and adds
+// only the result's while the result and the effect fit the room that
+// check kept for an effect (lambdakit.MaxEffectBytes); past it, it counts
+// anew. The item is the largest CheckStaging takes: a result and effect
+// that fill the room pass the full count too (Checked false), and one
+// byte more is refused before any request, checked or not. (moto refuses
+// what is sent past 405,000 bytes, below DynamoDB's 400 KiB: the requests
+// that pass the count are refused here, by moto, not by the store.)
+func TestCompleteCountsOnACheckedStagingWithinTheRoomForAnEffect(t *testing.T) {
+	f := setup(t)
+	t0 := now()
+	rec := record("fn#atlimit", t0)
+	f.mustAcquire(t, rec, t0)
+	item := func(n int) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"blob": &types.AttributeValueMemberS{Value: strings.Repeat("b", n)}}
+	}
+	lo, hi := 0, 410_000 // the largest item CheckStaging takes, under 400 KiB
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if f.store.CheckStaging(lambdakit.IdempotencyRecord{ID: rec.ID, Lease: rec.Lease, Validation: rec.Validation, Item: item(mid)}) == nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	rec.Item = item(lo)
+	rec.Status = lambdakit.StatusCompleted
+	rec.Effect = "charge ch_1"
+	for _, checked := range []bool{true, false} {
+		rec.Checked = checked
+		rec.Data = bytes.Repeat([]byte("r"), lambdakit.MaxEffectBytes-len(rec.Effect))
+		if err := f.store.Complete(t.Context(), rec); errors.Is(err, lambdakit.ErrResultNotStorable) {
+			t.Errorf("Checked %v: a result that fills the room refused: %v", checked, err)
+		}
+		rec.Data = append(rec.Data, 'r')
+		f.calls.Reset()
+		if err := f.store.Complete(t.Context(), rec); !errors.Is(err, lambdakit.ErrResultNotStorable) {
+			t.Errorf("Checked %v: a result one byte past the room: %v; want ErrResultNotStorable", checked, err)
+		}
+		f.checkCalls(t, map[string]int{})
+	}
+}
+
+// A handler that fills its item after SetItem (here it replaces a list
+// the staging check saw short with a longer one) leaves a count that is
+// stale, not a completion that cannot be written: when its result no
+// longer fits beside that item, the result is dropped, as for any result
+// too large, and the item and the staged write commit. It must not fail
+// the work for good. The item is a list of numbers, which the store counts
+// at their most (21 bytes each) and moto at their digits, so that moto
+// takes what DynamoDB would take.
+func TestAResultThatNoLongerFitsAnItemFilledAfterSetItemIsDropped(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	nums := func(n int) types.AttributeValue {
+		l := make([]types.AttributeValue, n)
+		for i := range l {
+			l[i] = &types.AttributeValueMemberN{Value: "1"}
+		}
+		return &types.AttributeValueMemberL{Value: l}
+	}
+	write := payment(f.table, "pay#filled")
+	handler := func(ctx context.Context) ([]byte, error) {
+		item := map[string]types.AttributeValue{"nums": nums(1)}
+		if err := dynamostore.SetItem(ctx, item); err != nil {
+			return nil, err
+		}
+		if err := dynamostore.Stage(ctx, write); err != nil {
+			return nil, err
+		}
+		// The longest list the staging check takes with this write: the
+		// room it keeps for an effect is then all that is left.
+		id, _ := lambdakit.StagingRecord(ctx)
+		lease, _ := lambdakit.StagingLease(ctx)
+		lo, hi := 0, 20_000
+		for lo < hi {
+			mid := (lo + hi + 1) / 2
+			rec := lambdakit.IdempotencyRecord{ID: id, Lease: lease, Item: map[string]types.AttributeValue{"nums": nums(mid)}, Staged: []any{write}}
+			if f.store.CheckStaging(rec) == nil {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		// Filled past what SetItem was given, by about half that room:
+		// the item fits, beside a result of 1,000 bytes it does not.
+		item["nums"] = nums(lo + lambdakit.MaxEffectBytes/2/22)
+		return bytes.Repeat([]byte("r"), 1000), nil
+	}
+	if _, err := e.Do(testCtx(t), "pay_filled", nil, handler); err != nil {
+		t.Fatalf("Do: %v; want the work completed without its result", err)
+	}
+	if f.item(t, f.table, "id", "pay#filled") == nil {
+		t.Errorf("the staged write was not committed")
 	}
 }
 

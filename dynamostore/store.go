@@ -450,8 +450,12 @@ func (s *Store) holder(id string, item map[string]types.AttributeValue) (lambdak
 // lambdakit.ErrResultNotStorable when rec.Data is not valid UTF-8 or would
 // not fit in an item, or in a transaction with the staged writes, and one
 // wrapping lambdakit.ErrStagingUnsupported when a staged write is not a
-// types.TransactWriteItem or there are more than a transaction holds. A staged write that DynamoDB rejects makes the whole
-// transaction fail with a *StagedWriteError.
+// types.TransactWriteItem or there are more than a transaction holds. On
+// a record marked Checked (lambdakit.IdempotencyRecord.Checked) it counts
+// on the staging check for the size of the item and writes, and counts
+// them again only after a refusal, which it then reports the same way. A
+// staged write that DynamoDB rejects makes the whole transaction fail
+// with a *StagedWriteError.
 func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
 	if err := s.checkItem(rec); err != nil {
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
@@ -463,7 +467,7 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	rec = rec.Rounded()
 	update := s.completion(rec, msgs)
 	if len(rec.Staged) > 0 {
-		return s.completeStaged(ctx, rec, msgs, update)
+		return s.recount(rec, msgs, s.completeStaged(ctx, rec, msgs, update))
 	}
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 update.TableName,
@@ -481,10 +485,26 @@ func (s *Store) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) e
 	case errors.As(err, &failed):
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, lambdakit.ErrLeaseLost)
 	case invalid(err):
-		return rejectedErr(rec.ID, err)
+		return s.recount(rec, msgs, rejectedErr(rec.ID, err))
 	default:
 		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, err)
 	}
+}
+
+// recount answers a completion refused for good (err) that did not count
+// its size before the request (rec.Checked): an item the handler changed
+// after SetItem makes the staging check's count stale, and a result that
+// no longer fits beside it is then dropped (ErrResultNotStorable), as the
+// count would have found before the request, rather than the work failed.
+func (s *Store) recount(rec lambdakit.IdempotencyRecord, msgs *types.AttributeValueMemberL, err error) error {
+	if !rec.Checked || !errors.Is(err, lambdakit.ErrCompletionRejected) {
+		return err
+	}
+	rec.Checked = false
+	if serr := s.checkStorable(rec, msgs); serr != nil {
+		return fmt.Errorf("dynamostore: complete %s: %w", rec.ID, serr)
+	}
+	return err
 }
 
 // rejectedErr is the error of a completion of record id that DynamoDB

@@ -205,7 +205,7 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	// would fail its record, and the message would come back to be
 	// dead-lettered a second time.
 	sendCtx := batchCtx
-	if !answerAt.IsZero() {
+	if !answerAt.IsZero() && b.opts.DeadLetters != nil {
 		var cancelSend context.CancelFunc
 		sendCtx, cancelSend = context.WithDeadline(context.WithoutCancel(batchCtx), answerAt)
 		defer cancelSend()
@@ -222,7 +222,17 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 	// at its deadline must stop starting records), and errgroup's Go blocks
 	// without a context. Panics are recovered per record (runRecord).
 	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
+	// running counts the tasks started and not yet ended, and one more
+	// while tasks are being started: whoever takes it to zero closes
+	// finished, with no goroutine of its own to wait for them.
+	var running atomic.Int64
+	running.Store(1)
+	finished := make(chan struct{})
+	end := func() {
+		if running.Add(-1) == 0 {
+			close(finished)
+		}
+	}
 	for _, task := range tasks {
 		select {
 		case sem <- struct{}{}:
@@ -231,20 +241,15 @@ func (b *batch) handle(ctx context.Context, event events.SQSEvent) (events.SQSEv
 		if runCtx.Err() != nil {
 			break // the rest is reported ErrNotStarted below
 		}
-		wg.Add(1)
+		running.Add(1)
 		go func() {
 			growStack()
-			defer wg.Done()
+			defer end()
 			defer func() { <-sem }()
 			b.runTask(runCtx, sendCtx, recs, task, out)
 		}()
 	}
-
-	finished := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(finished)
-	}()
+	end()
 	select {
 	case <-finished:
 	case <-answerBy:

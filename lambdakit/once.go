@@ -487,7 +487,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	cctx := e.cleanupContext(ctx, rec)
 	defer cctx.stop()
 
-	result, staged, item, effect, err := e.runHandler(ctx, rec, fn, func(effect string) {
+	result, staged, effect, err := e.runHandler(ctx, rec, fn, func(effect string) {
 		if effect != "" {
 			// After the recovery point: never release (see EffectDone).
 			rec.Effect = effect
@@ -510,7 +510,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 	if err != nil {
 		return nil, IdempotencyRecord{}, false, e.unlock(cctx, rec, err)
 	}
-	if rec, err = e.commit(ctx, cctx, rec, result, staged, item); err != nil {
+	if rec, err = e.commit(ctx, cctx, rec, result, staged); err != nil {
 		return nil, IdempotencyRecord{}, false, err
 	}
 	return result, rec, false, nil
@@ -521,7 +521,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 // runs if fn calls runtime.Goexit, which unwinds the caller's goroutine
 // past the rest of its work, after fn's context has ended, with the effect
 // declared by then.
-func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged []any, item any, effect string, err error) {
+func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged staging, effect string, err error) {
 	st := &stage{lock: rec, keyAt: e.keyAt(), items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
 	if e.marker != nil {
 		lock := rec // a copy for the closure: rec itself then stays on the stack
@@ -537,7 +537,7 @@ func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(co
 	// From here on Stage fails: the writes are committed, or dropped, with
 	// what the handler staged so far, and a write staged later (by a
 	// goroutine the handler left running) must not vanish silently.
-	staged, item = st.close()
+	staged = st.close()
 	effect = st.effectDone()
 	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
 		// The work is done; only its result could not be encoded
@@ -546,7 +546,7 @@ func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(co
 		e.resultNotCached(ctx, rec.ID, err)
 		result, err = nil, nil
 	}
-	return result, staged, item, effect, err
+	return result, staged, effect, err
 }
 
 // runFirst is execute under StagedOnly: fn runs before any store request,
@@ -559,7 +559,7 @@ func (e *Once) runFirst(ctx context.Context, id, validation string, now time.Tim
 	// The lease bounds fn's context as it does a two-step owner's, and
 	// marks the record as this call's, should a retried request find it.
 	rec = e.lockRecord(ctx, id, validation, now)
-	result, staged, item, _, err := e.runHandler(ctx, rec, fn, func(string) {})
+	result, staged, _, err := e.runHandler(ctx, rec, fn, func(string) {})
 	if errors.Is(err, ErrInvalidItem) && !panicked(err) {
 		// Nothing was written; no run can write this item.
 		return nil, IdempotencyRecord{}, false, Permanent(err)
@@ -571,7 +571,7 @@ func (e *Once) runFirst(ctx context.Context, id, validation string, now time.Tim
 	rec.Status = StatusCompleted
 	rec.InProgressExpiration = time.Time{}
 	rec.Expiration = e.completedExpiration(done, time.Time{})
-	rec.Data, rec.Staged, rec.Item = result, staged, item
+	rec.Data, rec.Staged, rec.Item = result, staged.ops, staged.item
 	existing, created, err := e.commitFirst(ctx, rec, done)
 	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
 		e.resultNotCached(ctx, id, err)
@@ -827,11 +827,10 @@ func (e *Once) unlock(cctx context.Context, rec IdempotencyRecord, err error) er
 // commit completes rec with fn's result and staged writes: from then on
 // the work is done for every container, and is never run again. It returns
 // the record as stored.
-func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result []byte, staged []any, item any) (IdempotencyRecord, error) {
+func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result []byte, staged staging) (IdempotencyRecord, error) {
 	rec.Status = StatusCompleted
 	rec.Data = result
-	rec.Staged = staged
-	rec.Item = item
+	rec.Staged, rec.Item, rec.Checked = staged.ops, staged.item, staged.checked
 	rec.Expiration = e.completedExpiration(e.opts.Now(), rec.Expiration)
 	err := e.complete(cctx, rec)
 	if errors.Is(err, ErrResultNotStorable) && !panicked(err) {
@@ -872,7 +871,7 @@ func (e *Once) commit(ctx, cctx context.Context, rec IdempotencyRecord, result [
 	// could not be kept, so that a duplicate gets the same answer in
 	// every container), and it must not share the handler's buffer, which
 	// the handler may reuse for another message's result.
-	rec.Staged, rec.Item = nil, nil
+	rec.Staged, rec.Item, rec.Checked = nil, nil, false
 	rec.Data = bytes.Clone(rec.Data)
 	e.state.cache.put(rec)
 	return rec, nil
@@ -924,7 +923,7 @@ func (e *Once) completeFailed(ctx context.Context, rec IdempotencyRecord, cause 
 	}
 	rec.Status = StatusCompleted
 	rec.Expiration = e.completedExpiration(e.opts.Now(), rec.Expiration)
-	rec.Staged, rec.Data, rec.Item = nil, nil, nil
+	rec.Staged, rec.Data, rec.Item, rec.Checked = nil, nil, nil, false
 	rec.Failure = truncate(cause.Error(), maxFailure)
 	// The failure must be recorded: without it, the next delivery after
 	// the lease ends runs the work again.

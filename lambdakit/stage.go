@@ -34,6 +34,9 @@ type stage struct {
 	item    any
 	itemSet bool
 	closed  bool
+	// checked is set once the checker has passed ops and item as they
+	// now stand (see IdempotencyRecord.Checked).
+	checked bool
 	// effect is what EffectDone declared; noEffect is set under
 	// Options.StagedOnly, where EffectDone records nothing.
 	effect   string
@@ -107,18 +110,26 @@ func (s *stage) add(ops []any, item any) error {
 			return Permanent(err)
 		}
 	}
-	s.ops, s.item = all, item
+	s.ops, s.item, s.checked = all, item, s.checker != nil
 	return nil
 }
 
-// close closes the stage and returns what was staged: the writes, and
-// the item (nil when none was set).
-func (s *stage) close() (ops []any, item any) {
+// staging is what one handler run staged, as its stage closed.
+type staging struct {
+	ops  []any // the writes
+	item any   // the item, nil when none was set
+	// checked: the store's StagingChecker passed ops and item as they
+	// are (IdempotencyRecord.Checked).
+	checked bool
+}
+
+// close closes the stage and returns what was staged.
+func (s *stage) close() staging {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ops, item = s.ops, s.item
+	w := staging{ops: s.ops, item: s.item, checked: s.checked}
 	s.ops, s.item, s.closed = nil, nil, true
-	return ops, item
+	return w
 }
 
 // effectDone returns what EffectDone declared, "" if it was not called.

@@ -95,6 +95,16 @@ type IdempotencyRecord struct {
 	// (see SetItem). Its type is the store's (ItemStore.CheckItem has
 	// accepted it). Stores return records without it.
 	Item any
+	// Checked is set by the engine on the record it completes when the
+	// store's StagingChecker passed Staged and Item at staging, with room
+	// for an Effect of MaxEffectBytes: Complete may count on their size
+	// then and add only the result's. (A handler that changes its item
+	// after SetItem makes that count stale: a store that then refuses
+	// the completion still reports a result that no longer fits as
+	// ErrResultNotStorable, so that it is dropped, and an item it cannot
+	// write as refused, so that the engine records the failure.) Anyone
+	// else leaves it false. Stores neither keep nor return it.
+	Checked bool
 }
 
 // Rounded returns r with its times at the precision stores keep:

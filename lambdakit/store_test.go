@@ -183,3 +183,63 @@ func TestEngineUsesTheCapabilitiesOfAWrappedStore(t *testing.T) {
 		}
 	})
 }
+
+// recordingStore is a MemoryStore, with no staging check, that records
+// IdempotencyRecord.Checked of each completion; checkedStore is one with
+// checkingStore's staging check.
+type recordingStore struct {
+	*lambdakittest.MemoryStore
+	checked []bool
+}
+
+func (s *recordingStore) Complete(ctx context.Context, rec lambdakit.IdempotencyRecord) error {
+	s.checked = append(s.checked, rec.Checked)
+	return s.MemoryStore.Complete(ctx, rec)
+}
+
+type checkedStore struct{ *recordingStore }
+
+func (s checkedStore) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	return checkingStore{s.MemoryStore}.CheckStaging(rec)
+}
+
+// The engine marks a completion Checked only when the store's staging
+// check passed what it stages: not without a StagingChecker, not when
+// nothing was staged, and not for the failure a completion after the
+// effect records in place of the item (whose failure text the check never
+// saw).
+func TestCompletionsAreCheckedOnlyWhenTheStagingCheckPassedTheirWrites(t *testing.T) {
+	quiet := func(o *lambdakit.Options) { o.Logger = slog.New(slog.DiscardHandler) }
+	setItem := func(ctx context.Context) ([]byte, error) {
+		return nil, lambdakit.SetItem(ctx, map[string]any{"a": 1})
+	}
+	for _, tc := range []struct {
+		name    string
+		checker bool
+		fn      func(context.Context) ([]byte, error)
+		want    []bool
+	}{
+		{"an item the check passed", true, setItem, []bool{true}},
+		{"nothing staged", true, func(context.Context) ([]byte, error) { return []byte("r"), nil }, []bool{false}},
+		{"a store without a staging check", false, setItem, []bool{false}},
+		{"a failure after the effect", true, func(ctx context.Context) ([]byte, error) {
+			if _, err := setItem(ctx); err != nil {
+				return nil, err
+			}
+			lambdakit.EffectDone(ctx, "charged")
+			return nil, errors.New("the ledger is down")
+		}, []bool{false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &recordingStore{MemoryStore: &lambdakittest.MemoryStore{}}
+			var store lambdakit.Store = s
+			if tc.checker {
+				store = checkedStore{s}
+			}
+			_, _ = lambdakit.NewOnce(store, quiet).Do(t.Context(), "k", nil, tc.fn)
+			if fmt.Sprint(s.checked) != fmt.Sprint(tc.want) {
+				t.Errorf("Checked of each completion %v; want %v", s.checked, tc.want)
+			}
+		})
+	}
+}
