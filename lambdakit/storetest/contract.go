@@ -45,7 +45,10 @@ func RunStoreContract(t *testing.T, newStore func(t *testing.T) lambdakit.Store)
 	}
 	mustAcquire := func(t *testing.T, s lambdakit.Store, rec lambdakit.IdempotencyRecord, now time.Time) {
 		t.Helper()
-		if old, ok := acquire(t, s, rec, now); !ok {
+		// A put that landed but whose answer was lost (a busy local
+		// server) is sent again by the client and finds its own record:
+		// held all the same, as the engine counts it.
+		if old, ok := acquire(t, s, rec, now); !ok && (old.Lease != rec.Lease || old.Status != lambdakit.StatusInProgress) {
 			t.Fatalf("Acquire(%s) = not acquired, held by %+v; want acquired", rec.ID, old)
 		}
 	}
