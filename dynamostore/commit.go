@@ -116,9 +116,6 @@ var errTooDeep = fmt.Errorf("a list or map nested past DynamoDB's %d levels (the
 // empty binary that is not nil ([]byte{}) is sent as "" and taken.
 var errNilBinary = errors.New("a binary whose Value is nil (an empty one is []byte{})")
 
-// errNoValue refuses a nil value, or a nil pointer for one.
-var errNoValue = errors.New("no value")
-
 // errNameNotUTF8 refuses a name that is not UTF-8: the SDK sends each
 // byte that is not as U+FFFD, so that two such names are one in DynamoDB,
 // and none is the name the handler gave.
@@ -133,55 +130,30 @@ var errNameNotUTF8 = errors.New("the name is not UTF-8")
 // A string that is not UTF-8 is not refused: the SDK's JSON encoder sends
 // each invalid byte as U+FFFD, which DynamoDB takes.
 func checkValue(v types.AttributeValue, level int) error {
-	// A nil member (a *types.AttributeValueMemberS that is nil, say)
-	// would panic in the SDK's encoder, after the work: each case
-	// refuses its own (errNoValue), the default case any other.
+	if rv := reflect.ValueOf(v); v == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
+		// A nil member (a *types.AttributeValueMemberS that is nil,
+		// say) would panic in the SDK's encoder, after the work.
+		return errors.New("no value")
+	}
 	switch v := v.(type) {
-	case nil:
-		return errNoValue
-	case *types.AttributeValueMemberS:
-		if v == nil {
-			return errNoValue
-		}
-	case *types.AttributeValueMemberBOOL:
-		if v == nil {
-			return errNoValue
-		}
+	case *types.AttributeValueMemberS, *types.AttributeValueMemberBOOL:
 	case *types.AttributeValueMemberB:
-		if v == nil {
-			return errNoValue
-		}
 		if v.Value == nil {
 			return errNilBinary
 		}
 	case *types.AttributeValueMemberN:
-		if v == nil {
-			return errNoValue
-		}
 		return awsrules.CheckNumber(v.Value)
 	case *types.AttributeValueMemberNULL:
-		if v == nil {
-			return errNoValue
-		}
 		if !v.Value {
 			// The zero AttributeValueMemberNULL: DynamoDB takes a null
 			// only as NULL: true.
 			return errors.New("a NULL whose Value is false (a null is NULL: true)")
 		}
 	case *types.AttributeValueMemberSS:
-		if v == nil {
-			return errNoValue
-		}
 		return checkSet(v.Value)
 	case *types.AttributeValueMemberNS:
-		if v == nil {
-			return errNoValue
-		}
 		return awsrules.CheckNumberSet(v.Value)
 	case *types.AttributeValueMemberBS:
-		if v == nil {
-			return errNoValue
-		}
 		seen := map[string]bool{}
 		for _, e := range v.Value {
 			if e == nil {
@@ -193,9 +165,6 @@ func checkValue(v types.AttributeValue, level int) error {
 			return errors.New("a binary set that is empty or repeats a member")
 		}
 	case *types.AttributeValueMemberL:
-		if v == nil {
-			return errNoValue
-		}
 		if level >= maxNesting {
 			return errTooDeep
 		}
@@ -205,14 +174,8 @@ func checkValue(v types.AttributeValue, level int) error {
 			}
 		}
 	case *types.AttributeValueMemberM:
-		if v == nil {
-			return errNoValue
-		}
 		return checkMap(v.Value, level)
 	default:
-		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
-			return errNoValue
-		}
 		// types.UnknownUnionMember, or a type of the caller's: nothing
 		// the SDK can send.
 		return fmt.Errorf("a %T, which is no DynamoDB value", v)
