@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/lambdakit/lambdakit/dynamostore"
+	"github.com/lambdakit/lambdakit/internal/testenv"
 	"github.com/lambdakit/lambdakit/lambdakit"
 	"github.com/lambdakit/lambdakit/lambdakit/awsrules"
 )
@@ -563,6 +564,35 @@ func TestCompleteCountsOnACheckedStagingWithinTheRoomForAnEffect(t *testing.T) {
 	}
 }
 
+// numbers is a list of n numbers, 1 each: the store counts each at 21
+// bytes, its most, and moto at its digits.
+func numbers(n int) types.AttributeValue {
+	l := make([]types.AttributeValue, n)
+	for i := range l {
+		l[i] = &types.AttributeValueMemberN{Value: "1"}
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+// longestList is the longest list of numbers, as the item's "nums", that
+// the staging check takes beside staged for the record the handler of ctx
+// completes.
+func (f *fixture) longestList(ctx context.Context, staged ...any) int {
+	id, _ := lambdakit.StagingRecord(ctx)
+	lease, _ := lambdakit.StagingLease(ctx)
+	lo, hi := 0, 20_000
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		rec := lambdakit.IdempotencyRecord{ID: id, Lease: lease, Item: map[string]types.AttributeValue{"nums": numbers(mid)}, Staged: staged}
+		if f.store.CheckStaging(rec) == nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
 // A handler that fills its item after SetItem (here it replaces a list
 // the staging check saw short with a longer one) leaves a count that is
 // stale, not a completion that cannot be written: when its result no
@@ -574,16 +604,9 @@ func TestCompleteCountsOnACheckedStagingWithinTheRoomForAnEffect(t *testing.T) {
 func TestAResultThatNoLongerFitsAnItemFilledAfterSetItemIsDropped(t *testing.T) {
 	f := setup(t)
 	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
-	nums := func(n int) types.AttributeValue {
-		l := make([]types.AttributeValue, n)
-		for i := range l {
-			l[i] = &types.AttributeValueMemberN{Value: "1"}
-		}
-		return &types.AttributeValueMemberL{Value: l}
-	}
 	write := payment(f.table, "pay#filled")
 	handler := func(ctx context.Context) ([]byte, error) {
-		item := map[string]types.AttributeValue{"nums": nums(1)}
+		item := map[string]types.AttributeValue{"nums": numbers(1)}
 		if err := dynamostore.SetItem(ctx, item); err != nil {
 			return nil, err
 		}
@@ -592,21 +615,10 @@ func TestAResultThatNoLongerFitsAnItemFilledAfterSetItemIsDropped(t *testing.T) 
 		}
 		// The longest list the staging check takes with this write: the
 		// room it keeps for an effect is then all that is left.
-		id, _ := lambdakit.StagingRecord(ctx)
-		lease, _ := lambdakit.StagingLease(ctx)
-		lo, hi := 0, 20_000
-		for lo < hi {
-			mid := (lo + hi + 1) / 2
-			rec := lambdakit.IdempotencyRecord{ID: id, Lease: lease, Item: map[string]types.AttributeValue{"nums": nums(mid)}, Staged: []any{write}}
-			if f.store.CheckStaging(rec) == nil {
-				lo = mid
-			} else {
-				hi = mid - 1
-			}
-		}
+		lo := f.longestList(ctx, write)
 		// Filled past what SetItem was given, by about half that room:
 		// the item fits, beside a result of 1,000 bytes it does not.
-		item["nums"] = nums(lo + lambdakit.MaxEffectBytes/2/22)
+		item["nums"] = numbers(lo + lambdakit.MaxEffectBytes/2/22)
 		return bytes.Repeat([]byte("r"), 1000), nil
 	}
 	if _, err := e.Do(testCtx(t), "pay_filled", nil, handler); err != nil {
@@ -614,6 +626,52 @@ func TestAResultThatNoLongerFitsAnItemFilledAfterSetItemIsDropped(t *testing.T) 
 	}
 	if f.item(t, f.table, "id", "pay#filled") == nil {
 		t.Errorf("the staged write was not committed")
+	}
+}
+
+// The same without staged writes, where the completion is one UpdateItem
+// that only DynamoDB can refuse: a result that no longer fits beside an
+// item filled after SetItem is dropped when the update is refused, and
+// the item completes. moto's own limit is 405,000 bytes, and it counts a
+// number by its digits, so it takes this item with the result; the proxy
+// answers the first completion as DynamoDB answers an item past its
+// limit (ValidationException), and forwards the rest.
+func TestAResultThatNoLongerFitsAnItemFilledAfterSetItemIsDroppedWhenTheUpdateIsRefused(t *testing.T) {
+	f := setupProxied(t)
+	e := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	result := bytes.Repeat([]byte("r"), 1000)
+	var id string
+	handler := func(ctx context.Context) ([]byte, error) {
+		item := map[string]types.AttributeValue{"nums": numbers(1)}
+		if err := dynamostore.SetItem(ctx, item); err != nil {
+			return nil, err
+		}
+		id, _ = lambdakit.StagingRecord(ctx)
+		lo := f.longestList(ctx)
+		// Filled past what SetItem was given, by about half the room
+		// kept for an effect: the item fits, with the result it does not.
+		item["nums"] = numbers(lo + lambdakit.MaxEffectBytes/2/22)
+		lambdakit.EffectDone(ctx, "charge ch_1")
+		return result, nil
+	}
+	f.proxy.Answer("UpdateItem", 1, 400, testenv.DynamoDBError("ValidationException", "Item size to update has exceeded the maximum allowed size"))
+	out, err := e.Do(testCtx(t), "pay_filled_update", nil, handler)
+	if err != nil || !bytes.Equal(out, result) {
+		t.Fatalf("Do: %d bytes, %v; want the result, and the work completed without it", len(out), err)
+	}
+	if got := f.proxy.Count("UpdateItem"); got != 2 {
+		t.Errorf("%d UpdateItem requests; want 2: the refused one, and the one without the result", got)
+	}
+	if _, ok := f.record(t, id)["nums"]; !ok {
+		t.Errorf("the record has no nums; want the item completed")
+	}
+	again := lambdakit.NewOnce(f.store, func(o *lambdakit.Options) { o.Logger = discardLogger() })
+	replayed, err := again.Do(testCtx(t), "pay_filled_update", nil, func(context.Context) ([]byte, error) {
+		t.Error("the handler ran again")
+		return nil, nil
+	})
+	if err != nil || replayed != nil {
+		t.Errorf("a later delivery replays %d bytes, %v; want no result, no error", len(replayed), err)
 	}
 }
 
