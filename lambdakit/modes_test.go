@@ -170,6 +170,17 @@ func failReadable(t *testing.T, store *lambdakittest.MemoryStore, fn lambdakit.H
 	return log, line
 }
 
+// wantHashedReason checks the reason of failReadable's line: it holds
+// fragment, and names the record by its hashed ID, never by the key.
+func wantHashedReason(t *testing.T, line map[string]any, fragment string) {
+	t.Helper()
+	reason, _ := line["reason"].(string)
+	hashed := lambdakit.RecordID("order", readableKey)
+	if !strings.Contains(reason, fragment) || strings.Contains(reason, readableKey) || !strings.Contains(reason, hashed) {
+		t.Errorf("reason %q; want %q in it, and the record named by its hashed ID %s, not the key", reason, fragment, hashed)
+	}
+}
+
 // With ReadableIDs the record's ID holds the key ("order#<key>"), yet the
 // batch's line names the record as it does without them, by the hashed ID
 // (RecordID), as traces do: the key stays out of the logs. So does it out
@@ -346,11 +357,7 @@ func TestReadableIDsStayOutOfAReplayedFailure(t *testing.T) {
 		t.Error("the handler ran again after a rejected completion")
 		return nil, nil
 	})
-	reason, _ := line["reason"].(string)
-	if !strings.Contains(reason, "rejected") || strings.Contains(reason, readableKey) ||
-		!strings.Contains(reason, lambdakit.RecordID("order", readableKey)) {
-		t.Errorf("reason %q; want the stored failure naming the hashed ID %s, not the key", reason, lambdakit.RecordID("order", readableKey))
-	}
+	wantHashedReason(t, line, "rejected")
 }
 
 // loggingIDStore records what LoggedRecordID says on each call it gets.
@@ -418,14 +425,7 @@ func TestReadableIDsStayOutOfTheItemAlreadySetError(t *testing.T) {
 		}
 		return nil, lambdakit.SetItem(ctx, item)
 	})
-	reason, _ := line["reason"].(string)
-	if !strings.Contains(reason, lambdakit.ErrItemAlreadySet.Error()) {
-		t.Fatalf("reason %q; want ErrItemAlreadySet's", reason)
-	}
-	hashed := lambdakit.RecordID("order", readableKey)
-	if strings.Contains(reason, readableKey) || !strings.Contains(reason, hashed) {
-		t.Errorf("reason %q; want the record named by its hashed ID %s, not the key", reason, hashed)
-	}
+	wantHashedReason(t, line, lambdakit.ErrItemAlreadySet.Error())
 }
 
 // With ReadableIDs, an item under the record's key that no engine wrote
@@ -440,11 +440,7 @@ func TestReadableIDsStayOutOfTheNotARecordText(t *testing.T) {
 		t.Error("the handler ran over another item")
 		return nil, nil
 	})
-	reason, _ := line["reason"].(string)
-	if !strings.Contains(reason, "no idempotency record") || strings.Contains(reason, readableKey) ||
-		!strings.Contains(reason, lambdakit.RecordID("order", readableKey)) {
-		t.Errorf("reason %q; want the not-a-record text naming the hashed ID %s, not the key", reason, lambdakit.RecordID("order", readableKey))
-	}
+	wantHashedReason(t, line, "no idempotency record")
 	var nar *lambdakit.NotARecordError
 	h := idempotent(store, noop, func(o *lambdakit.Options) { o.Prefix, o.ReadableIDs = "order", true })
 	if _, err := handle(t, h, lambdakittest.Message(`{"payment_id":"`+readableKey+`"}`)); !errors.As(err, &nar) || nar.ID != "order#"+readableKey {
