@@ -46,28 +46,38 @@ func SetItem(ctx context.Context, attrs map[string]types.AttributeValue) error {
 // map keys) are UTF-8, neither empty nor those of the record's
 // attributes, and whose values are set.
 func (s *Store) CheckItem(item any) error {
+	_, err := s.checkedItem(item)
+	return err
+}
+
+// checkedItem is CheckItem's check of item, which also returns the item's
+// size (ItemSize): CheckStaging needs both, and takes them from one pass
+// over the item.
+func (s *Store) checkedItem(item any) (size int, err error) {
 	attrs, ok := item.(map[string]types.AttributeValue)
 	if !ok {
-		return fmt.Errorf("%w: dynamostore writes an item of type map[string]types.AttributeValue (dynamostore.SetItem), got %T", lambdakit.ErrInvalidItem, item)
+		return 0, fmt.Errorf("%w: dynamostore writes an item of type map[string]types.AttributeValue (dynamostore.SetItem), got %T", lambdakit.ErrInvalidItem, item)
 	}
 	if len(attrs) == 0 {
-		return fmt.Errorf("%w: the item has no attributes", lambdakit.ErrInvalidItem)
+		return 0, fmt.Errorf("%w: the item has no attributes", lambdakit.ErrInvalidItem)
 	}
 	for name, v := range attrs {
 		if slices.Contains(s.own, name) {
-			return fmt.Errorf("%w: attribute %q is the idempotency record's own; name it otherwise (or rename the record's with dynamostore.Options)", lambdakit.ErrInvalidItem, name)
+			return 0, fmt.Errorf("%w: attribute %q is the idempotency record's own; name it otherwise (or rename the record's with dynamostore.Options)", lambdakit.ErrInvalidItem, name)
 		}
-		if err := checkAttribute(name, v); err != nil {
-			return fmt.Errorf("%w: %w", lambdakit.ErrInvalidItem, err)
+		n, err := checkAttribute(name, v)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", lambdakit.ErrInvalidItem, err)
 		}
+		size += n
 	}
 	// The completion names every attribute in its UpdateExpression, which
 	// DynamoDB caps at 4 KB: a wider item would be refused after the work.
 	if n := completionExprLen(len(attrs)); n > awsrules.MaxExpressionBytes {
-		return fmt.Errorf("%w: %d attributes make the completion's update expression about %d bytes, over DynamoDB's %d; nest some in a map",
+		return 0, fmt.Errorf("%w: %d attributes make the completion's update expression about %d bytes, over DynamoDB's %d; nest some in a map",
 			lambdakit.ErrInvalidItem, len(attrs), n, awsrules.MaxExpressionBytes)
 	}
-	return nil
+	return size, nil
 }
 
 // completionExprLen bounds the length of the completion's UpdateExpression
@@ -83,20 +93,22 @@ func completionExprLen(n int) int {
 }
 
 // checkAttribute refuses an attribute DynamoDB refuses: an empty name, one
-// of 64 KB or more, one that is not UTF-8, a value checkValue refuses.
-func checkAttribute(name string, v types.AttributeValue) error {
+// of 64 KB or more, one that is not UTF-8, a value checkValue refuses. It
+// returns the attribute's size, its name's and its value's (ItemSize).
+func checkAttribute(name string, v types.AttributeValue) (size int, err error) {
 	switch {
 	case name == "":
-		return errors.New("an attribute with an empty name")
+		return 0, errors.New("an attribute with an empty name")
 	case len(name) > awsrules.MaxAttributeNameBytes:
-		return fmt.Errorf("an attribute name of %d bytes, over DynamoDB's %d", len(name), awsrules.MaxAttributeNameBytes)
+		return 0, fmt.Errorf("an attribute name of %d bytes, over DynamoDB's %d", len(name), awsrules.MaxAttributeNameBytes)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("attribute %q: %w", name, errNameNotUTF8)
+		return 0, fmt.Errorf("attribute %q: %w", name, errNameNotUTF8)
 	}
-	if err := checkValue(v, 1); err != nil {
-		return fmt.Errorf("attribute %q: %w", name, err)
+	n, err := checkValue(v, 1)
+	if err != nil {
+		return 0, fmt.Errorf("attribute %q: %w", name, err)
 	}
-	return nil
+	return len(name) + n, nil // a UTF-8 name's textSize is its length
 }
 
 // maxNesting is how deep DynamoDB nests values: 32 levels, the item's
@@ -126,77 +138,88 @@ var errNameNotUTF8 = errors.New("the name is not UTF-8")
 // (here or nested), a NULL that is not true, a nil binary (errNilBinary),
 // an empty or repeating set, a number DynamoDB cannot hold
 // (awsrules.CheckNumber), a list or map nested too deep (v stands at
-// level, the item's attribute being 1).
+// level, the item's attribute being 1). It returns v's size (valueSize),
+// counted on the way.
 // A string that is not UTF-8 is not refused: the SDK's JSON encoder sends
 // each invalid byte as U+FFFD, which DynamoDB takes.
-func checkValue(v types.AttributeValue, level int) error {
+func checkValue(v types.AttributeValue, level int) (size int, err error) {
 	if rv := reflect.ValueOf(v); v == nil || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		// A nil member (a *types.AttributeValueMemberS that is nil,
 		// say) would panic in the SDK's encoder, after the work.
-		return errors.New("no value")
+		return 0, errors.New("no value")
 	}
 	switch v := v.(type) {
 	case *types.AttributeValueMemberS, *types.AttributeValueMemberBOOL:
 	case *types.AttributeValueMemberB:
 		if v.Value == nil {
-			return errNilBinary
+			return 0, errNilBinary
 		}
 	case *types.AttributeValueMemberN:
-		return awsrules.CheckNumber(v.Value)
+		err = awsrules.CheckNumber(v.Value)
 	case *types.AttributeValueMemberNULL:
 		if !v.Value {
 			// The zero AttributeValueMemberNULL: DynamoDB takes a null
 			// only as NULL: true.
-			return errors.New("a NULL whose Value is false (a null is NULL: true)")
+			return 0, errors.New("a NULL whose Value is false (a null is NULL: true)")
 		}
 	case *types.AttributeValueMemberSS:
-		return checkSet(v.Value)
+		err = checkSet(v.Value)
 	case *types.AttributeValueMemberNS:
-		return awsrules.CheckNumberSet(v.Value)
+		err = awsrules.CheckNumberSet(v.Value)
 	case *types.AttributeValueMemberBS:
 		seen := map[string]bool{}
 		for _, e := range v.Value {
 			if e == nil {
-				return fmt.Errorf("a binary set member: %w", errNilBinary)
+				return 0, fmt.Errorf("a binary set member: %w", errNilBinary)
 			}
 			seen[string(e)] = true
 		}
 		if len(v.Value) == 0 || len(seen) != len(v.Value) {
-			return errors.New("a binary set that is empty or repeats a member")
+			return 0, errors.New("a binary set that is empty or repeats a member")
 		}
 	case *types.AttributeValueMemberL:
 		if level >= maxNesting {
-			return errTooDeep
+			return 0, errTooDeep
 		}
+		size = 3 // as valueSize counts a list
 		for i, e := range v.Value {
-			if err := checkValue(e, level+1); err != nil {
-				return fmt.Errorf("element %d: %w", i, err)
+			n, err := checkValue(e, level+1)
+			if err != nil {
+				return 0, fmt.Errorf("element %d: %w", i, err)
 			}
+			size += 1 + n
 		}
+		return size, nil
 	case *types.AttributeValueMemberM:
 		return checkMap(v.Value, level)
 	default:
 		// types.UnknownUnionMember, or a type of the caller's: nothing
 		// the SDK can send.
-		return fmt.Errorf("a %T, which is no DynamoDB value", v)
+		return 0, fmt.Errorf("a %T, which is no DynamoDB value", v)
 	}
-	return nil
+	if err != nil {
+		return 0, err
+	}
+	return valueSize(v), nil
 }
 
 // checkMap is checkValue of a map value at level.
-func checkMap(m map[string]types.AttributeValue, level int) error {
+func checkMap(m map[string]types.AttributeValue, level int) (size int, err error) {
 	if level >= maxNesting {
-		return errTooDeep
+		return 0, errTooDeep
 	}
+	size = 3 // as mapSize counts a map
 	for k, e := range m {
 		if !utf8.ValidString(k) {
-			return fmt.Errorf("key %q: %w", k, errNameNotUTF8)
+			return 0, fmt.Errorf("key %q: %w", k, errNameNotUTF8)
 		}
-		if err := checkValue(e, level+1); err != nil {
-			return fmt.Errorf("key %q: %w", k, err)
+		n, err := checkValue(e, level+1)
+		if err != nil {
+			return 0, fmt.Errorf("key %q: %w", k, err)
 		}
+		size += 1 + len(k) + n // a UTF-8 key's textSize is its length
 	}
-	return nil
+	return size, nil
 }
 
 func checkSet(members []string) error {

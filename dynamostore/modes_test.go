@@ -257,13 +257,24 @@ func TestRecordOnItemLapsedLeaseIsFenced(t *testing.T) {
 }
 
 // An item that names a record's attribute is refused at SetItem, as the
-// store's Options name them.
+// store's Options name them: by CheckItem, and by SetItem, which leaves
+// that check to the staging check (CheckStaging), permanently, since no
+// delivery can write that item.
 func TestSetItemRefusesTheRecordsAttributes(t *testing.T) {
 	f := setup(t, func(o *dynamostore.Options) { o.KeyAttr = "pk" })
+	e := lambdakit.NewOnce(f.store, twoStepOnItem)
 	for _, name := range []string{"pk", "status", "expiration", "in_progress_expiration", "validation", "data", "lease", "failure"} {
-		err := f.store.CheckItem(map[string]types.AttributeValue{name: &types.AttributeValueMemberS{Value: "x"}})
-		if !errors.Is(err, lambdakit.ErrInvalidItem) {
-			t.Errorf("%q: got %v; want ErrInvalidItem", name, err)
+		item := map[string]types.AttributeValue{"amount": &types.AttributeValueMemberN{Value: "1"}, name: &types.AttributeValueMemberS{Value: "x"}}
+		if err := f.store.CheckItem(item); !errors.Is(err, lambdakit.ErrInvalidItem) {
+			t.Errorf("CheckItem of %q: got %v; want ErrInvalidItem", name, err)
+		}
+		var setErr error
+		_, _ = e.Do(testCtx(t), "pay_own_"+name, []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+			setErr = dynamostore.SetItem(ctx, item)
+			return nil, setErr
+		})
+		if !errors.Is(setErr, lambdakit.ErrInvalidItem) || !lambdakit.IsPermanent(setErr) || !strings.Contains(setErr.Error(), strconv.Quote(name)) {
+			t.Errorf("SetItem of %q: got %v; want a permanent ErrInvalidItem naming it", name, setErr)
 		}
 	}
 	if err := f.store.CheckItem(map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "x"}}); err != nil {

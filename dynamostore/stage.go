@@ -58,7 +58,8 @@ func stagedSize(staged []any) int {
 // check. The record's result is not known yet and not counted: a result
 // too large is dropped, not refused (see Complete).
 //
-// It also refuses, with an error wrapping lambdakit.ErrInvalidItem, a
+// It also refuses, with an error wrapping lambdakit.ErrInvalidItem, an
+// item CheckItem refuses (SetItem leaves that check to this one), and a
 // staged write whose values DynamoDB refuses, by the rules of SetItem
 // (see CheckItem): the values of a Put's item, an Update's expression
 // values, and the keys of each write; a write that does not hold exactly
@@ -88,6 +89,17 @@ func (s *Store) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 			return fmt.Errorf("%w: staged write %d (%s): %w", lambdakit.ErrInvalidItem, i, describe(w), err)
 		}
 	}
+	// The handler's item is checked as CheckItem checks it, which SetItem
+	// leaves to this check (lambdakit.StagingChecker), and counted in the
+	// same pass.
+	if rec.Item != nil {
+		size, err := s.checkedItem(rec.Item)
+		if err != nil {
+			return err
+		}
+		rec.Item = nil
+		onItem += size
+	}
 	// EffectDone may add to the record's item after this check, which is
 	// the last before the completion: count the largest effect it keeps in
 	// place of the one declared so far.
@@ -107,10 +119,11 @@ func (s *Store) stagedOnRecord(staged []any) (onItem int, writes []any, err erro
 		if !ok {
 			continue
 		}
-		if err := checkMap(m, 2); err != nil { // an element of the list attribute
+		size, err := checkMap(m, 2) // an element of the list attribute
+		if err != nil {
 			return 0, nil, fmt.Errorf("attribute %q: element %d: %w", s.o.MessagesAttr, n, err)
 		}
-		list += 1 + mapSize(m)
+		list += 1 + size
 		n++
 	}
 	if n == 0 {
@@ -167,7 +180,7 @@ func checkWrite(w types.TransactWriteItem) error {
 	}
 	for _, m := range [...]map[string]types.AttributeValue{item, values, key} {
 		for name, v := range m {
-			if err := checkAttribute(name, v); err != nil {
+			if _, err := checkAttribute(name, v); err != nil {
 				return err
 			}
 		}
@@ -211,7 +224,8 @@ func checkWriteKey(key map[string]types.AttributeValue) error {
 // checkTransaction is CheckStaging, and the check of the completion
 // itself, with its result: DynamoDB's transaction and item limits. onItem
 // is what rec's item holds besides rec.Item: the messages on the record
-// (messagesSize), which rec.Item never holds.
+// (messagesSize), which rec.Item never holds; for CheckStaging, also the
+// item it counted itself (rec.Item then nil) and the room for an effect.
 func (s *Store) checkTransaction(rec lambdakit.IdempotencyRecord, onItem int) error {
 	if n := 1 + len(rec.Staged); n > awsrules.MaxTransactionItems {
 		return fmt.Errorf("%w: %w: %d staged writes and the record exceed the %d writes of a DynamoDB transaction",

@@ -101,3 +101,50 @@ func TestCheckStagingAgreesWithTheCompletion(t *testing.T) {
 		}
 	}
 }
+
+// The staging check counts the item and the messages on the record in
+// the pass that checks them (checkedItem, checkMap): its count must be
+// ItemSize's and mapSize's, which the completion's own check uses, for
+// every kind of value, nested or not, and for names and strings that are
+// not ASCII.
+func TestCheckedSizesAreTheSizesTheCompletionCounts(t *testing.T) {
+	s, err := New(dynamodb.New(dynamodb.Options{}), "records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves := map[string]types.AttributeValue{
+		"s":     str("héllo"),
+		"empty": str(""),
+		"n":     &types.AttributeValueMemberN{Value: "-12.5e3"},
+		"b":     &types.AttributeValueMemberB{Value: []byte{0, 1, 2}},
+		"ss":    &types.AttributeValueMemberSS{Value: []string{"a", "bé", "ccc"}},
+		"ns":    &types.AttributeValueMemberNS{Value: []string{"1", "2"}},
+		"bs":    &types.AttributeValueMemberBS{Value: [][]byte{{1}, {2, 3}}},
+		"bool":  &types.AttributeValueMemberBOOL{Value: true},
+		"null":  &types.AttributeValueMemberNULL{Value: true},
+		"ünï":   str("x"),
+	}
+	nested := map[string]types.AttributeValue{
+		"list": &types.AttributeValueMemberL{Value: []types.AttributeValue{
+			str("a"), &types.AttributeValueMemberM{Value: leaves}, &types.AttributeValueMemberL{},
+		}},
+		"map":      &types.AttributeValueMemberM{Value: leaves},
+		"emptyMap": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}},
+	}
+	for name, item := range map[string]map[string]types.AttributeValue{"leaves": leaves, "nested": nested} {
+		got, err := s.checkedItem(item)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if want := ItemSize(item); got != want {
+			t.Errorf("%s: checkedItem counts %d bytes; ItemSize %d", name, got, want)
+		}
+		got, err = checkMap(item, 2)
+		if err != nil {
+			t.Fatalf("%s: checkMap: %v", name, err)
+		}
+		if want := mapSize(item); got != want {
+			t.Errorf("%s: checkMap counts %d bytes; mapSize %d", name, got, want)
+		}
+	}
+}

@@ -224,13 +224,15 @@ var ErrItemAlreadySet = errors.New("lambdakit: SetItem called twice in one handl
 // (ErrNotStaging, as Stage), when the handler already set its item
 // (ErrItemAlreadySet), when the store cannot write one
 // (ErrStagingUnsupported: it does not implement ItemStore), and when the
-// store refuses item (ErrInvalidItem, from ItemStore.CheckItem: an
+// store refuses item (ErrInvalidItem, by ItemStore.CheckItem's rules: an
 // attribute of the record's own, say, or a value the database cannot hold;
-// or, wrapping ErrStagedTooLarge too, from a StagingChecker: an item that
-// with the writes staged so far, and room for an effect EffectDone may
-// declare after it (MaxEffectBytes), is too large for one completion). If the handler returns an error, the item is dropped with
-// its staged writes, and the record's item, which held only the lock, is
-// deleted.
+// or, wrapping ErrStagedTooLarge too, an item that with the writes staged
+// so far, and room for an effect EffectDone may declare after it
+// (MaxEffectBytes), is too large for one completion). On a store that is a
+// StagingChecker, which makes both checks in one (CheckStaging), a refusal
+// is marked Permanent: no delivery can write that item. If the handler
+// returns an error, the item is dropped with its staged writes, and the
+// record's item, which held only the lock, is deleted.
 func SetItem(ctx context.Context, item any) error {
 	s, ok := ctx.Value(stageKey{}).(*stage)
 	if !ok {
@@ -246,12 +248,19 @@ func SetItem(ctx context.Context, item any) error {
 	case s.items == nil:
 		return fmt.Errorf("%w: the store cannot write a handler's item (it does not implement lambdakit.ItemStore)", ErrStagingUnsupported)
 	}
-	if err := s.items.CheckItem(item); err != nil {
-		return err
+	// A StagingChecker checks the item as CheckItem does, in the pass
+	// that counts it (see StagingChecker).
+	if s.checker == nil {
+		if err := s.items.CheckItem(item); err != nil {
+			return err
+		}
 	}
 	if err := s.add(nil, item); err != nil {
 		// No delivery can write this item with these writes: refused
 		// as an item the store cannot write.
+		if errors.Is(err, ErrInvalidItem) {
+			return err
+		}
 		return fmt.Errorf("%w: %w", ErrInvalidItem, err)
 	}
 	s.itemSet = true

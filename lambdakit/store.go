@@ -215,8 +215,11 @@ type StagingChecker interface {
 	// record's own attributes (rec holds its ID, lease and validation
 	// hash as locked), room for the largest effect EffectDone keeps
 	// (MaxEffectBytes: it may be declared after the last check) and no
-	// result, would make a completion the store cannot commit; and one
-	// wrapping ErrStagingUnsupported when it cannot write a staged op.
+	// result, would make a completion the store cannot commit; one
+	// wrapping ErrStagingUnsupported when it cannot write a staged op;
+	// and, when the store is an ItemStore, one wrapping ErrInvalidItem
+	// for an item (rec.Item) CheckItem refuses: SetItem leaves that check
+	// to CheckStaging, which can count the item in the same pass.
 	CheckStaging(rec IdempotencyRecord) error
 }
 

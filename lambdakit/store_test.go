@@ -20,12 +20,20 @@ type wrapper struct{ lambdakit.Store }
 func (w wrapper) Unwrap() lambdakit.Store { return w.Store }
 
 // checkingStore is a MemoryStore with the two capabilities it lacks: an ID
-// limit, and a staging check that refuses an item with a "big" attribute.
+// limit, and a staging check that refuses an item with a "big" attribute,
+// and, as a StagingChecker that is an ItemStore must, one CheckItem
+// refuses.
 type checkingStore struct{ *lambdakittest.MemoryStore }
 
 func (checkingStore) MaxIDBytes() int { return 16 }
 
-func (checkingStore) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+func (s checkingStore) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	if rec.Item == nil {
+		return nil
+	}
+	if err := s.CheckItem(rec.Item); err != nil {
+		return err
+	}
 	if m, _ := rec.Item.(map[string]any); m["big"] != nil {
 		return fmt.Errorf("%w: the item's big attribute", lambdakit.ErrStagedTooLarge)
 	}

@@ -135,10 +135,15 @@ func (s *CrashStore) CheckItem(item any) error {
 	return is.CheckItem(item)
 }
 
-// CheckStaging implements lambdakit.StagingChecker.
+// CheckStaging implements lambdakit.StagingChecker: the store's, or, for
+// a store without one, its CheckItem of rec.Item, which a StagingChecker
+// makes (SetItem leaves it to CheckStaging).
 func (s *CrashStore) CheckStaging(rec lambdakit.IdempotencyRecord) error {
 	if c, ok := lambdakit.StoreAs[lambdakit.StagingChecker](s.store); ok {
 		return c.CheckStaging(rec)
+	}
+	if rec.Item != nil {
+		return s.CheckItem(rec.Item)
 	}
 	return nil
 }
