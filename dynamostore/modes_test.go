@@ -285,6 +285,27 @@ func TestSetItemRefusesTheRecordsAttributes(t *testing.T) {
 	}
 }
 
+// lambdakit.SetItem given no item at all (a nil interface, where
+// dynamostore.SetItem's nil map is a map with no attributes) is refused
+// as CheckItem refuses it, not taken as the handler's item: the record
+// would complete without one, and a SetItem of the real item would fail
+// with ErrItemAlreadySet.
+func TestSetItemRefusesANilItem(t *testing.T) {
+	f := setup(t)
+	e := lambdakit.NewOnce(f.store, twoStepOnItem)
+	var setErr error
+	_, _ = e.Do(testCtx(t), "pay_nil_item", []byte(`{}`), func(ctx context.Context) ([]byte, error) {
+		setErr = lambdakit.SetItem(ctx, nil)
+		return nil, setErr
+	})
+	if !errors.Is(setErr, lambdakit.ErrInvalidItem) {
+		t.Errorf("SetItem of nil: got %v; want ErrInvalidItem", setErr)
+	}
+	if err := f.store.CheckItem(nil); !errors.Is(err, lambdakit.ErrInvalidItem) {
+		t.Errorf("CheckItem of nil: got %v; want ErrInvalidItem", err)
+	}
+}
+
 // A business item that other code wrote under a record's key, with a
 // status of its own (CANCELLED) and an expiration in the past, is no
 // expired record: neither the two-step lock nor StagedOnly's commit

@@ -145,7 +145,10 @@ type Once struct {
 	committer Committer      // nil when the store cannot commit in one request
 	marker    EffectMarker   // set with Options.StoreEffect only
 	checker   StagingChecker // nil when the store has no limit to check staging against
-	idLimit   int            // the longest record ID the store holds, for ReadableIDs
+	// checksItems is set when checker is the ItemStore (items) itself,
+	// whose CheckStaging makes CheckItem's check (see StagingChecker).
+	checksItems bool
+	idLimit     int // the longest record ID the store holds, for ReadableIDs
 	// tellIDs is set with ReadableIDs on a wrapped store (StoreWrapper):
 	// its calls carry the Prefix, for LoggedRecordID. A store no wrapper
 	// stands before has no one to tell, and its records pay nothing.
@@ -221,8 +224,8 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	}
 	// A wrapper (StoreWrapper) keeps the capabilities of what it wraps.
 	getter, _ := StoreAs[BatchGetter](store)
-	items, _ := StoreAs[ItemStore](store)
-	checker, _ := StoreAs[StagingChecker](store)
+	items, itemsAt, hasItems := storeAt[ItemStore](store)
+	checker, checkerAt, hasChecker := storeAt[StagingChecker](store)
 	committer, _ := StoreAs[Committer](store)
 	idLimit := maxReadableID
 	if l, ok := StoreAs[IDLimiter](store); ok {
@@ -247,8 +250,9 @@ func NewOnce(store Store, optFns ...func(*Options)) *Once {
 	}
 	_, wrapped := store.(StoreWrapper)
 	return &Once{store: store, getter: getter, items: items, committer: committer, checker: checker, marker: marker, idLimit: idLimit, opts: o, disabled: disabled,
-		tellIDs: o.ReadableIDs && wrapped,
-		state:   &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
+		checksItems: hasItems && hasChecker && itemsAt == checkerAt,
+		tellIDs:     o.ReadableIDs && wrapped,
+		state:       &idempotencyState{flights: map[string]*flight{}, cache: newLRU(o.CacheSize)}}
 }
 
 // defaultTTL is how long a completed record is kept by default, and how
@@ -522,7 +526,7 @@ func (e *Once) execute(ctx context.Context, id, validation string, now time.Time
 // past the rest of its work, after fn's context has ended, with the effect
 // declared by then.
 func (e *Once) runHandler(ctx context.Context, rec IdempotencyRecord, fn func(context.Context) ([]byte, error), onGoexit func(effect string)) (result []byte, staged staging, effect string, err error) {
-	st := &stage{lock: rec, keyAt: e.keyAt(), items: e.items, checker: e.checker, noEffect: e.opts.StagedOnly}
+	st := &stage{lock: rec, keyAt: e.keyAt(), items: e.items, checker: e.checker, checksItems: e.checksItems, noEffect: e.opts.StagedOnly}
 	if e.marker != nil {
 		lock := rec // a copy for the closure: rec itself then stays on the stack
 		st.mark = func(ctx context.Context, effect string) { e.markEffect(ctx, lock, effect) }

@@ -29,11 +29,14 @@ type stage struct {
 	keyAt   int
 	items   ItemStore      // nil when the store cannot write an item
 	checker StagingChecker // nil when the store has no limit to check
-	mu      sync.Mutex
-	ops     []any
-	item    any
-	itemSet bool
-	closed  bool
+	// checksItems: checker is the ItemStore items, and its CheckStaging
+	// makes CheckItem's check of an item (see StagingChecker).
+	checksItems bool
+	mu          sync.Mutex
+	ops         []any
+	item        any
+	itemSet     bool
+	closed      bool
 	// checked is set once the checker has passed ops and item as they
 	// now stand (see IdempotencyRecord.Checked).
 	checked bool
@@ -229,8 +232,9 @@ var ErrItemAlreadySet = errors.New("lambdakit: SetItem called twice in one handl
 // or, wrapping ErrStagedTooLarge too, an item that with the writes staged
 // so far, and room for an effect EffectDone may declare after it
 // (MaxEffectBytes), is too large for one completion). On a store that is a
-// StagingChecker, which makes both checks in one (CheckStaging), a refusal
-// is marked Permanent: no delivery can write that item. If the handler
+// StagingChecker and the ItemStore, which makes both checks in one
+// (CheckStaging), a refusal is marked Permanent: no delivery can write
+// that item. If the handler
 // returns an error, the item is dropped with its staged writes, and the
 // record's item, which held only the lock, is deleted.
 func SetItem(ctx context.Context, item any) error {
@@ -248,9 +252,12 @@ func SetItem(ctx context.Context, item any) error {
 	case s.items == nil:
 		return fmt.Errorf("%w: the store cannot write a handler's item (it does not implement lambdakit.ItemStore)", ErrStagingUnsupported)
 	}
-	// A StagingChecker checks the item as CheckItem does, in the pass
-	// that counts it (see StagingChecker).
-	if s.checker == nil {
+	// A StagingChecker that is the ItemStore checks the item as
+	// CheckItem does, in the pass that counts it (see StagingChecker);
+	// not one further down a wrapper's chain, which may check items by
+	// other rules or none, and not a nil item, which CheckStaging takes
+	// for no item at all.
+	if !s.checksItems || item == nil {
 		if err := s.items.CheckItem(item); err != nil {
 			return err
 		}

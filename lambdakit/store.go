@@ -219,7 +219,9 @@ type StagingChecker interface {
 	// wrapping ErrStagingUnsupported when it cannot write a staged op;
 	// and, when the store is an ItemStore, one wrapping ErrInvalidItem
 	// for an item (rec.Item) CheckItem refuses: SetItem leaves that check
-	// to CheckStaging, which can count the item in the same pass.
+	// to CheckStaging, which can count the item in the same pass, when
+	// the StagingChecker it finds is the ItemStore it finds (not a store
+	// further down a wrapper's chain) and the item is not nil.
 	CheckStaging(rec IdempotencyRecord) error
 }
 
@@ -295,26 +297,31 @@ type StoreWrapper interface {
 // NewOnce does for other configurations that cannot work, rather than
 // follow it for ever.
 func StoreAs[T any](s Store) (T, bool) {
+	c, _, ok := storeAt[T](s)
+	return c, ok
+}
+
+// storeAt is StoreAs, and how many wrappers down it found the T: two
+// capabilities found at the same depth are one store's.
+func storeAt[T any](s Store) (c T, depth int, ok bool) {
 	// maxStoreChain wrappers, and the store below the last of them.
-	for range maxStoreChain + 1 {
+	for depth = range maxStoreChain + 1 {
 		if s == nil {
 			break
 		}
 		if c, ok := s.(T); ok {
-			return c, true
+			return c, depth, true
 		}
 		w, ok := s.(StoreWrapper)
 		if !ok {
-			var none T
-			return none, false
+			return c, 0, false
 		}
 		s = w.Unwrap()
 	}
 	if s != nil {
 		panic(fmt.Sprintf("lambdakit: the store wrappers' chain does not end: more than %d wrappers down, it is still at a %T (does its Unwrap return itself?)", maxStoreChain, s))
 	}
-	var none T
-	return none, false
+	return c, 0, false
 }
 
 // maxStoreChain bounds the wrappers StoreAs looks through: far more than

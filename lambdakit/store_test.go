@@ -192,6 +192,46 @@ func TestEngineUsesTheCapabilitiesOfAWrappedStore(t *testing.T) {
 	})
 }
 
+// tenantItems is a wrapper that intercepts CheckItem, as StoreWrapper
+// allows, to refuse an item without a "tenant" attribute, and otherwise
+// passes the item to the wrapped store's CheckItem.
+type tenantItems struct{ lambdakit.Store }
+
+func (w tenantItems) Unwrap() lambdakit.Store { return w.Store }
+
+func (w tenantItems) CheckItem(item any) error {
+	if m, _ := item.(map[string]any); m["tenant"] == nil {
+		return fmt.Errorf("%w: the item has no tenant", lambdakit.ErrInvalidItem)
+	}
+	is, ok := lambdakit.StoreAs[lambdakit.ItemStore](w.Store)
+	if !ok {
+		return fmt.Errorf("%w: %T writes no item", lambdakit.ErrInvalidItem, w.Store)
+	}
+	return is.CheckItem(item)
+}
+
+// SetItem makes the ItemStore's check of the item even when the
+// StagingChecker the engine found is another store, further down the
+// chain: that one's CheckStaging checks the item by its own CheckItem,
+// not by the wrapper's.
+func TestSetItemChecksTheItemWithTheItemStoreAboveTheStagingChecker(t *testing.T) {
+	mem := &lambdakittest.MemoryStore{}
+	e := lambdakit.NewOnce(tenantItems{checkingStore{mem}}, func(o *lambdakit.Options) {
+		o.Logger, o.Prefix = slog.New(slog.DiscardHandler), "p"
+	})
+	var setErr error
+	_, _ = e.Do(t.Context(), "k", nil, func(ctx context.Context) ([]byte, error) {
+		setErr = lambdakit.SetItem(ctx, map[string]any{"amount": 5})
+		return nil, setErr
+	})
+	if !errors.Is(setErr, lambdakit.ErrInvalidItem) || !strings.Contains(fmt.Sprint(setErr), "no tenant") {
+		t.Errorf("SetItem: got %v; want the wrapper's ErrInvalidItem for an item without a tenant", setErr)
+	}
+	if item, ok := mem.Item(lambdakit.RecordID("p", "k")); ok {
+		t.Errorf("item %v written; want none", item)
+	}
+}
+
 // recordingStore is a MemoryStore, with no staging check, that records
 // IdempotencyRecord.Checked of each completion; checkedStore is one with
 // checkingStore's staging check.

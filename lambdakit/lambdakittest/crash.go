@@ -135,15 +135,20 @@ func (s *CrashStore) CheckItem(item any) error {
 	return is.CheckItem(item)
 }
 
-// CheckStaging implements lambdakit.StagingChecker: the store's, or, for
-// a store without one, its CheckItem of rec.Item, which a StagingChecker
-// makes (SetItem leaves it to CheckStaging).
+// CheckStaging implements lambdakit.StagingChecker: CheckItem of
+// rec.Item, which a StagingChecker that is an ItemStore makes (SetItem
+// leaves it to CheckStaging), and then the store's own check, if it has
+// one. The store's check alone would not do: it may check no item (one
+// that writes none, such as valkeystore's), or check it by other rules
+// than the ItemStore above it.
 func (s *CrashStore) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	if rec.Item != nil {
+		if err := s.CheckItem(rec.Item); err != nil {
+			return err
+		}
+	}
 	if c, ok := lambdakit.StoreAs[lambdakit.StagingChecker](s.store); ok {
 		return c.CheckStaging(rec)
-	}
-	if rec.Item != nil {
-		return s.CheckItem(rec.Item)
 	}
 	return nil
 }

@@ -1,7 +1,10 @@
 package lambdakittest_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -106,5 +109,38 @@ func TestCrashStorePassesOnTheIDLimitOfItsStore(t *testing.T) {
 	}
 	if _, ok := lambdakit.StoreAs[lambdakit.Committer](lambdakittest.NewCrashStore(&lambdakittest.MemoryStore{})); ok {
 		t.Error("Committer through CrashStore; want none: no crash would stop it")
+	}
+}
+
+// noItems is a store with a staging check that writes no item, as
+// valkeystore.Store: it is a StagingChecker that is no ItemStore, and
+// refuses every staged write. (Its record methods are a MemoryStore's,
+// behind lambdakit.Store, which hides the rest.)
+type noItems struct{ lambdakit.Store }
+
+func (noItems) CheckStaging(rec lambdakit.IdempotencyRecord) error {
+	if len(rec.Staged) > 0 {
+		return fmt.Errorf("%w: no staged writes here", lambdakit.ErrStagingUnsupported)
+	}
+	return nil
+}
+
+// Over a store whose staging check does not check items (one that writes
+// none), the crash store still refuses at SetItem an item its CheckItem
+// refuses: the engine leaves that check to the crash store's
+// CheckStaging.
+func TestCrashStoreRefusesAtSetItemAnItemTheStoreBelowCannotWrite(t *testing.T) {
+	s := lambdakittest.NewCrashStore(noItems{&lambdakittest.MemoryStore{}})
+	if err := s.CheckItem(map[string]any{"amount": 1}); !errors.Is(err, lambdakit.ErrInvalidItem) {
+		t.Fatalf("CheckItem: %v; want ErrInvalidItem, the store below writing no item", err)
+	}
+	e := lambdakit.NewOnce(s, func(o *lambdakit.Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	var setErr error
+	_, _ = e.Do(t.Context(), "k", nil, func(ctx context.Context) ([]byte, error) {
+		setErr = lambdakit.SetItem(ctx, map[string]any{"amount": 1})
+		return nil, setErr
+	})
+	if !errors.Is(setErr, lambdakit.ErrInvalidItem) {
+		t.Errorf("SetItem: got %v; want ErrInvalidItem, as CheckItem", setErr)
 	}
 }
