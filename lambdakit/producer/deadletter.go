@@ -40,7 +40,10 @@ var ErrNotDeadLettered = errors.New("producer: message cannot be sent to the dea
 // another message with the same idempotency key, is never dropped as a
 // duplicate of an earlier dead letter. (A dedup ID from the idempotency key
 // would do exactly that, and the message would be deleted from its queue
-// though the dead-letter queue did not keep it.)
+// though the dead-letter queue did not keep it.) SQS does the same when it
+// moves a message from a FIFO queue to its FIFO dead-letter queue itself:
+// it replaces the deduplication ID with the message ID; and a message
+// redriven from a dead-letter queue gets a new message ID.
 //
 // The reason is not added to the message, whose attributes stay as they
 // were (a redrive sends them back): the batch adapter logs it with the
