@@ -234,9 +234,9 @@ var ErrItemAlreadySet = errors.New("lambdakit: SetItem called twice in one handl
 // (MaxEffectBytes), is too large for one completion). On a store that is a
 // StagingChecker and the ItemStore, which makes both checks in one
 // (CheckStaging), a refusal is marked Permanent: no delivery can write
-// that item. If the handler
-// returns an error, the item is dropped with its staged writes, and the
-// record's item, which held only the lock, is deleted.
+// that item. If the handler returns an error, the item is dropped with
+// its staged writes, and the record's item, which held only the lock, is
+// deleted.
 func SetItem(ctx context.Context, item any) error {
 	s, ok := ctx.Value(stageKey{}).(*stage)
 	if !ok {
