@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -86,12 +87,15 @@ func queueARN(t *testing.T, client *sqs.Client, url string) string {
 
 // sourceAndDLQ creates a dead-letter queue and a source queue that moves a
 // message there after 5 receives, as the sample's template does, with a
-// visibility timeout of 1 s so that a failed record comes back at once.
-func sourceAndDLQ(t *testing.T, client *sqs.Client, fifo bool) (source, dlq string) {
+// visibility timeout of visibility seconds: 1 so that a failed record
+// comes back at once; longer where a test counts deliveries of records
+// that do not fail, which a timeout shorter than a batch takes under load
+// (make test runs packages side by side) would deliver again, as SQS does.
+func sourceAndDLQ(t *testing.T, client *sqs.Client, fifo bool, visibility int) (source, dlq string) {
 	t.Helper()
 	dlq = testenv.Queue(t, client, fifo, nil)
 	policy := `{"deadLetterTargetArn":"` + queueARN(t, client, dlq) + `","maxReceiveCount":"5"}`
-	source = testenv.Queue(t, client, fifo, map[string]string{"VisibilityTimeout": "1", "RedrivePolicy": policy})
+	source = testenv.Queue(t, client, fifo, map[string]string{"VisibilityTimeout": strconv.Itoa(visibility), "RedrivePolicy": policy})
 	return source, dlq
 }
 
@@ -160,7 +164,7 @@ func TestDeadLetterQueueTakesPoisonAfterOneDelivery(t *testing.T) {
 			name = "FIFO"
 		}
 		t.Run(name+": the poison message is in the DLQ as sent, and its group goes on", func(t *testing.T) {
-			source, dlq := sourceAndDLQ(t, client, fifo)
+			source, dlq := sourceAndDLQ(t, client, fifo, 30)
 			send := func(body string, attrs map[string]types.MessageAttributeValue) string {
 				in := &sqs.SendMessageInput{QueueUrl: aws.String(source), MessageBody: aws.String(body), MessageAttributes: attrs}
 				if fifo {
@@ -223,7 +227,7 @@ func TestDeadLetterQueueTakesPoisonAfterOneDelivery(t *testing.T) {
 
 func TestDeadLetterQueueSendFailureFallsBackToRedelivery(t *testing.T) {
 	client := sqsClient(t, "")
-	source, dlq := sourceAndDLQ(t, client, true)
+	source, dlq := sourceAndDLQ(t, client, true, 1)
 	proxy := testenv.NewProxy(t, moto.Server(t).URL)
 	// Every attempt of the first SendMessage call fails (the test config
 	// makes 3); the next call goes through.

@@ -281,7 +281,7 @@ func TestQueueVisibilityKeepsFIFOGroupInOrder(t *testing.T) {
 // until empty, says it is waiting rather than looking stuck.
 func TestMappingHonoursBackoff(t *testing.T) {
 	client := sqsClient(t, "")
-	source, dlq := sourceAndDLQ(t, client, false) // visibility 1 s, maxReceiveCount 5
+	source, dlq := sourceAndDLQ(t, client, false, 1) // visibility 1 s, maxReceiveCount 5
 	if _, err := client.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(source), MessageBody: aws.String("fail-1")}); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestMappingHonoursBackoff(t *testing.T) {
 // reached the DLQ and how often each payment was charged.
 func outageRun(t *testing.T, client *sqs.Client, payments int, outage time.Duration, backoff *lambdakit.Backoff) (dead int, charged map[string]int) {
 	t.Helper()
-	source, dlq := sourceAndDLQ(t, client, false)
+	source, dlq := sourceAndDLQ(t, client, false, 1)
 	for i := range payments {
 		body := fmt.Sprintf(`{"payment_id":"pay_%d"}`, i)
 		if _, err := client.SendMessage(ctxFor(t), &sqs.SendMessageInput{QueueUrl: aws.String(source), MessageBody: aws.String(body)}); err != nil {
